@@ -1,0 +1,120 @@
+"""Reading and writing GPU spec files (JSON).
+
+Format (schema_version 1)::
+
+    {"schema_version": 1, "name": "H100-SXM", "description": "...",
+     "values": {"sm_count": {"value": 132, "source": "NVIDIA H100 datasheet"}, ...},
+     "task_costs": {"default": {"compute_efficiency": {"value": 0.5, "source": "..."},
+                                "fixed_ns": {"value": 0, "source": "..."}},
+                    "gemm": {...}}}
+
+Every field of GPUSpec must appear under "values" with a value and a source; unknown fields are
+rejected (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from megasim.errors import SpecError
+from megasim.hardware.spec import SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
+
+_COST_FIELDS = ("compute_efficiency", "fixed_ns")
+
+
+def _entry(where: str, raw: Any) -> tuple[float, str]:
+    if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
+        raise SpecError(f"{where} must be an object with 'value' and 'source', got {raw!r}")
+    value, source = raw["value"], raw["source"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}.value must be a number, got {value!r}")
+    if not isinstance(source, str) or not source.strip():
+        raise SpecError(f"{where}.source must be a non-empty string, got {source!r}")
+    return value, source
+
+
+def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
+    """Build a GPUSpec from the parsed JSON of a spec file; `origin` names it in errors."""
+    if not isinstance(data, dict):
+        raise SpecError(f"spec {origin}: top level must be a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SpecError(f"spec {origin}: schema_version={version!r} is not supported (allowed: {SCHEMA_VERSION})")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"spec {origin}: 'name' must be a non-empty string, got {name!r}")
+    allowed_top = {"schema_version", "name", "description", "values", "task_costs"}
+    unknown = sorted(set(data) - allowed_top)
+    if unknown:
+        raise SpecError(f"spec {origin}: unknown top-level key {unknown[0]!r} (allowed: {', '.join(sorted(allowed_top))})")
+    values = data.get("values")
+    if not isinstance(values, dict):
+        raise SpecError(f"spec {origin}: 'values' must be an object")
+    names = spec_field_names()
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise SpecError(f"spec {origin}: unknown field {unknown[0]!r} (allowed: {', '.join(names)})")
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise SpecError(f"spec {origin}: missing field {missing[0]!r}")
+    kwargs: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for n in names:
+        kwargs[n], sources[n] = _entry(f"spec {origin}: values.{n}", values[n])
+    costs: dict[str, TaskCost] = {}
+    raw_costs = data.get("task_costs", {})
+    if not isinstance(raw_costs, dict):
+        raise SpecError(f"spec {origin}: 'task_costs' must be an object")
+    for kind, raw in raw_costs.items():
+        if not isinstance(raw, dict):
+            raise SpecError(f"spec {origin}: task_costs.{kind} must be an object")
+        unknown = sorted(set(raw) - set(_COST_FIELDS))
+        if unknown:
+            raise SpecError(f"spec {origin}: unknown task cost field {unknown[0]!r} (allowed: {', '.join(_COST_FIELDS)})")
+        cost_kwargs = {}
+        for cf in _COST_FIELDS:
+            if cf in raw:
+                cost_kwargs[cf], sources[f"task_costs.{kind}.{cf}"] = _entry(
+                    f"spec {origin}: task_costs.{kind}.{cf}", raw[cf])
+        try:
+            costs[kind] = TaskCost(**cost_kwargs)
+        except SpecError as err:
+            raise SpecError(f"spec {origin}: task_costs.{kind}: {err}") from None
+    try:
+        return GPUSpec(name=name, description=str(data.get("description", "")),
+                       task_costs=costs, sources=sources, **kwargs)
+    except SpecError as err:
+        raise SpecError(f"spec {origin}: {err}") from None
+
+
+def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
+    """The JSON-ready form of a spec; `spec_from_dict(spec_to_dict(s)) == s`."""
+    values = {n: {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
+              for n in spec_field_names()}
+    costs = {}
+    for kind, cost in spec.task_costs.items():
+        costs[kind] = {cf: {"value": getattr(cost, cf),
+                            "source": spec.sources.get(f"task_costs.{kind}.{cf}", "unknown")}
+                       for cf in _COST_FIELDS}
+    return {"schema_version": SCHEMA_VERSION, "name": spec.name, "description": spec.description,
+            "values": values, "task_costs": costs}
+
+
+def load_spec(path: str | Path) -> GPUSpec:
+    """Read a spec file; any problem is a one-line SpecError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecError(f"spec file {str(path)!r} cannot be read: {err.strerror or err}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError(f"spec file {str(path)!r} is not valid JSON: {err.msg} at line {err.lineno}") from None
+    return spec_from_dict(data, origin=repr(str(path)))
+
+
+def dump_spec(spec: GPUSpec, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(spec_to_dict(spec), indent=2) + "\n")

@@ -1,0 +1,108 @@
+"""GPU specifications as data.
+
+A GPUSpec holds what the model needs to know about one GPU: how many SMs it has and what fits on
+each (threads, blocks, registers, shared memory), how fast it computes (FP32) and moves data (DRAM,
+L2), how big its L2 is, a few latencies, and what launching kernels and dispatching thread blocks
+costs. It also holds per-task-kind costs (TaskCost): the fraction of the SM's FP32 peak a kind's
+device function reaches and a fixed time per task; presets carry assumed values, `megasim calibrate`
+replaces them with measured ones.
+
+Units are in the field names. Bandwidths are in GB/s, which is the same number as bytes per
+nanosecond, the simulator's unit pair (time in ns, data in bytes).
+
+Every value carries its source (a datasheet, a paper, "measured <date> on <device>", or "estimate:
+..."), kept in `GPUSpec.sources` under the field name. Constructors do no I/O: files are read and
+written by `load_spec` / `dump_spec` in `megasim.hardware.files`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from megasim.errors import SpecError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    """What one task kind's device function costs beyond its bytes: a compute efficiency (fraction of
+    the SM's FP32 peak it sustains while it computes) and a fixed time per task (index arithmetic,
+    synchronisation, epilogue) that no roofline term captures."""
+
+    compute_efficiency: float = 0.5
+    fixed_ns: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.compute_efficiency <= 1.0):
+            raise SpecError(
+                f"compute_efficiency={self.compute_efficiency!r} is not allowed: it must be in (0, 1]"
+            )
+        if not (self.fixed_ns >= 0.0):
+            raise SpecError(f"fixed_ns={self.fixed_ns!r} is not allowed: it must be >= 0")
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU, as the model sees it. Frozen; use `dataclasses.replace` to derive variants."""
+
+    name: str
+    sm_count: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    max_registers_per_thread: int
+    shared_mem_per_sm_bytes: int
+    max_shared_mem_per_block_bytes: int
+    sm_clock_mhz: float
+    fp32_peak_gflops: float
+    dram_bw_gbps: float
+    l2_bytes: int
+    l2_bw_gbps: float
+    l2_partitions: int
+    dram_latency_ns: float
+    l2_latency_ns: float
+    atomic_latency_ns: float
+    kernel_launch_ns: float
+    kernel_boundary_ns: float
+    block_dispatch_ns: float
+    tb_max_dram_bw_gbps: float
+    task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name in ("name", "task_costs", "sources", "description"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be a number")
+            if f.type == "int" and int(value) != value:
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
+            if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns",
+                          "kernel_launch_ns", "kernel_boundary_ns", "block_dispatch_ns"):
+                if value < 0:
+                    raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
+            elif not value > 0:
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be > 0")
+
+    # Derived quantities (not stored, so they can never disagree with the fields).
+    @property
+    def sm_gflops(self) -> float:
+        """FP32 peak of one SM, in GFLOP/s (= FLOP per ns)."""
+        return self.fp32_peak_gflops / self.sm_count
+
+    def task_cost(self, kind: str) -> TaskCost:
+        """The cost entry of a task kind, falling back to the 'default' entry, then to TaskCost()."""
+        if kind in self.task_costs:
+            return self.task_costs[kind]
+        return self.task_costs.get("default", TaskCost())
+
+
+def spec_field_names() -> tuple[str, ...]:
+    """The numeric fields a spec file must give, in declaration order."""
+    skip = {"name", "task_costs", "sources", "description"}
+    return tuple(f.name for f in dataclasses.fields(GPUSpec) if f.name not in skip)

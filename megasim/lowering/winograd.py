@@ -1,0 +1,296 @@
+"""Lowering a 3x3 convolution to Winograd F(m x m, 3 x 3) tasks (the megakernel paper, Sec. 2 and 5).
+
+Four task kinds, one thread block each:
+
+- ``ftrans`` (group = k-tile kt, index = f): transforms ``threads`` (c, k) filter pairs of k-tile kt,
+  reading 9 weights and writing alpha^2 values per pair into U[e, c, k].
+- ``itrans`` (group = g, index = s): transforms ``threads`` (tile, channel) pairs of group g (channel
+  fastest, so a block covers whole tiles when C < threads), reading each pair's alpha x alpha window
+  and writing alpha^2 values into V_g[e, tile, c].
+- ``gemm`` (group = g, index = j = e * k_tiles + kt): M_g[e, :, kt] = V_g[e] @ U[e, :, kt], a
+  (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last).
+  Column j is the paper's "j-th filter matrix"; the M GEMM tasks of one column share it (reuse b).
+- ``otrans`` (group = g, index = s): inverse-transforms ``threads`` (tile, k) pairs (k fastest),
+  reading alpha^2 products each and writing the m x m outputs.
+
+Dependency counters (Sec. 6): counter 0 counts the filter transforms; per group g, counter 1+2g counts
+its input transforms and 2+2g its GEMMs. A GEMM waits on [0, 1+2g], an output transform on [2+2g].
+
+Memory regions, chosen so the L2 model can see the paper's reuse types (Fig. 5):
+- ``input``: one region per (image, tile row) band of m input rows, parts = (tile column, channel).
+  A transform reads its tiles' m x m core pixels from the band (type a: each band is read from DRAM
+  once); the halo (the window's other alpha^2 - m^2 pixels, shared with neighbouring tiles) is
+  on-chip traffic, because neighbours run next to each other in raster order.
+- ``weights``: one region, a part per filter-transform task.
+- ``transformed_filter``: one region per k-tile, a part per e: read whole by every GEMM of column
+  (e, kt) -- reuse type b when M GEMMs of a column run close together.
+- ``transformed_input`` V_g and ``products`` M_g: one region per group, parts = e (V) and
+  (kt, e) (M): written by the parents, read by the children (reuse type c when they run close).
+- ``output``: one region per group, a part per output-transform task (written once).
+
+Bytes are exact per task (edge tiles move fewer pixels); region sizes use the full-tile size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from megasim.errors import LoweringError
+from megasim.lowering.winograd_math import SUPPORTED_TILES, transform_flops
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+
+KINDS = ("ftrans", "itrans", "gemm", "otrans")
+TENSORS = ("input", "weights", "transformed_filter", "transformed_input", "products", "output")
+FLOAT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class WinogradConfig:
+    """Implementation parameters of the Winograd kernels (what one task of each kind does)."""
+
+    m: int = 4                      # output tile: F(4x4,3x3) or F(2x2,3x3)
+    tiles_per_group: int = 32       # t: tiles per task group (rows of each GEMM task)
+    transform_threads: int = 128    # threads per transform block, one (tile, channel) pair each
+    gemm_k_tile: int = 64           # columns of K per GEMM task
+    gemm_threads: int = 128
+    gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
+    transform_registers: int = 64
+    gemm_registers: int = 64
+
+    def __post_init__(self) -> None:
+        if self.m not in SUPPORTED_TILES:
+            raise LoweringError(f"m={self.m!r} is not allowed: Winograd output tile must be one of {SUPPORTED_TILES}")
+        for name in ("tiles_per_group", "gemm_k_tile", "gemm_k_step"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise LoweringError(f"{name}={v!r} is not allowed: it must be a positive integer")
+        for name in ("transform_threads", "gemm_threads"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 32 or v > 1024 or v % 32:
+                raise LoweringError(f"{name}={v!r} is not allowed: it must be a multiple of 32 in [32, 1024]")
+        for name in ("transform_registers", "gemm_registers"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= 255:
+                raise LoweringError(f"{name}={v!r} is not allowed: it must be an integer in [16, 255]")
+
+    @property
+    def alpha(self) -> int:
+        return self.m + 2
+
+    @property
+    def gemm_shared_bytes(self) -> int:
+        return 2 * (self.tiles_per_group + self.gemm_k_tile) * self.gemm_k_step * FLOAT_BYTES
+
+
+@dataclass(frozen=True)
+class WinogradShape:
+    """Counts derived from a problem and a config (the paper's N_F, S_I, S_G, S_O, N_G)."""
+
+    tiles_y: int
+    tiles_x: int
+    tiles: int
+    groups: int        # N_G
+    k_tiles: int
+    n_f: int           # N_F
+    s_i: int           # per full group
+    s_g: int
+    s_o: int
+
+
+def winograd_shape(problem: ConvProblem, cfg: WinogradConfig) -> WinogradShape:
+    check_supported(problem)
+    ty = -(-problem.out_h // cfg.m)
+    tx = -(-problem.out_w // cfg.m)
+    tiles = problem.n * ty * tx
+    t = cfg.tiles_per_group
+    k_tiles = -(-problem.k // cfg.gemm_k_tile)
+    widths = np.minimum(cfg.gemm_k_tile, problem.k - cfg.gemm_k_tile * np.arange(k_tiles))
+    n_f = int(np.sum(-(-(problem.c * widths) // cfg.transform_threads)))
+    rows = min(t, tiles)
+    return WinogradShape(ty, tx, tiles, -(-tiles // t), k_tiles, n_f,
+                         -(-rows * problem.c // cfg.transform_threads), cfg.alpha ** 2 * k_tiles,
+                         -(-rows * problem.k // cfg.transform_threads))
+
+
+def check_supported(problem: ConvProblem) -> None:
+    if (problem.r, problem.s) != (3, 3):
+        raise LoweringError(f"{problem.name or 'layer'}: Winograd lowering needs a 3x3 filter, got R={problem.r}, S={problem.s}")
+    if problem.stride != 1:
+        raise LoweringError(f"{problem.name or 'layer'}: Winograd lowering needs stride 1, got stride={problem.stride}")
+
+
+def _span(lo: int, length: int, hi: int, start: np.ndarray) -> np.ndarray:
+    """Length of [start, start+length) intersected with [lo, hi), elementwise."""
+    return np.clip(np.minimum(start + length, hi) - np.maximum(start, lo), 0, None)
+
+
+def _pair_prefix(per_tile: np.ndarray, width: int):
+    """F(P) = sum of per_tile[pair // width] over pairs < P, for pairs laid out tile-major."""
+    cum = np.concatenate([[0], np.cumsum(per_tile, dtype=np.int64)])
+
+    def f(p: np.ndarray) -> np.ndarray:
+        tile = p // width
+        within = p - tile * width
+        safe = np.minimum(tile, per_tile.shape[0] - 1)
+        return cum[tile] * width + within * np.where(tile < per_tile.shape[0], per_tile[safe], 0)
+    return f
+
+
+def _ranges(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For counts [a, b, ...]: (owner index repeated, position within owner) of sum(counts) items."""
+    owner = np.repeat(np.arange(counts.shape[0]), counts)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return owner, np.arange(owner.shape[0]) - start[owner]
+
+
+def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> TaskGraph:
+    """The TaskGraph of a Winograd F(m x m, 3 x 3) convolution (see the module docstring)."""
+    cfg = cfg or WinogradConfig()
+    sh = winograd_shape(problem, cfg)
+    n, c, k, h, w, pad = problem.n, problem.c, problem.k, problem.h, problem.w, problem.padding
+    m, a2, t = cfg.m, cfg.alpha ** 2, cfg.tiles_per_group
+    thr, gk = cfg.transform_threads, cfg.gemm_k_tile
+    p_out, q_out = problem.out_h, problem.out_w
+    tflops = transform_flops(m)
+    groups = sh.groups
+    g_idx = np.arange(groups)
+    rows = np.minimum(t, sh.tiles - g_idx * t)                        # tiles per group
+
+    # Per-tile pixel counts (same for every image): core (own band), window, valid outputs.
+    tyv, txv = np.arange(sh.tiles_y), np.arange(sh.tiles_x)
+    # Core = the window's pixels inside the tile's own band of m rows / columns (reuse type a).
+    row_core = np.clip(np.minimum.reduce([m * tyv + m, m * tyv - pad + cfg.alpha, np.full_like(tyv, h)])
+                       - np.maximum.reduce([m * tyv, m * tyv - pad, np.zeros_like(tyv)]), 0, None)
+    col_core = np.clip(np.minimum.reduce([m * txv + m, m * txv - pad + cfg.alpha, np.full_like(txv, w)])
+                       - np.maximum.reduce([m * txv, m * txv - pad, np.zeros_like(txv)]), 0, None)
+    core = np.outer(row_core, col_core)
+    window = np.outer(_span(0, cfg.alpha, h, m * tyv - pad), _span(0, cfg.alpha, w, m * txv - pad))
+    outpx = np.outer(np.minimum(m, p_out - m * tyv), np.minimum(m, q_out - m * txv))
+    core_t, window_t, out_t = (np.tile(a.ravel(), n).astype(np.int64) for a in (core, window, outpx))
+
+    acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
+
+    def add_acc(task, region, lo, hi, nbytes, write):
+        size = np.broadcast(task, region, lo, hi, nbytes).shape
+        for lst, v in ((acc_task, task), (acc_region, region), (acc_lo, lo), (acc_hi, hi), (acc_bytes, nbytes)):
+            lst.append(np.broadcast_to(v, size).astype(np.float64 if lst is acc_bytes else np.int64))
+        acc_write.append(np.full(size, write, bool))
+
+    # Regions: weights | U per k-tile | input bands | V per group | M per group | Y per group.
+    r_weights = 0
+    r_u = 1
+    r_band = r_u + sh.k_tiles
+    bands = n * sh.tiles_y
+    r_v = r_band + bands
+    r_m = r_v + groups
+    r_y = r_m + groups
+    region_parts = np.concatenate([[sh.n_f], np.full(sh.k_tiles, a2), np.full(bands, sh.tiles_x * c),
+                                   np.full(groups, a2), np.full(groups, sh.k_tiles * a2), np.full(groups, sh.s_o)])
+    region_part_bytes = np.concatenate([[thr * 9 * FLOAT_BYTES], np.full(sh.k_tiles, c * gk * FLOAT_BYTES),
+                                        np.full(bands, m * m * FLOAT_BYTES), np.full(groups, t * c * FLOAT_BYTES),
+                                        np.full(groups, t * gk * FLOAT_BYTES), np.full(groups, thr * m * m * FLOAT_BYTES)])
+    region_tensor = np.concatenate([[1], np.full(sh.k_tiles, 2), np.full(bands, 0), np.full(groups, 3),
+                                    np.full(groups, 4), np.full(groups, 5)])
+
+    # --- filter transforms -------------------------------------------------------------------
+    widths = np.minimum(gk, k - gk * np.arange(sh.k_tiles))
+    f_per_kt = -(-(c * widths) // thr)
+    f_kt, f_idx = _ranges(f_per_kt)
+    f_pairs = np.minimum(thr, c * widths[f_kt] - f_idx * thr)
+    n_f = f_kt.shape[0]
+    ftask = np.arange(n_f)
+    add_acc(ftask, r_weights, ftask, ftask + 1, f_pairs * 9 * FLOAT_BYTES, False)
+    add_acc(ftask, r_u + f_kt, 0, a2, f_pairs * a2 * FLOAT_BYTES, True)
+
+    # --- input transforms --------------------------------------------------------------------
+    s_i = -(-rows * c // thr)
+    i_g, i_s = _ranges(s_i)
+    p0 = i_g * t * c + i_s * thr                                   # global (tile, channel) pair range
+    p1 = np.minimum(p0 + thr, (i_g * t + rows[i_g]) * c)
+    i_pairs = p1 - p0
+    itask = n_f + np.arange(i_g.shape[0])
+    core_f, window_f = _pair_prefix(core_t, c), _pair_prefix(window_t, c)
+    band_len = sh.tiles_x * c                                      # pairs per band
+    b0, b1 = p0 // band_len, (p1 - 1) // band_len
+    owner, j = _ranges(b1 - b0 + 1)
+    b = b0[owner] + j
+    lo = np.maximum(p0[owner], b * band_len)
+    hi = np.minimum(p1[owner], (b + 1) * band_len)
+    add_acc(itask[owner], r_band + b, lo - b * band_len, hi - b * band_len,
+            (core_f(hi) - core_f(lo)) * FLOAT_BYTES, False)
+    halo = (window_f(p1) - window_f(p0)) - (core_f(p1) - core_f(p0))
+    add_acc(itask, -1, 0, 1, halo * FLOAT_BYTES, False)
+    add_acc(itask, r_v + i_g, 0, a2, i_pairs * a2 * FLOAT_BYTES, True)
+
+    # --- GEMMs -------------------------------------------------------------------------------
+    n_gemm = groups * sh.s_g
+    gtask = n_f + itask.shape[0] + np.arange(n_gemm)
+    gg = np.repeat(g_idx, sh.s_g)
+    gj = np.tile(np.arange(sh.s_g), groups)
+    ge, gkt = gj // sh.k_tiles, gj % sh.k_tiles
+    gw = widths[gkt]
+    grows = rows[gg]
+    add_acc(gtask, r_v + gg, ge, ge + 1, grows * c * FLOAT_BYTES, False)
+    add_acc(gtask, r_u + gkt, ge, ge + 1, c * gw * FLOAT_BYTES, False)
+    add_acc(gtask, r_m + gg, gkt * a2 + ge, gkt * a2 + ge + 1, grows * gw * FLOAT_BYTES, True)
+
+    # --- output transforms -------------------------------------------------------------------
+    s_o = -(-rows * k // thr)
+    o_g, o_s = _ranges(s_o)
+    q0 = o_g * t * k + o_s * thr                                   # global (tile, k) pair range
+    q1 = np.minimum(q0 + thr, (o_g * t + rows[o_g]) * k)
+    o_pairs = q1 - q0
+    otask = n_f + itask.shape[0] + n_gemm + np.arange(o_g.shape[0])
+    whole = (q1 - 1) // k > q0 // k
+    kt0 = np.where(whole, 0, (q0 % k) // gk)
+    kt1 = np.where(whole, sh.k_tiles - 1, ((q1 - 1) % k) // gk)
+    out_f = _pair_prefix(out_t, k)
+    add_acc(otask, r_m + o_g, kt0 * a2, (kt1 + 1) * a2, o_pairs * a2 * FLOAT_BYTES, False)
+    add_acc(otask, r_y + o_g, o_s, o_s + 1, (out_f(q1) - out_f(q0)) * FLOAT_BYTES, True)
+
+    # --- task table ----------------------------------------------------------------------------
+    num = n_f + itask.shape[0] + n_gemm + otask.shape[0]
+    kind = np.concatenate([np.zeros(n_f), np.ones(itask.shape[0]), np.full(n_gemm, 2), np.full(otask.shape[0], 3)])
+    group = np.concatenate([f_kt, i_g, gg, o_g])
+    index = np.concatenate([f_idx, i_s, gj, o_s])
+    flops = np.concatenate([f_pairs * tflops["ftrans"], i_pairs * tflops["itrans"],
+                            2.0 * grows * c * gw, o_pairs * tflops["otrans"]])
+    waits = np.full((num, 2), -1, np.int32)
+    sigs = np.full((num, 1), -1, np.int32)
+    sigs[:n_f, 0] = 0
+    sigs[itask, 0] = 1 + 2 * i_g
+    waits[gtask, 0] = 0
+    waits[gtask, 1] = 1 + 2 * gg
+    sigs[gtask, 0] = 2 + 2 * gg
+    waits[otask, 0] = 2 + 2 * o_g
+    counter_init = np.zeros(1 + 2 * groups, np.int32)
+    counter_init[0] = n_f
+    counter_init[1::2] = s_i
+    counter_init[2::2] = sh.s_g
+
+    at = np.concatenate(acc_task)
+    order = np.argsort(at, kind="stable")
+    ptr = np.zeros(num + 1, np.int64)
+    ptr[1:] = np.cumsum(np.bincount(at, minlength=num))
+    meta = {"lowering": "winograd", "problem": asdict(problem), "config": asdict(cfg), "shape": asdict(sh)}
+    graph = TaskGraph(
+        kind_names=KINDS, kind=kind.astype(np.int16), group=group.astype(np.int32),
+        index_in_group=index.astype(np.int32), wait_counters=waits, signal_counters=sigs,
+        counter_init=counter_init, flops=flops.astype(np.float64), access_ptr=ptr,
+        access_region=np.concatenate(acc_region)[order].astype(np.int32),
+        access_part_lo=np.concatenate(acc_lo)[order].astype(np.int32),
+        access_part_hi=np.concatenate(acc_hi)[order].astype(np.int32),
+        access_bytes=np.concatenate(acc_bytes)[order],
+        access_write=np.concatenate(acc_write)[order],
+        region_parts=region_parts.astype(np.int32), region_part_bytes=region_part_bytes.astype(np.float64),
+        region_tensor=region_tensor.astype(np.int16), tensor_names=TENSORS,
+        kind_threads=np.array([thr, thr, cfg.gemm_threads, thr], np.int32),
+        kind_registers=np.array([cfg.transform_registers, cfg.transform_registers, cfg.gemm_registers,
+                                 cfg.transform_registers], np.int32),
+        kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),
+        meta=meta,
+    )
+    return graph

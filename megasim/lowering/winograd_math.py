@@ -1,0 +1,82 @@
+"""Winograd minimal-filtering matrices (Lavin & Gray 2016) and a float64 NumPy reference.
+
+F(m x m, 3 x 3) computes an m x m output tile from an alpha x alpha input tile (alpha = m + 2):
+``Y = A^T [ (G g G^T) * (B^T d B) ] A`` (the megakernel paper's Eq. 5). The matrices here are used by
+the lowering to count transform work and by ``gpu/`` to build its device functions; the reference
+below checks them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_F43 = dict(
+    BT=[[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+    G=[[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+       [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+    AT=[[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+)
+_F23 = dict(
+    BT=[[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+    G=[[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+    AT=[[1, 1, 1, 0], [0, 1, -1, -1]],
+)
+SUPPORTED_TILES = (2, 4)
+
+
+def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B^T, G, A^T) of F(m x m, 3 x 3) as float64 arrays."""
+    table = {4: _F43, 2: _F23}[m]
+    return tuple(np.array(table[k], dtype=np.float64) for k in ("BT", "G", "AT"))  # type: ignore[return-value]
+
+
+def transform_flops(m: int) -> dict[str, int]:
+    """FLOPs per (tile, channel) of each transform, counting one FMA (2 FLOPs) per nonzero matrix
+    coefficient applied, on both sides of the product (what a straightforward device function does)."""
+    bt, g, at = matrices(m)
+    alpha = m + 2
+    return {
+        "itrans": 2 * np.count_nonzero(bt) * alpha * 2,
+        "ftrans": 2 * np.count_nonzero(g) * 3 + 2 * np.count_nonzero(g) * alpha,
+        "otrans": 2 * np.count_nonzero(at) * alpha + 2 * np.count_nonzero(at) * m,
+    }
+
+
+def direct_conv2d_reference(x: np.ndarray, w: np.ndarray, padding: int = 1) -> np.ndarray:
+    """Float64 direct convolution (cross-correlation, stride 1), NCHW x KCRS -> NKPQ."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    n, c, h, wd = x.shape
+    k, c2, r, s = w.shape
+    if c != c2:
+        raise ValueError(f"channels differ: input C={c}, filter C={c2}")
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    p, q = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
+    out = np.zeros((n, k, p, q))
+    for i in range(r):
+        for j in range(s):
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, i:i + p, j:j + q], w[:, :, i, j])
+    return out
+
+
+def winograd_conv2d_reference(x: np.ndarray, w: np.ndarray, m: int = 4, padding: int = 1) -> np.ndarray:
+    """Float64 Winograd F(m x m, 3 x 3) convolution, NCHW x KC33 -> NKPQ, tile by tile (slow)."""
+    bt, g, at = matrices(m)
+    alpha = m + 2
+    x = np.asarray(x, np.float64)
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p, q = h + 2 * padding - 2, wd + 2 * padding - 2
+    ty, tx = -(-p // m), -(-q // m)
+    xp = np.zeros((n, c, ty * m + 2, tx * m + 2))
+    xp[:, :, padding:padding + h, padding:padding + wd] = x
+    u = np.einsum("ai,kcij,bj->abkc", g, np.asarray(w, np.float64), g)          # alpha, alpha, K, C
+    out = np.zeros((n, k, ty * m, tx * m))
+    for yi in range(ty):
+        for xi in range(tx):
+            d = xp[:, :, yi * m:yi * m + alpha, xi * m:xi * m + alpha]          # N, C, alpha, alpha
+            v = np.einsum("ai,ncij,bj->abnc", bt, d, bt)
+            mm = np.einsum("abnc,abkc->abnk", v, u)
+            out[:, :, yi * m:(yi + 1) * m, xi * m:(xi + 1) * m] = np.einsum("ia,abnk,jb->nkij", at, mm, at)
+    return out[:, :, :p, :q]

@@ -1,0 +1,8 @@
+"""The SimPy engine that predicts the runtime of a schedule of a TaskGraph on a GPUSpec."""
+
+from megasim.sim.engine import PLACEMENTS, SimOptions, launch_footprint, simulate
+from megasim.sim.occupancy import Footprint, Occupancy, occupancy
+from megasim.sim.result import LaunchRecord, SimResult
+
+__all__ = ["Footprint", "LaunchRecord", "Occupancy", "PLACEMENTS", "SimOptions", "SimResult",
+           "launch_footprint", "occupancy", "simulate"]

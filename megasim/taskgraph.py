@@ -1,0 +1,265 @@
+"""The TaskGraph: the one description of a megakernel's work that both executors read.
+
+A TaskGraph knows nothing of convolutions. It is a table of tasks, each one a thread block's worth
+of work of some *kind* (a device function), plus the dependency counters that order them and the
+memory regions they touch:
+
+- ``kind[i]``, ``group[i]``, ``index_in_group[i]``: which device function task i runs and on which
+  part of the data (the executor passes group and index to the device function).
+- ``wait_counters[i, :]``: the counters task i must see at zero before it may start (-1 = unused
+  slot). ``signal_counters[i, :]``: the counters it decrements once when it has finished (-1 =
+  unused). ``counter_init[c]`` is the number of decrements counter c receives, i.e. the number of
+  parents behind it. This is the paper's dependency-counter scheduler (Sec. 6, Listing 2).
+- ``flops[i]``: floating-point work of the task (2 per multiply-add).
+- Memory accesses, in CSR form: task i's accesses are rows ``access_ptr[i]:access_ptr[i+1]`` of
+  ``access_region``, ``access_part_lo``, ``access_part_hi``, ``access_bytes``, ``access_write``.
+  A *region* is a tensor slice that the L2 model tracks as a unit: it has ``region_parts[r]`` equal
+  parts of ``region_part_bytes[r]`` bytes, and an access touches parts ``[part_lo, part_hi)`` of one
+  region, moving ``bytes`` bytes. Region -1 means traffic that the lowering knows is served on chip
+  (e.g. halo re-reads of neighbouring tiles): it costs L2 bandwidth and is never a miss.
+- ``region_tensor[r]`` indexes ``tensor_names`` (e.g. 'input', 'transformed_input') for reports.
+- Per kind: threads, registers per thread and shared memory per block (``kind_threads``,
+  ``kind_registers``, ``kind_shared_bytes``). A launch's blocks all take the largest footprint of
+  the kinds it runs, as a megakernel's blocks do.
+
+The order in which tasks run is not part of the graph: a mapping (``megasim.mapping``) gives it.
+``TaskGraph.hash`` identifies the graph; results store it so a prediction and a measurement are only
+compared when they come from the same graph.
+
+Build graphs with vectorised NumPy (see ``megasim.lowering.winograd``) or, for small hand-made
+graphs, with ``TaskGraphBuilder`` (see the docstring example there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from megasim.errors import MegasimError
+
+
+@dataclass(frozen=True, eq=False)
+class TaskGraph:
+    kind_names: tuple[str, ...]
+    kind: np.ndarray             # int16 (T,)
+    group: np.ndarray            # int32 (T,)
+    index_in_group: np.ndarray   # int32 (T,)
+    wait_counters: np.ndarray    # int32 (T, Wmax), -1 = unused
+    signal_counters: np.ndarray  # int32 (T, Smax), -1 = unused
+    counter_init: np.ndarray     # int32 (C,)
+    flops: np.ndarray            # float64 (T,)
+    access_ptr: np.ndarray       # int64 (T+1,)
+    access_region: np.ndarray    # int32 (A,), -1 = on-chip traffic
+    access_part_lo: np.ndarray   # int32 (A,)
+    access_part_hi: np.ndarray   # int32 (A,)
+    access_bytes: np.ndarray     # float64 (A,)
+    access_write: np.ndarray     # bool (A,)
+    region_parts: np.ndarray     # int32 (R,)
+    region_part_bytes: np.ndarray  # float64 (R,)
+    region_tensor: np.ndarray    # int16 (R,)
+    tensor_names: tuple[str, ...]
+    kind_threads: np.ndarray     # int32 (K,)
+    kind_registers: np.ndarray   # int32 (K,)
+    kind_shared_bytes: np.ndarray  # int32 (K,)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_tasks(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def num_counters(self) -> int:
+        return int(self.counter_init.shape[0])
+
+    @property
+    def num_regions(self) -> int:
+        return int(self.region_parts.shape[0])
+
+    def kind_id(self, name: str) -> int:
+        try:
+            return self.kind_names.index(name)
+        except ValueError:
+            raise MegasimError(f"task kind {name!r} is not in this graph (kinds: {', '.join(self.kind_names)})") from None
+
+    def tasks_of_kind(self, name: str) -> np.ndarray:
+        return np.flatnonzero(self.kind == self.kind_id(name))
+
+    def parents_done_counts(self) -> np.ndarray:
+        """How many signals each counter receives from the graph's tasks (must equal counter_init)."""
+        sig = self.signal_counters[self.signal_counters >= 0]
+        return np.bincount(sig, minlength=self.num_counters)
+
+    def validate(self) -> None:
+        """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
+        t = self.num_tasks
+        for name in ("group", "index_in_group", "flops"):
+            if getattr(self, name).shape != (t,):
+                raise MegasimError(f"TaskGraph.{name} has shape {getattr(self, name).shape}, expected ({t},)")
+        for name in ("wait_counters", "signal_counters"):
+            arr = getattr(self, name)
+            if arr.ndim != 2 or arr.shape[0] != t:
+                raise MegasimError(f"TaskGraph.{name} must have shape ({t}, k)")
+            if arr.size and (arr.min() < -1 or arr.max() >= self.num_counters):
+                raise MegasimError(f"TaskGraph.{name} refers to a counter outside [0, {self.num_counters})")
+        if self.kind.size and (self.kind.min() < 0 or self.kind.max() >= len(self.kind_names)):
+            raise MegasimError("TaskGraph.kind refers to an unknown kind")
+        if self.access_ptr.shape != (t + 1,) or self.access_ptr[0] != 0 or np.any(np.diff(self.access_ptr) < 0):
+            raise MegasimError("TaskGraph.access_ptr must be a non-decreasing CSR pointer of length T+1 from 0")
+        a = int(self.access_ptr[-1])
+        for name in ("access_region", "access_part_lo", "access_part_hi", "access_bytes", "access_write"):
+            if getattr(self, name).shape != (a,):
+                raise MegasimError(f"TaskGraph.{name} must have {a} rows")
+        if a:
+            if self.access_region.min() < -1 or self.access_region.max() >= self.num_regions:
+                raise MegasimError("TaskGraph.access_region refers to an unknown region")
+            on_chip = self.access_region < 0
+            parts = np.where(on_chip, 1, self.region_parts[np.maximum(self.access_region, 0)])
+            bad = (~on_chip) & ((self.access_part_lo < 0) | (self.access_part_hi > parts)
+                                | (self.access_part_lo >= self.access_part_hi))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise MegasimError(f"TaskGraph access {i}: parts [{self.access_part_lo[i]}, {self.access_part_hi[i]}) "
+                                   f"outside region {self.access_region[i]}")
+            if np.any(self.access_bytes < 0):
+                raise MegasimError("TaskGraph.access_bytes must be >= 0")
+        if np.any(self.counter_init < 0):
+            raise MegasimError("TaskGraph.counter_init must be >= 0")
+        got = self.parents_done_counts()
+        if not np.array_equal(got, self.counter_init):
+            c = int(np.flatnonzero(got != self.counter_init)[0])
+            raise MegasimError(f"counter {c} starts at {self.counter_init[c]} but receives {got[c]} signals")
+        for name in ("kind_threads", "kind_registers", "kind_shared_bytes"):
+            if getattr(self, name).shape != (len(self.kind_names),):
+                raise MegasimError(f"TaskGraph.{name} must have one entry per kind")
+
+    @property
+    def hash(self) -> str:
+        """A content hash (16 hex digits) of every array and the kind/tensor names."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            h = hashlib.sha256()
+            h.update(json.dumps([self.kind_names, self.tensor_names]).encode())
+            for name in ("kind", "group", "index_in_group", "wait_counters", "signal_counters", "counter_init",
+                         "flops", "access_ptr", "access_region", "access_part_lo", "access_part_hi",
+                         "access_bytes", "access_write", "region_parts", "region_part_bytes", "region_tensor",
+                         "kind_threads", "kind_registers", "kind_shared_bytes"):
+                arr = np.ascontiguousarray(getattr(self, name))
+                h.update(name.encode())
+                h.update(str(arr.dtype).encode())
+                h.update(str(arr.shape).encode())
+                h.update(arr.tobytes())
+            cached = h.hexdigest()[:16]
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def parents_of(self) -> list[np.ndarray]:
+        """For each task, the tasks that signal a counter it waits on (slow; for checks and tests)."""
+        signalers: dict[int, list[int]] = {}
+        for i, row in enumerate(self.signal_counters):
+            for c in row:
+                if c >= 0:
+                    signalers.setdefault(int(c), []).append(i)
+        out = []
+        for row in self.wait_counters:
+            ps: list[int] = []
+            for c in row:
+                if c >= 0:
+                    ps.extend(signalers.get(int(c), []))
+            out.append(np.array(sorted(set(ps)), dtype=np.int64))
+        return out
+
+
+class TaskGraphBuilder:
+    """Builds a TaskGraph task by task: for hand-made graphs and tests (large graphs should be built
+    with vectorised NumPy).
+
+    Example: two producers and one consumer that waits on both::
+
+        b = TaskGraphBuilder()
+        b.add_kind("produce", threads=128)
+        b.add_kind("consume", threads=128)
+        data = b.add_region("data", parts=2, part_bytes=4096)
+        ready = b.add_counter()
+        for i in range(2):
+            b.add_task("produce", group=0, index=i, signals=[ready],
+                       accesses=[(data, i, i + 1, 4096, True)])
+        b.add_task("consume", group=0, index=0, waits=[ready], flops=1e6,
+                   accesses=[(data, 0, 2, 8192, False)])
+        graph = b.build()   # counter_init is counted from the signals
+    """
+
+    def __init__(self) -> None:
+        self._kinds: list[tuple[str, int, int, int]] = []
+        self._tensors: list[str] = []
+        self._regions: list[tuple[int, float, int]] = []
+        self._counters = 0
+        self._tasks: list[tuple[int, int, int, tuple[int, ...], tuple[int, ...], float]] = []
+        self._accesses: list[list[tuple[int, int, int, float, bool]]] = []
+
+    def add_kind(self, name: str, threads: int = 128, registers: int = 32, shared_bytes: int = 0) -> int:
+        if any(k[0] == name for k in self._kinds):
+            raise MegasimError(f"task kind {name!r} added twice")
+        self._kinds.append((name, threads, registers, shared_bytes))
+        return len(self._kinds) - 1
+
+    def add_region(self, tensor: str, parts: int = 1, part_bytes: float = 0.0) -> int:
+        if tensor not in self._tensors:
+            self._tensors.append(tensor)
+        self._regions.append((self._tensors.index(tensor), float(part_bytes), int(parts)))
+        return len(self._regions) - 1
+
+    def add_counter(self) -> int:
+        self._counters += 1
+        return self._counters - 1
+
+    def add_task(self, kind: str, group: int = 0, index: int = 0, waits: Sequence[int] = (),
+                 signals: Sequence[int] = (), flops: float = 0.0,
+                 accesses: Sequence[tuple[int, int, int, float, bool]] = ()) -> int:
+        names = [k[0] for k in self._kinds]
+        if kind not in names:
+            raise MegasimError(f"unknown task kind {kind!r} (added: {', '.join(names)})")
+        self._tasks.append((names.index(kind), group, index, tuple(waits), tuple(signals), float(flops)))
+        self._accesses.append([tuple(a) for a in accesses])  # type: ignore[misc]
+        return len(self._tasks) - 1
+
+    def build(self, meta: dict[str, Any] | None = None) -> TaskGraph:
+        t = len(self._tasks)
+        wmax = max([len(x[3]) for x in self._tasks] + [1])
+        smax = max([len(x[4]) for x in self._tasks] + [1])
+        waits = np.full((t, wmax), -1, np.int32)
+        sigs = np.full((t, smax), -1, np.int32)
+        for i, task in enumerate(self._tasks):
+            waits[i, :len(task[3])] = task[3]
+            sigs[i, :len(task[4])] = task[4]
+        counter_init = np.bincount(sigs[sigs >= 0], minlength=self._counters).astype(np.int32)
+        flat = [a for acc in self._accesses for a in acc]
+        ptr = np.zeros(t + 1, np.int64)
+        ptr[1:] = np.cumsum([len(acc) for acc in self._accesses])
+        graph = TaskGraph(
+            kind_names=tuple(k[0] for k in self._kinds),
+            kind=np.array([x[0] for x in self._tasks], np.int16),
+            group=np.array([x[1] for x in self._tasks], np.int32),
+            index_in_group=np.array([x[2] for x in self._tasks], np.int32),
+            wait_counters=waits, signal_counters=sigs, counter_init=counter_init,
+            flops=np.array([x[5] for x in self._tasks], np.float64),
+            access_ptr=ptr,
+            access_region=np.array([a[0] for a in flat], np.int32),
+            access_part_lo=np.array([a[1] for a in flat], np.int32),
+            access_part_hi=np.array([a[2] for a in flat], np.int32),
+            access_bytes=np.array([a[3] for a in flat], np.float64),
+            access_write=np.array([a[4] for a in flat], bool),
+            region_parts=np.array([r[2] for r in self._regions], np.int32),
+            region_part_bytes=np.array([r[1] for r in self._regions], np.float64),
+            region_tensor=np.array([r[0] for r in self._regions], np.int16),
+            tensor_names=tuple(self._tensors),
+            kind_threads=np.array([k[1] for k in self._kinds], np.int32),
+            kind_registers=np.array([k[2] for k in self._kinds], np.int32),
+            kind_shared_bytes=np.array([k[3] for k in self._kinds], np.int32),
+            meta=dict(meta or {}),
+        )
+        graph.validate()
+        return graph
