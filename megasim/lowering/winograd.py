@@ -161,10 +161,14 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
 
     # Per-tile pixel counts (same for every image): core (own band), window, valid outputs.
     tyv, txv = np.arange(sh.tiles_y), np.arange(sh.tiles_x)
-    # Core = the window's pixels inside the tile's own band of m rows / columns (reuse type a).
-    row_core = np.clip(np.minimum.reduce([m * tyv + m, m * tyv - pad + cfg.alpha, np.full_like(tyv, h)])
+    # Core = the window's pixels inside the tile's own band of m rows / columns (reuse type a). The
+    # last band runs to the image edge: without padding the last windows reach up to 2 rows / columns
+    # beyond m * tiles, and those pixels must still come from DRAM once.
+    row_end = np.where(tyv == sh.tiles_y - 1, h, m * tyv + m)
+    col_end = np.where(txv == sh.tiles_x - 1, w, m * txv + m)
+    row_core = np.clip(np.minimum.reduce([row_end, m * tyv - pad + cfg.alpha, np.full_like(tyv, h)])
                        - np.maximum.reduce([m * tyv, m * tyv - pad, np.zeros_like(tyv)]), 0, None)
-    col_core = np.clip(np.minimum.reduce([m * txv + m, m * txv - pad + cfg.alpha, np.full_like(txv, w)])
+    col_core = np.clip(np.minimum.reduce([col_end, m * txv - pad + cfg.alpha, np.full_like(txv, w)])
                        - np.maximum.reduce([m * txv, m * txv - pad, np.zeros_like(txv)]), 0, None)
     core = np.outer(row_core, col_core)
     window = np.outer(_span(0, cfg.alpha, h, m * tyv - pad), _span(0, cfg.alpha, w, m * txv - pad))

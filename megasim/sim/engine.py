@@ -22,6 +22,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   ``tb_max_dram_bw_gbps`` of it. The compute phase is a job on its SM's server, work
   ``flops / (sm_gflops * compute_efficiency)`` ns, shared equally by the blocks computing there.
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
+- **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
+  timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
+  so the hot path logs nothing else.
 - **Launches.** Kernels of a schedule run back to back; the first starts after ``kernel_launch_ns``,
   each next one ``kernel_boundary_ns`` after the previous one's last block ends. The L2 keeps its
   contents across kernels.
@@ -37,11 +40,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
 from megasim.errors import SimulationError
 from megasim.hardware.spec import GPUSpec
 from megasim.mapping.schedule import Launch, Schedule, check_valid
+from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, Occupancy, occupancy
 from megasim.sim.result import SimResult
@@ -54,11 +57,13 @@ PLACEMENTS = ("round_robin", "fill")
 @dataclass(frozen=True)
 class SimOptions:
     placement: str = "round_robin"
-    record_timeline: bool = True
+    clock: str = "heap"          # event queue: "heap" (fast) or "simpy" (reference); identical results
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise SimulationError(f"placement {self.placement!r} is not allowed (allowed: {', '.join(PLACEMENTS)})")
+        if self.clock not in CLOCKS:
+            raise SimulationError(f"clock {self.clock!r} is not allowed (allowed: {', '.join(CLOCKS)})")
 
 
 def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
@@ -70,7 +75,8 @@ def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
 def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None) -> SimResult:
     """Predict the runtime of `schedule` on `spec`. Deterministic: same inputs, identical result."""
     check_valid(graph, schedule)
-    return _Run(graph, spec, options or SimOptions()).run(schedule)
+    wall = time.perf_counter()
+    return _Run(graph, spec, options or SimOptions()).run(schedule, wall)
 
 
 class _Run:
@@ -78,7 +84,7 @@ class _Run:
 
     def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions) -> None:
         self.graph, self.spec, self.options = graph, spec, options
-        self.env = simpy.Environment()
+        self.clock = CLOCKS[options.clock]()
         t = graph.num_tasks
         eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.kind_names])
         fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.kind_names])
@@ -88,17 +94,28 @@ class _Run:
         self.signals = [[c for c in row if c >= 0] for row in graph.signal_counters.tolist()]
         self.remaining = graph.counter_init.tolist()
         self.waiters: dict[int, list[int]] = {}
-        self.ptr = graph.access_ptr.tolist()
-        self.acc = list(zip(graph.access_region.tolist(), graph.access_part_lo.tolist(),
-                            graph.access_part_hi.tolist(), graph.access_bytes.tolist(),
-                            graph.access_write.tolist()))
-        self.region_tensor = graph.region_tensor.tolist()
+        # Accesses to tracked regions, in CSR order per task; on-chip traffic (region -1) only counts
+        # towards a task's bytes.
+        tracked = graph.access_region >= 0
+        self.tracked = tracked
+        per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
+        per_task[np.diff(graph.access_ptr) == 0] = 0
+        self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
+        self.acc = list(zip(graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
+                            graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
+                            graph.access_write[tracked].tolist()))
+        self.miss_of = [0.0] * len(self.acc)
+        task_bytes = np.zeros(t)
+        np.add.at(task_bytes, np.repeat(np.arange(t), np.diff(graph.access_ptr)), graph.access_bytes)
+        self.task_bytes = task_bytes.tolist()
+        self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
+        self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
+        self.dram_latency = spec.dram_latency_ns
+        self.l2_latency = spec.l2_latency_ns
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
-        self.mem = SharedServer(self.env, min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps),
-                                self._mem_done, self._log_mem if options.record_timeline else None)
-        self.sms = [SharedServer(self.env, 1.0, self._compute_done,
-                                 self._log_sm if options.record_timeline else None)
-                    for _ in range(spec.sm_count)]
+        self.mem = SharedServer(self.clock, min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps),
+                                self._mem_done)
+        self.sms = [SharedServer(self.clock, 1.0, self._compute_done) for _ in range(spec.sm_count)]
         # Per-task records.
         self.claim = [np.nan] * t
         self.ready = [np.nan] * t
@@ -107,49 +124,20 @@ class _Run:
         self.end = [np.nan] * t
         self.sm_of = [-1] * t
         self.slot_of = [-1] * t
-        self.dram_of = [0.0] * t
-        # Totals.
-        n_tensors = len(graph.tensor_names)
-        self.dram_read = [0.0] * n_tensors
-        self.dram_write = [0.0] * n_tensors
-        self.l2_read = [0.0] * n_tensors
-        self.onchip_bytes = 0.0
-        # Timeline logs: (time, value) pairs at each change.
-        self.mem_log: list[tuple[float, int]] = []
-        self.busy_sm_log: list[tuple[float, int]] = []
-        self.resident_log: list[tuple[float, int]] = []
-        self.busy_sms = 0
-        self.resident = 0
-        self.events = 0
-
-    # --- logging -------------------------------------------------------------------------------
-    def _log_mem(self, now: float, old_n: int, new_n: int) -> None:
-        self.mem_log.append((now, new_n))
-
-    def _log_sm(self, now: float, old_n: int, new_n: int) -> None:
-        if (old_n == 0) != (new_n == 0):
-            self.busy_sms += 1 if new_n else -1
-            self.busy_sm_log.append((now, self.busy_sms))
-
-    def _log_resident(self, delta: int) -> None:
-        self.resident += delta
-        if self.options.record_timeline:
-            self.resident_log.append((self.env.now, self.resident))
+        self.check_at = [0.0] * t
 
     # --- scheduling helpers ----------------------------------------------------------------------
     def _after(self, delay: float, callback, value) -> None:
-        self.events += 1
-        ev = self.env.timeout(delay, value)
-        ev.callbacks.append(callback)
+        self.clock.after(delay, callback, value)
 
     # --- launches ------------------------------------------------------------------------------------
-    def run(self, schedule: Schedule) -> SimResult:
-        wall = time.perf_counter()
+    def run(self, schedule: Schedule, wall: float) -> SimResult:
+        """Simulate; `wall` is the perf_counter() at which the simulation's setup began."""
         self.launch_log: list[dict] = []
         self.launches = list(schedule.launches)
         self.launch_index = -1
         self._start_next_launch(self.spec.kernel_launch_ns)
-        self.env.run()
+        self.clock.run()
         unfinished = [i for i in range(self.graph.num_tasks) if self.end[i] != self.end[i]]
         if unfinished:
             waiting = [i for i in unfinished if self.claim[i] == self.claim[i]][:10]
@@ -175,7 +163,7 @@ class _Run:
         self.cur_done = 0
         self.cur_claim_ns = (self.spec.atomic_latency_ns if launch.style == "persistent"
                              else self.spec.block_dispatch_ns)
-        start = self.env.now + delay
+        start = self.clock.now + delay
         self.launch_log.append({"name": launch.name, "style": launch.style, "start_ns": start, "end_ns": np.nan,
                                 "blocks_per_sm": per_sm, "limited_by": occ.limited_by,
                                 "tasks": len(self.cur_order)})
@@ -189,71 +177,74 @@ class _Run:
                 sm, slot = b // per_sm, b % per_sm
             self._after(delay, self._on_slot_free, (sm, slot))
 
-    def _on_slot_free(self, ev) -> None:
-        self._claim(*ev.value)
+    def _on_slot_free(self, where: tuple[int, int]) -> None:
+        self._claim(*where)
 
     def _claim(self, sm: int, slot: int) -> None:
-        """The block in (sm, slot) takes the next task of the map, or exits if none is left."""
+        """The block in (sm, slot) takes the next task of the map, or exits if none is left.
+
+        Taking a task costs the claim (dispatch or ticket) and one atomic round trip to read its
+        counters. If its parents are already done, nothing can change that, so its accesses are
+        resolved now and its memory phase is scheduled directly (one event instead of two)."""
         if self.cur_next >= len(self.cur_order):
-            return                       # nothing left to claim: the slot idles (its block exits)
+            return
         task = self.cur_order[self.cur_next]
         self.cur_next += 1
-        now = self.env.now
+        now = self.clock.now
         self.claim[task] = now
         self.sm_of[task] = sm
         self.slot_of[task] = slot
-        self._log_resident(+1)
-        self._after(self.cur_claim_ns + self.spec.atomic_latency_ns, self._on_check, task)
+        checked = now + self.cur_claim_ns + self.spec.atomic_latency_ns
+        remaining = self.remaining
+        for c in self.waits[task]:
+            if remaining[c] > 0:
+                self.waiters.setdefault(c, []).append(task)
+                self.check_at[task] = checked
+                return
+        self._ready(task, checked)
 
-    def _on_check(self, ev) -> None:
-        self._check(ev.value)
-
-    def _check(self, task: int) -> None:
+    def _release(self, task: int, now: float) -> None:
+        """A counter task waits on reached zero at `now`. If its other counters are zero too, the
+        polling block sees it an atomic round trip later (or at its first poll, if that is later)."""
         remaining = self.remaining
         for c in self.waits[task]:
             if remaining[c] > 0:
                 self.waiters.setdefault(c, []).append(task)
                 return
-        self._ready(task)
+        resume = now + self.spec.atomic_latency_ns
+        check = self.check_at[task]
+        self._ready(task, resume if resume > check else check)
 
-    def _ready(self, task: int) -> None:
-        now = self.env.now
-        self.ready[task] = now
-        l2 = self.l2
+    def _ready(self, task: int, at: float) -> None:
+        """The block sees its dependencies met at time `at` (>= now, by at most a claim and an atomic
+        round trip): resolve its accesses in the L2 now, schedule its memory phase."""
+        self.ready[task] = at
+        access = self.l2.access
         acc = self.acc
-        tensor = self.region_tensor
+        misses = self.miss_of
         dram = 0.0
-        l2_bytes = 0.0
-        for i in range(self.ptr[task], self.ptr[task + 1]):
-            region, lo, hi, nbytes, write = acc[i]
-            l2_bytes += nbytes
-            if region < 0:
-                self.onchip_bytes += nbytes
-                continue
-            miss = l2.access(region, lo, hi, nbytes, write)
+        for j in range(self.rptr[task], self.rptr[task + 1]):
+            region, lo, hi, nbytes, write = acc[j]
+            miss = access(region, lo, hi, nbytes, write)
+            misses[j] = miss
             dram += miss
-            ti = tensor[region]
-            if write:
-                self.dram_write[ti] += miss
-            else:
-                self.dram_read[ti] += miss
-                self.l2_read[ti] += nbytes
-        self.dram_of[task] = dram
-        spec = self.spec
-        work = max(dram / spec.dram_bw_gbps, l2_bytes / spec.l2_bw_gbps)
-        latency = (spec.dram_latency_ns if dram > 0.0 else spec.l2_latency_ns) if l2_bytes > 0.0 else 0.0
-        self._after(latency + self.fixed_ns[task], self._on_mem_start, (task, work))
+        l2_bytes = self.task_bytes[task]
+        work = dram * self.inv_dram_bw
+        if l2_bytes * self.inv_l2_bw > work:
+            work = l2_bytes * self.inv_l2_bw
+        latency = (self.dram_latency if dram > 0.0 else self.l2_latency) if l2_bytes > 0.0 else 0.0
+        self.clock.after(at - self.clock.now + latency + self.fixed_ns[task], self._on_mem_start, (task, work))
 
-    def _on_mem_start(self, ev) -> None:
-        task, work = ev.value
-        self.mem_start[task] = self.env.now
+    def _on_mem_start(self, job: tuple[int, float]) -> None:
+        task, work = job
+        self.mem_start[task] = self.clock.now
         if work > 0.0:
             self.mem.add(task, work)
         else:
             self._mem_done(task)
 
     def _mem_done(self, task: int) -> None:
-        self.comp_start[task] = self.env.now
+        self.comp_start[task] = self.clock.now
         work = self.compute_ns[task]
         if work > 0.0:
             self.sms[self.sm_of[task]].add(task, work)
@@ -264,15 +255,14 @@ class _Run:
         self._finish(task)
 
     def _finish(self, task: int) -> None:
-        now = self.env.now
+        now = self.clock.now
         self.end[task] = now
-        self._log_resident(-1)
         remaining = self.remaining
         for c in self.signals[task]:
             remaining[c] -= 1
             if remaining[c] == 0:
                 for waiter in self.waiters.pop(c, ()):
-                    self._after(self.spec.atomic_latency_ns, self._on_check, waiter)
+                    self._release(waiter, now)
         self.cur_done += 1
         if self.cur_done == len(self.cur_order):
             self.launch_log[-1]["end_ns"] = now

@@ -52,9 +52,6 @@ class SimResult:
     dram_write_bytes: np.ndarray  # per tensor
     l2_read_bytes: np.ndarray     # per tensor: region reads (hits + misses)
     onchip_bytes: float
-    mem_log: np.ndarray           # (time_ns, jobs in the memory system)
-    busy_sm_log: np.ndarray       # (time_ns, SMs with a block computing)
-    resident_log: np.ndarray      # (time_ns, blocks holding a slot)
     mem_cap: float
     sm_count: int
     dram_bw_gbps: float
@@ -69,6 +66,15 @@ class SimResult:
         launches = tuple(LaunchRecord(**rec) for rec in run.launch_log)
         claim = np.array(run.claim)
         ready = np.array(run.ready)
+        # Traffic: each tracked access's DRAM bytes, aggregated by tensor and direction.
+        tracked = run.tracked
+        miss = np.array(run.miss_of)
+        region = g.access_region[tracked]
+        write = g.access_write[tracked]
+        tensor = g.region_tensor[region]
+        n_t = len(g.tensor_names)
+        owner = np.repeat(np.arange(g.num_tasks), np.diff(g.access_ptr))[tracked]
+        task_dram = np.bincount(owner, weights=miss, minlength=g.num_tasks)
         claim_cost = np.zeros(g.num_tasks)
         for rec, launch in zip(launches, schedule.launches):
             claim_cost[launch.order] = (spec.atomic_latency_ns if rec.style == "persistent"
@@ -82,14 +88,13 @@ class SimResult:
             compute_start_ns=np.array(run.comp_start), end_ns=np.array(run.end),
             wait_ns=np.maximum(0.0, ready - claim - claim_cost),
             sm=np.array(run.sm_of, np.int32), slot=np.array(run.slot_of, np.int32),
-            task_dram_bytes=np.array(run.dram_of), flops=float(g.flops.sum()),
-            dram_read_bytes=np.array(run.dram_read), dram_write_bytes=np.array(run.dram_write),
-            l2_read_bytes=np.array(run.l2_read), onchip_bytes=run.onchip_bytes,
-            mem_log=np.array(run.mem_log, dtype=np.float64).reshape(-1, 2),
-            busy_sm_log=np.array(run.busy_sm_log, dtype=np.float64).reshape(-1, 2),
-            resident_log=np.array(run.resident_log, dtype=np.float64).reshape(-1, 2),
+            task_dram_bytes=task_dram, flops=float(g.flops.sum()),
+            dram_read_bytes=np.bincount(tensor[~write], weights=miss[~write], minlength=n_t),
+            dram_write_bytes=np.bincount(tensor[write], weights=miss[write], minlength=n_t),
+            l2_read_bytes=np.bincount(tensor[~write], weights=g.access_bytes[tracked][~write], minlength=n_t),
+            onchip_bytes=float(g.access_bytes[~tracked].sum()),
             mem_cap=run.mem.cap, sm_count=spec.sm_count, dram_bw_gbps=spec.dram_bw_gbps,
-            fp32_peak_gflops=spec.fp32_peak_gflops, sim_wall_s=wall_s, events=run.events,
+            fp32_peak_gflops=spec.fp32_peak_gflops, sim_wall_s=wall_s, events=run.clock.events,
         )
 
     # --- derived figures ---------------------------------------------------------------------------
@@ -119,30 +124,28 @@ class SimResult:
     def achieved_dram_gbps(self) -> float:
         return self.dram_bytes / self.predicted_ns if self.predicted_ns else 0.0
 
+    def timelines(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Step functions (change times, value from each time on), derived from the task records:
+        'memory_jobs' (blocks in their memory phase), 'busy_sms' (SMs with a block computing),
+        'resident' (blocks holding a slot, waiting ones included)."""
+        return {
+            "memory_jobs": _count_intervals(self.mem_start_ns, self.compute_start_ns),
+            "busy_sms": _busy_sms(self.sm, self.compute_start_ns, self.end_ns),
+            "resident": _count_intervals(self.claim_ns, self.end_ns),
+        }
+
     def utilization(self, bins: int = 100) -> dict[str, np.ndarray]:
-        """Busy fraction of each resource in `bins` equal time bins over the run:
-        'memory' (delivered fraction of the memory system), 'compute' (fraction of SMs computing),
-        'slots' (blocks resident, as a fraction of the most resident at any time)."""
+        """Busy fraction of each resource in `bins` equal time bins over the run: 'memory' (delivered
+        fraction of the memory system's bandwidth), 'compute' (fraction of SMs computing), 'slots'
+        (resident blocks as a fraction of the most resident at any time)."""
         edges = np.linspace(0.0, self.predicted_ns, bins + 1)
-
-        def average(log: np.ndarray, transform) -> np.ndarray:
-            if log.shape[0] == 0:
-                return np.zeros(bins)
-            t = np.concatenate([log[:, 0], [self.predicted_ns]])
-            v = transform(log[:, 1])
-            # Integral of the step function at each edge, then differences.
-            cum = np.concatenate([[0.0], np.cumsum(v * np.diff(t))])
-            idx = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, len(v) - 1)
-            at_edges = cum[idx] + v[idx] * (edges - t[idx])
-            at_edges[edges < t[0]] = 0.0
-            return np.diff(at_edges) / np.diff(edges)
-
-        peak_res = max(1.0, float(self.resident_log[:, 1].max())) if self.resident_log.shape[0] else 1.0
+        lines = self.timelines()
+        peak = max(1.0, float(lines["resident"][1].max(initial=0.0)))
         return {
             "time_ns": 0.5 * (edges[1:] + edges[:-1]),
-            "memory": average(self.mem_log, lambda n: np.minimum(1.0, n * self.mem_cap)),
-            "compute": average(self.busy_sm_log, lambda n: n / self.sm_count),
-            "slots": average(self.resident_log, lambda n: n / peak_res),
+            "memory": _bin_average(*lines["memory_jobs"], edges, lambda n: np.minimum(1.0, n * self.mem_cap)),
+            "compute": _bin_average(*lines["busy_sms"], edges, lambda n: n / self.sm_count),
+            "slots": _bin_average(*lines["resident"], edges, lambda n: n / peak),
         }
 
     def kind_summary(self) -> dict[str, dict[str, float]]:
@@ -202,3 +205,44 @@ class SimResult:
 
     def write_chrome_trace(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.chrome_trace()))
+
+
+def _count_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How many [start, end) intervals are open, as a step function (times, counts)."""
+    keep = end > start
+    t = np.concatenate([start[keep], end[keep]])
+    d = np.concatenate([np.ones(int(keep.sum())), -np.ones(int(keep.sum()))])
+    order = np.lexsort((d, t))          # at equal times, ends (-1) before starts
+    return t[order], np.cumsum(d[order])
+
+
+def _busy_sms(sm: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How many SMs have at least one [start, end) interval open, as a step function."""
+    keep = end > start
+    s = np.concatenate([sm[keep], sm[keep]])
+    t = np.concatenate([start[keep], end[keep]])
+    d = np.concatenate([np.ones(int(keep.sum())), -np.ones(int(keep.sum()))])
+    order = np.lexsort((d, t, s))       # by SM, then time; each SM's deltas sum to zero
+    t, d = t[order], d[order]
+    count = np.cumsum(d)
+    before = count - d
+    change = np.where((before == 0) & (count > 0), 1.0, np.where((before > 0) & (count == 0), -1.0, 0.0))
+    sel = change != 0
+    order = np.lexsort((change[sel], t[sel]))
+    return t[sel][order], np.cumsum(change[sel][order])
+
+
+def _bin_average(times: np.ndarray, values: np.ndarray, edges: np.ndarray, transform) -> np.ndarray:
+    """Average of transform(step function) over each bin [edges[i], edges[i+1])."""
+    bins = edges.shape[0] - 1
+    if times.shape[0] == 0 or edges[-1] <= edges[0]:
+        return np.zeros(bins)
+    v = transform(values)
+    t = np.concatenate([times, [max(edges[-1], times[-1])]])
+    cum = np.concatenate([[0.0], np.cumsum(v * np.diff(t))])      # integral up to each change time
+    idx = np.searchsorted(t, edges, side="right") - 1
+    inside = idx >= 0
+    at = np.zeros_like(edges)
+    i = np.clip(idx, 0, v.shape[0] - 1)
+    at[inside] = cum[i[inside]] + v[i[inside]] * (edges[inside] - t[i[inside]])
+    return np.diff(at) / np.diff(edges)
