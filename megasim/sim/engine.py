@@ -90,8 +90,9 @@ class _Run:
         fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.kind_names])
         self.compute_ns = (graph.flops / (spec.sm_gflops * eff[graph.kind])).tolist()
         self.fixed_ns = fixed[graph.kind].tolist()
-        self.waits = [[c for c in row if c >= 0] for row in graph.wait_counters.tolist()]
-        self.signals = [[c for c in row if c >= 0] for row in graph.signal_counters.tolist()]
+        # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
+        self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
+        self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
         self.remaining = graph.counter_init.tolist()
         self.waiters: dict[int, list[int]] = {}
         # Accesses to tracked regions, in CSR order per task; on-chip traffic (region -1) only counts
@@ -105,9 +106,8 @@ class _Run:
                             graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
                             graph.access_write[tracked].tolist()))
         self.miss_of = [0.0] * len(self.acc)
-        task_bytes = np.zeros(t)
-        np.add.at(task_bytes, np.repeat(np.arange(t), np.diff(graph.access_ptr)), graph.access_bytes)
-        self.task_bytes = task_bytes.tolist()
+        self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
+                                      weights=graph.access_bytes, minlength=t).tolist()
         self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
         self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
         self.dram_latency = spec.dram_latency_ns
@@ -161,8 +161,8 @@ class _Run:
         self.cur_order = launch.order.tolist()
         self.cur_next = 0
         self.cur_done = 0
-        self.cur_claim_ns = (self.spec.atomic_latency_ns if launch.style == "persistent"
-                             else self.spec.block_dispatch_ns)
+        self.cur_check_ns = (self.spec.atomic_latency_ns if launch.style == "persistent"
+                             else self.spec.block_dispatch_ns) + self.spec.atomic_latency_ns
         start = self.clock.now + delay
         self.launch_log.append({"name": launch.name, "style": launch.style, "start_ns": start, "end_ns": np.nan,
                                 "blocks_per_sm": per_sm, "limited_by": occ.limited_by,
@@ -194,10 +194,10 @@ class _Run:
         self.claim[task] = now
         self.sm_of[task] = sm
         self.slot_of[task] = slot
-        checked = now + self.cur_claim_ns + self.spec.atomic_latency_ns
+        checked = now + self.cur_check_ns
         remaining = self.remaining
         for c in self.waits[task]:
-            if remaining[c] > 0:
+            if c >= 0 and remaining[c] > 0:
                 self.waiters.setdefault(c, []).append(task)
                 self.check_at[task] = checked
                 return
@@ -208,7 +208,7 @@ class _Run:
         polling block sees it an atomic round trip later (or at its first poll, if that is later)."""
         remaining = self.remaining
         for c in self.waits[task]:
-            if remaining[c] > 0:
+            if c >= 0 and remaining[c] > 0:
                 self.waiters.setdefault(c, []).append(task)
                 return
         resume = now + self.spec.atomic_latency_ns
@@ -259,6 +259,8 @@ class _Run:
         self.end[task] = now
         remaining = self.remaining
         for c in self.signals[task]:
+            if c < 0:
+                continue
             remaining[c] -= 1
             if remaining[c] == 0:
                 for waiter in self.waiters.pop(c, ()):
