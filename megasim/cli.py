@@ -1,0 +1,143 @@
+"""The `megasim` command.
+
+    megasim layers [--json]
+    megasim gpus [--json]
+    megasim simulate LAYER --gpu GPU [--batch N] [--schedule fused|nonfused|naive]
+                     [--param D_IG=..,D_GO=..,M=..] [--spec FILE] [--json] [--trace FILE]
+
+User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
+line, ``megasim: error: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from typing import Sequence
+
+from megasim import __version__
+from megasim.errors import MegasimError
+from megasim.hardware import get_gpu, load_spec, preset_names
+from megasim.hardware.spec import GPUSpec
+from megasim.plan import SCHEDULES, Plan, predict
+from megasim.sim import PLACEMENTS, SimOptions
+from megasim.workloads import CATALOGUE, parse_layer
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2 (argparse's own convention)
+        self.exit(2, f"megasim: error: {message} (see megasim {self.prog.split()[-1]} --help)\n")
+
+
+def _spec(args: argparse.Namespace) -> GPUSpec:
+    if args.spec:
+        return load_spec(args.spec)
+    if not args.gpu:
+        raise MegasimError("give --gpu NAME (one of " + ", ".join(preset_names()) + ") or --spec FILE")
+    return get_gpu(args.gpu)
+
+
+def _cmd_layers(args: argparse.Namespace) -> int:
+    rows = [{"name": p.name, "N": p.n, "C": p.c, "K": p.k, "H": p.h, "W": p.w, "R": p.r, "S": p.s,
+             "stride": p.stride, "padding": p.padding, "gflop": p.direct_flops / 1e9}
+            for p in CATALOGUE.values()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'layer':24s} {'N':>4s} {'C':>5s} {'K':>5s} {'HxW':>9s} {'RxS':>5s} {'str':>3s} {'pad':>3s} {'GFLOP':>8s}")
+    for r in rows:
+        print(f"{r['name']:24s} {r['N']:4d} {r['C']:5d} {r['K']:5d} {str(r['H']) + 'x' + str(r['W']):>9s} "
+              f"{str(r['R']) + 'x' + str(r['S']):>5s} {r['stride']:3d} {r['padding']:3d} {r['gflop']:8.2f}")
+    print("\nOr a free spec: N=64,C=64,K=64,H=56,W=56[,R=3,S=3,stride=1,padding=1]")
+    return 0
+
+
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    specs = [get_gpu(n) for n in preset_names()]
+    if args.json:
+        print(json.dumps([{"name": s.name, "description": s.description, "sm_count": s.sm_count,
+                           "fp32_peak_gflops": s.fp32_peak_gflops, "dram_bw_gbps": s.dram_bw_gbps,
+                           "l2_bytes": s.l2_bytes, "shared_mem_per_sm_bytes": s.shared_mem_per_sm_bytes}
+                          for s in specs], indent=1))
+        return 0
+    print(f"{'gpu':8s} {'SMs':>4s} {'FP32 TFLOP/s':>12s} {'DRAM GB/s':>9s} {'L2 MB':>6s} {'smem/SM KB':>10s}  description")
+    for s in specs:
+        print(f"{s.name:8s} {s.sm_count:4d} {s.fp32_peak_gflops / 1e3:12.1f} {s.dram_bw_gbps:9.0f} "
+              f"{s.l2_bytes / 2**20:6.1f} {s.shared_mem_per_sm_bytes / 1024:10.0f}  {s.description}")
+    print("\nOr --spec FILE: a JSON spec (see megasim/hardware/presets/*.json for the format).")
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    problem = parse_layer(args.layer, batch=args.batch)
+    spec = _spec(args)
+    plan = Plan.parse(args.schedule, args.param)
+    result, plan = predict(problem, spec, plan, SimOptions(placement=args.placement))
+    if args.trace:
+        result.write_chrome_trace(args.trace)
+    summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
+               "schedule": plan.schedule, "params": plan.param_string(), **{
+                   k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
+               "megasim_version": __version__, "python": platform.python_version()}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, schedule {plan.schedule}")
+    print(f"  params          {summary['params']}")
+    print(f"  predicted       {result.predicted_us:,.1f} us")
+    per_kind = ", ".join(f"{kind} {info['tasks']}" for kind, info in summary["kinds"].items())
+    print(f"  tasks           {result.num_tasks:,}  ({per_kind})")
+    for launch in result.launches:
+        print(f"  launch          {launch.name}: {launch.tasks} tasks, {launch.blocks_per_sm} blocks/SM "
+              f"(limited by {launch.limited_by}), {launch.start_ns / 1e3:,.1f}-{launch.end_ns / 1e3:,.1f} us")
+    print(f"  L2 hit rate     {result.l2_hit_rate:.3f}")
+    print(f"  DRAM traffic    {result.dram_bytes / 1e6:,.1f} MB  ({result.achieved_dram_gbps:,.0f} GB/s achieved)")
+    print(f"  FP32            {result.achieved_gflops / 1e3:,.2f} TFLOP/s achieved")
+    print(f"  waits           {summary['total_wait_us']:,.1f} us summed over blocks")
+    print(f"  simulated in    {result.sim_wall_s:.2f} s  ({result.num_tasks / result.sim_wall_s:,.0f} tasks/s)")
+    print(f"  taskgraph hash  {result.taskgraph_hash}")
+    if args.trace:
+        print(f"  trace           {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="megasim", description="Predict the runtime of megakernel task mappings on GPUs.")
+    parser.add_argument("--version", action="version", version=f"megasim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("layers", help="list the built-in layers")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_layers)
+    p = sub.add_parser("gpus", help="list the GPU presets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_gpus)
+    p = sub.add_parser("simulate", help="predict the runtime of one layer under one schedule")
+    p.add_argument("layer", help="a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56")
+    p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
+    p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
+    p.add_argument("--batch", type=int, help="replace the layer's batch size N")
+    p.add_argument("--schedule", default="fused", choices=SCHEDULES)
+    p.add_argument("--param", help="mapping/implementation parameters, e.g. D_IG=128,D_GO=416,M=4,t=32")
+    p.add_argument("--placement", default="round_robin", choices=PLACEMENTS,
+                   help="how a launch's first blocks are spread over the SMs")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
+    p.set_defaults(func=_cmd_simulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MegasimError as err:
+        print(f"megasim: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `megasim layers | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
