@@ -1,0 +1,127 @@
+"""The TaskGraph arrays, its builder, validation, parents and hash; schedule validity checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from megasim.errors import MappingError, MegasimError
+from megasim.mapping import Launch, Schedule, check_valid, first_violation
+from megasim.taskgraph import TaskGraphBuilder
+
+
+def diamond():
+    """t0 -> (t1, t2) -> t3, with one region written by t0 and read by the others."""
+    b = TaskGraphBuilder()
+    b.add_kind("produce", threads=128)
+    b.add_kind("consume", threads=256, registers=40, shared_bytes=1024)
+    data = b.add_region("data", parts=2, part_bytes=4096)
+    out = b.add_region("out", parts=1, part_bytes=64)
+    c0, c1 = b.add_counter(), b.add_counter()
+    b.add_task("produce", signals=[c0], accesses=[(data, 0, 2, 8192, True)])
+    b.add_task("consume", index=0, waits=[c0], signals=[c1], flops=10, accesses=[(data, 0, 1, 4096, False)])
+    b.add_task("consume", index=1, waits=[c0], signals=[c1], flops=20, accesses=[(data, 1, 2, 4096, False)])
+    b.add_task("produce", index=1, waits=[c1], accesses=[(out, 0, 1, 64, True), (-1, 0, 1, 32, False)])
+    return b.build(meta={"name": "diamond"})
+
+
+def test_builder_arrays():
+    g = diamond()
+    assert g.num_tasks == 4 and g.num_counters == 2 and g.num_regions == 2
+    assert g.kind_names == ("produce", "consume")
+    assert g.kind.tolist() == [0, 1, 1, 0]
+    assert g.counter_init.tolist() == [1, 2]
+    assert g.access_ptr.tolist() == [0, 1, 2, 3, 5]
+    assert g.tensor_names == ("data", "out")
+    assert g.kind_threads.tolist() == [128, 256] and g.kind_shared_bytes.tolist() == [0, 1024]
+    assert g.tasks_of_kind("consume").tolist() == [1, 2]
+    assert [p.tolist() for p in g.parents_of()] == [[], [0], [0], [1, 2]]
+    assert g.meta == {"name": "diamond"}
+
+
+def test_builder_rejects_unknown_and_duplicate_kinds():
+    b = TaskGraphBuilder()
+    b.add_kind("a")
+    with pytest.raises(MegasimError, match="'a' added twice"):
+        b.add_kind("a")
+    with pytest.raises(MegasimError, match="unknown task kind 'b'"):
+        b.add_task("b")
+
+
+def test_kind_id_unknown():
+    with pytest.raises(MegasimError, match="'gemm'"):
+        diamond().kind_id("gemm")
+
+
+@pytest.mark.parametrize("change,needle", [
+    (lambda g: {"counter_init": np.array([1, 1], np.int32)}, "counter 1 starts at 1 but receives 2"),
+    (lambda g: {"counter_init": np.array([-1, 2], np.int32)}, ">= 0"),
+    (lambda g: {"wait_counters": np.array([[-1], [0], [0], [5]], np.int32)}, "outside"),
+    (lambda g: {"access_part_hi": np.array([3, 1, 2, 1, 1], np.int32)}, "parts [0, 3)"),
+    (lambda g: {"access_bytes": np.array([1.0, -1.0, 1.0, 1.0, 1.0])}, "access_bytes"),
+    (lambda g: {"access_ptr": np.array([0, 2, 1, 3, 5])}, "access_ptr"),
+    (lambda g: {"kind": np.array([0, 1, 2, 0], np.int16)}, "unknown kind"),
+    (lambda g: {"flops": np.zeros(3)}, "flops"),
+    (lambda g: {"kind_threads": np.array([128], np.int32)}, "one entry per kind"),
+])
+def test_validate_catches_inconsistent_arrays(change, needle):
+    g = diamond()
+    bad = dataclasses.replace(g, **change(g))
+    with pytest.raises(MegasimError) as err:
+        bad.validate()
+    assert needle in str(err.value)
+
+
+def test_hash_is_content_based():
+    a, b = diamond(), diamond()
+    assert a.hash == b.hash and len(a.hash) == 16
+    c = dataclasses.replace(a, flops=a.flops + np.array([0, 0, 0, 1.0]))
+    assert c.hash != a.hash
+
+
+def _sched(*orders):
+    return Schedule("s", tuple(Launch(np.array(o, np.int64)) for o in orders))
+
+
+@pytest.mark.parametrize("orders", [([0, 1, 2, 3],), ([0, 2, 1, 3],), ([0], [1, 2], [3]), ([0, 1], [2, 3])])
+def test_valid_orders(orders):
+    g = diamond()
+    assert first_violation(g, _sched(*orders)) is None
+    check_valid(g, _sched(*orders))
+
+
+@pytest.mark.parametrize("orders,needle", [
+    (([0, 1, 3, 2],), "task 3 (produce) comes before a parent that signals counter 1"),
+    (([1, 0, 2, 3],), "task 1 (consume) comes before"),
+    (([0, 1, 2, 3, 1],), "task 1 appears more than once"),
+    (([0, 1], [1, 2, 3]), "task 1 appears more than once"),
+    (([0, 1, 2],), "task 3 is in no launch (1 missing)"),
+    (([0, 1, 2, 4],), "outside [0, 4)"),
+    (([3], [0, 1, 2]), "task 3 (produce) comes before"),
+])
+def test_invalid_orders(orders, needle):
+    g = diamond()
+    assert needle in first_violation(g, _sched(*orders))
+    with pytest.raises(MappingError, match="invalid schedule 's'"):
+        check_valid(g, _sched(*orders))
+
+
+def test_launch_rejects_bad_options():
+    with pytest.raises(MappingError, match="'warp'"):
+        Launch(np.arange(2), style="warp")
+    with pytest.raises(MappingError, match="'random'"):
+        Launch(np.arange(2), dispatch="random")
+    with pytest.raises(MappingError, match="blocks_per_sm=0"):
+        Launch(np.arange(2), style="persistent", blocks_per_sm=0)
+
+
+def test_with_style_keeps_orders_and_changes_hash():
+    s = _sched([0, 1], [2, 3])
+    p = s.with_style("persistent", blocks_per_sm=2)
+    assert all(l.style == "persistent" and l.blocks_per_sm == 2 for l in p.launches)
+    assert [l.order.tolist() for l in p.launches] == [[0, 1], [2, 3]]
+    assert p.params["style"] == "persistent" and p.params["blocks_per_sm"] == 2
+    assert p.hash != s.hash
+    assert _sched([0, 1], [2, 3]).hash == s.hash
