@@ -82,6 +82,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "megasim_version": __version__, "python": platform.python_version()}
     if args.json:
+        util = result.utilization(bins=20)
+        summary["utilization_20_bins"] = {k: [round(float(x), 4) for x in v] for k, v in util.items()}
         print(json.dumps(summary))
         return 0
     print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, schedule {plan.schedule}")

@@ -1,0 +1,109 @@
+"""The megasim command: outputs, JSON fields, traces, and one-line errors with exit status 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from megasim.cli import main
+
+SMALL = "N=2,C=16,K=24,H=10,W=9"
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_layers_and_gpus(capsys):
+    code, out, _ = run(capsys, "layers")
+    assert code == 0 and "resnet-1" in out and "vgg16/conv3_2" in out and "im2win/conv12" in out
+    code, out, _ = run(capsys, "layers", "--json")
+    assert code == 0 and len(json.loads(out)) > 100
+    code, out, _ = run(capsys, "gpus", "--json")
+    names = [g["name"] for g in json.loads(out)]
+    assert code == 0 and names == ["V100", "A100", "RTX3090", "H100", "H200"]
+
+
+@pytest.mark.parametrize("schedule", ["fused", "nonfused", "naive"])
+def test_simulate_json_fields(capsys, schedule):
+    code, out, _ = run(capsys, "simulate", SMALL, "--gpu", "H100", "--schedule", schedule, "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("layer", "gpu", "schedule", "params", "predicted_us", "tasks", "l2_hit_rate", "dram_bytes",
+                "sim_wall_s", "taskgraph_hash"):
+        assert key in d, key
+    assert d["schedule"] == schedule and d["gpu"] == "H100" and d["predicted_us"] > 0
+    assert 0.0 <= d["l2_hit_rate"] <= 1.0 and d["tasks"] > 0
+
+
+def test_param_string_reproduces_prediction(capsys):
+    _, out, _ = run(capsys, "simulate", SMALL, "--gpu", "V100", "--json")
+    first = json.loads(out)
+    _, out, _ = run(capsys, "simulate", SMALL, "--gpu", "V100", "--json", "--param", first["params"])
+    again = json.loads(out)
+    assert again["predicted_us"] == first["predicted_us"]
+    assert again["taskgraph_hash"] == first["taskgraph_hash"]
+
+
+def test_batch_and_spec_file(capsys, tmp_path):
+    from megasim.hardware import dump_spec, get_gpu
+    path = tmp_path / "gpu.json"
+    dump_spec(get_gpu("A100"), path)
+    _, out, _ = run(capsys, "simulate", "resnet-4", "--batch", "2", "--spec", str(path), "--json")
+    by_file = json.loads(out)
+    _, out, _ = run(capsys, "simulate", "resnet-4", "--batch", "2", "--gpu", "A100", "--json")
+    assert by_file["predicted_us"] == json.loads(out)["predicted_us"]
+    assert by_file["problem"].startswith("N=2,")
+
+
+def test_trace_file(capsys, tmp_path):
+    trace = tmp_path / "t.json"
+    code, out, _ = run(capsys, "simulate", SMALL, "--gpu", "H100", "--trace", str(trace))
+    assert code == 0 and "predicted" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "gemm" and e["ph"] == "X" for e in events)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "nosuchlayer", "--gpu", "H100"], "unknown layer 'nosuchlayer'"),
+    (["simulate", "resnet-1", "--gpu", "B200"], "unknown GPU 'B200'"),
+    (["simulate", "N=1,C=4,K=-4,H=5,W=5", "--gpu", "H100"], "K=-4"),
+    (["simulate", "N=1,C=4,K=4,H=0,W=5", "--gpu", "H100"], "H=0"),
+    (["simulate", "N=1,C=4,K=4,H=2,W=2,padding=0", "--gpu", "H100"], "larger than the padded input"),
+    (["simulate", "N=1,C=4,K=4,H=5", "--gpu", "H100"], "lacks W"),
+    (["simulate", "N=1;C=4", "--gpu", "H100"], "malformed"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "D_IG=1,M=4"], "D_IG=1 is too small"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "D_GO=0"], "D_GO=0 is too small"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "M=0"], "M=0"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "M=100000"], "M=100000"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "style=fast"], "style='fast'"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "bogus=1"], "unknown --param key 'bogus'"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--batch", "0"], "batch=0"),
+    (["simulate", "resnet-1", "--spec", "/no/such/file.json"], "cannot be read"),
+    (["simulate", "im2win/conv1", "--gpu", "H100"], "3x3 filter"),
+])
+def test_bad_input_one_line_exit_2(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert needle in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_invalid_spec_file(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "name": "x", "values": {}}')
+    code, _, err = run(capsys, "simulate", SMALL, "--spec", str(bad))
+    assert code == 2 and "missing field" in err and err.count("\n") == 1
+    bad.write_text("{not json")
+    code, _, err = run(capsys, "simulate", SMALL, "--spec", str(bad))
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_installed_command_exit_status():
+    """The console script, as a user runs it: argparse errors and domain errors both exit 2."""
+    for args in (["simulate"], ["simulate", "resnet-1", "--gpu", "nope"]):
+        proc = subprocess.run([sys.executable, "-m", "megasim.cli", *args], capture_output=True, text=True)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
