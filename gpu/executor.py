@@ -1,0 +1,207 @@
+"""Host side of the Winograd executors: packs a TaskGraph and a Schedule into the kernels' arrays,
+launches them, and turns a kernel's error record into a ``MegakernelError``.
+
+``WinogradPlan`` holds what every launch of one problem shares (graph, params, block size, shared
+memory); ``run_schedule`` runs one Schedule on device tensors. Each Launch of the schedule runs
+either with the megakernel (any mix of kinds; per-task ticket or blockidx dispatch, or a persistent
+grid) or, with ``kernels="per_kind"``, with the non-fused kernel of its one kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from gpu.errors import KernelInputError, MegakernelError
+from gpu import megakernel as mk
+from gpu import winograd_device as dev
+from megasim.lowering.winograd import KINDS, WinogradConfig, WinogradShape, lower_winograd, winograd_shape
+from megasim.mapping import Schedule, check_valid
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+
+DEFAULT_POLL_LIMIT = 1 << 24   # polls before a dependency wait gives up (seconds on a GPU)
+KERNEL_STYLES = ("megakernel", "per_kind")
+
+
+@dataclass(frozen=True, eq=False)
+class WinogradPlan:
+    problem: ConvProblem
+    config: WinogradConfig
+    graph: TaskGraph
+    shape: WinogradShape
+    params: np.ndarray          # int32 (NUM_PARAMS,)
+    shared_bytes: int           # dynamic shared memory of a GEMM (and so of a megakernel block)
+
+    @property
+    def alpha2(self) -> int:
+        return self.config.alpha ** 2
+
+
+def pack_params(problem: ConvProblem, cfg: WinogradConfig, sh: WinogradShape) -> np.ndarray:
+    prm = np.zeros(dev.NUM_PARAMS, np.int32)
+    values = {
+        dev.P_N: problem.n, dev.P_H: problem.h, dev.P_W: problem.w, dev.P_C: problem.c, dev.P_K: problem.k,
+        dev.P_P: problem.out_h, dev.P_Q: problem.out_w, dev.P_PAD: problem.padding, dev.P_M: cfg.m,
+        dev.P_T: cfg.tiles_per_group, dev.P_TILES: sh.tiles, dev.P_TILES_Y: sh.tiles_y, dev.P_TILES_X: sh.tiles_x,
+        dev.P_KTILES: sh.k_tiles, dev.P_GK: cfg.gemm_k_tile, dev.P_KSTEP: cfg.gemm_k_step,
+        dev.P_TTHR: cfg.transform_threads, dev.P_GTHR: cfg.gemm_threads,
+    }
+    for i, v in values.items():
+        prm[i] = v
+    return prm
+
+
+def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None = None) -> WinogradPlan:
+    """The plan of a problem; ``graph`` must be ``lower_winograd(problem, cfg)`` when given."""
+    sh = winograd_shape(problem, cfg)
+    if sh.tiles * cfg.alpha ** 2 * max(problem.c, problem.k) >= 2 ** 31:
+        raise KernelInputError(f"{problem.spec_string()}: the transformed tensors would hold 2^31 or more "
+                               "elements; split the batch")
+    graph = graph if graph is not None else lower_winograd(problem, cfg)
+    if graph.kind_names != KINDS or graph.wait_counters.shape[1] > 2 or graph.signal_counters.shape[1] > 1:
+        raise KernelInputError("the megakernel runs Winograd TaskGraphs (kinds ftrans, itrans, gemm, otrans; "
+                               "at most 2 waits and 1 signal per task)")
+    smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step)
+    if smem > 48 * 1024:
+        raise KernelInputError(f"GEMM staging needs {smem} bytes of shared memory; at most 49152 are allowed "
+                               "(lower tiles_per_group, gemm_k_tile or gemm_k_step)")
+    return WinogradPlan(problem, cfg, graph, sh, pack_params(problem, cfg, sh), smem)
+
+
+def task_table(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
+    """The int32 (len(order), TABLE_COLS) task table of a map, row = map position."""
+    order = np.asarray(order, np.int64)
+    table = np.full((order.size, mk.TABLE_COLS), -1, np.int32)
+    table[:, mk.T_KIND] = graph.kind[order]
+    table[:, mk.T_GROUP] = graph.group[order]
+    table[:, mk.T_INDEX] = graph.index_in_group[order]
+    nw = graph.wait_counters.shape[1]
+    table[:, mk.T_WAIT0:mk.T_WAIT0 + nw] = graph.wait_counters[order]
+    table[:, mk.T_SIGNAL] = graph.signal_counters[order, 0]
+    table[:, mk.T_TASK] = order
+    return table
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the current device (1 under the CUDA simulator)."""
+    return int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1) or 1)
+
+
+def persistent_blocks(plan: WinogradPlan, threads: int, blocks_per_sm: int | None) -> int:
+    """Grid size of a persistent launch: blocks_per_sm per SM, or as many as fit by threads and
+    shared memory (an occupancy estimate, 2048 threads and 228 KiB shared per SM, at most 32)."""
+    if blocks_per_sm is None:
+        by_threads = 2048 // threads
+        by_smem = (228 * 1024) // max(plan.shared_bytes + 1024, 1)
+        blocks_per_sm = max(1, min(by_threads, by_smem, 32))
+    return blocks_per_sm * sm_count()
+
+
+@dataclass
+class Workspace:
+    """Device tensors of one run (see ``gpu.winograd_device`` for the layouts)."""
+
+    x: object
+    w: object
+    U: object
+    V: object
+    M: object
+    Y: object
+
+
+def workspace(plan: WinogradPlan, x_nhwc, w_kcrs, y_nhwk=None) -> Workspace:
+    p, sh, a2 = plan.problem, plan.shape, plan.alpha2
+    U = cuda.device_array((a2, p.c, p.k), np.float32)
+    V = cuda.device_array((a2, sh.tiles, p.c), np.float32)
+    M = cuda.device_array((a2, sh.tiles, p.k), np.float32)
+    Y = y_nhwk if y_nhwk is not None else cuda.device_array((p.n, p.out_h, p.out_w, p.k), np.float32)
+    return Workspace(x_nhwc, w_kcrs, U, V, M, Y)
+
+
+def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -> None:
+    code = int(ctl[mk.CTL_ERR_CODE])
+    if code == mk.ERR_NONE:
+        return
+    if code != mk.ERR_WAIT_TIMEOUT:
+        raise MegakernelError(f"launch {launch_name!r}: kernel reported unknown error code {code}")
+    g = plan.graph
+    task = int(ctl[mk.CTL_ERR_TASK])
+    raise MegakernelError(
+        f"launch {launch_name!r}: task {task} ({g.kind_names[g.kind[task]]}, group {g.group[task]}, "
+        f"index {g.index_in_group[task]}) at map position {int(ctl[mk.CTL_ERR_POS])} gave up after "
+        f"{int(ctl[mk.CTL_POLL_LIMIT])} polls of counter {int(ctl[mk.CTL_ERR_COUNTER])} (still "
+        f"{int(ctl[mk.CTL_ERR_VALUE])}): a parent comes later in the map or never ran")
+
+
+def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_counters, *,
+                          poll_limit: int = DEFAULT_POLL_LIMIT) -> None:
+    """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure."""
+    order = np.asarray(launch.order, np.int64)
+    if order.size == 0:
+        return
+    if launch.style == "persistent" and launch.dispatch == "blockidx":
+        raise KernelInputError(f"launch {launch.name!r}: persistent launches claim tasks by ticket; "
+                               "dispatch='blockidx' is not allowed with style='persistent'")
+    if isinstance(poll_limit, bool) or not isinstance(poll_limit, (int, np.integer)) or not 1 <= poll_limit < 2 ** 31:
+        raise KernelInputError(f"poll_limit={poll_limit!r} is not allowed: it must be an integer in [1, 2^31)")
+    cfg = plan.config
+    threads = max(cfg.transform_threads, cfg.gemm_threads)
+    persistent = launch.style == "persistent"
+    ctl = np.zeros(mk.CTL_SIZE, np.int32)
+    ctl[mk.CTL_NTASKS] = order.size
+    ctl[mk.CTL_DISPATCH] = mk.DISPATCH_BLOCKIDX if launch.dispatch == "blockidx" else mk.DISPATCH_TICKET
+    ctl[mk.CTL_PERSISTENT] = int(persistent)
+    ctl[mk.CTL_POLL_LIMIT] = poll_limit
+    grid = min(order.size, persistent_blocks(plan, threads, launch.blocks_per_sm)) if persistent else order.size
+    d_table = cuda.to_device(task_table(plan.graph, order))
+    d_ctl = cuda.to_device(ctl)
+    mk.megakernel[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,
+                                                     ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+    _raise_kernel_error(plan, d_ctl.copy_to_host(), launch.name)
+
+
+def run_launch_per_kind(plan: WinogradPlan, launch, ws: Workspace, d_prm) -> None:
+    """One single-kind Launch with that kind's non-fused kernel (block b runs map position b)."""
+    order = np.asarray(launch.order, np.int64)
+    if order.size == 0:
+        return
+    kinds = np.unique(plan.graph.kind[order])
+    if kinds.size != 1:
+        raise KernelInputError(f"launch {launch.name!r} mixes task kinds; only the megakernel runs such launches")
+    cfg = plan.config
+    d_table = cuda.to_device(task_table(plan.graph, order))
+    kind = int(kinds[0])
+    n = order.size
+    if kind == dev.FTRANS:
+        mk.ftrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.w, ws.U)
+    elif kind == dev.ITRANS:
+        mk.itrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.x, ws.V)
+    elif kind == dev.GEMM:
+        mk.gemm_kernel[n, cfg.gemm_threads, 0, plan.shared_bytes](d_table, d_prm, ws.V, ws.U, ws.M)
+    else:
+        mk.otrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.M, ws.Y)
+
+
+def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kernels: str = "megakernel",
+                 poll_limit: int = DEFAULT_POLL_LIMIT, check: bool = True) -> None:
+    """Run every Launch of ``schedule`` in turn on the tensors of ``ws`` (the output lands in ws.Y).
+
+    ``kernels="megakernel"`` runs each launch with the megakernel, "per_kind" with the non-fused
+    kernels (single-kind launches only). The dependency counters start at ``counter_init`` once, before
+    the first launch. ``check=False`` skips the host-side validity check of the schedule (to test the
+    kernel's own bounded waits); an invalid map then ends in a MegakernelError, not a hang.
+    """
+    if kernels not in KERNEL_STYLES:
+        raise KernelInputError(f"kernels={kernels!r} is not allowed (allowed: {', '.join(KERNEL_STYLES)})")
+    if check:
+        check_valid(plan.graph, schedule)
+    d_prm = cuda.to_device(plan.params)
+    d_counters = cuda.to_device(plan.graph.counter_init.astype(np.int32)) if kernels == "megakernel" else None
+    for launch in schedule.launches:
+        if kernels == "megakernel":
+            run_launch_megakernel(plan, launch, ws, d_prm, d_counters, poll_limit=poll_limit)
+        else:
+            run_launch_per_kind(plan, launch, ws, d_prm)

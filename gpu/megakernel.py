@@ -1,0 +1,173 @@
+"""The Winograd megakernel and the four non-fused kernels (the paper's Sec. 4, Listings 1 and 2, and
+the dependency-counter scheduler of Sec. 6, made safe as DESIGN.md requires).
+
+Arrays shared by the kernels (filled by ``gpu.executor``):
+
+- ``table`` int32 (L, TABLE_COLS): one row per map position of the launch: kind, group, index,
+  the two counters it waits on, the counter it signals (-1 = none), and the TaskGraph task id.
+- ``ctl`` int32 (CTL_SIZE,): per launch: the ticket counter, the map length, the dispatch mode,
+  persistent flag and poll bound (written by the host), and the error record (written by the
+  kernel; the host reads it after the launch and raises ``MegakernelError``).
+- ``counters`` int32: the TaskGraph's dependency counters, set to ``counter_init`` before the
+  first launch of a schedule (not between its launches: a GEMM in launch 3 still waits on the
+  counter that launch 1's filter transforms counted down).
+- ``prm`` int32 (NUM_PARAMS,): problem and config scalars (``gpu.winograd_device.P_*``).
+
+Memory-ordering protocol (only thread 0 of a block touches ``counters``):
+
+  parent:  all threads write their results; ``syncthreads``; thread 0: ``threadfence`` (its
+           release: the block's writes, ordered before it by the barrier, become visible device-wide
+           before the decrement), then ``atomic.sub(counters[sig], 1)``.
+  child:   thread 0 polls ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler
+           cannot hoist the load out of the loop and the value comes from L2), then ``threadfence``
+           (its acquire, pairing with the parent's fence), then ``syncthreads`` releases the block.
+
+Every wait is bounded by ``ctl[CTL_POLL_LIMIT]`` polls; on timeout thread 0 records the error (the
+first one wins, by ``atomic.cas`` on the error code) and the block leaves without running or
+signalling. Waiting blocks also give up once they see another block's error, so a failed launch ends
+quickly instead of hanging.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, int32
+
+from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
+
+# Task table columns.
+T_KIND, T_GROUP, T_INDEX, T_WAIT0, T_WAIT1, T_SIGNAL, T_TASK = 0, 1, 2, 3, 4, 5, 6
+TABLE_COLS = 8
+
+# Control array layout.
+CTL_TICKET, CTL_NTASKS, CTL_DISPATCH, CTL_PERSISTENT, CTL_POLL_LIMIT = 0, 1, 2, 3, 4
+CTL_ERR_CODE, CTL_ERR_POS, CTL_ERR_TASK, CTL_ERR_COUNTER, CTL_ERR_VALUE = 5, 6, 7, 8, 9
+CTL_SIZE = 16
+
+DISPATCH_TICKET, DISPATCH_BLOCKIDX = 0, 1
+ERR_NONE, ERR_WAIT_TIMEOUT = 0, 1
+ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
+
+
+@cuda.jit(device=True)
+def _wait_zero(counters, c, ctl, pos, task):
+    """Thread 0: poll counter c until it is 0. Returns 1 when it is, 0 on timeout (recorded in ctl)
+    or when another block has recorded an error."""
+    limit = ctl[CTL_POLL_LIMIT]
+    polls = 0
+    while True:
+        v = cuda.atomic.add(counters, c, 0)
+        if v <= 0:
+            return 1
+        polls += 1
+        if polls >= limit:
+            if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_WAIT_TIMEOUT) == ERR_NONE:
+                ctl[CTL_ERR_POS] = pos
+                ctl[CTL_ERR_TASK] = task
+                ctl[CTL_ERR_COUNTER] = c
+                ctl[CTL_ERR_VALUE] = v
+            return 0
+        if polls % ERR_CHECK_EVERY == 0 and cuda.atomic.add(ctl, CTL_ERR_CODE, 0) != ERR_NONE:
+            return 0
+
+
+@cuda.jit(device=True)
+def _claim_and_wait(table, ctl, counters, first):
+    """Thread 0: the next map position of this block and whether its parents are done (1) or the
+    block must give up (0)."""
+    if ctl[CTL_DISPATCH] == DISPATCH_BLOCKIDX:
+        pos = cuda.blockIdx.x if first else ctl[CTL_NTASKS]
+    else:
+        pos = cuda.atomic.add(ctl, CTL_TICKET, 1)
+    ok = 1
+    if pos < ctl[CTL_NTASKS]:
+        task = table[pos, T_TASK]
+        c0 = table[pos, T_WAIT0]
+        c1 = table[pos, T_WAIT1]
+        if c0 >= 0:
+            ok = _wait_zero(counters, c0, ctl, pos, task)
+        if ok == 1 and c1 >= 0:
+            ok = _wait_zero(counters, c1, ctl, pos, task)
+        cuda.threadfence()  # acquire: pairs with the parents' fence before their decrement
+    return pos, ok
+
+
+@cuda.jit
+def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
+    """Runs the launch's task map; each claimed map position runs one task (Listing 1b).
+
+    Grid: per-task launches have one block per map position (ticket: block order does not matter;
+    blockidx: block b runs position b, as in the paper); persistent launches have any number of
+    blocks, each looping and claiming positions by ticket until the map is used up.
+    Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
+    transform_threads, the GEMM uses all.
+    Thread 0 claims the position (ticket: ``atomic.add`` on ``ctl[CTL_TICKET]``), waits on the
+    task's counters and broadcasts (position, ok) through 8 bytes of static shared memory; after
+    the task, thread 0 signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging).
+    Memory ordering: see the module docstring.
+    """
+    sh = cuda.shared.array(2, int32)
+    tid = cuda.threadIdx.x
+    first = True
+    while True:
+        if tid == 0:
+            pos, ok = _claim_and_wait(table, ctl, counters, first)
+            sh[0] = pos
+            sh[1] = ok
+        cuda.syncthreads()
+        pos = sh[0]
+        ok = sh[1]
+        if pos >= ctl[CTL_NTASKS] or ok == 0:
+            return
+        kind = table[pos, T_KIND]
+        g = table[pos, T_GROUP]
+        idx = table[pos, T_INDEX]
+        if kind == GEMM:
+            gemm_task(g, idx, prm, V, U, M)
+        elif kind == ITRANS:
+            itrans_task(g, idx, prm, x, V)
+        elif kind == OTRANS:
+            otrans_task(g, idx, prm, M, Y)
+        elif kind == FTRANS:
+            ftrans_task(g, idx, prm, w, U)
+        cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
+        if tid == 0:
+            sig = table[pos, T_SIGNAL]
+            if sig >= 0:
+                cuda.threadfence()  # release
+                cuda.atomic.sub(counters, sig, 1)
+        if ctl[CTL_PERSISTENT] == 0:
+            return
+        first = False
+        cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
+
+
+@cuda.jit
+def ftrans_kernel(table, prm, w, U):
+    """Non-fused filter transform: block b runs the ftrans task in table row b.
+    Block: transform_threads threads (more are idle). No shared memory, no counters."""
+    b = cuda.blockIdx.x
+    ftrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, w, U)
+
+
+@cuda.jit
+def itrans_kernel(table, prm, x, V):
+    """Non-fused input transform: block b runs the itrans task in table row b.
+    Block: transform_threads threads (more are idle). No shared memory, no counters."""
+    b = cuda.blockIdx.x
+    itrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, x, V)
+
+
+@cuda.jit
+def gemm_kernel(table, prm, V, U, M):
+    """Non-fused batched GEMM: block b runs the gemm task in table row b.
+    Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
+    b = cuda.blockIdx.x
+    gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
+
+
+@cuda.jit
+def otrans_kernel(table, prm, M, Y):
+    """Non-fused output transform: block b runs the otrans task in table row b.
+    Block: transform_threads threads (more are idle). No shared memory, no counters."""
+    b = cuda.blockIdx.x
+    otrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, M, Y)

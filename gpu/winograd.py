@@ -1,0 +1,151 @@
+"""``conv2d``: a 3x3, stride-1 convolution by Winograd F(m x m, 3 x 3) on the GPU, fused (one
+megakernel running a task map, the paper's design) or non-fused (four kernels), from the same
+TaskGraph that megasim's simulator schedules.
+
+    y = conv2d(x, w)                                   # NCHW float32 in, NKPQ float32 out
+    y = conv2d(x, w, schedule="nonfused")
+    y = conv2d(x, w, mapping=Algorithm1Params(d_ig=8, d_go=300, m=2), dispatch="blockidx")
+    y = conv2d(x, w, style="persistent", blocks_per_sm=2)
+
+NumPy arrays in give a NumPy array out; Numba device arrays in give a device array out. ``reference``
+is the slow float64 NumPy oracle the tests compare against.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda
+
+from gpu import executor as ex
+from gpu import layout as lay
+from gpu.errors import KernelInputError
+from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
+from megasim.mapping import Algorithm1Params, Schedule, algorithm1, default_params, nonfused
+from megasim.mapping.schedule import DISPATCHES, STYLES
+from megasim.workloads.problem import ConvProblem
+
+LAYOUTS = ("NCHW", "NHWC")
+SCHEDULES = ("fused", "nonfused")
+
+
+def reference(x: np.ndarray, w: np.ndarray, padding: int = 1, layout: str = "NCHW") -> np.ndarray:
+    """Float64 direct convolution (the oracle): x in ``layout``, w (K, C, 3, 3); output in ``layout``."""
+    x = np.asarray(x, np.float64)
+    if layout == "NHWC":
+        return direct_conv2d_reference(x.transpose(0, 3, 1, 2), w, padding).transpose(0, 2, 3, 1)
+    return direct_conv2d_reference(x, w, padding)
+
+
+@lru_cache(maxsize=32)
+def _plan(problem: ConvProblem, cfg: WinogradConfig) -> ex.WinogradPlan:
+    return ex.make_plan(problem, cfg, lower_winograd(problem, cfg))
+
+
+def _is_device_array(a) -> bool:
+    return hasattr(a, "copy_to_host") or bool(getattr(cuda, "is_cuda_array", lambda _: False)(a))
+
+
+def _check_tensor(name: str, a, on_device: bool) -> None:
+    if on_device != _is_device_array(a):
+        raise KernelInputError(f"x and w must both be NumPy arrays or both device arrays; {name} is not")
+    if getattr(a, "ndim", None) != 4:
+        raise KernelInputError(f"{name} must be 4-D, got shape {getattr(a, 'shape', None)}")
+    if np.dtype(a.dtype) != np.float32:
+        raise KernelInputError(f"{name} must be float32, got {np.dtype(a.dtype)}")
+    if on_device and not (hasattr(a, "is_c_contiguous") and a.is_c_contiguous()):
+        raise KernelInputError(f"device array {name} must be C-contiguous")
+
+
+def _config(m, config) -> WinogradConfig:
+    if config is None:
+        m = 4 if m is None else m
+        if m not in SUPPORTED_TILES:
+            raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
+        return WinogradConfig(m=m)
+    if not isinstance(config, WinogradConfig):
+        raise KernelInputError(f"config must be a WinogradConfig, got {type(config).__name__}")
+    if m is not None and m != config.m:
+        raise KernelInputError(f"m={m!r} differs from config.m={config.m}; give one of them")
+    return config
+
+
+def _schedule(plan: ex.WinogradPlan, schedule: str, mapping, style, dispatch, blocks_per_sm) -> Schedule:
+    graph = plan.graph
+    if schedule == "nonfused":
+        if mapping is not None or style is not None or dispatch is not None or blocks_per_sm is not None:
+            raise KernelInputError("mapping, style, dispatch and blocks_per_sm apply to schedule='fused' only")
+        return nonfused(graph)
+    if mapping is None:
+        sched = algorithm1(graph, default_params(graph))
+    elif isinstance(mapping, Algorithm1Params):
+        sched = algorithm1(graph, mapping)
+    elif isinstance(mapping, Schedule):
+        sched = mapping              # checked by run_schedule
+    else:
+        raise KernelInputError(f"mapping must be None, an Algorithm1Params or a Schedule, got {type(mapping).__name__}")
+    if style is not None or dispatch is not None or blocks_per_sm is not None:
+        style = style or "per_task"
+        dispatch = dispatch or "ticket"
+        if style not in STYLES:
+            raise KernelInputError(f"style={style!r} is not allowed (allowed: {', '.join(STYLES)})")
+        if dispatch not in DISPATCHES:
+            raise KernelInputError(f"dispatch={dispatch!r} is not allowed (allowed: {', '.join(DISPATCHES)})")
+        sched = sched.with_style(style, dispatch, blocks_per_sm)
+    return sched
+
+
+def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW", padding: int = 1,
+           m: int | None = None, config: WinogradConfig | None = None, style: str | None = None,
+           dispatch: str | None = None, blocks_per_sm: int | None = None,
+           poll_limit: int = ex.DEFAULT_POLL_LIMIT):
+    """Convolve x with w (K, C, 3, 3), stride 1, zero padding ``padding``, by Winograd F(m x m, 3x3).
+
+    x is (N, C, H, W) for layout="NCHW" (output (N, K, P, Q)) or (N, H, W, C) for "NHWC" (output
+    (N, P, Q, K)), P = H + 2*padding - 2. Both float32; both NumPy (NumPy out) or both Numba device
+    arrays (device array out). ``schedule="fused"`` runs one megakernel over a task map: ``mapping``
+    None (Algorithm 1 with megasim's default_params), an Algorithm1Params, or any valid megasim
+    Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
+    ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
+    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` defaults to config.m, or 4.
+    Raises KernelInputError (bad inputs), MappingError (bad mapping), MegakernelError (a kernel's
+    dependency wait gave up after ``poll_limit`` polls).
+    """
+    if schedule not in SCHEDULES:
+        raise KernelInputError(f"schedule={schedule!r} is not allowed (allowed: {', '.join(SCHEDULES)})")
+    if layout not in LAYOUTS:
+        raise KernelInputError(f"layout={layout!r} is not allowed (allowed: {', '.join(LAYOUTS)})")
+    if isinstance(padding, bool) or not isinstance(padding, (int, np.integer)) or padding < 0:
+        raise KernelInputError(f"padding={padding!r} is not allowed: it must be an integer >= 0")
+    on_device = _is_device_array(x)
+    if not on_device:
+        x = np.asarray(x)
+    if not on_device and not _is_device_array(w):
+        w = np.asarray(w)
+    _check_tensor("x", x, on_device)
+    _check_tensor("w", w, on_device)
+    if tuple(w.shape[2:]) != (3, 3):
+        raise KernelInputError(f"w must be (K, C, 3, 3), got shape {tuple(w.shape)}: only 3x3 filters are supported")
+    n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], x.shape[1], x.shape[2])
+    if w.shape[1] != c:
+        raise KernelInputError(f"channels differ: x has C={c} ({layout}), w has C={w.shape[1]}")
+    cfg = _config(m, config)
+    problem = ConvProblem(int(n), int(c), int(w.shape[0]), int(h), int(wd), padding=int(padding))
+    plan = _plan(problem, cfg)
+    sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)
+
+    if on_device:
+        x_nhwc = lay.nchw_to_nhwc(x) if layout == "NCHW" else x
+        d_w = w
+    else:
+        x_nhwc = cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1) if layout == "NCHW" else x))
+        d_w = cuda.to_device(np.ascontiguousarray(w))
+    ws = ex.workspace(plan, x_nhwc, d_w)
+    kernels = "per_kind" if schedule == "nonfused" else "megakernel"
+    ex.run_schedule(plan, sched, ws, kernels=kernels, poll_limit=poll_limit, check=True)
+    if on_device:
+        return lay.nhwc_to_nchw(ws.Y) if layout == "NCHW" else ws.Y
+    y = ws.Y.copy_to_host()
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if layout == "NCHW" else y

@@ -1,0 +1,228 @@
+"""The four Winograd task device functions: one call runs one TaskGraph task on one thread block.
+
+They follow megasim.lowering.winograd (the source of truth for what a task covers) and the paper's
+Sec. 2 and 4. Every function takes the task's (group, index), the int32 parameter array ``prm``
+(layout: the ``P_*`` constants below, filled by ``gpu.executor.pack_params``) and the tensors it
+touches. Tensor layouts (all float32, C-contiguous):
+
+- ``x``  (N, H, W, C)        input, NHWC
+- ``w``  (K, C, 3, 3)        weights, KCRS
+- ``U``  (alpha^2, C, K)     transformed filters, k fastest
+- ``V``  (alpha^2, tiles, C) transformed inputs, channel fastest (tiles in global raster order)
+- ``M``  (alpha^2, tiles, K) GEMM products, k fastest
+- ``Y``  (N, P, Q, K)        output, NHWK
+
+Consecutive threads take consecutive channels (itrans) or consecutive k (ftrans, otrans), so the
+x, V, M, U and Y accesses of a warp are contiguous (coalesced); only ftrans's 9 weight reads are
+strided (a small, one-off tensor).
+
+The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes, double
+buffered) and keeps a 4 x 4 register tile of the product per thread. A device function may return
+early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
+call it (the megakernel does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32
+
+from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
+                            otrans_pair_m2, otrans_pair_m4)
+
+# Kind ids: the position in megasim.lowering.winograd.KINDS.
+FTRANS, ITRANS, GEMM, OTRANS = 0, 1, 2, 3
+
+# Layout of the int32 parameter array.
+P_N, P_H, P_W, P_C, P_K, P_P, P_Q, P_PAD = 0, 1, 2, 3, 4, 5, 6, 7
+P_M, P_T, P_TILES, P_TILES_Y, P_TILES_X, P_KTILES, P_GK, P_KSTEP = 8, 9, 10, 11, 12, 13, 14, 15
+P_TTHR, P_GTHR = 16, 17
+NUM_PARAMS = 18
+
+# GEMM register tile per thread (rows x columns of the product).
+TILE_R = 4
+TILE_C = 4
+ZERO = np.float32(0.0)
+
+
+def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int) -> int:
+    """Dynamic shared memory of a GEMM task: two stages of A (k_step x t) and B (k_step x width),
+    rows and columns padded up to the register tile."""
+    tp = -(-t // TILE_R) * TILE_R
+    gp = -(-gemm_k_tile // TILE_C) * TILE_C
+    return 2 * k_step * (tp + gp) * 4
+
+
+@cuda.jit(device=True)
+def ftrans_task(kt, f, prm, w, U):
+    """Filter transform of k-tile kt, task f: thread i < transform_threads transforms pair
+    p = f * transform_threads + i of the k-tile (c-major, kk fastest). No shared memory."""
+    tid = cuda.threadIdx.x
+    thr = prm[P_TTHR]
+    if tid >= thr:
+        return
+    gk = prm[P_GK]
+    width = min(gk, prm[P_K] - kt * gk)
+    p = f * thr + tid
+    if p < prm[P_C] * width:
+        c = p // width
+        k = kt * gk + (p - c * width)
+        if prm[P_M] == 4:
+            ftrans_pair_m4(w, U, k, c)
+        else:
+            ftrans_pair_m2(w, U, k, c)
+
+
+@cuda.jit(device=True)
+def itrans_task(g, s, prm, x, V):
+    """Input transform of group g, task s: thread i < transform_threads transforms (tile, channel)
+    pair p = s * transform_threads + i of the group (channel fastest). No shared memory."""
+    tid = cuda.threadIdx.x
+    thr = prm[P_TTHR]
+    if tid >= thr:
+        return
+    t = prm[P_T]
+    C = prm[P_C]
+    rows = min(t, prm[P_TILES] - g * t)
+    p = s * thr + tid
+    if p < rows * C:
+        tl = p // C
+        c = p - tl * C
+        tile = g * t + tl
+        per_image = prm[P_TILES_Y] * prm[P_TILES_X]
+        n = tile // per_image
+        r = tile - n * per_image
+        ty = r // prm[P_TILES_X]
+        tx = r - ty * prm[P_TILES_X]
+        m = prm[P_M]
+        y0 = m * ty - prm[P_PAD]
+        x0 = m * tx - prm[P_PAD]
+        if m == 4:
+            itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+        else:
+            itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+
+
+@cuda.jit(device=True)
+def otrans_task(g, s, prm, M, Y):
+    """Output transform of group g, task s: thread i < transform_threads inverse-transforms
+    (tile, k) pair q = s * transform_threads + i of the group (k fastest), writing the m x m outputs
+    that lie inside the P x Q image. No shared memory."""
+    tid = cuda.threadIdx.x
+    thr = prm[P_TTHR]
+    if tid >= thr:
+        return
+    t = prm[P_T]
+    K = prm[P_K]
+    rows = min(t, prm[P_TILES] - g * t)
+    q = s * thr + tid
+    if q < rows * K:
+        tl = q // K
+        k = q - tl * K
+        tile = g * t + tl
+        per_image = prm[P_TILES_Y] * prm[P_TILES_X]
+        n = tile // per_image
+        r = tile - n * per_image
+        ty = r // prm[P_TILES_X]
+        tx = r - ty * prm[P_TILES_X]
+        m = prm[P_M]
+        if m == 4:
+            otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+        else:
+            otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+
+
+@cuda.jit(device=True)
+def _gemm_load_stage(smem, a_off, b_off, V, U, e, row0, rows, col0, width, c0, C, ks, tp, gp):
+    """Stage the C-slice [c0, c0 + ks) of A = V[e, row0:row0+rows, :] (as As[kk, r]) and of
+    B = U[e, :, col0:col0+width] (as Bs[kk, n]) into shared memory, zero-padded. Block-strided:
+    A is read with kk fastest, B with n fastest, so global reads are contiguous per row."""
+    tid = cuda.threadIdx.x
+    nthr = cuda.blockDim.x
+    for idx in range(tid, tp * ks, nthr):
+        r = idx // ks
+        kk = idx - r * ks
+        c = c0 + kk
+        v = ZERO
+        if r < rows and c < C:
+            v = V[e, row0 + r, c]
+        smem[a_off + kk * tp + r] = v
+    for idx in range(tid, ks * gp, nthr):
+        kk = idx // gp
+        nn = idx - kk * gp
+        c = c0 + kk
+        v = ZERO
+        if nn < width and c < C:
+            v = U[e, c, col0 + nn]
+        smem[b_off + idx] = v
+
+
+@cuda.jit(device=True)
+def gemm_task(g, j, prm, V, U, M):
+    """GEMM task j = e * k_tiles + kt of group g: M[e, rows of g, kt columns] = V[e, rows, :C] @
+    U[e, :C, kt columns].
+
+    All threads of the block take part (any block size): they stage k_step-wide slices of both
+    operands into dynamic shared memory, two stages deep (one ``syncthreads`` per stage: the next
+    stage is written while the current one is read, into the other buffer), and each thread
+    accumulates a TILE_R x TILE_C register tile of the product. When the block has fewer threads than
+    register tiles, it makes several passes over C. Shared memory: ``gemm_shared_bytes`` (dynamic).
+    """
+    tid = cuda.threadIdx.x
+    nthr = cuda.blockDim.x
+    C = prm[P_C]
+    t = prm[P_T]
+    gk = prm[P_GK]
+    ks = prm[P_KSTEP]
+    kts = prm[P_KTILES]
+    e = j // kts
+    kt = j - e * kts
+    row0 = g * t
+    rows = min(t, prm[P_TILES] - row0)
+    col0 = kt * gk
+    width = min(gk, prm[P_K] - col0)
+    mtr = (t + TILE_R - 1) // TILE_R
+    mtc = (gk + TILE_C - 1) // TILE_C
+    tp = mtr * TILE_R
+    gp = mtc * TILE_C
+    smem = cuda.shared.array(0, float32)
+    acc = cuda.local.array(TILE_R * TILE_C, float32)
+    av = cuda.local.array(TILE_R, float32)
+    bv = cuda.local.array(TILE_C, float32)
+    nsteps = (C + ks - 1) // ks
+    ntile = mtr * mtc
+    b_base = 2 * ks * tp
+    for base in range(0, ntile, nthr):
+        q = base + tid
+        rt = q // mtc
+        ct = q - rt * mtc
+        for i in range(TILE_R * TILE_C):
+            acc[i] = ZERO
+        _gemm_load_stage(smem, 0, b_base, V, U, e, row0, rows, col0, width, 0, C, ks, tp, gp)
+        cuda.syncthreads()
+        for s in range(nsteps):
+            buf = s & 1
+            if s + 1 < nsteps:  # the other buffer: last read in step s-1, which ended with a sync
+                nb = 1 - buf
+                _gemm_load_stage(smem, nb * ks * tp, b_base + nb * ks * gp, V, U, e, row0, rows, col0,
+                                 width, (s + 1) * ks, C, ks, tp, gp)
+            if q < ntile:
+                a_off = buf * ks * tp + rt * TILE_R
+                b_off = b_base + buf * ks * gp + ct * TILE_C
+                for kk in range(ks):
+                    for i in range(TILE_R):
+                        av[i] = smem[a_off + kk * tp + i]
+                    for jj in range(TILE_C):
+                        bv[jj] = smem[b_off + kk * gp + jj]
+                    for i in range(TILE_R):
+                        for jj in range(TILE_C):
+                            acc[i * TILE_C + jj] += av[i] * bv[jj]
+            cuda.syncthreads()
+        if q < ntile:
+            for i in range(TILE_R):
+                r = rt * TILE_R + i
+                if r < rows:
+                    for jj in range(TILE_C):
+                        nn = ct * TILE_C + jj
+                        if nn < width:
+                            M[e, row0 + r, col0 + nn] = acc[i * TILE_C + jj]
