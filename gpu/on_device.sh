@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs a command on the GPU machine with the project's environment (shared/DEVICE.md's recipe):
+# numpy 2.4.x (numba-cuda 0.30 cannot compile with the image's numpy 2.5) and simpy, carried as
+# wheels in .wheels/ (see README: "On a GPU machine"), installed into /tmp/site ahead of the image's.
+#   bash gpu/on_device.sh python -m experiments.winograd_bench
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .wheels ] && ls .wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 MEGASIM_REAL_GPU=1
+python3 - <<'PY'
+import numpy, numba, numba_cuda, simpy
+from numba import cuda
+dev = cuda.get_current_device()
+print(f"device: {dev.name.decode() if isinstance(dev.name, bytes) else dev.name}, cc {dev.compute_capability}; "
+      f"numpy {numpy.__version__}, numba {numba.__version__}, numba-cuda {numba_cuda.__version__}, simpy {simpy.__version__}")
+PY
+exec "$@"
