@@ -64,11 +64,11 @@ class SimResult:
     def from_run(cls, run: "_Run", schedule: "Schedule", wall_s: float) -> "SimResult":
         g, spec = run.graph, run.spec
         launches = tuple(LaunchRecord(**rec) for rec in run.launch_log)
-        claim = np.array(run.claim, np.float64)   # float even when every time is an int (SimPy clock)
-        ready = np.array(run.ready, np.float64)
+        claim = np.fromiter(run.claim, np.float64, len(run.claim))   # float even when every time is an int (SimPy clock)
+        ready = np.fromiter(run.ready, np.float64, len(run.ready))
         # Traffic: each tracked access's DRAM bytes, aggregated by tensor and direction.
         tracked = run.tracked
-        miss = np.array(run.miss_of, np.float64)
+        miss = np.fromiter(run.miss_of, np.float64, len(run.miss_of))
         region = g.access_region[tracked]
         write = g.access_write[tracked]
         tensor = g.region_tensor[region]
@@ -84,10 +84,10 @@ class SimResult:
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
             predicted_ns=float(max(rec.end_ns for rec in launches)) if launches else 0.0,
             launches=launches, kind_names=g.kind_names, tensor_names=g.tensor_names, kind=g.kind.copy(),
-            claim_ns=claim, ready_ns=ready, mem_start_ns=np.array(run.mem_start, np.float64),
-            compute_start_ns=np.array(run.comp_start, np.float64), end_ns=np.array(run.end, np.float64),
+            claim_ns=claim, ready_ns=ready, mem_start_ns=np.fromiter(run.mem_start, np.float64, len(run.mem_start)),
+            compute_start_ns=np.fromiter(run.comp_start, np.float64, len(run.comp_start)), end_ns=np.fromiter(run.end, np.float64, len(run.end)),
             wait_ns=np.maximum(0.0, ready - claim - claim_cost),
-            sm=np.array(run.sm_of, np.int32), slot=np.array(run.slot_of, np.int32),
+            sm=np.fromiter(run.sm_of, np.int32, len(run.sm_of)), slot=np.fromiter(run.slot_of, np.int32, len(run.slot_of)),
             task_dram_bytes=task_dram, flops=float(g.flops.sum()),
             dram_read_bytes=np.bincount(tensor[~write], weights=miss[~write], minlength=n_t),
             dram_write_bytes=np.bincount(tensor[write], weights=miss[write], minlength=n_t),
