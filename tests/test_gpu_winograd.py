@@ -1,0 +1,266 @@
+"""The Winograd executors of gpu/ against the float64 direct-convolution oracle.
+
+Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless
+MEGASIM_REAL_GPU=1, in which case the same tests run on the GPU). The simulator runs one block at a
+time with one OS thread per CUDA thread, so every shape here is tiny and the configs use 32-thread
+blocks, 2-4 tiles per group and 8-wide k-tiles to keep the block counts low.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from megasim.errors import MappingError, MegasimError
+from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.lowering.winograd_math import matrices
+from megasim.mapping import (Algorithm1Params, Launch, Schedule, algorithm1, default_params, naive_fused, nonfused,
+                             random_order)
+from megasim.workloads.problem import ConvProblem
+
+numba = pytest.importorskip("numba")
+from numba import cuda  # noqa: E402  (after conftest has chosen simulator or GPU)
+
+if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
+    pytest.skip("neither the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) nor a CUDA GPU is available",
+                allow_module_level=True)
+
+from gpu import KernelInputError, MegakernelError  # noqa: E402
+from gpu import executor as ex  # noqa: E402
+from gpu.transforms import PY_FUNCS  # noqa: E402
+from gpu.winograd import conv2d, reference  # noqa: E402
+
+pytestmark = pytest.mark.cudasim
+TOL = 1e-4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_simulator_barriers():
+    """The simulator releases threads from syncthreads from a polling manager thread; a short GIL
+    switch interval lets the threads reach the barrier several times sooner (~8x here)."""
+    old = sys.getswitchinterval()
+    if numba.config.ENABLE_CUDASIM:
+        sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def cfg(m=4, t=2, gk=8, ks=2, thr=32):
+    return WinogradConfig(m=m, tiles_per_group=t, transform_threads=thr, gemm_k_tile=gk, gemm_threads=thr,
+                          gemm_k_step=ks)
+
+
+def inputs(n, c, k, h, w, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    return x, wt
+
+
+def rel_err(y, ref):
+    return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
+
+
+def graph_of(shape, config, padding=1):
+    return lower_winograd(ConvProblem(*shape, padding=padding), config)
+
+
+# N, C, K, H, W: H, W not multiples of m; C, K not multiples of the k-step or the 8-wide k-tile.
+AWKWARD = (1, 3, 5, 5, 7)
+
+
+# --- generated transforms (pure Python, no kernel) ------------------------------------------------
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_generated_transforms_match_the_matrices(m):
+    bt, g, at = matrices(m)
+    a = m + 2
+    rng = np.random.default_rng(100 + m)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    U = np.zeros((a * a, 3, 2), np.float32)
+    PY_FUNCS[f"ftrans_pair_m{m}"](w, U, 1, 2)
+    np.testing.assert_allclose(U[:, 2, 1].reshape(a, a), g @ w[1, 2] @ g.T, rtol=1e-5, atol=1e-5)
+
+    x = rng.standard_normal((1, 5, 6, 2)).astype(np.float32)
+    V = np.zeros((a * a, 1, 2), np.float32)
+    PY_FUNCS[f"itrans_pair_m{m}"](x, V, 0, -1, -1, 1, 0, 5, 6)     # window starts in the padding
+    d = np.zeros((a, a))
+    d[1:, 1:] = x[0, :a - 1, :a - 1, 1]
+    np.testing.assert_allclose(V[:, 0, 1].reshape(a, a), bt @ d @ bt.T, rtol=1e-5, atol=1e-4)
+
+    M = rng.standard_normal((a * a, 1, 3)).astype(np.float32)
+    Y = np.zeros((1, m + 1, m + 1, 3), np.float32)
+    PY_FUNCS[f"otrans_pair_m{m}"](M, Y, 0, 1, 0, 0, 2, m + 1, m - 1)  # clipped at the bottom and right
+    full = at @ M[:, 0, 2].reshape(a, a).astype(np.float64) @ at.T
+    np.testing.assert_allclose(Y[0, 1:, :m - 1, 2], full[:m, :m - 1], rtol=1e-5, atol=1e-4)
+    assert not Y[0, 0].any() and not Y[0, :, m - 1:].any()
+
+
+# --- both schedules, both tile sizes ----------------------------------------------------------------
+
+@pytest.mark.parametrize("m", [4, 2])
+@pytest.mark.parametrize("schedule", ["nonfused", "fused"])
+def test_conv2d_matches_reference(schedule, m):
+    # K=10: two k-tiles of 8 and 2 columns.
+    x, w = inputs(1, 3, 10, 5, 7, seed=m)
+    y = conv2d(x, w, schedule=schedule, config=cfg(m=m))
+    assert y.shape == (1, 10, 5, 7) and y.dtype == np.float32
+    assert rel_err(y, reference(x, w)) <= TOL
+
+
+def test_multistage_gemm_and_multitask_transforms():
+    # C=9 with k_step 4: three GEMM stages (the last partial); t=4 tiles x 9 channels = 36 pairs: two
+    # input transforms per group; 9 x 8 filter pairs: three filter transforms; 4 x 9 (tile, k) pairs:
+    # two output transforms; N=2 images in one group.
+    x, w = inputs(2, 9, 9, 3, 4, seed=3)
+    y = conv2d(x, w, config=cfg(m=4, t=4, ks=4))
+    assert rel_err(y, reference(x, w)) <= TOL
+
+
+def test_gemm_with_more_register_tiles_than_threads():
+    # t=16 rows x 40 columns = 4 x 10 register tiles > 32 threads: two passes over C.
+    x, w = inputs(1, 3, 41, 8, 8, seed=4)
+    y = conv2d(x, w, config=cfg(m=2, t=16, gk=40, ks=8))
+    assert rel_err(y, reference(x, w)) <= TOL
+
+
+def test_padding_zero_and_two():
+    x, w = inputs(1, 2, 3, 6, 5, seed=5)
+    for pad in (0, 2):
+        y = conv2d(x, w, padding=pad, config=cfg(m=4, t=4))
+        assert y.shape == (1, 3, 6 + 2 * pad - 2, 5 + 2 * pad - 2)
+        assert rel_err(y, reference(x, w, padding=pad)) <= TOL
+
+
+# --- mappings and dispatch --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def awkward_case():
+    x, w = inputs(*AWKWARD, seed=7)
+    config = cfg(m=4)
+    baseline = conv2d(x, w, schedule="nonfused", config=config)
+    assert rel_err(baseline, reference(x, w)) <= TOL
+    return x, w, config, baseline, graph_of(AWKWARD, config)
+
+
+def _mapping(name, graph):
+    if name == "a1-default":
+        return None
+    if name == "a1-m1":
+        return default_params(graph, m=1)
+    if name == "a1-m2-loose":
+        p = default_params(graph, m=2)
+        return Algorithm1Params(p.d_ig + 1, p.d_go + 40, 2)
+    if name == "naive":
+        return naive_fused(graph)
+    if name.startswith("random"):
+        return random_order(graph, seed=int(name[-1]))
+    if name == "nonfused-via-megakernel":      # four launches; counters carry over between them
+        return nonfused(graph)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", ["a1-default", "a1-m1", "a1-m2-loose", "naive", "random0", "random1",
+                                  "nonfused-via-megakernel"])
+def test_mappings_give_the_nonfused_result_bit_for_bit(awkward_case, name):
+    x, w, config, baseline, graph = awkward_case
+    y = conv2d(x, w, mapping=_mapping(name, graph), config=config)
+    # Every task does the same arithmetic whatever the order, so the result is identical.
+    np.testing.assert_array_equal(y, baseline)
+
+
+@pytest.mark.parametrize("style,dispatch,bps", [("per_task", "ticket", None), ("per_task", "blockidx", None),
+                                                 ("persistent", "ticket", 2), ("persistent", "ticket", 1)])
+def test_dispatch_modes(awkward_case, style, dispatch, bps):
+    x, w, config, baseline, _ = awkward_case
+    y = conv2d(x, w, config=config, style=style, dispatch=dispatch, blocks_per_sm=bps)
+    np.testing.assert_array_equal(y, baseline)
+
+
+# --- layouts and device arrays --------------------------------------------------------------------
+
+def test_nhwc_layout():
+    x, w = inputs(1, 3, 4, 5, 6, seed=8)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    y = conv2d(xh, w, layout="NHWC", config=cfg(m=2, t=4))
+    assert y.shape == (1, 5, 6, 4)
+    assert rel_err(y, reference(xh, w, layout="NHWC")) <= TOL
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_device_arrays_in_device_array_out(layout):
+    x, w = inputs(1, 2, 3, 4, 3, seed=9)
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    d_y = conv2d(cuda.to_device(x), cuda.to_device(w), layout=layout, config=cfg(m=4))
+    assert hasattr(d_y, "copy_to_host")
+    assert rel_err(d_y.copy_to_host(), reference(x, w, layout=layout)) <= TOL
+
+
+# --- bounded waits ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dispatch", ["blockidx", "ticket"])
+def test_invalid_map_reports_an_error_instead_of_hanging(dispatch):
+    shape = (1, 2, 3, 3, 3)
+    config = cfg(m=2, t=4)
+    graph = graph_of(shape, config)
+    plan = ex.make_plan(ConvProblem(*shape), config, graph)
+    order = np.argsort(-graph.kind.astype(np.int64), kind="stable")      # output transforms first
+    bad = Schedule("reversed", (Launch(order, dispatch=dispatch),))
+    x, w = inputs(*shape, seed=10)
+    ws = ex.workspace(plan, cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), cuda.to_device(w))
+    with pytest.raises(MegakernelError, match=r"task \d+ \(otrans, group 0, index 0\) at map position 0 gave up "
+                                              r"after 50 polls of counter 2"):
+        ex.run_schedule(plan, bad, ws, poll_limit=50, check=False)
+
+
+def test_invalid_map_is_rejected_before_launch():
+    x, w = inputs(1, 2, 3, 3, 3, seed=11)
+    config = cfg(m=2, t=4)
+    graph = graph_of((1, 2, 3, 3, 3), config)
+    bad = Schedule("reversed", (Launch(np.arange(graph.num_tasks)[::-1].copy()),))
+    with pytest.raises(MappingError, match="invalid schedule 'reversed'"):
+        conv2d(x, w, mapping=bad, config=config)
+
+
+# --- input validation (no kernels run) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,xshape,wshape,dtype,match", [
+    ({}, (1, 2, 4, 4), (3, 2, 3, 3), np.float64, "x must be float32"),
+    ({}, (1, 2, 4, 4), (3, 2, 5, 5), np.float32, "only 3x3 filters"),
+    ({}, (1, 2, 4, 4), (3, 4, 3, 3), np.float32, "channels differ: x has C=2"),
+    ({}, (2, 4, 4), (3, 2, 3, 3), np.float32, "x must be 4-D"),
+    ({"layout": "CHWN"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "layout='CHWN' is not allowed"),
+    ({"schedule": "magic"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "schedule='magic' is not allowed"),
+    ({"m": 3}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "m=3 is not allowed"),
+    ({"padding": -1}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "padding=-1 is not allowed"),
+    ({"schedule": "nonfused", "dispatch": "blockidx"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32,
+     "apply to schedule='fused' only"),
+    ({"mapping": "fast"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "mapping must be None"),
+    ({"dispatch": "random"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "dispatch='random' is not allowed"),
+])
+def test_bad_inputs_raise_one_line_errors(kwargs, xshape, wshape, dtype, match):
+    x = np.ones(xshape, dtype)
+    w = np.ones(wshape, np.float32)
+    with pytest.raises(KernelInputError, match=match) as info:
+        conv2d(x, w, **kwargs)
+    assert "\n" not in str(info.value) and isinstance(info.value, MegasimError)
+
+
+def test_mixed_host_and_device_inputs_are_rejected():
+    with pytest.raises(KernelInputError, match="must both be NumPy arrays or both device arrays"):
+        conv2d(np.ones((1, 2, 4, 4), np.float32), cuda.to_device(np.ones((3, 2, 3, 3), np.float32)))
+
+
+def test_persistent_blockidx_is_rejected():
+    x, w = inputs(1, 2, 3, 3, 3, seed=12)
+    with pytest.raises(KernelInputError, match="dispatch='blockidx' is not allowed with style='persistent'"):
+        conv2d(x, w, config=cfg(m=2, t=4), style="persistent", dispatch="blockidx")
+
+
+def test_mapping_error_passes_through():
+    x, w = inputs(*AWKWARD, seed=13)
+    with pytest.raises(MappingError):
+        conv2d(x, w, mapping=Algorithm1Params(0, 0, 99), config=cfg(m=4))
