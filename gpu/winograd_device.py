@@ -42,6 +42,7 @@ NUM_PARAMS = 18
 # GEMM register tile per thread (rows x columns of the product).
 TILE_R = 4
 TILE_C = 4
+TILE_RC = 16                  # TILE_R * TILE_C, spelled out: local array sizes must be literals
 ZERO = np.float32(0.0)
 
 
@@ -186,7 +187,7 @@ def gemm_task(g, j, prm, V, U, M):
     tp = mtr * TILE_R
     gp = mtc * TILE_C
     smem = cuda.shared.array(0, float32)
-    acc = cuda.local.array(TILE_R * TILE_C, float32)
+    acc = cuda.local.array(TILE_RC, float32)
     av = cuda.local.array(TILE_R, float32)
     bv = cuda.local.array(TILE_C, float32)
     nsteps = (C + ks - 1) // ks
@@ -196,7 +197,7 @@ def gemm_task(g, j, prm, V, U, M):
         q = base + tid
         rt = q // mtc
         ct = q - rt * mtc
-        for i in range(TILE_R * TILE_C):
+        for i in range(TILE_RC):
             acc[i] = ZERO
         _gemm_load_stage(smem, 0, b_base, V, U, e, row0, rows, col0, width, 0, C, ks, tp, gp)
         cuda.syncthreads()
