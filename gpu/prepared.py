@@ -1,0 +1,124 @@
+"""Running one Schedule many times with its arrays uploaded once: the timing path of the executors.
+
+``gpu.executor.run_schedule`` uploads the params, the dependency counters and each launch's task table
+and control array on every call, and reads each megakernel launch's control array back (a host
+synchronisation). Right for one call; for timing it would add megabytes of host-to-device copies
+(vgg-1's megakernel table is ~5 MB) to a kernel time of a few milliseconds. ``PreparedSchedule``
+uploads all of that once; ``run(ws)`` then only restores the counters and the control arrays from
+device-side pristine copies (two small device-to-device copies per launch) and launches the kernels,
+exactly as ``run_launch_megakernel`` / ``run_launch_per_kind`` do (same grids, blocks, shared
+memory, arguments). ``check()`` reads the control arrays afterwards and raises MegakernelError as
+the executor does.
+
+This mirrors executor internals (``task_table``, ``persistent_blocks``, the kernels' signatures) as
+of the commit it was written against; experiments/winograd_bench.py compares its output with
+``gpu.winograd.conv2d``'s on the same inputs, so a drift shows as a correctness failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from gpu import executor as ex
+from gpu import megakernel as mk
+from gpu import winograd_device as dev
+from gpu.errors import KernelInputError, MegakernelError
+from megasim.mapping import Launch, Schedule, check_valid, nonfused
+
+
+class _PreparedLaunch:
+    def __init__(self, plan: ex.WinogradPlan, launch: Launch, kernels: str, poll_limit: int) -> None:
+        self.launch = launch
+        order = np.asarray(launch.order, np.int64)
+        self.size = int(order.size)
+        self.d_table = cuda.to_device(ex.task_table(plan.graph, order)) if self.size else None
+        cfg = plan.config
+        self.kind = None
+        self.d_ctl = self.d_ctl_init = None
+        if kernels == "megakernel":
+            if launch.style == "persistent" and launch.dispatch == "blockidx":
+                raise KernelInputError(f"launch {launch.name!r}: persistent launches claim tasks by ticket; "
+                                       "dispatch='blockidx' is not allowed with style='persistent'")
+            self.threads = max(cfg.transform_threads, cfg.gemm_threads)
+            persistent = launch.style == "persistent"
+            ctl = np.zeros(mk.CTL_SIZE, np.int32)
+            ctl[mk.CTL_NTASKS] = self.size
+            ctl[mk.CTL_DISPATCH] = mk.DISPATCH_BLOCKIDX if launch.dispatch == "blockidx" else mk.DISPATCH_TICKET
+            ctl[mk.CTL_PERSISTENT] = int(persistent)
+            ctl[mk.CTL_POLL_LIMIT] = poll_limit
+            self.grid = (min(self.size, ex.persistent_blocks(plan, self.threads, launch.blocks_per_sm))
+                         if persistent else self.size)
+            self.d_ctl_init = cuda.to_device(ctl)
+            self.d_ctl = cuda.to_device(ctl)
+        elif self.size:
+            kinds = np.unique(plan.graph.kind[order])
+            if kinds.size != 1:
+                raise KernelInputError(f"launch {launch.name!r} mixes task kinds; only the megakernel runs such launches")
+            self.kind = int(kinds[0])
+
+
+class PreparedSchedule:
+    """One plan's Schedule, ready to run repeatedly on any Workspace of that plan.
+
+    ``kernels``: "megakernel" or "per_kind" (as ``run_schedule``). ``check=False`` skips the host-side
+    validity check, e.g. for a schedule holding only the GEMM launch of a non-fused pipeline (its
+    per-kind kernels do not wait on counters, so it reads whatever U and V hold).
+    """
+
+    def __init__(self, plan: ex.WinogradPlan, schedule: Schedule, *, kernels: str = "megakernel",
+                 poll_limit: int = ex.DEFAULT_POLL_LIMIT, check: bool = True) -> None:
+        if kernels not in ex.KERNEL_STYLES:
+            raise KernelInputError(f"kernels={kernels!r} is not allowed (allowed: {', '.join(ex.KERNEL_STYLES)})")
+        if check:
+            check_valid(plan.graph, schedule)
+        self.plan, self.schedule, self.kernels = plan, schedule, kernels
+        self.d_prm = cuda.to_device(plan.params)
+        if kernels == "megakernel":
+            init = plan.graph.counter_init.astype(np.int32)
+            self.d_counters_init = cuda.to_device(init)
+            self.d_counters = cuda.to_device(init)
+        else:
+            self.d_counters_init = self.d_counters = None
+        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit) for l in schedule.launches]
+
+    def run(self, ws: ex.Workspace) -> None:
+        """Enqueue the whole schedule on the default stream (no host synchronisation)."""
+        plan, cfg = self.plan, self.plan.config
+        if self.d_counters is not None:
+            self.d_counters.copy_to_device(self.d_counters_init)
+        for pl in self.launches:
+            if not pl.size:
+                continue
+            if self.kernels == "megakernel":
+                pl.d_ctl.copy_to_device(pl.d_ctl_init)
+                mk.megakernel[pl.grid, pl.threads, 0, plan.shared_bytes](
+                    pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+            elif pl.kind == dev.FTRANS:
+                mk.ftrans_kernel[pl.size, cfg.transform_threads](pl.d_table, self.d_prm, ws.w, ws.U)
+            elif pl.kind == dev.ITRANS:
+                mk.itrans_kernel[pl.size, cfg.transform_threads](pl.d_table, self.d_prm, ws.x, ws.V)
+            elif pl.kind == dev.GEMM:
+                mk.gemm_kernel[pl.size, cfg.gemm_threads, 0, plan.shared_bytes](pl.d_table, self.d_prm, ws.V, ws.U, ws.M)
+            else:
+                mk.otrans_kernel[pl.size, cfg.transform_threads](pl.d_table, self.d_prm, ws.M, ws.Y)
+
+    def check(self) -> None:
+        """Raise MegakernelError if the last run's megakernel launches reported an error (synchronises)."""
+        for pl in self.launches:
+            if pl.d_ctl is None:
+                continue
+            ctl = pl.d_ctl.copy_to_host()
+            if int(ctl[mk.CTL_ERR_CODE]) != mk.ERR_NONE:
+                raise_error = getattr(ex, "_raise_kernel_error", None)
+                if raise_error is not None:
+                    raise_error(self.plan, ctl, pl.launch.name)
+                raise MegakernelError(f"launch {pl.launch.name!r}: kernel reported error code {int(ctl[mk.CTL_ERR_CODE])}")
+
+
+def gemm_only(graph) -> Schedule:
+    """The GEMM launch of the non-fused pipeline alone (run it with kernels="per_kind", check=False)."""
+    launches = [l for l in nonfused(graph).launches if np.all(graph.kind[np.asarray(l.order)] == dev.GEMM)]
+    if len(launches) != 1:
+        raise KernelInputError("the non-fused schedule of this graph has no single GEMM launch")
+    return Schedule("gemm_only", (launches[0],), {})
