@@ -1,0 +1,62 @@
+"""One figure style for every experiment: Okabe-Ito colours (colour-blind safe), readable sizes, units
+on the axes, and each figure saved as vector PDF plus PNG by ``save_figure``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # scripts run headless (CI); no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+RC = {
+    "figure.figsize": (6.4, 3.6),
+    "figure.dpi": 100,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
+    "lines.linewidth": 1.5,
+    "lines.markersize": 5,
+    "pdf.fonttype": 42,   # embed TrueType, so text stays editable/searchable in the PDF
+    "svg.fonttype": "none",
+}
+
+
+def apply() -> None:
+    """Install the style (idempotent)."""
+    plt.rcParams.update(RC)
+
+
+def new_figure(width: float | None = None, height: float | None = None):
+    """A styled (fig, ax)."""
+    apply()
+    size = (width or RC["figure.figsize"][0], height or RC["figure.figsize"][1])
+    return plt.subplots(figsize=size)
+
+
+def save_figure(fig, out_dir: str | Path, name: str) -> tuple[Path, Path]:
+    """Save DIR/NAME.pdf (vector) and DIR/NAME.png; closes the figure; returns (png, pdf).
+
+    PDF metadata carries no creation date, so re-plotting the same CSV gives the same PDF."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+    fig.savefig(pdf, metadata={"CreationDate": None})
+    fig.savefig(png)
+    plt.close(fig)
+    return png, pdf
