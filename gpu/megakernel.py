@@ -22,6 +22,10 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
            cannot hoist the load out of the loop and the value comes from L2), then ``threadfence``
            (its acquire, pairing with the parent's fence), then ``syncthreads`` releases the block.
 
+This is the barrier-plus-single-fence pattern of CUDA's cooperative-groups grid sync
+(``__syncthreads(); if (master) { __threadfence(); atomicAdd(...); spin; __threadfence(); }
+__syncthreads();``), split into its release half (parent) and acquire half (child).
+
 Every wait is bounded by ``ctl[CTL_POLL_LIMIT]`` polls; on timeout thread 0 records the error (the
 first one wins, by ``atomic.cas`` on the error code) and the block leaves without running or
 signalling. Waiting blocks also give up once they see another block's error, so a failed launch ends

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
                 same = bool(np.array_equal(y, base))
                 ms = _time_ms(lambda: ex.run_schedule(plan, sched, ws, kernels=kernels, check=False), args.reps)
                 print(f"N={n} C={c} K={k} H={h} W={w} m={m} {name:17s} tasks={plan.graph.num_tasks:6d} "
-                      f"rel_err={err:.2e} same_as_nonfused={same} first_call_s={first_s:.1f} median_ms={ms:.3f}",
+                      f"graph={plan.graph.hash} rel_err={err:.2e} same_as_nonfused={same} first_call_s={first_s:.1f} median_ms={ms:.3f}",
                       flush=True)
     return 0
 

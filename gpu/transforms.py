@@ -4,7 +4,8 @@ One CUDA thread transforms one (filter, channel), (tile, channel) or (tile, k) p
 Sec. 2.3: "one GPU thread performs the transformation of one tile in one channel"). The three 2-D
 transforms are two-sided products with small constant matrices,
 
-    U = G g G^T,   V = B^T d B,   Y = A^T M A   (the paper's Eq. 5),
+    U = G g G^T,   V = B^T d B,   Y = A^T M A   (the paper's Eq. 5, whose I and F swap these roles;
+                                                 this is Lavin and Gray's form),
 
 so each is generated here as straight-line code from the matrices: every coefficient is a
 compile-time constant, zero coefficients are skipped, +-1 coefficients become additions and

@@ -120,10 +120,12 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     if isinstance(padding, bool) or not isinstance(padding, (int, np.integer)) or padding < 0:
         raise KernelInputError(f"padding={padding!r} is not allowed: it must be an integer >= 0")
     on_device = _is_device_array(x)
-    if not on_device:
+    if on_device:   # other libraries' device arrays (__cuda_array_interface__) become Numba's
+        x = x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x)
+        w = w if hasattr(w, "copy_to_host") or not _is_device_array(w) else cuda.as_cuda_array(w)
+    else:
         x = np.asarray(x)
-    if not on_device and not _is_device_array(w):
-        w = np.asarray(w)
+        w = w if _is_device_array(w) else np.asarray(w)
     _check_tensor("x", x, on_device)
     _check_tensor("w", w, on_device)
     if tuple(w.shape[2:]) != (3, 3):

@@ -56,8 +56,9 @@ def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int) -> int:
 
 @cuda.jit(device=True)
 def ftrans_task(kt, f, prm, w, U):
-    """Filter transform of k-tile kt, task f: thread i < transform_threads transforms pair
-    p = f * transform_threads + i of the k-tile (c-major, kk fastest). No shared memory."""
+    """Filter transform (FTrans, Sec. 2.1) of k-tile kt, task f: thread i < transform_threads
+    transforms pair p = f * transform_threads + i of the k-tile (c-major, kk fastest); the other
+    threads of the block return at once. No shared memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
@@ -76,8 +77,10 @@ def ftrans_task(kt, f, prm, w, U):
 
 @cuda.jit(device=True)
 def itrans_task(g, s, prm, x, V):
-    """Input transform of group g, task s: thread i < transform_threads transforms (tile, channel)
-    pair p = s * transform_threads + i of the group (channel fastest). No shared memory."""
+    """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s: thread i < transform_threads
+    transforms (tile, channel) pair p = s * transform_threads + i of the group (channel fastest, so a
+    warp reads 32 consecutive channels of one pixel); the other threads return at once. No shared
+    memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
@@ -106,9 +109,10 @@ def itrans_task(g, s, prm, x, V):
 
 @cuda.jit(device=True)
 def otrans_task(g, s, prm, M, Y):
-    """Output transform of group g, task s: thread i < transform_threads inverse-transforms
-    (tile, k) pair q = s * transform_threads + i of the group (k fastest), writing the m x m outputs
-    that lie inside the P x Q image. No shared memory."""
+    """Output transform (OTrans, Sec. 2.1) of group g, task s: thread i < transform_threads
+    inverse-transforms (tile, k) pair q = s * transform_threads + i of the group (k fastest), writing
+    the m x m outputs that lie inside the P x Q image; the other threads return at once. No shared
+    memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
@@ -160,8 +164,8 @@ def _gemm_load_stage(smem, a_off, b_off, V, U, e, row0, rows, col0, width, c0, C
 
 @cuda.jit(device=True)
 def gemm_task(g, j, prm, V, U, M):
-    """GEMM task j = e * k_tiles + kt of group g: M[e, rows of g, kt columns] = V[e, rows, :C] @
-    U[e, :C, kt columns].
+    """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
+    kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
 
     All threads of the block take part (any block size): they stage k_step-wide slices of both
     operands into dynamic shared memory, two stages deep (one ``syncthreads`` per stage: the next
