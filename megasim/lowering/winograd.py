@@ -24,8 +24,9 @@ Memory regions, chosen so the L2 model can see the paper's reuse types (Fig. 5):
 - ``weights``: one region, a part per filter-transform task.
 - ``transformed_filter``: one region per k-tile, a part per e: read whole by every GEMM of column
   (e, kt) -- reuse type b when M GEMMs of a column run close together.
-- ``transformed_input`` V_g and ``products`` M_g: one region per group, parts = e (V) and
-  (kt, e) (M): written by the parents, read by the children (reuse type c when they run close).
+- ``transformed_input`` V_g and ``products`` M_g: one region per group, parts = e (V: a GEMM reads
+  one e of all the group's tiles) and (tile, kt) (M: an output transform reads all e of its tiles'
+  k-range); written by the parents, read by the children (reuse type c when they run close).
 - ``output``: one region per group, a part per output-transform task (written once).
 
 Bytes are exact per task (edge tiles move fewer pixels); region sizes use the full-tile size.
@@ -192,10 +193,10 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     r_m = r_v + groups
     r_y = r_m + groups
     region_parts = np.concatenate([[sh.n_f], np.full(sh.k_tiles, a2), np.full(bands, sh.tiles_x * c),
-                                   np.full(groups, a2), np.full(groups, sh.k_tiles * a2), np.full(groups, sh.s_o)])
+                                   np.full(groups, a2), np.full(groups, t * sh.k_tiles), np.full(groups, sh.s_o)])
     region_part_bytes = np.concatenate([[thr * 9 * FLOAT_BYTES], np.full(sh.k_tiles, c * gk * FLOAT_BYTES),
                                         np.full(bands, m * m * FLOAT_BYTES), np.full(groups, t * c * FLOAT_BYTES),
-                                        np.full(groups, t * gk * FLOAT_BYTES), np.full(groups, thr * m * m * FLOAT_BYTES)])
+                                        np.full(groups, a2 * gk * FLOAT_BYTES), np.full(groups, thr * m * m * FLOAT_BYTES)])
     region_tensor = np.concatenate([[1], np.full(sh.k_tiles, 2), np.full(bands, 0), np.full(groups, 3),
                                     np.full(groups, 4), np.full(groups, 5)])
 
@@ -239,7 +240,9 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     grows = rows[gg]
     add_acc(gtask, r_v + gg, ge, ge + 1, grows * c * FLOAT_BYTES, False)
     add_acc(gtask, r_u + gkt, ge, ge + 1, c * gw * FLOAT_BYTES, False)
-    add_acc(gtask, r_m + gg, gkt * a2 + ge, gkt * a2 + ge + 1, grows * gw * FLOAT_BYTES, True)
+    # A GEMM writes one e of every (tile, kt) part of its k-tile: a strided set, recorded as the whole
+    # region (all of a group's GEMMs finish before any output transform reads it).
+    add_acc(gtask, r_m + gg, 0, grows * sh.k_tiles, grows * gw * FLOAT_BYTES, True)
 
     # --- output transforms -------------------------------------------------------------------
     s_o = -(-rows * k // thr)
@@ -248,11 +251,12 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     q1 = np.minimum(q0 + thr, (o_g * t + rows[o_g]) * k)
     o_pairs = q1 - q0
     otask = n_f + itask.shape[0] + n_gemm + np.arange(o_g.shape[0])
-    whole = (q1 - 1) // k > q0 // k
-    kt0 = np.where(whole, 0, (q0 % k) // gk)
-    kt1 = np.where(whole, sh.k_tiles - 1, ((q1 - 1) % k) // gk)
+    # Products parts are (tile, k-tile), tile-major: a contiguous (tile, k) pair range reads a
+    # contiguous part range.
+    first = (q0 - o_g * t * k) // k * sh.k_tiles + (q0 % k) // gk
+    last = (q1 - 1 - o_g * t * k) // k * sh.k_tiles + ((q1 - 1) % k) // gk
     out_f = _pair_prefix(out_t, k)
-    add_acc(otask, r_m + o_g, kt0 * a2, (kt1 + 1) * a2, o_pairs * a2 * FLOAT_BYTES, False)
+    add_acc(otask, r_m + o_g, first, last + 1, o_pairs * a2 * FLOAT_BYTES, False)
     add_acc(otask, r_y + o_g, o_s, o_s + 1, (out_f(q1) - out_f(q0)) * FLOAT_BYTES, True)
 
     # --- task table ----------------------------------------------------------------------------
