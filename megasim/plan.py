@@ -19,7 +19,7 @@ from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.lowering.winograd import WinogradConfig, gemm_kernel_order, lower_winograd
 from megasim.mapping import (DISPATCHES, STYLES, Algorithm1Params, Schedule, algorithm1, default_params,
                              naive_fused, nonfused)
 from megasim.sim import SimOptions, SimResult, simulate
@@ -119,9 +119,9 @@ def build(problem: ConvProblem, plan: Plan) -> tuple[TaskGraph, Schedule, Plan]:
     graph = lower_winograd(problem, plan.config)
     plan = plan.resolved(graph)
     if plan.schedule == "nonfused":
-        schedule = nonfused(graph)
+        schedule = nonfused(graph, {"gemm": gemm_kernel_order(graph)})
     elif plan.schedule == "naive":
-        schedule = naive_fused(graph)
+        schedule = naive_fused(graph, {"gemm": gemm_kernel_order(graph)})
     else:
         schedule = algorithm1(graph, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
     if plan.style != "per_task" or plan.dispatch != "ticket":

@@ -302,3 +302,13 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         meta=meta,
     )
     return graph
+
+
+def gemm_kernel_order(graph: TaskGraph) -> np.ndarray:
+    """The GEMM tasks in the grid order of a batched-GEMM kernel: element e outer, then group, then
+    k-tile, so consecutive blocks share V_{g,e} (across k-tiles) and one e's filter slices U_e stay
+    hot (reuse b) -- the order the non-fused GEMM kernel runs in."""
+    ids = graph.tasks_of_kind("gemm")
+    k_tiles = int(graph.meta["shape"]["k_tiles"])
+    j = graph.index_in_group[ids]
+    return ids[np.lexsort((j % k_tiles, graph.group[ids], j // k_tiles))]

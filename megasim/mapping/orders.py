@@ -7,20 +7,38 @@ between kernels; the naive fused schedule runs the same order in one megakernel.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
+
+from megasim.errors import MappingError
 
 from megasim.mapping.schedule import Launch, Schedule
 from megasim.taskgraph import TaskGraph
 
 
-def nonfused(graph: TaskGraph) -> Schedule:
-    launches = tuple(Launch(np.flatnonzero(graph.kind == k), name=name)
-                     for k, name in enumerate(graph.kind_names) if np.any(graph.kind == k))
-    return Schedule("nonfused", launches, {})
+def nonfused(graph: TaskGraph, kernel_orders: Mapping[str, np.ndarray] | None = None) -> Schedule:
+    """One kernel per kind, in ``graph.kind_names`` order, each running its tasks in task-id order
+    unless `kernel_orders` gives that kind's order (a permutation of its task ids), e.g. a batched
+    GEMM's grid order (``megasim.lowering.winograd.gemm_kernel_order``)."""
+    kernel_orders = kernel_orders or {}
+    launches = []
+    for k, name in enumerate(graph.kind_names):
+        ids = np.flatnonzero(graph.kind == k)
+        if not ids.size:
+            continue
+        if name in kernel_orders:
+            order = np.asarray(kernel_orders[name], dtype=np.int64)
+            if order.shape != ids.shape or not np.array_equal(np.sort(order), ids):
+                raise MappingError(f"the order given for kernel {name!r} is not a permutation of its tasks")
+            ids = order
+        launches.append(Launch(ids, name=name))
+    return Schedule("nonfused", tuple(launches), {})
 
 
-def naive_fused(graph: TaskGraph) -> Schedule:
-    order = np.argsort(graph.kind, kind="stable")
+def naive_fused(graph: TaskGraph, kernel_orders: Mapping[str, np.ndarray] | None = None) -> Schedule:
+    """The non-fused order in one megakernel (the paper's Fig. 3a)."""
+    order = np.concatenate([launch.order for launch in nonfused(graph, kernel_orders).launches])
     return Schedule("naive", (Launch(order, name="megakernel"),), {})
 
 
