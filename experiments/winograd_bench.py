@@ -284,7 +284,8 @@ class LayerBench:
 def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     from gpu.prepared import PreparedSchedule
     from gpu.winograd import conv2d
-    from megasim.mapping import algorithm1, default_params, nonfused
+    from megasim.mapping import algorithm1, default_params
+    from megasim.plan import winograd_nonfused
     name, flops, graph = lb.p.name, lb.p.direct_flops, lb.plan.graph
 
     def fused_row(impl: str, params, repeats=None, warmup=None, check_api=False):
@@ -334,7 +335,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
                 traceback.print_exc()
                 rows.append(error_row(name, "fused_sweep_best", exc))
     try:
-        prep = PreparedSchedule(lb.plan, nonfused(graph), kernels="per_kind")
+        prep = PreparedSchedule(lb.plan, winograd_nonfused(graph), kernels="per_kind")
         lb.poison(lb.ws[0].Y)
         prep.run(lb.ws[0])
         err = lb.err_nhwk(lb.ws[0])

@@ -134,11 +134,11 @@ class OurGemmPhase:
 
     def __init__(self, plan, workspaces: list) -> None:
         from gpu.prepared import PreparedSchedule, gemm_only
-        from megasim.mapping import nonfused
+        from megasim.plan import winograd_nonfused
         self._torch = _torch()
         self.plan = plan
         self.workspaces = workspaces
-        full = PreparedSchedule(plan, nonfused(plan.graph), kernels="per_kind")
+        full = PreparedSchedule(plan, winograd_nonfused(plan.graph), kernels="per_kind")
         for ws in workspaces:
             full.run(ws)           # fills U, V (and M, Y) of every workspace
         self.gemm = PreparedSchedule(plan, gemm_only(plan.graph), kernels="per_kind", check=False)

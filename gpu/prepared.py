@@ -24,7 +24,8 @@ from gpu import executor as ex
 from gpu import megakernel as mk
 from gpu import winograd_device as dev
 from gpu.errors import KernelInputError, MegakernelError
-from megasim.mapping import Launch, Schedule, check_valid, nonfused
+from megasim.mapping import Launch, Schedule, check_valid
+from megasim.plan import winograd_nonfused
 
 
 class _PreparedLaunch:
@@ -118,7 +119,7 @@ class PreparedSchedule:
 
 def gemm_only(graph) -> Schedule:
     """The GEMM launch of the non-fused pipeline alone (run it with kernels="per_kind", check=False)."""
-    launches = [l for l in nonfused(graph).launches if np.all(graph.kind[np.asarray(l.order)] == dev.GEMM)]
+    launches = [l for l in winograd_nonfused(graph).launches if np.all(graph.kind[np.asarray(l.order)] == dev.GEMM)]
     if len(launches) != 1:
         raise KernelInputError("the non-fused schedule of this graph has no single GEMM launch")
     return Schedule("gemm_only", (launches[0],), {})

@@ -23,7 +23,8 @@ from gpu import layout as lay
 from gpu.errors import KernelInputError
 from megasim.lowering.winograd import WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
-from megasim.mapping import Algorithm1Params, Schedule, algorithm1, default_params, nonfused
+from megasim.mapping import Algorithm1Params, Schedule, algorithm1, default_params
+from megasim.plan import winograd_nonfused
 from megasim.mapping.schedule import DISPATCHES, STYLES
 from megasim.workloads.problem import ConvProblem
 
@@ -77,7 +78,7 @@ def _schedule(plan: ex.WinogradPlan, schedule: str, mapping, style, dispatch, bl
     if schedule == "nonfused":
         if mapping is not None or style is not None or dispatch is not None or blocks_per_sm is not None:
             raise KernelInputError("mapping, style, dispatch and blocks_per_sm apply to schedule='fused' only")
-        return nonfused(graph)
+        return winograd_nonfused(graph)
     if mapping is None:
         sched = algorithm1(graph, default_params(graph))
     elif isinstance(mapping, Algorithm1Params):

@@ -114,14 +114,24 @@ class Plan:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def winograd_nonfused(graph: TaskGraph) -> Schedule:
+    """The non-fused Winograd pipeline: four kernels, the GEMM kernel in batched-GEMM grid order."""
+    return nonfused(graph, {"gemm": gemm_kernel_order(graph)})
+
+
+def winograd_naive(graph: TaskGraph) -> Schedule:
+    """The non-fused order in one megakernel (the paper's Fig. 3a)."""
+    return naive_fused(graph, {"gemm": gemm_kernel_order(graph)})
+
+
 def build(problem: ConvProblem, plan: Plan) -> tuple[TaskGraph, Schedule, Plan]:
     """Lower the problem and order its tasks: (graph, schedule, plan with defaults resolved)."""
     graph = lower_winograd(problem, plan.config)
     plan = plan.resolved(graph)
     if plan.schedule == "nonfused":
-        schedule = nonfused(graph, {"gemm": gemm_kernel_order(graph)})
+        schedule = winograd_nonfused(graph)
     elif plan.schedule == "naive":
-        schedule = naive_fused(graph, {"gemm": gemm_kernel_order(graph)})
+        schedule = winograd_naive(graph)
     else:
         schedule = algorithm1(graph, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
     if plan.style != "per_task" or plan.dispatch != "ticket":
