@@ -115,7 +115,7 @@ class _Run:
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
         self.mem = SharedServer(self.clock, min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps),
                                 self._mem_done)
-        self.sms = [SharedServer(self.clock, 1.0, self._compute_done) for _ in range(spec.sm_count)]
+        self.sms = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
         # Per-task records.
         self.claim = [np.nan] * t
         self.ready = [np.nan] * t
@@ -125,6 +125,7 @@ class _Run:
         self.sm_of = [-1] * t
         self.slot_of = [-1] * t
         self.check_at = [0.0] * t
+        self.mem_work = [0.0] * t
 
     # --- scheduling helpers ----------------------------------------------------------------------
     def _after(self, delay: float, callback, value) -> None:
@@ -159,6 +160,7 @@ class _Run:
             per_sm = launch.blocks_per_sm
         self.cur = launch
         self.cur_order = launch.order.tolist()
+        self.cur_len = len(self.cur_order)
         self.cur_next = 0
         self.cur_done = 0
         self.cur_check_ns = (self.spec.atomic_latency_ns if launch.style == "persistent"
@@ -186,7 +188,7 @@ class _Run:
         Taking a task costs the claim (dispatch or ticket) and one atomic round trip to read its
         counters. If its parents are already done, nothing can change that, so its accesses are
         resolved now and its memory phase is scheduled directly (one event instead of two)."""
-        if self.cur_next >= len(self.cur_order):
+        if self.cur_next >= self.cur_len:
             return
         task = self.cur_order[self.cur_next]
         self.cur_next += 1
@@ -233,10 +235,11 @@ class _Run:
         if l2_bytes * self.inv_l2_bw > work:
             work = l2_bytes * self.inv_l2_bw
         latency = (self.dram_latency if dram > 0.0 else self.l2_latency) if l2_bytes > 0.0 else 0.0
-        self.clock.after(at - self.clock.now + latency + self.fixed_ns[task], self._on_mem_start, (task, work))
+        self.mem_work[task] = work
+        self.clock.after(at - self.clock.now + latency + self.fixed_ns[task], self._on_mem_start, task)
 
-    def _on_mem_start(self, job: tuple[int, float]) -> None:
-        task, work = job
+    def _on_mem_start(self, task: int) -> None:
+        work = self.mem_work[task]
         self.mem_start[task] = self.clock.now
         if work > 0.0:
             self.mem.add(task, work)
@@ -251,9 +254,6 @@ class _Run:
         else:
             self._finish(task)
 
-    def _compute_done(self, task: int) -> None:
-        self._finish(task)
-
     def _finish(self, task: int) -> None:
         now = self.clock.now
         self.end[task] = now
@@ -266,7 +266,7 @@ class _Run:
                 for waiter in self.waiters.pop(c, ()):
                     self._release(waiter, now)
         self.cur_done += 1
-        if self.cur_done == len(self.cur_order):
+        if self.cur_done == self.cur_len:
             self.launch_log[-1]["end_ns"] = now
             self._start_next_launch(self.spec.kernel_boundary_ns)
         else:

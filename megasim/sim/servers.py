@@ -89,10 +89,14 @@ class SharedServer:
         # together (exact ties are common: equal jobs added at the same time).
         self._vt = head if head > vt else vt
         limit = head + tolerance
-        done = []
+        job = heapq.heappop(heap)[2]
+        n = self.n - 1
+        more = None
         while heap and heap[0][0] <= limit:
-            done.append(heapq.heappop(heap)[2])
-        n = self.n - len(done)
+            if more is None:
+                more = []
+            more.append(heapq.heappop(heap)[2])
+            n -= 1
         self.n = n
         self._version += 1
         if heap:
@@ -103,5 +107,7 @@ class SharedServer:
             self.clock.after(self._due - now, self._fire, self._version)
         else:
             self._due = float("inf")
-        for job in done:
-            self.on_done(job)
+        self.on_done(job)
+        if more is not None:
+            for job in more:
+                self.on_done(job)
