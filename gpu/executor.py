@@ -64,7 +64,7 @@ def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None
     if graph.kind_names != KINDS or graph.wait_counters.shape[1] > 2 or graph.signal_counters.shape[1] > 1:
         raise KernelInputError("the megakernel runs Winograd TaskGraphs (kinds ftrans, itrans, gemm, otrans; "
                                "at most 2 waits and 1 signal per task)")
-    smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step)
+    smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step, cfg.gemm_threads)
     if smem > 48 * 1024:
         raise KernelInputError(f"GEMM staging needs {smem} bytes of shared memory; at most 49152 are allowed "
                                "(lower tiles_per_group, gemm_k_tile or gemm_k_step)")

@@ -17,7 +17,9 @@ x, V, M, U and Y accesses of a warp are contiguous (coalesced); only ftrans's 9 
 strided (a small, one-off tensor).
 
 The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes, double
-buffered) and keeps a 4 x 4 register tile of the product per thread. A device function may return
+buffered). Configs listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 8, 128 threads)
+run a compile-time specialised path with an 8 x 8 register tile per thread (``make_gemm_fast``); any
+other config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile). A device function may return
 early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
 """
@@ -46,12 +48,18 @@ TILE_RC = 16                  # TILE_R * TILE_C, spelled out: local array sizes 
 ZERO = np.float32(0.0)
 
 
-def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int) -> int:
-    """Dynamic shared memory of a GEMM task: two stages of A (k_step x t) and B (k_step x width),
-    rows and columns padded up to the register tile."""
+def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int | None = None) -> int:
+    """Dynamic shared memory of a GEMM task. Generic path: two stages of A (k_step x t) and B
+    (k_step x width), rows and columns padded up to its register tile. A config with a specialised
+    path (``fast_gemm_for``): that path's bytes (two stages, A rows padded to t + 32 // k_step, or
+    the k-split hand-off if larger); with gemm_threads None, the larger of all candidates."""
     tp = -(-t // TILE_R) * TILE_R
     gp = -(-gemm_k_tile // TILE_C) * TILE_C
-    return 2 * k_step * (tp + gp) * 4
+    generic = 2 * k_step * (tp + gp) * 4
+    if gemm_threads is None:
+        return max([generic] + [f.shared_bytes for k, f in _FAST.items() if k[:3] == (t, gemm_k_tile, k_step)])
+    fast = fast_gemm_for(t, gemm_k_tile, k_step, gemm_threads)
+    return fast.shared_bytes if fast is not None else generic
 
 
 @cuda.jit(device=True)
@@ -162,17 +170,158 @@ def _gemm_load_stage(smem, a_off, b_off, V, U, e, row0, rows, col0, width, c0, C
         smem[b_off + idx] = v
 
 
-@cuda.jit(device=True)
-def gemm_task(g, j, prm, V, U, M):
-    """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
-    kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
+def make_gemm_fast(T: int, GK: int, KS: int, NT: int, TR: int, TC: int, SK: int = 1):
+    """A GEMM task device function specialised at compile time for t = T rows, gemm_k_tile = GK
+    columns, gemm_k_step = KS and NT threads, each thread holding a TR x TC register tile.
+    SK > 1 splits each k-step between SK thread sets (set q takes kk = q, q + SK, ...; NT = SK * TX * TY),
+    so a big register tile (8 x 8: 0.25 shared loads per FMA) fits a small block tile with NT threads;
+    at the end sets 1..SK-1 pass their sums through shared memory to set 0, which writes M.
 
-    All threads of the block take part (any block size): they stage k_step-wide slices of both
-    operands into dynamic shared memory, two stages deep (one ``syncthreads`` per stage: the next
-    stage is written while the current one is read, into the other buffer), and each thread
-    accumulates a TILE_R x TILE_C register tile of the product. When the block has fewer threads than
-    register tiles, it makes several passes over C. Shared memory: ``gemm_shared_bytes`` (dynamic).
+    Every size the inner loop touches is a compile-time constant, so the k-step loop and the
+    register tile unroll fully and the accumulators live in registers. Thread layout: TX = GK / TC
+    threads across the columns, TY = T / TR down the rows; thread (ty, tx) owns rows ty*TR + i and
+    the interleaved columns tx + TX*jj (consecutive threads read consecutive words of the B stage:
+    no bank conflicts; a warp writes consecutive columns of M). Shared memory, two stages:
+    As[kk, r] (A transposed, row stride AS = T + 32 // KS so the kk-fastest stores do not conflict)
+    and Bs[kk, n] (stride GK). Software pipelined: the next stage's global loads go into registers
+    before the current stage's FMAs and into the other shared buffer after them; one
+    ``syncthreads`` per stage. Edges (rows < T, width < GK, C not a multiple of KS) are zero-filled
+    in the stage loads only. Only the first NT threads of the block take part; all must call it.
     """
+    TX = GK // TC
+    TY = T // TR
+    P = TX * TY                      # threads of one k-split set
+    if (TX * TC != GK or TY * TR != T or P * SK != NT or (T * KS) % NT or (KS * GK) % NT or 32 % KS
+            or KS % SK):
+        raise ValueError(f"no fast GEMM layout for T={T}, GK={GK}, KS={KS}, NT={NT}, TR={TR}, TC={TC}, SK={SK}")
+    KQ = KS // SK
+    AS = T + 32 // KS
+    A_ST = KS * AS
+    B_ST = KS * GK
+    B0 = 2 * A_ST
+    LA = T * KS // NT
+    LB = KS * GK // NT
+    ACC = TR * TC
+
+    @cuda.jit(device=True)
+    def gemm_fast(g, j, prm, V, U, M):
+        tid = cuda.threadIdx.x
+        C = prm[P_C]
+        kts = prm[P_KTILES]
+        e = j // kts
+        kt = j - e * kts
+        row0 = g * T
+        rows = min(T, prm[P_TILES] - row0)
+        col0 = kt * GK
+        width = min(GK, prm[P_K] - col0)
+        nsteps = (C + KS - 1) // KS
+        smem = cuda.shared.array(0, float32)
+        acc = cuda.local.array(ACC, float32)
+        av = cuda.local.array(TR, float32)
+        bv = cuda.local.array(TC, float32)
+        ra = cuda.local.array(LA, float32)
+        rb = cuda.local.array(LB, float32)
+        active = tid < NT
+        sub = tid // P               # k-split set (warp-uniform)
+        lt = tid - sub * P
+        tx = lt % TX
+        ty = lt // TX
+        for i in range(ACC):
+            acc[i] = ZERO
+        # stage 0: global -> registers -> buffer 0
+        for l in range(LA):
+            idx = tid + l * NT
+            r = idx // KS
+            kk = idx - r * KS
+            v = ZERO
+            if active and r < rows and kk < C:
+                v = V[e, row0 + r, kk]
+            ra[l] = v
+        for l in range(LB):
+            idx = tid + l * NT
+            kk = idx // GK
+            nn = idx - kk * GK
+            v = ZERO
+            if active and nn < width and kk < C:
+                v = U[e, kk, col0 + nn]
+            rb[l] = v
+        if active:
+            for l in range(LA):
+                idx = tid + l * NT
+                r = idx // KS
+                kk = idx - r * KS
+                smem[kk * AS + r] = ra[l]
+            for l in range(LB):
+                smem[B0 + tid + l * NT] = rb[l]
+        cuda.syncthreads()
+        for s in range(nsteps):
+            buf = s & 1
+            more = s + 1 < nsteps
+            c1 = (s + 1) * KS
+            if more:  # next stage's global loads, in flight during the FMAs below
+                for l in range(LA):
+                    idx = tid + l * NT
+                    r = idx // KS
+                    kk = idx - r * KS
+                    v = ZERO
+                    if active and r < rows and c1 + kk < C:
+                        v = V[e, row0 + r, c1 + kk]
+                    ra[l] = v
+                for l in range(LB):
+                    idx = tid + l * NT
+                    kk = idx // GK
+                    nn = idx - kk * GK
+                    v = ZERO
+                    if active and nn < width and c1 + kk < C:
+                        v = U[e, c1 + kk, col0 + nn]
+                    rb[l] = v
+            if active:
+                a0 = buf * A_ST + sub * AS + ty * TR
+                b0 = B0 + buf * B_ST + sub * GK + tx
+                for kq in range(KQ):
+                    for i in range(TR):
+                        av[i] = smem[a0 + kq * (SK * AS) + i]
+                    for jj in range(TC):
+                        bv[jj] = smem[b0 + kq * (SK * GK) + jj * TX]
+                    for i in range(TR):
+                        for jj in range(TC):
+                            acc[i * TC + jj] += av[i] * bv[jj]
+            if more and active:  # the other buffer: last read in step s-1, which ended with a sync
+                nbuf = 1 - buf
+                for l in range(LA):
+                    idx = tid + l * NT
+                    r = idx // KS
+                    kk = idx - r * KS
+                    smem[nbuf * A_ST + kk * AS + r] = ra[l]
+                for l in range(LB):
+                    smem[B0 + nbuf * B_ST + tid + l * NT] = rb[l]
+            cuda.syncthreads()
+        if SK > 1:  # sets 1..SK-1 hand their partial sums to set 0 (the stages are free: last sync above)
+            if active and sub > 0:
+                for q in range(ACC):
+                    smem[((sub - 1) * ACC + q) * P + lt] = acc[q]
+            cuda.syncthreads()
+            if active and sub == 0:
+                for q2 in range(SK - 1):
+                    for q in range(ACC):
+                        acc[q] += smem[(q2 * ACC + q) * P + lt]
+        if active and sub == 0:
+            for i in range(TR):
+                r = ty * TR + i
+                if r < rows:
+                    for jj in range(TC):
+                        nn = tx + jj * TX
+                        if nn < width:
+                            M[e, row0 + r, col0 + nn] = acc[i * TC + jj]
+
+    gemm_fast.shared_bytes = 4 * max(B0 + 2 * B_ST, (SK - 1) * ACC * P)
+    gemm_fast.layout = dict(T=T, GK=GK, KS=KS, NT=NT, TR=TR, TC=TC, SK=SK)
+    return gemm_fast
+
+
+@cuda.jit(device=True)
+def gemm_generic(g, j, prm, V, U, M):
+    """The generic GEMM task (any t, gemm_k_tile, gemm_k_step, block size): see ``gemm_task``."""
     tid = cuda.threadIdx.x
     nthr = cuda.blockDim.x
     C = prm[P_C]
@@ -231,3 +380,43 @@ def gemm_task(g, j, prm, V, U, M):
                         nn = ct * TILE_C + jj
                         if nn < width:
                             M[e, row0 + r, col0 + nn] = acc[i * TILE_C + jj]
+
+
+# The compile-time specialised GEMMs: (t, gemm_k_tile, gemm_k_step, gemm_threads) -> register tile
+# (TR, TC) and k-split SK. gemm_task runs gemm_fast_a / gemm_fast_b for those configs and
+# gemm_generic for any other.
+FAST_A = (32, 64, 8, 128, 8, 8, 4)
+FAST_B = (64, 64, 8, 128, 8, 8, 2)
+gemm_fast_a = make_gemm_fast(*FAST_A)
+gemm_fast_b = make_gemm_fast(*FAST_B)
+_FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
+_A_T, _A_GK, _A_KS, _A_NT = FAST_A[:4]
+_B_T, _B_GK, _B_KS, _B_NT = FAST_B[:4]
+
+
+def fast_gemm_for(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int):
+    """The specialised GEMM device function ``gemm_task`` runs for this config, or None (generic)."""
+    return _FAST.get((t, gemm_k_tile, k_step, gemm_threads))
+
+
+@cuda.jit(device=True)
+def gemm_task(g, j, prm, V, U, M):
+    """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
+    kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
+
+    Configs in ``_FAST`` run their specialised ``make_gemm_fast`` function (compile-time tile sizes,
+    8 x 8 register tile, k-split, software pipelined; the first gemm_threads threads compute), any
+    other runs ``gemm_generic``. All stage operands through dynamic shared memory
+    (``gemm_shared_bytes``) and call ``cuda.syncthreads()``, so every thread of the block must call
+    this (the megakernel does).
+    """
+    t = prm[P_T]
+    gk = prm[P_GK]
+    ks = prm[P_KSTEP]
+    nt = prm[P_GTHR]
+    if t == _A_T and gk == _A_GK and ks == _A_KS and nt == _A_NT:
+        gemm_fast_a(g, j, prm, V, U, M)
+    elif t == _B_T and gk == _B_GK and ks == _B_KS and nt == _B_NT:
+        gemm_fast_b(g, j, prm, V, U, M)
+    else:
+        gemm_generic(g, j, prm, V, U, M)

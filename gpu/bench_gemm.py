@@ -1,0 +1,214 @@
+"""GEMM-phase benchmark: our Winograd GEMM kernels against cuBLAS bmm on the Table-2 layers.
+
+For each layer (batch 64, F(4x4, 3x3): 36 GEMMs (tiles x C) @ (C x K)) this fills V (36, tiles, C)
+and U (36, C, K) with fresh normal float32 (``--sets`` copies, rotated so runs do not hit L2), then
+times with CUDA events (median of ``--repeats``):
+
+- ``cublas``: ``torch.bmm(V, U, out=M)`` (TF32 off) on the same tensors;
+- ``prod``: ``gpu.megakernel.gemm_kernel`` with the default WinogradConfig (what the executors run:
+  ``gemm_task``, which dispatches to the specialised path for the default config);
+- ``generic``: ``gpu.winograd_device.gemm_generic`` in the same launch (the runtime-sized path);
+- ``TxGKxKSxNTxTRxTC``: ``make_gemm_fast(T, GK, KS, NT, TR, TC)`` variants (``--variants``).
+
+Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
+checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
+kernels' resource report (registers, shared memory, local memory, occupancy, PTX local loads/stores),
+and writes ``gemm_bench.{csv,json}`` and ``gemm_resources.{csv,json}`` to ``--out`` (default $OUT).
+
+    bash gpu/on_device.sh python -m gpu.bench_gemm --variants 32x64x8x128x4x4 64x64x16x128x8x4
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import traceback
+
+import numpy as np
+
+
+def parse_variant(s: str) -> tuple[int, ...]:
+    v = tuple(int(x) for x in s.split("x"))
+    if len(v) not in (6, 7):
+        raise SystemExit(f"variant {s!r}: want TxGKxKSxNTxTRxTC[xSK]")
+    return v
+
+
+def occupancy(regs: int, smem: int, threads: int) -> int:
+    """Blocks per SM on sm_90 (65536 registers allocated per warp in 256s, 228 KiB shared with 1 KiB
+    reserved per block, 2048 threads, 32 blocks)."""
+    warps = -(-threads // 32)
+    per_warp = -(-max(regs, 1) * 32 // 256) * 256
+    by_regs = 65536 // (per_warp * warps) if regs else 32
+    by_smem = (228 * 1024) // (smem + 1024)
+    return max(0, min(by_regs, by_smem, 2048 // threads, 32))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", nargs="*", default=None)
+    ap.add_argument("--variants", nargs="*", default=[])
+    ap.add_argument("--no-generic", action="store_true")
+    ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--sets", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--out", default=os.environ.get("OUT", "gemm_bench_out"))
+    args = ap.parse_args(argv)
+
+    import torch
+    from numba import cuda
+    from experiments.provenance import provenance, write_results
+    from gpu import executor as ex
+    from gpu import megakernel as mk
+    from gpu import winograd_device as dev
+    from gpu.baselines import fp32_torch_flags, gemm_phase_shape
+    from gpu.timing import time_cuda
+    from megasim.lowering.winograd import WinogradConfig, winograd_shape
+    from megasim.workloads import TABLE2_NAMES, parse_layer
+
+    flags = fp32_torch_flags()
+    layers = args.layers or list(TABLE2_NAMES)
+    default = WinogradConfig()
+
+    def wrap(fn):
+        @cuda.jit
+        def kern(table, prm, V, U, M):
+            b = cuda.blockIdx.x
+            fn(table[b, 1], table[b, 2], prm, V, U, M)
+        return kern
+
+    # name -> (kernel, T, GK, KS, NT, shared bytes)
+    os.makedirs(args.out, exist_ok=True)
+    kernels = {"prod": (mk.gemm_kernel, default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
+                        default.gemm_threads,
+                        dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
+                                              default.gemm_threads))}
+    for fk in args.prod_configs:  # gemm_kernel (gemm_task dispatch) with another config
+        T, GK, KS, NT = parse_variant(fk + "x0x0")[:4]
+        kernels[f"prod_{fk}"] = (mk.gemm_kernel, T, GK, KS, NT, dev.gemm_shared_bytes(T, GK, KS, NT))
+    if not args.no_generic:
+        kernels["generic"] = (wrap(dev.gemm_generic), default.tiles_per_group, default.gemm_k_tile,
+                              default.gemm_k_step, default.gemm_threads,
+                              dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile,
+                                                    default.gemm_k_step, 0))
+    for s in args.variants:
+        T, GK, KS, NT = parse_variant(s)[:4]
+        fn = dev.make_gemm_fast(*parse_variant(s))
+        kernels[s] = (wrap(fn), T, GK, KS, NT, fn.shared_bytes)
+
+    dv = cuda.get_current_device()
+    meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
+                       "torch": torch.__version__, "torch_flags": flags, "repeats": args.repeats,
+                       "sets": args.sets, "batch": args.batch, "kernels": list(kernels)})
+    rows, res_rows = [], []
+    print(f"{'layer':11s} {'kernel':22s} {'ms':>8s} {'TFLOP/s':>8s} {'%cuBLAS':>8s} {'rel_err':>9s}")
+    for name in layers:
+        p = parse_layer(name, batch=args.batch)
+        sh = gemm_phase_shape(p)
+        gen = torch.Generator(device="cuda").manual_seed(1234)
+        V = [torch.randn((sh.batch, sh.rows, sh.inner), device="cuda", generator=gen) for _ in range(args.sets)]
+        U = [torch.randn((sh.batch, sh.inner, sh.cols), device="cuda", generator=gen) for _ in range(args.sets)]
+        M = [torch.empty((sh.batch, sh.rows, sh.cols), device="cuda") for _ in range(args.sets)]
+        nV = [cuda.as_cuda_array(t) for t in V]
+        nU = [cuda.as_cuda_array(t) for t in U]
+        nM = [cuda.as_cuda_array(t) for t in M]
+        ref = torch.bmm(V[0].double(), U[0].double())
+        refn = torch.linalg.vector_norm(ref)
+
+        def err():
+            return float(torch.linalg.vector_norm(M[0].double() - ref) / refn)
+
+        def cub(i):
+            torch.bmm(V[i], U[i], out=M[i])
+        M[0].fill_(float("nan"))
+        cub(0)
+        e_cub = err()
+        st = time_cuda(cub, warmup=args.warmup, repeats=args.repeats, rotate=args.sets)
+        cub_ms = st.median_ms
+        base = dict(layer=name, tiles=sh.rows, C=sh.inner, K=sh.cols, flops=sh.flops)
+        rows.append(dict(base, kernel="cublas", median_ms=cub_ms, min_ms=st.min_ms,
+                         tflops=sh.flops / cub_ms / 1e9, pct_cublas=100.0, rel_err=e_cub, status="ok"))
+        print(f"{name:11s} {'cublas':22s} {cub_ms:8.3f} {sh.flops / cub_ms / 1e9:8.2f} {100.0:8.1f} {e_cub:9.2e}")
+        for kname, (kern, T, GK, KS, NT, smem) in kernels.items():
+            try:
+                cfg = WinogradConfig(tiles_per_group=T, gemm_k_tile=GK, gemm_k_step=KS, gemm_threads=NT)
+                wsh = winograd_shape(p, cfg)
+                prm = cuda.to_device(ex.pack_params(p, cfg, wsh))
+                e_, g_, kt_ = np.meshgrid(np.arange(36), np.arange(wsh.groups), np.arange(wsh.k_tiles), indexing="ij")
+                table = np.full((e_.size, mk.TABLE_COLS), -1, np.int32)
+                table[:, mk.T_KIND] = dev.GEMM
+                table[:, mk.T_GROUP] = g_.ravel()
+                table[:, mk.T_INDEX] = (e_ * wsh.k_tiles + kt_).ravel()
+                d_table = cuda.to_device(table)
+                nblk = table.shape[0]
+
+                def run(i, kern=kern, NT=NT, smem=smem, d_table=d_table, prm=prm, nblk=nblk):
+                    kern[nblk, NT, 0, smem](d_table, prm, nV[i], nU[i], nM[i])
+                M[0].fill_(float("nan"))
+                run(0)
+                e = err()
+                st = time_cuda(run, warmup=args.warmup, repeats=args.repeats, rotate=args.sets)
+                ms = st.median_ms
+                ok = e <= 1e-4
+                rows.append(dict(base, kernel=kname, median_ms=ms, min_ms=st.min_ms, tflops=sh.flops / ms / 1e9,
+                                 pct_cublas=100.0 * cub_ms / ms, rel_err=e, status="ok" if ok else "WRONG"))
+                print(f"{name:11s} {kname:22s} {ms:8.3f} {sh.flops / ms / 1e9:8.2f} {100 * cub_ms / ms:8.1f} "
+                      f"{e:9.2e}{'' if ok else '  WRONG'}")
+            except Exception as exc:  # noqa: BLE001
+                traceback.print_exc()
+                rows.append(dict(base, kernel=kname, status=f"error: {type(exc).__name__}: {exc}"))
+        del V, U, M, nV, nU, nM, ref
+        torch.cuda.empty_cache()
+        sys.stdout.flush()
+
+    # resource report
+    print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared")
+    reports = dict(kernels)
+    reports["megakernel"] = (mk.megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
+                             kernels["prod"][5])
+    for kname, (kern, T, GK, KS, NT, smem) in reports.items():
+        try:
+            if not kern.overloads:
+                continue
+            first = lambda d: next(iter(d.values())) if isinstance(d, dict) else d  # noqa: E731
+            regs = first(kern.get_regs_per_thread())
+            local = first(kern.get_local_mem_per_thread())
+            static = first(kern.get_shared_mem_per_block())
+            ptx = first(kern.inspect_asm())
+            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname in args.variants[:2]:
+                with open(os.path.join(args.out, f"ptx_{kname}.ptx"), "w") as fh:
+                    fh.write(ptx)
+            counts = {k: len(re.findall(pat, ptx)) for k, pat in
+                      (("ld_local", r"ld\.local"), ("st_local", r"st\.local"), ("ffma", r"fma\.rn\.f32"),
+                       ("ld_shared", r"ld\.shared"))}
+            blocks = occupancy(regs, smem + static, NT)
+            r = dict(kernel=kname, regs=regs, shared_dynamic=smem, shared_static=static, local_bytes=local,
+                     threads=NT, blocks_per_sm=blocks, warps_per_sm=blocks * NT // 32, **counts)
+            res_rows.append(r)
+            print(f"{kname:22s} {regs:4d} {smem:9d} {local:6d} {blocks:10d} {blocks * NT // 32:9d} "
+                  f"{counts['ld_local']:8d} {counts['st_local']:8d} {counts['ffma']:9d} {counts['ld_shared']:9d}")
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            print(kname, "resource report failed:", exc)
+
+    # summary: per layer, ms and % of cuBLAS of each kernel
+    print("\nsummary (% of cuBLAS; geometric mean over layers)")
+    for kname in kernels:
+        pcts = [r["pct_cublas"] for r in rows if r["kernel"] == kname and r.get("status") == "ok"]
+        if pcts:
+            print(f"  {kname:22s} {math.exp(sum(math.log(x) for x in pcts) / len(pcts)):6.1f}%  "
+                  f"(min {min(pcts):.1f}, max {max(pcts):.1f}, {len(pcts)} layers)")
+    write_results(rows, args.out, "gemm_bench", meta)
+    write_results(res_rows, args.out, "gemm_resources", meta)
+    bad = [r for r in rows if r.get("status") != "ok"]
+    print(f"\nwrote {args.out}/gemm_bench.{{csv,json}}, gemm_resources.{{csv,json}}; {len(bad)} bad rows")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
