@@ -4,6 +4,8 @@
     megasim gpus [--json]
     megasim simulate LAYER --gpu GPU [--batch N] [--schedule fused|nonfused|naive]
                      [--param D_IG=..,D_GO=..,M=..] [--spec FILE] [--json] [--trace FILE]
+    megasim optimize LAYER --gpu GPU [--spec FILE] [--budget N] [--strategy S] [--option K=V,..]
+                     [--seed N] [--workers N] [--cache FILE] [--landscape FILE.csv] [--json]
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -105,6 +107,68 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(text: str | None) -> dict:
+    """--option K=V,K=V: numbers become int/float; anything else stays a string."""
+    out: dict = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise MegasimError(f"malformed --option item {item!r}: write KEY=VALUE, e.g. top=8")
+        value = value.strip()
+        for cast in (int, float):
+            try:
+                out[key.strip()] = cast(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key.strip()] = value
+    return out
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from megasim.search import SPACES, get_strategy, optimize
+    from megasim.search.landscape import write_landscape
+
+    problem = parse_layer(args.layer, batch=args.batch)
+    spec = _spec(args)
+    module = get_strategy(args.strategy)
+    options = _options(args.option)
+    from megasim.search.budget import check_options
+    check_options(args.strategy, options, module.OPTIONS)
+    if args.budget < 1:
+        raise MegasimError(f"--budget {args.budget} is not allowed: it must be at least 1")
+    space = SPACES[args.space]()
+    result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
+                      seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
+                      progress=not args.json and sys.stderr.isatty())
+    if args.landscape:
+        write_landscape(result.records, space.names, args.landscape)
+    best = result.best
+    summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
+               "strategy": args.strategy, "options": options, "seed": args.seed, "space": args.space,
+               "budget": args.budget, "best_point": best.params, "params": best.extras.get("param"),
+               "predicted_us": best.time_us, "evaluations": result.evaluations, "simulated": result.simulated,
+               "full_fidelity_evaluations": len(result.full_fidelity()), "wall_s": round(result.wall_s, 3),
+               "megasim_version": __version__}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}: strategy {args.strategy}, "
+          f"space {args.space}, budget {args.budget}")
+    print(f"  best params     {summary['params']}")
+    print(f"  best point      {', '.join(f'{k}={v}' for k, v in best.params.items())}")
+    print(f"  predicted       {best.time_us:,.1f} us")
+    print(f"  evaluations     {result.evaluations} ({len(result.full_fidelity())} at full fidelity, "
+          f"{result.simulated} simulated, the rest from the cache)")
+    print(f"  wall time       {result.wall_s:.1f} s")
+    if args.landscape:
+        print(f"  landscape       {args.landscape}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="megasim", description="Predict the runtime of megakernel task mappings on GPUs.")
     parser.add_argument("--version", action="version", version=f"megasim {__version__}")
@@ -127,6 +191,22 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
     p.set_defaults(func=_cmd_simulate)
+    from megasim.search import DEFAULT_STRATEGY, SPACES, STRATEGIES
+    p = sub.add_parser("optimize", help="search the mapping parameters of one layer with the model")
+    p.add_argument("layer", help="a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56")
+    p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
+    p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
+    p.add_argument("--batch", type=int, help="replace the layer's batch size N")
+    p.add_argument("--budget", type=int, default=200, help="most evaluations (default 200)")
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
+    p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
+    p.add_argument("--space", default="default", choices=list(SPACES))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
+    p.add_argument("--landscape", help="write every evaluated point to this CSV")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_optimize)
     return parser
 
 

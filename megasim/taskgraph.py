@@ -14,8 +14,9 @@ memory regions they touch:
 - Memory accesses, in CSR form: task i's accesses are rows ``access_ptr[i]:access_ptr[i+1]`` of
   ``access_region``, ``access_part_lo``, ``access_part_hi``, ``access_bytes``, ``access_write``.
   A *region* is a tensor slice that the L2 model tracks as a unit: it has ``region_parts[r]`` equal
-  parts of ``region_part_bytes[r]`` bytes, and an access touches parts ``[part_lo, part_hi)`` of one
-  region, moving ``bytes`` bytes. Region -1 means traffic that the lowering knows is served on chip
+  parts of ``region_part_bytes[r]`` bytes, and an access touches parts ``range(part_lo, part_hi,
+  part_step)`` of one region (``access_part_step``, usually 1), moving ``bytes`` bytes.
+  Region -1 means traffic that the lowering knows is served on chip
   (e.g. halo re-reads of neighbouring tiles): it costs L2 bandwidth and is never a miss.
 - ``region_tensor[r]`` indexes ``tensor_names`` (e.g. 'input', 'transformed_input') for reports.
 - Per kind: threads, registers per thread and shared memory per block (``kind_threads``,
@@ -56,6 +57,7 @@ class TaskGraph:
     access_region: np.ndarray    # int32 (A,), -1 = on-chip traffic
     access_part_lo: np.ndarray   # int32 (A,)
     access_part_hi: np.ndarray   # int32 (A,)
+    access_part_step: np.ndarray  # int32 (A,), >= 1
     access_bytes: np.ndarray     # float64 (A,)
     access_write: np.ndarray     # bool (A,)
     region_parts: np.ndarray     # int32 (R,)
@@ -110,7 +112,8 @@ class TaskGraph:
         if self.access_ptr.shape != (t + 1,) or self.access_ptr[0] != 0 or np.any(np.diff(self.access_ptr) < 0):
             raise MegasimError("TaskGraph.access_ptr must be a non-decreasing CSR pointer of length T+1 from 0")
         a = int(self.access_ptr[-1])
-        for name in ("access_region", "access_part_lo", "access_part_hi", "access_bytes", "access_write"):
+        for name in ("access_region", "access_part_lo", "access_part_hi", "access_part_step", "access_bytes",
+                     "access_write"):
             if getattr(self, name).shape != (a,):
                 raise MegasimError(f"TaskGraph.{name} must have {a} rows")
         if a:
@@ -119,7 +122,7 @@ class TaskGraph:
             on_chip = self.access_region < 0
             parts = np.where(on_chip, 1, self.region_parts[np.maximum(self.access_region, 0)])
             bad = (~on_chip) & ((self.access_part_lo < 0) | (self.access_part_hi > parts)
-                                | (self.access_part_lo >= self.access_part_hi))
+                                | (self.access_part_lo >= self.access_part_hi) | (self.access_part_step < 1))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise MegasimError(f"TaskGraph access {i}: parts [{self.access_part_lo[i]}, {self.access_part_hi[i]}) "
@@ -145,7 +148,7 @@ class TaskGraph:
             h.update(json.dumps([self.kind_names, self.tensor_names]).encode())
             for name in ("kind", "group", "index_in_group", "wait_counters", "signal_counters", "counter_init",
                          "flops", "access_ptr", "access_region", "access_part_lo", "access_part_hi",
-                         "access_bytes", "access_write", "region_parts", "region_part_bytes", "region_tensor",
+                         "access_part_step", "access_bytes", "access_write", "region_parts", "region_part_bytes", "region_tensor",
                          "kind_threads", "kind_registers", "kind_shared_bytes"):
                 arr = np.ascontiguousarray(getattr(self, name))
                 h.update(name.encode())
@@ -198,7 +201,7 @@ class TaskGraphBuilder:
         self._regions: list[tuple[int, float, int]] = []
         self._counters = 0
         self._tasks: list[tuple[int, int, int, tuple[int, ...], tuple[int, ...], float]] = []
-        self._accesses: list[list[tuple[int, int, int, float, bool]]] = []
+        self._accesses: list[list[tuple[int, int, int, float, bool, int]]] = []
 
     def add_kind(self, name: str, threads: int = 128, registers: int = 32, shared_bytes: int = 0) -> int:
         if any(k[0] == name for k in self._kinds):
@@ -218,12 +221,13 @@ class TaskGraphBuilder:
 
     def add_task(self, kind: str, group: int = 0, index: int = 0, waits: Sequence[int] = (),
                  signals: Sequence[int] = (), flops: float = 0.0,
-                 accesses: Sequence[tuple[int, int, int, float, bool]] = ()) -> int:
+                 accesses: Sequence[tuple] = ()) -> int:
+        """Add a task; each access is (region, part_lo, part_hi, bytes, write[, part_step])."""
         names = [k[0] for k in self._kinds]
         if kind not in names:
             raise MegasimError(f"unknown task kind {kind!r} (added: {', '.join(names)})")
         self._tasks.append((names.index(kind), group, index, tuple(waits), tuple(signals), float(flops)))
-        self._accesses.append([tuple(a) for a in accesses])  # type: ignore[misc]
+        self._accesses.append([tuple(a) if len(a) == 6 else (*a, 1) for a in accesses])
         return len(self._tasks) - 1
 
     def build(self, meta: dict[str, Any] | None = None) -> TaskGraph:
@@ -250,6 +254,7 @@ class TaskGraphBuilder:
             access_region=np.array([a[0] for a in flat], np.int32),
             access_part_lo=np.array([a[1] for a in flat], np.int32),
             access_part_hi=np.array([a[2] for a in flat], np.int32),
+            access_part_step=np.array([a[5] for a in flat], np.int32),
             access_bytes=np.array([a[3] for a in flat], np.float64),
             access_write=np.array([a[4] for a in flat], bool),
             region_parts=np.array([r[2] for r in self._regions], np.int32),

@@ -22,11 +22,15 @@ Memory regions, chosen so the L2 model can see the paper's reuse types (Fig. 5):
   once); the halo (the window's other alpha^2 - m^2 pixels, shared with neighbouring tiles) is
   on-chip traffic, because neighbours run next to each other in raster order.
 - ``weights``: one region, a part per filter-transform task.
-- ``transformed_filter``: one region per k-tile, a part per e: read whole by every GEMM of column
-  (e, kt) -- reuse type b when M GEMMs of a column run close together.
-- ``transformed_input`` V_g and ``products`` M_g: one region per group, parts = e (V: a GEMM reads
-  one e of all the group's tiles) and (tile, kt) (M: an output transform reads all e of its tiles'
-  k-range); written by the parents, read by the children (reuse type c when they run close).
+- ``transformed_filter``: one region per k-tile, parts (e, filter task): a filter transform writes
+  its slice of every e (a strided part set), a GEMM of column (e, kt) reads all of e -- reuse type b
+  when M GEMMs of a column run close together.
+- ``transformed_input`` V_g: one region per group, parts (e, input task): an input transform writes
+  its slice of every e, a GEMM reads all of its e.
+- ``products`` M_g: one region per group, parts (tile, kt, e): a GEMM writes its (kt, e) of every
+  tile, an output transform reads all e of its tiles' k-range. V and M are written by the parents
+  and read by the children (reuse type c when they run close).
+Every part is what one task writes for one e, so the L2 model sees exactly which bytes are resident.
 - ``output``: one region per group, a part per output-transform task (written once).
 
 Bytes are exact per task (edge tiles move fewer pixels); region sizes use the full-tile size.
@@ -176,11 +180,12 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     outpx = np.outer(np.minimum(m, p_out - m * tyv), np.minimum(m, q_out - m * txv))
     core_t, window_t, out_t = (np.tile(a.ravel(), n).astype(np.int64) for a in (core, window, outpx))
 
-    acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
+    acc_task, acc_region, acc_lo, acc_hi, acc_step, acc_bytes, acc_write = [], [], [], [], [], [], []
 
-    def add_acc(task, region, lo, hi, nbytes, write):
+    def add_acc(task, region, lo, hi, nbytes, write, step=1):
         size = np.broadcast(task, region, lo, hi, nbytes).shape
-        for lst, v in ((acc_task, task), (acc_region, region), (acc_lo, lo), (acc_hi, hi), (acc_bytes, nbytes)):
+        for lst, v in ((acc_task, task), (acc_region, region), (acc_lo, lo), (acc_hi, hi), (acc_step, step),
+                       (acc_bytes, nbytes)):
             lst.append(np.broadcast_to(v, size).astype(np.float64 if lst is acc_bytes else np.int64))
         acc_write.append(np.full(size, write, bool))
 
@@ -192,26 +197,28 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     r_v = r_band + bands
     r_m = r_v + groups
     r_y = r_m + groups
-    region_parts = np.concatenate([[sh.n_f], np.full(sh.k_tiles, a2), np.full(bands, sh.tiles_x * c),
-                                   np.full(groups, a2), np.full(groups, t * sh.k_tiles), np.full(groups, sh.s_o)])
-    region_part_bytes = np.concatenate([[thr * 9 * FLOAT_BYTES], np.full(sh.k_tiles, c * gk * FLOAT_BYTES),
-                                        np.full(bands, m * m * FLOAT_BYTES), np.full(groups, t * c * FLOAT_BYTES),
-                                        np.full(groups, a2 * gk * FLOAT_BYTES), np.full(groups, thr * m * m * FLOAT_BYTES)])
+    widths = np.minimum(gk, k - gk * np.arange(sh.k_tiles))
+    f_per_kt = -(-(c * widths) // thr)                             # filter transforms per k-tile
+    s_i = -(-rows * c // thr)                                      # input transforms per group
+    # Parts are what one task writes for one e, so every write and read is an exact part set:
+    # U_kt (e, filter task f) e-major; V_g (e, input task s) e-major; M_g (tile, kt, e) e fastest.
+    region_parts = np.concatenate([[sh.n_f], a2 * f_per_kt, np.full(bands, sh.tiles_x * c),
+                                   a2 * s_i, rows * sh.k_tiles * a2, np.full(groups, sh.s_o)])
+    region_part_bytes = np.concatenate([[thr * 9 * FLOAT_BYTES], np.full(sh.k_tiles, thr * FLOAT_BYTES),
+                                        np.full(bands, m * m * FLOAT_BYTES), np.full(groups, thr * FLOAT_BYTES),
+                                        np.full(groups, gk * FLOAT_BYTES), np.full(groups, thr * m * m * FLOAT_BYTES)])
     region_tensor = np.concatenate([[1], np.full(sh.k_tiles, 2), np.full(bands, 0), np.full(groups, 3),
                                     np.full(groups, 4), np.full(groups, 5)])
 
     # --- filter transforms -------------------------------------------------------------------
-    widths = np.minimum(gk, k - gk * np.arange(sh.k_tiles))
-    f_per_kt = -(-(c * widths) // thr)
     f_kt, f_idx = _ranges(f_per_kt)
     f_pairs = np.minimum(thr, c * widths[f_kt] - f_idx * thr)
     n_f = f_kt.shape[0]
     ftask = np.arange(n_f)
     add_acc(ftask, r_weights, ftask, ftask + 1, f_pairs * 9 * FLOAT_BYTES, False)
-    add_acc(ftask, r_u + f_kt, 0, a2, f_pairs * a2 * FLOAT_BYTES, True)
+    add_acc(ftask, r_u + f_kt, f_idx, a2 * f_per_kt[f_kt], f_pairs * a2 * FLOAT_BYTES, True, step=f_per_kt[f_kt])
 
     # --- input transforms --------------------------------------------------------------------
-    s_i = -(-rows * c // thr)
     i_g, i_s = _ranges(s_i)
     p0 = i_g * t * c + i_s * thr                                   # global (tile, channel) pair range
     p1 = np.minimum(p0 + thr, (i_g * t + rows[i_g]) * c)
@@ -228,7 +235,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
             (core_f(hi) - core_f(lo)) * FLOAT_BYTES, False)
     halo = (window_f(p1) - window_f(p0)) - (core_f(p1) - core_f(p0))
     add_acc(itask, -1, 0, 1, halo * FLOAT_BYTES, False)
-    add_acc(itask, r_v + i_g, 0, a2, i_pairs * a2 * FLOAT_BYTES, True)
+    add_acc(itask, r_v + i_g, i_s, a2 * s_i[i_g], i_pairs * a2 * FLOAT_BYTES, True, step=s_i[i_g])
 
     # --- GEMMs -------------------------------------------------------------------------------
     n_gemm = groups * sh.s_g
@@ -238,11 +245,11 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     ge, gkt = gj // sh.k_tiles, gj % sh.k_tiles
     gw = widths[gkt]
     grows = rows[gg]
-    add_acc(gtask, r_v + gg, ge, ge + 1, grows * c * FLOAT_BYTES, False)
-    add_acc(gtask, r_u + gkt, ge, ge + 1, c * gw * FLOAT_BYTES, False)
-    # A GEMM writes one e of every (tile, kt) part of its k-tile: a strided set, recorded as the whole
-    # region (all of a group's GEMMs finish before any output transform reads it).
-    add_acc(gtask, r_m + gg, 0, grows * sh.k_tiles, grows * gw * FLOAT_BYTES, True)
+    add_acc(gtask, r_v + gg, ge * s_i[gg], (ge + 1) * s_i[gg], grows * c * FLOAT_BYTES, False)
+    add_acc(gtask, r_u + gkt, ge * f_per_kt[gkt], (ge + 1) * f_per_kt[gkt], c * gw * FLOAT_BYTES, False)
+    # A GEMM writes part (tile, kt, e) of every tile: parts kt*a2 + e, stepping by k_tiles*a2.
+    add_acc(gtask, r_m + gg, gkt * a2 + ge, grows * sh.k_tiles * a2, grows * gw * FLOAT_BYTES, True,
+            step=sh.k_tiles * a2)
 
     # --- output transforms -------------------------------------------------------------------
     s_o = -(-rows * k // thr)
@@ -251,12 +258,12 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     q1 = np.minimum(q0 + thr, (o_g * t + rows[o_g]) * k)
     o_pairs = q1 - q0
     otask = n_f + itask.shape[0] + n_gemm + np.arange(o_g.shape[0])
-    # Products parts are (tile, k-tile), tile-major: a contiguous (tile, k) pair range reads a
-    # contiguous part range.
+    # Products parts are (tile, k-tile, e), tile-major: a contiguous (tile, k) pair range reads a
+    # contiguous part range, all e.
     first = (q0 - o_g * t * k) // k * sh.k_tiles + (q0 % k) // gk
     last = (q1 - 1 - o_g * t * k) // k * sh.k_tiles + ((q1 - 1) % k) // gk
     out_f = _pair_prefix(out_t, k)
-    add_acc(otask, r_m + o_g, first, last + 1, o_pairs * a2 * FLOAT_BYTES, False)
+    add_acc(otask, r_m + o_g, first * a2, (last + 1) * a2, o_pairs * a2 * FLOAT_BYTES, False)
     add_acc(otask, r_y + o_g, o_s, o_s + 1, (out_f(q1) - out_f(q0)) * FLOAT_BYTES, True)
 
     # --- task table ----------------------------------------------------------------------------
@@ -291,6 +298,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         access_region=np.concatenate(acc_region)[order].astype(np.int32),
         access_part_lo=np.concatenate(acc_lo)[order].astype(np.int32),
         access_part_hi=np.concatenate(acc_hi)[order].astype(np.int32),
+        access_part_step=np.concatenate(acc_step)[order].astype(np.int32),
         access_bytes=np.concatenate(acc_bytes)[order],
         access_write=np.concatenate(acc_write)[order],
         region_parts=region_parts.astype(np.int32), region_part_bytes=region_part_bytes.astype(np.float64),

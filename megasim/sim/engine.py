@@ -104,7 +104,7 @@ class _Run:
         self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
         self.acc = list(zip(graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
                             graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
-                            graph.access_write[tracked].tolist()))
+                            graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))
         self.miss_of = [0.0] * len(self.acc)
         self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
                                       weights=graph.access_bytes, minlength=t).tolist()
@@ -226,8 +226,8 @@ class _Run:
         misses = self.miss_of
         dram = 0.0
         for j in range(self.rptr[task], self.rptr[task + 1]):
-            region, lo, hi, nbytes, write = acc[j]
-            miss = access(region, lo, hi, nbytes, write)
+            region, lo, hi, nbytes, write, step = acc[j]
+            miss = access(region, lo, hi, nbytes, write, step)
             misses[j] = miss
             dram += miss
         l2_bytes = self.task_bytes[task]

@@ -1,6 +1,6 @@
 """The L2 cache model: regions with equal parts, resident or not, replaced least-recently-used.
 
-The TaskGraph names what each task touches as (region, parts [lo, hi), bytes). The cache keeps, per
+The TaskGraph names what each task touches as (region, parts range(lo, hi, step), bytes). The cache keeps, per
 region, a bitmask of resident parts and orders regions by last use. A read of parts [lo, hi) hits
 for the fraction of those parts already resident and misses for the rest, which it then makes
 resident; a write makes its parts resident and always costs DRAM bytes (the L2 is write-back, and
@@ -26,10 +26,22 @@ class L2Cache:
         self.used = 0.0
         self.lru: OrderedDict[int, None] = OrderedDict()
         self.evicted_bytes = 0.0
+        self._masks: dict[tuple[int, int, int], tuple[int, int]] = {}   # part sets repeat across groups
 
-    def access(self, region: int, lo: int, hi: int, nbytes: float, write: bool) -> float:
-        """Apply one access; return the bytes it moves to or from DRAM."""
-        want = ((1 << (hi - lo)) - 1) << lo
+    def access(self, region: int, lo: int, hi: int, nbytes: float, write: bool, step: int = 1) -> float:
+        """Apply one access to parts range(lo, hi, step); return the bytes it moves to or from DRAM."""
+        key = (lo, hi, step)
+        cached = self._masks.get(key)
+        if cached is None:
+            if step == 1:
+                count = hi - lo
+                want = ((1 << count) - 1) << lo
+            else:  # every step-th bit: sum of 2**(i*step) for i < count
+                count = (hi - lo + step - 1) // step
+                want = (((1 << (step * count)) - 1) // ((1 << step) - 1)) << lo
+            self._masks[key] = (want, count)
+        else:
+            want, count = cached
         cur = self.mask[region]
         new = want & ~cur
         if new:
@@ -37,7 +49,7 @@ class L2Cache:
             self.mask[region] = cur | want
             self.count[region] += n_new
             self.used += n_new * self.part_bytes[region]
-            miss = nbytes if write else nbytes * n_new / (hi - lo)
+            miss = nbytes if write else nbytes * n_new / count
         else:
             miss = nbytes if write else 0.0
         lru = self.lru

@@ -1,0 +1,227 @@
+"""Evaluators: what turns points of a search space into Records. A strategy cannot tell them apart.
+
+Every evaluator has ``space`` and ``evaluate(points) -> list[Record]`` (one record per point, in the
+order given) and ``coarse()``, a cheaper evaluator of the same kind that ranks points roughly alike
+(the simulator at a smaller batch; a replayed low-fidelity cache), or None when there is none.
+
+- ``SimulatorEvaluator``: the model. Points run in a ``multiprocessing`` pool (``workers`` processes,
+  os.cpu_count() by default; results come back in the order given, so a search is deterministic
+  whatever the worker count). It consults and updates a Kernel Tuner cache file.
+- ``CacheEvaluator``: replays a cache file; a point that is not there gets reason 'not in cache'.
+- ``GPUEvaluator``: measurement through the validation harness (issue 4); not built yet, it raises.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from megasim.errors import MegasimError
+from megasim.hardware.spec import GPUSpec
+from megasim.lowering.winograd import WinogradConfig, lower_winograd, winograd_shape
+from megasim.mapping import Algorithm1Params, algorithm1, default_params
+from megasim.plan import Plan
+from megasim.search.cache import Cache, device_name
+from megasim.search.record import Record
+from megasim.search.space import SearchSpace
+from megasim.sim import SimOptions, simulate
+from megasim.workloads.problem import ConvProblem
+
+Progress = Callable[[Record], None]
+
+
+class Evaluator(Protocol):
+    space: SearchSpace
+
+    def evaluate(self, points: list[dict[str, Any]]) -> list[Record]: ...
+
+    def coarse(self) -> "Evaluator | None": ...
+
+
+# -- the model, one point --------------------------------------------------------------------------
+_GRAPHS: dict[tuple, Any] = {}   # per-process memo of lowered graphs (a search revisits few configs)
+
+
+def _graph(problem: ConvProblem, cfg: WinogradConfig):
+    key = (problem, cfg)
+    if key not in _GRAPHS:
+        if len(_GRAPHS) >= 4:
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        _GRAPHS[key] = lower_winograd(problem, cfg)
+    return _GRAPHS[key]
+
+
+def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
+    """The absolute Plan of a (full) point: D_IG, D_GO from the multiples d_ig_x, d_go_x."""
+    cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
+                         gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
+    graph = graph if graph is not None else _graph(problem, cfg)
+    shape = winograd_shape(problem, cfg)
+    m = int(point["M"])
+    if m > shape.groups:
+        raise MegasimError(f"M={m} is not allowed: it must be at most the number of groups N_G={shape.groups}")
+    base = default_params(graph, m)
+    unit = base.d_ig if base.d_ig > 0 else m * shape.s_i
+    d_ig = int(base.d_ig + round((float(point["d_ig_x"]) - 1) * unit))
+    d_go = int(round(float(point["d_go_x"]) * base.d_go))
+    return Plan("fused", d_ig, d_go, m, tiles_per_group=cfg.tiles_per_group,
+                transform_threads=cfg.transform_threads, gemm_k_tile=cfg.gemm_k_tile,
+                gemm_threads=cfg.gemm_threads, style=point["style"], dispatch=point["dispatch"],
+                blocks_per_sm=int(point["blocks_per_sm"]) or None)
+
+
+def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any],
+                   options: SimOptions | None = None) -> tuple[float | None, str | None, dict[str, Any]]:
+    """(time_us or None, reason, extras) of one full point; model errors become the reason."""
+    start = time.perf_counter()
+    try:
+        cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
+                             gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
+        graph = _graph(problem, cfg)
+        plan = point_plan(problem, point, graph)
+        schedule = algorithm1(graph, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
+        if plan.style != "per_task" or plan.dispatch != "ticket":
+            schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm)
+        result = simulate(graph, schedule, spec, options)
+    except MegasimError as err:
+        return None, str(err), {"batch": problem.n, "sim_wall_s": round(time.perf_counter() - start, 4)}
+    return float(result.predicted_us), None, {
+        "D_IG": plan.d_ig, "D_GO": plan.d_go, "param": plan.param_string(), "batch": problem.n,
+        "sim_wall_s": round(time.perf_counter() - start, 4), "taskgraph_hash": result.taskgraph_hash}
+
+
+def _worker(args: tuple) -> tuple[float | None, str | None, dict[str, Any]]:
+    return simulate_point(*args)
+
+
+def coarse_batch(problem: ConvProblem, max_t: int = 64, min_groups: int = 16, divisor: int = 16) -> int:
+    """The batch of the low-fidelity problem: about N / divisor, but large enough that the largest t
+    still gives min_groups groups (so M up to 16 stays valid and the rank order holds); N if no smaller
+    batch qualifies."""
+    one = winograd_shape(ConvProblem(1, problem.c, problem.k, problem.h, problem.w, problem.r, problem.s,
+                                     problem.stride, problem.padding), WinogradConfig(tiles_per_group=max_t))
+    need = math.ceil(min_groups * max_t / one.tiles)
+    return min(problem.n, max(need, math.ceil(problem.n / divisor)))
+
+
+class SimulatorEvaluator:
+    """The model as an evaluator; a pool of worker processes, a cache file consulted and updated."""
+
+    def __init__(self, problem: ConvProblem, spec: GPUSpec, space: SearchSpace, *, workers: int | None = None,
+                 cache_path: str | Path | None = None, progress: Progress | None = None,
+                 options: SimOptions | None = None, fidelity: str = "full", _pool=None) -> None:
+        self.problem, self.spec, self.options = problem, spec, options
+        self.space = space.bind(problem)
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.cache_path = Path(cache_path) if cache_path else None
+        self.device = device_name(spec)
+        self.cache = (Cache.open(self.cache_path, self.space, self.device, problem.spec_string())
+                      if self.cache_path else Cache.for_space(self.space, self.device, problem.spec_string()))
+        self.progress = progress
+        self.fidelity = fidelity
+        self._pool = _pool
+        self._owns_pool = _pool is None
+        self._coarse: SimulatorEvaluator | None = None
+        self.simulated = 0   # points actually simulated (not served from the cache)
+
+    def _get_pool(self):
+        if self._pool is None and self.workers > 1:
+            self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return self._pool
+
+    def evaluate(self, points: list[dict[str, Any]]) -> list[Record]:
+        out: list[Record | None] = [None] * len(points)
+        todo: list[int] = []
+        for i, p in enumerate(points):
+            reason = self.space.constraint(p)
+            if reason:
+                out[i] = Record(dict(p), None, reason, {"fidelity": self.fidelity})
+                continue
+            hit = self.cache.get(self.space, p)
+            if hit is not None:
+                out[i] = Record(hit.params, hit.time_us, hit.reason, {**hit.extras, "fidelity": self.fidelity})
+                if self.progress:
+                    self.progress(out[i])
+            else:
+                todo.append(i)
+        jobs = [(self.problem, self.spec, self.space.full(points[i]), self.options) for i in todo]
+        pool = self._get_pool() if len(jobs) > 1 else None
+        results = pool.imap(_worker, jobs) if pool is not None else map(_worker, jobs)
+        for i, (t_us, reason, extras) in zip(todo, results):
+            rec = Record(dict(points[i]), t_us, reason, {**extras, "cached": False, "fidelity": self.fidelity})
+            self.cache.put(self.space, rec)
+            self.simulated += 1
+            out[i] = rec
+            if self.progress:
+                self.progress(rec)
+        if todo and self.cache_path:
+            self.cache.save(self.cache_path)
+        return [r for r in out if r is not None]
+
+    def coarse(self) -> "SimulatorEvaluator | None":
+        if self._coarse is None:
+            ts = dict(zip(self.space.names, (p.values for p in self.space.parameters))).get("t", (32,))
+            batch = coarse_batch(self.problem, max_t=max(ts))
+            if batch >= self.problem.n:
+                return None
+            low = ConvProblem(batch, self.problem.c, self.problem.k, self.problem.h, self.problem.w,
+                              self.problem.r, self.problem.s, self.problem.stride, self.problem.padding,
+                              self.problem.name)
+            path = (self.cache_path.with_name(f"{self.cache_path.stem}.b{batch}{self.cache_path.suffix}")
+                    if self.cache_path else None)
+            self._coarse = SimulatorEvaluator(low, self.spec, self.space, workers=self.workers, cache_path=path,
+                                              progress=self.progress, options=self.options, fidelity="low",
+                                              _pool=self._get_pool())
+        return self._coarse
+
+    def close(self) -> None:
+        if self._pool is not None and self._owns_pool:
+            self._pool.close()
+            self._pool.join()
+        self._pool = None
+
+    def __enter__(self) -> "SimulatorEvaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CacheEvaluator:
+    """Replays a cache (and, optionally, a low-fidelity cache as its coarse evaluator)."""
+
+    def __init__(self, space: SearchSpace, cache: Cache | str | Path, low: Cache | str | Path | None = None,
+                 fidelity: str = "full") -> None:
+        self.space = space
+        self.cache = cache if isinstance(cache, Cache) else Cache.load(cache, space)
+        self._low = low
+        self.fidelity = fidelity
+
+    def evaluate(self, points: list[dict[str, Any]]) -> list[Record]:
+        out = []
+        for p in points:
+            reason = self.space.constraint(p)
+            rec = None if reason else self.cache.get(self.space, p)
+            if reason:
+                out.append(Record(dict(p), None, reason, {"fidelity": self.fidelity}))
+            elif rec is None:
+                out.append(Record(dict(p), None, "not in cache", {"fidelity": self.fidelity}))
+            else:
+                out.append(Record(rec.params, rec.time_us, rec.reason, {**rec.extras, "fidelity": self.fidelity}))
+        return out
+
+    def coarse(self) -> "CacheEvaluator | None":
+        return None if self._low is None else CacheEvaluator(self.space, self._low, fidelity="low")
+
+
+class GPUEvaluator:
+    """Measured runtimes through the validation harness (issue 4). Not built yet: it refuses clearly
+    rather than return numbers that are not measurements."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise MegasimError("the GPU evaluator needs the validation harness of issue 4 and a GPU; "
+                           "use the simulator or a replayed cache")

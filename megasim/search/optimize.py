@@ -1,0 +1,95 @@
+"""``optimize``: one search of one layer on one GPU, the function behind ``megasim optimize``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from megasim.errors import MegasimError
+from megasim.hardware.spec import GPUSpec
+from megasim.search.evaluators import SimulatorEvaluator
+from megasim.search.record import Record
+from megasim.search.space import SearchSpace, default_space
+from megasim.search.strategies import DEFAULT_STRATEGY, get_strategy
+from megasim.workloads.problem import ConvProblem
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    best: Record | None
+    records: tuple[Record, ...]
+    strategy: str
+    evaluations: int
+    simulated: int          # evaluations that ran the model (the rest came from the cache)
+    wall_s: float
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def full_fidelity(self) -> list[Record]:
+        return [r for r in self.records if r.extras.get("fidelity", "full") == "full"]
+
+
+def best_full(records: list[Record] | tuple[Record, ...]) -> Record | None:
+    """The fastest valid record evaluated at full fidelity."""
+    full = [r for r in records if r.valid and r.extras.get("fidelity", "full") == "full"]
+    return min(full, key=Record.objective) if full else None
+
+
+class ProgressLine:
+    """A one-line progress display on stderr: evaluations, best so far, elapsed time."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total, self.stream = total, stream or sys.stderr
+        self.done, self.best, self.start = 0, float("inf"), time.perf_counter()
+
+    def __call__(self, record: Record) -> None:
+        self.done += 1
+        if record.valid and record.extras.get("fidelity", "full") == "full":
+            self.best = min(self.best, record.objective())
+        best = f"{self.best:,.1f} us" if self.best < float("inf") else "-"
+        width = 30
+        fill = int(width * min(self.done, self.total) / max(1, self.total))
+        self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} evaluations, "
+                          f"best {best}, {time.perf_counter() - self.start:.1f} s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def run_search(space: SearchSpace, evaluator: Any, strategy: str = DEFAULT_STRATEGY, budget: int = 200,
+               options: dict[str, Any] | None = None, seed: int = 0) -> SearchResult:
+    """Run a strategy against any evaluator; the best full-fidelity record and every evaluation."""
+    module = get_strategy(strategy)
+    start = time.perf_counter()
+    records = module.run(space, evaluator, budget, options or {}, seed)
+    wall = time.perf_counter() - start
+    simulated = getattr(evaluator, "simulated", 0)
+    coarse = evaluator.coarse() if hasattr(evaluator, "coarse") else None
+    simulated += getattr(coarse, "simulated", 0) if coarse is not None else 0
+    return SearchResult(best_full(records), tuple(records), strategy, len(records), simulated, wall,
+                        dict(options or {}))
+
+
+def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STRATEGY, budget: int = 200,
+             options: dict[str, Any] | None = None, seed: int = 0, workers: int | None = None,
+             cache_path: str | Path | None = None, space: SearchSpace | None = None,
+             progress: bool = False) -> SearchResult:
+    """Search the mapping parameters of one layer with the simulator."""
+    get_strategy(strategy)   # fail fast on a bad name, before the pool starts
+    space = space or default_space()
+    line = ProgressLine(budget) if progress else None
+    with SimulatorEvaluator(problem, spec, space, workers=workers, cache_path=cache_path, progress=line) as ev:
+        try:
+            result = run_search(ev.space, ev, strategy, budget, options, seed)
+        finally:
+            if line:
+                line.close()
+    if result.best is None:
+        reasons = sorted({r.reason for r in result.records if r.reason})
+        raise MegasimError(f"no valid point found in {result.evaluations} evaluations"
+                           + (f" ({'; '.join(reasons[:3])})" if reasons else ""))
+    return result
