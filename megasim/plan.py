@@ -41,7 +41,7 @@ class Plan:
     d_go: int | None = None
     m: int | None = None
     tile: int = 4
-    tiles_per_group: int = 32
+    tiles_per_group: int = 64
     transform_threads: int = 128
     gemm_k_tile: int = 64
     gemm_threads: int = 128

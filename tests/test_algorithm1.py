@@ -119,7 +119,7 @@ def test_default_params_are_valid_and_tight(prob, m):
 
 def test_structure_on_known_graph():
     """resnet-1 at batch 1: N_F=32, S_I=16, S_G=36, S_O=16, N_G=7 (t=32, 128 threads, k-tile 64)."""
-    g = lower_winograd(parse_layer("resnet-1", batch=1))
+    g = lower_winograd(parse_layer("resnet-1", batch=1), WinogradConfig(tiles_per_group=32))
     assert counts(g) == {"N_F": 32, "S_I": 16, "S_G": 36, "S_O": 16, "N_G": 7}
     params = Algorithm1Params(d_ig=40, d_go=2 * 2 * (16 + 36), m=2)
     order = algorithm1(g, params).launches[0].order
@@ -182,7 +182,7 @@ def test_other_orders_are_valid(prob, seed):
 
 def test_named_minimums_on_known_graph():
     """Both error branches, explicitly: too small a D_IG, then too small a D_GO, each fixed by its minimum."""
-    g = lower_winograd(parse_layer("resnet-1", batch=1))        # S_I=16, S_G=36, N_G=7
+    g = lower_winograd(parse_layer("resnet-1", batch=1), WinogradConfig(tiles_per_group=32))  # S_I=16, S_G=36, N_G=7
     with pytest.raises(MappingError, match=r"^D_IG=0 is too small for M=2") as err:
         algorithm1(g, Algorithm1Params(0, 10_000, 2))
     name, d_ig = _named_minimum(str(err.value))

@@ -311,3 +311,16 @@ def test_gemm_shared_bytes_covers_the_specialised_paths():
         assert dev.gemm_shared_bytes(*key) == fn.shared_bytes
         assert dev.gemm_shared_bytes(*key[:3]) >= fn.shared_bytes
     assert dev.gemm_shared_bytes(2, 8, 2, 32) == 2 * 2 * (4 + 8) * 4
+
+
+def test_model_knows_the_kernels_gemm_footprint():
+    """megasim's occupancy uses the GEMM kernel's shared memory and registers: they must agree with
+    gpu/'s own sizing for the specialised paths and the generic path."""
+    from gpu import winograd_device as dev
+    from megasim.lowering.winograd import GEMM_FAST_PATHS
+    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS.items():
+        assert dev.gemm_shared_bytes(t, gk, ks, thr) == smem
+        assert WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr).gemm_shared_bytes == smem
+    for t, gk, ks, thr in [(4, 8, 4, 32), (6, 10, 3, 64), (32, 64, 8, 256), (16, 48, 8, 128)]:
+        cfg = WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr)
+        assert cfg.gemm_shared_bytes == dev.gemm_shared_bytes(t, gk, ks, thr), (t, gk, ks, thr)

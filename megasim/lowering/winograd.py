@@ -52,18 +52,32 @@ TENSORS = ("input", "weights", "transformed_filter", "transformed_input", "produ
 FLOAT_BYTES = 4
 
 
+# Resources of the GEMM device function in gpu/ (gpu/winograd_device.py), from its PTX resource report
+# (sm_90, numba-cuda 0.30.4; gpu/bench_gemm.py, H200, 2026-11-21): the specialised paths, keyed by
+# (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
+# generic path's registers. Its shared bytes follow gemm_shared_bytes below; a test checks both
+# against gpu/'s own sizing, so the model's occupancy is the real kernel's.
+GEMM_FAST_PATHS = {(32, 64, 8, 128): (168, 24576), (64, 64, 8, 128): (168, 16384)}
+GEMM_GENERIC_REGISTERS = 104
+GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
+
+
 @dataclass(frozen=True)
 class WinogradConfig:
-    """Implementation parameters of the Winograd kernels (what one task of each kind does)."""
+    """Implementation parameters of the Winograd kernels (what one task of each kind does).
+
+    t = 64 tiles per group is the default because the GEMM task is then a 64 x 64 tile, which runs
+    1.34x faster per flop than 32 x 64 on the H200 (docs/notes.md, "GEMM tuning on H200").
+    ``gemm_registers`` None means the registers of gpu/'s kernel for this config (GEMM_FAST_PATHS)."""
 
     m: int = 4                      # output tile: F(4x4,3x3) or F(2x2,3x3)
-    tiles_per_group: int = 32       # t: tiles per task group (rows of each GEMM task)
+    tiles_per_group: int = 64       # t: tiles per task group (rows of each GEMM task)
     transform_threads: int = 128    # threads per transform block, one (tile, channel) pair each
     gemm_k_tile: int = 64           # columns of K per GEMM task
     gemm_threads: int = 128
     gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
     transform_registers: int = 64
-    gemm_registers: int = 64
+    gemm_registers: int | None = None
 
     def __post_init__(self) -> None:
         if self.m not in SUPPORTED_TILES:
@@ -78,6 +92,8 @@ class WinogradConfig:
                 raise LoweringError(f"{name}={v!r} is not allowed: it must be a multiple of 32 in [32, 1024]")
         for name in ("transform_registers", "gemm_registers"):
             v = getattr(self, name)
+            if v is None and name == "gemm_registers":
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= 255:
                 raise LoweringError(f"{name}={v!r} is not allowed: it must be an integer in [16, 255]")
 
@@ -86,8 +102,25 @@ class WinogradConfig:
         return self.m + 2
 
     @property
+    def _gemm_key(self) -> tuple[int, int, int, int]:
+        return (self.tiles_per_group, self.gemm_k_tile, self.gemm_k_step, self.gemm_threads)
+
+    @property
+    def gemm_registers_used(self) -> int:
+        if self.gemm_registers is not None:
+            return self.gemm_registers
+        return GEMM_FAST_PATHS.get(self._gemm_key, (GEMM_GENERIC_REGISTERS, 0))[0]
+
+    @property
     def gemm_shared_bytes(self) -> int:
-        return 2 * (self.tiles_per_group + self.gemm_k_tile) * self.gemm_k_step * FLOAT_BYTES
+        """Dynamic shared memory of a GEMM block: the specialised path's, or two stages of A (k_step x t)
+        and B (k_step x gemm_k_tile), padded to the register tile."""
+        if self._gemm_key in GEMM_FAST_PATHS:
+            return GEMM_FAST_PATHS[self._gemm_key][1]
+        pad = GEMM_REGISTER_TILE
+        rows = -(-self.tiles_per_group // pad) * pad
+        cols = -(-self.gemm_k_tile // pad) * pad
+        return 2 * self.gemm_k_step * (rows + cols) * FLOAT_BYTES
 
 
 @dataclass(frozen=True)
@@ -304,7 +337,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         region_parts=region_parts.astype(np.int32), region_part_bytes=region_part_bytes.astype(np.float64),
         region_tensor=region_tensor.astype(np.int16), tensor_names=TENSORS,
         kind_threads=np.array([thr, thr, cfg.gemm_threads, thr], np.int32),
-        kind_registers=np.array([cfg.transform_registers, cfg.transform_registers, cfg.gemm_registers,
+        kind_registers=np.array([cfg.transform_registers, cfg.transform_registers, cfg.gemm_registers_used,
                                  cfg.transform_registers], np.int32),
         kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),
         meta=meta,

@@ -6,13 +6,13 @@ The file is Kernel Tuner's JSON: ``version``, ``device_name``, ``kernel_name``, 
 values comma-joined in ``tune_params_keys`` order. Each entry holds the parameters, ``time`` in
 milliseconds (Kernel Tuner's unit), ``times``, ``compile_time``, ``verification_time``,
 ``benchmark_time``, ``strategy_time``, ``framework_time`` and ``timestamp``; a point that cannot run
-stores the string ``"InvalidConfig"`` as its time, as Kernel Tuner stores failed configurations
-(``RuntimeFailedConfig`` etc.), and its reason under ``megasim_reason``. Other megasim fields
+stores the string ``"InvalidConfig"`` as its time (``"RuntimeFailedConfig"`` when the model itself
+failed), as Kernel Tuner stores failed configurations, and its reason under ``megasim_reason``. Other megasim fields
 (absolute D_IG/D_GO, the --param string, the taskgraph hash) are extra keys of the entry, which
 Kernel Tuner ignores.
 
-``device_name`` is the GPU spec name plus a hash of the whole spec, so a cache never replays against
-a different calibration; ``problem_size`` is the problem's spec string. ``Cache.load`` checks both
+``device_name`` is the GPU spec name plus a hash of the whole spec and a fingerprint of the model's
+source, so a cache never replays against a different calibration or model version; ``problem_size`` is the problem's spec string. ``Cache.load`` checks both
 and the parameter keys against what the caller expects.
 """
 
@@ -32,15 +32,35 @@ from megasim.search.space import SearchSpace
 KERNEL_NAME = "winograd_megakernel"
 CACHE_VERSION = "1.0.0"
 INVALID = "InvalidConfig"
+RUNTIME_FAILED = "RuntimeFailedConfig"   # the model itself failed (a bug), not the parameters
 _RESERVED = {"time", "times", "compile_time", "verification_time", "benchmark_time", "strategy_time",
              "framework_time", "timestamp", "megasim_reason"}
 
 
-def device_name(spec: Any) -> str:
-    """GPU spec name + the first 10 hex digits of a hash of every spec field."""
+_MODEL_SOURCES = ("lowering", "mapping", "sim", "taskgraph.py", "plan.py")
+# Bump when the meaning of a point changes (evaluators.point_plan: multiples -> absolute D_IG, D_GO).
+POINT_VERSION = 1
+
+
+def model_fingerprint() -> str:
+    """A hash of the model's source (lowering, mapping, engine): a cache made by another model version
+    must not be replayed as if it were this one's prediction."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(f"points-v{POINT_VERSION}".encode())
+    for name in _MODEL_SOURCES:
+        path = root / name
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:8]
+
+
+def device_name(spec: Any, model: str | None = None) -> str:
+    """GPU spec name + a hash of every spec field + the model fingerprint (`model`, default: this
+    checkout's): the 'device' a cache's times belong to."""
     data = asdict(spec) if is_dataclass(spec) else dict(spec)
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return f"{data.get('name', 'gpu')}-{digest}"
+    return f"{data.get('name', 'gpu')}-{digest}-model-{model or model_fingerprint()}"
 
 
 @dataclass
@@ -82,7 +102,8 @@ class Cache:
             ms = float(record.time_us) / 1e3
             entry.update(time=ms, times=[ms])
         else:
-            entry.update(time=INVALID, times=[], megasim_reason=record.reason)
+            failed = RUNTIME_FAILED if (record.reason or "").startswith("model error") else INVALID
+            entry.update(time=failed, times=[], megasim_reason=record.reason)
         entry.update(compile_time=0.0, verification_time=0, benchmark_time=sim_s * 1e3, strategy_time=0,
                      framework_time=0.0,
                      timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))

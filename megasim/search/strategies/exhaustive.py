@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from megasim.search.budget import Tracker, check_options
 
-OPTIONS: dict = {}
+OPTIONS = {"batch": 32}
 
 
 def run(space, evaluator, budget, options=None, seed=0):
-    check_options("exhaustive", options, OPTIONS)
+    opts = check_options("exhaustive", options, OPTIONS)
     tracker = Tracker(space, evaluator, budget)
-    tracker.evaluate(space.valid_points())
+    points = space.valid_points()
+    step = max(1, int(opts["batch"]))   # batches: a cache-backed evaluator saves after each
+    for start in range(0, len(points), step):
+        if tracker.exhausted:
+            break
+        tracker.evaluate(points[start:start + step])
     return tracker.records

@@ -1,19 +1,21 @@
-"""Multi-fidelity search: screen many points with a cheap evaluator, re-evaluate the best few with
-the real one. The default strategy of ``megasim optimize``.
+"""Multi-fidelity search: rank the space with a cheap evaluator, then search the most promising part
+with the real one. The default strategy of ``megasim optimize``.
 
-The simulator's cost is proportional to the number of tasks, i.e. to the batch; the mapping
-parameters act per group of tiles, so a smaller batch (about N/16, but never fewer than 16 groups at
-the largest t; see ``evaluators.coarse_batch``) ranks the points nearly as the full batch does, at
-about a tenth of the cost. Phases, all counted against the budget:
+The simulator's cost is proportional to the number of tasks, i.e. to the batch. For a large layer the
+evaluator offers a coarse problem (``evaluators.coarse_batch``: about N/8, at least 128 groups),
+which ranks the points roughly as the full batch does at about an eighth of the cost; roughly,
+because the predicted times of the best points differ by ~1% while the smaller batch has larger
+tail effects, so the coarse ranking alone does not find the optimum within 1%. Phases, all counted
+against the budget:
 
-1. screen (coarse evaluator): ``explore`` x budget random valid points, then, up to ``screen`` x
-   budget, the unvisited neighbours of the ``focus`` best screened points (a greedy local search on
-   the cheap model, which finds the basin of the optimum);
+1. screen (coarse evaluator): every valid point if the space fits in ``screen`` x budget, else
+   ``explore`` x budget random points followed by unvisited neighbours of the ``focus`` best;
 2. confirm (full evaluator): the ``top`` best screened points;
-3. polish (full evaluator): the unvisited neighbours of the best confirmed point, ``polish`` at most.
+3. climb (full evaluator): steepest descent over unvisited neighbours from the best confirmed
+   point, ``climb`` evaluations at most.
 
-Without a coarse evaluator (small layers, where the full batch already has few groups and is cheap)
-the screen runs on the full evaluator and phase 2 costs nothing.
+Without a coarse evaluator (small layers: the full problem is cheap) the screen runs on the full
+evaluator, which for the default space is the exhaustive search.
 """
 
 from __future__ import annotations
@@ -22,12 +24,41 @@ import numpy as np
 
 from megasim.search.budget import Tracker, check_options
 
-OPTIONS = {"explore": 0.4, "screen": 0.85, "focus": 4, "top": 6, "polish": 4, "batch": 16}
+OPTIONS = {"explore": 0.4, "screen": 0.85, "focus": 4, "top": 12, "climb": 12, "batch": 16}
 
 
-def _best_points(records, k):
-    ranked = sorted((r for r in records if r.valid), key=lambda r: r.objective())
-    return [dict(r.params) for r in ranked[:k]]
+def _ranked(records):
+    return sorted((r for r in records if r.valid), key=lambda r: r.objective())
+
+
+def _screen(space, tracker, valid, n, opts, rng, coarse):
+    batch = max(1, int(opts["batch"]))
+    screened: list = []
+
+    def take(points):
+        room = n - len(tracker.records)        # every record so far is a screening one
+        recs = tracker.evaluate(points[:max(0, room)], coarse=coarse) if room > 0 else []
+        screened.extend(recs)
+        return recs
+
+    if len(valid) <= n:
+        for start in range(0, len(valid), batch):
+            take(valid[start:start + batch])
+        return screened
+    order = rng.permutation(len(valid))
+    n_explore = min(len(valid), max(1, int(opts["explore"] * tracker.budget)), n)
+    for start in range(0, n_explore, batch):
+        take([valid[i] for i in order[start:min(start + batch, n_explore)]])
+    while True:
+        frontier, keys = [], set()
+        for r in _ranked(screened)[:int(opts["focus"])]:
+            for q in space.neighbours(r.params):
+                k = space.key(q)
+                if k not in keys and space.constraint(q) is None and tracker.seen(q, coarse=coarse) is None:
+                    keys.add(k)
+                    frontier.append(q)
+        if not frontier or not take(frontier[:batch]):
+            return screened
 
 
 def run(space, evaluator, budget, options=None, seed=0):
@@ -38,54 +69,28 @@ def run(space, evaluator, budget, options=None, seed=0):
     valid = space.valid_points()
     if not valid:
         return tracker.records
-    batch = max(1, int(opts["batch"]))
-    n_confirm = int(opts["top"]) + int(opts["polish"]) if coarse else 0
-    screen_budget = min(len(valid), max(1, min(int(opts["screen"] * budget), budget - n_confirm)))
-    screened: list = []
-
-    def screen(points):
-        room = screen_budget - len(tracker.records)   # every record so far is a screening one
-        if room <= 0:
-            return []
-        recs = tracker.evaluate(points[:room], coarse=True)
-        screened.extend(recs)
-        return recs
-
-    # 1a. random exploration
-    order = rng.permutation(len(valid))
-    n_explore = min(len(valid), max(1, int(opts["explore"] * budget)), screen_budget)
-    for start in range(0, n_explore, batch):
-        screen([valid[i] for i in order[start:min(start + batch, n_explore)]])
-    # 1b. greedy local search around the best screened points
-    while True:
-        seen_keys: set[str] = set()
-        frontier = []
-        for p in _best_points(screened, int(opts["focus"])):
-            for q in space.neighbours(p):
-                key = space.key(q)
-                if key not in seen_keys and space.constraint(q) is None and tracker.seen(q, coarse=True) is None:
-                    seen_keys.add(key)
-                    frontier.append(q)
-        if not frontier or not screen(frontier[:batch]):
-            break
+    reserve = int(opts["top"]) + int(opts["climb"]) if coarse else 0
+    n_screen = max(1, min(int(opts["screen"] * budget), budget - reserve)) if coarse else budget
+    screened = _screen(space, tracker, valid, n_screen, opts, rng, coarse)
     if not coarse:
         return tracker.records
-    # 2. confirm the best screened points at full fidelity
-    confirmed = tracker.evaluate(_best_points(screened, int(opts["top"])))
-    # 3. polish around the best confirmed point
-    best = _best_points(confirmed, 1)
-    if best and int(opts["polish"]) > 0:
-        near = [q for q in space.neighbours(best[0]) if space.constraint(q) is None and tracker.seen(q) is None]
-        # the nearest in the coarse ranking first
-        near.sort(key=lambda q: (tracker.seen(q, coarse=True) or _INF).objective())
-        tracker.evaluate(near[:int(opts["polish"])])
+    confirmed = tracker.evaluate([dict(r.params) for r in _ranked(screened)[:int(opts["top"])]])
+    # steepest descent at full fidelity; neighbours tried best-coarse-first
+    best = (_ranked(confirmed) or [None])[0]
+    climbed = 0
+    while best is not None and climbed < int(opts["climb"]) and not tracker.exhausted:
+        near = [q for q in space.neighbours(best.params) if space.constraint(q) is None and tracker.seen(q) is None]
+        if not near:
+            break
+        near.sort(key=lambda q: _objective(tracker.seen(q, coarse=True)))
+        recs = tracker.evaluate(near[:min(len(near), int(opts["climb"]) - climbed, int(opts["batch"]))])
+        climbed += len(recs)
+        step = (_ranked(recs) or [None])[0]
+        if step is None or step.objective() >= best.objective():
+            break
+        best = step
     return tracker.records
 
 
-class _Inf:
-    @staticmethod
-    def objective() -> float:
-        return float("inf")
-
-
-_INF = _Inf()
+def _objective(record) -> float:
+    return record.objective() if record is not None else float("inf")
