@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             schedule = schedule.with_style("per_task", str(style))
             info["style"] = f"per_task-{style}"
-        styles[info["style"].split("-")[0] + "-" + info["style"].split("-")[1][:6]] = \
-            styles.get(info["style"].split("-")[0] + "-" + info["style"].split("-")[1][:6], 0) + 1
+        styles[info["style"]] = styles.get(info["style"], 0) + 1
         ws = ex.workspace(plan, d_x, d_w)
         ws.Y.copy_to_device(np.full(ws.Y.shape, np.nan, np.float32))     # poison: every output must be written
         try:
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"layer": problem.spec_string(), "tiles_per_group": args.t, "mappings": args.mappings,
               "failures": len(failures), "failed": failures[:50], "styles": styles,
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
-              "device": str(cuda.get_current_device().name)}
+              "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fuzz_megakernel.json").write_text(json.dumps(report, indent=1))
