@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -51,7 +52,9 @@ def provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What produced a result: commit, date, machine, versions; `extra` (parameters, GPU spec) is merged in."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     meta: dict[str, Any] = {
-        "git_sha": _git("rev-parse", "HEAD"),
+        # The GPU machine gets a copy of the tree without .git: gpu/on_device.sh passes the commit in
+        # MEGASIM_GIT_SHA (read from .git_sha, written before the run).
+        "git_sha": _git("rev-parse", "HEAD") or os.environ.get("MEGASIM_GIT_SHA"),
         "git_dirty": bool(status) if status is not None else None,
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),

@@ -12,6 +12,8 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 MEGASIM_REAL_GPU=1
+# The device copy of the tree has no .git; write the commit here first: git rev-parse HEAD > .git_sha
+if [ -f .git_sha ]; then export MEGASIM_GIT_SHA=$(cat .git_sha); fi
 python3 - <<'PY'
 import numpy, numba, numba_cuda, simpy
 from numba import cuda
