@@ -34,6 +34,8 @@ quickly instead of hanging.
 
 from __future__ import annotations
 
+import os
+
 from numba import cuda, int32
 
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
@@ -95,7 +97,12 @@ def _claim_and_wait(table, ctl, counters, first):
     return pos, ok
 
 
-@cuda.jit
+# Register cap of the megakernel (None: the compiler's choice, 255 on sm_90, i.e. 2 blocks of 128 threads
+# per SM). MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import).
+MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "0")) or None
+
+
+@cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
 def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
     """Runs the launch's task map; each claimed map position runs one task (Listing 1b).
 
