@@ -100,9 +100,10 @@ def _claim_and_wait(table, ctl, counters, first):
 # Register cap of the megakernel (None: the compiler's choice, 255 on sm_90, i.e. 2 blocks of 128 threads
 # per SM). MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import).
 MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "0")) or None
+_megakernel_jit = cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS) if MEGAKERNEL_MAX_REGISTERS else cuda.jit
 
 
-@cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
+@_megakernel_jit
 def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
     """Runs the launch's task map; each claimed map position runs one task (Listing 1b).
 
