@@ -59,6 +59,9 @@ FLOAT_BYTES = 4
 # against gpu/'s own sizing, so the model's occupancy is the real kernel's.
 GEMM_FAST_PATHS = {(32, 64, 8, 128): (168, 24576), (64, 64, 8, 128): (168, 16384)}
 GEMM_GENERIC_REGISTERS = 104
+# The megakernel (gpu/megakernel.py) compiles to 255 registers per thread with the default config
+# (gpu.diagnose, H200, 2026-11-21), i.e. 2 blocks of 128 threads per SM, not the GEMM's 3.
+MEGAKERNEL_REGISTERS = 255
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
@@ -76,8 +79,9 @@ class WinogradConfig:
     gemm_k_tile: int = 64           # columns of K per GEMM task
     gemm_threads: int = 128
     gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
-    transform_registers: int = 64
+    transform_registers: int = 56    # input/output transform kernels: 56 (gpu.diagnose, H200)
     gemm_registers: int | None = None
+    megakernel_registers: int = MEGAKERNEL_REGISTERS
 
     def __post_init__(self) -> None:
         if self.m not in SUPPORTED_TILES:
@@ -90,7 +94,7 @@ class WinogradConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 32 or v > 1024 or v % 32:
                 raise LoweringError(f"{name}={v!r} is not allowed: it must be a multiple of 32 in [32, 1024]")
-        for name in ("transform_registers", "gemm_registers"):
+        for name in ("transform_registers", "gemm_registers", "megakernel_registers"):
             v = getattr(self, name)
             if v is None and name == "gemm_registers":
                 continue
@@ -340,6 +344,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         kind_registers=np.array([cfg.transform_registers, cfg.transform_registers, cfg.gemm_registers_used,
                                  cfg.transform_registers], np.int32),
         kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),
+        megakernel_registers=cfg.megakernel_registers,
         meta=meta,
     )
     return graph

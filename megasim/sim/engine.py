@@ -67,9 +67,13 @@ class SimOptions:
 
 
 def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
+    """The footprint of a launch's blocks: a launch of one kind runs that kind's own kernel; a launch
+    that mixes kinds, or a persistent grid, runs the megakernel (``graph.megakernel_registers``)."""
     kinds = np.unique(graph.kind[launch.order])
-    return Footprint(int(graph.kind_threads[kinds].max()), int(graph.kind_registers[kinds].max()),
-                     int(graph.kind_shared_bytes[kinds].max()))
+    registers = int(graph.kind_registers[kinds].max())
+    if kinds.size > 1 or launch.style == "persistent":
+        registers = max(registers, graph.megakernel_registers)
+    return Footprint(int(graph.kind_threads[kinds].max()), registers, int(graph.kind_shared_bytes[kinds].max()))
 
 
 def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None) -> SimResult:
