@@ -159,7 +159,8 @@ def test_flops(case):
 
 
 def test_footprints():
-    cfg = WinogradConfig(tiles_per_group=32, gemm_k_tile=64, gemm_k_step=8, gemm_threads=256, gemm_registers=96)
+    cfg = WinogradConfig(tiles_per_group=32, gemm_k_tile=64, gemm_k_step=8, gemm_threads=256, gemm_registers=96,
+                         transform_registers=64)
     g = lower_winograd(parse_layer("N=1,C=8,K=8,H=8,W=8"), cfg)
     assert g.kind_threads.tolist() == [128, 128, 256, 128]
     assert g.kind_registers.tolist() == [64, 64, 96, 64]
