@@ -6,6 +6,7 @@
                      [--param D_IG=..,D_GO=..,M=..] [--spec FILE] [--json] [--trace FILE]
     megasim optimize LAYER --gpu GPU [--spec FILE] [--budget N] [--strategy S] [--option K=V,..]
                      [--seed N] [--workers N] [--cache FILE] [--landscape FILE.csv] [--json]
+                     [--space default|full] [--evaluator simulator|gpu]
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -134,6 +135,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     problem = parse_layer(args.layer, batch=args.batch)
     spec = _spec(args)
+    if args.evaluator == "gpu":
+        from megasim.search import GPUEvaluator
+        GPUEvaluator()   # raises: not built yet (issue 4)
     module = get_strategy(args.strategy)
     options = _options(args.option)
     from megasim.search.budget import check_options
@@ -205,6 +209,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
     p.add_argument("--landscape", help="write every evaluated point to this CSV")
+    p.add_argument("--evaluator", default="simulator", choices=("simulator", "gpu"),
+                   help="simulator (the model) or gpu (measured; needs the validation harness, not built yet)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_optimize)
     return parser
