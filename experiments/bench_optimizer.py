@@ -18,6 +18,7 @@ Runs on: any CPU. Takes: ~20 min on a 2-core VM the first time (the exhaustive r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -48,6 +49,9 @@ def exhaustive(layer: str, gpu: str, cache_dir: Path, workers: int, low_too: boo
     """(optimum record, full cache path, low cache path or None, wall s, points); replays the cache if present."""
     problem, spec = parse_layer(layer), get_gpu(gpu)
     path = cache_dir / f"{layer}.json"
+    for stale in [path, *cache_dir.glob(f"{layer}.b*.json")]:   # another model version: set aside, recompute
+        if stale.exists() and json.loads(stale.read_text()).get("device_name") != device_name(spec):
+            stale.replace(stale.with_suffix(".stale"))
     start = time.perf_counter()
     with SimulatorEvaluator(problem, spec, default_space(), workers=workers, cache_path=path) as ev:
         exhaustive.device = ev.device
