@@ -60,6 +60,8 @@ class SharedServer:
         # then re-arms it). This saves most superseded events.
         rate = 1.0 / n
         due = now + (heap[0][0] - self._vt) / (rate if rate < cap else cap)
+        if due < now:      # the head is due now (within rounding) and its event is still pending
+            due = now
         if self._due <= due:
             return
         self._version += 1
@@ -103,7 +105,8 @@ class SharedServer:
             rate = 1.0 / n
             if rate > cap:
                 rate = cap
-            self._due = now + (heap[0][0] - self._vt) / rate
+            delay = (heap[0][0] - self._vt) / rate
+            self._due = now + (delay if delay > 0.0 else 0.0)
             self.clock.after(self._due - now, self._fire, self._version)
         else:
             self._due = float("inf")
