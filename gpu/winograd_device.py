@@ -84,6 +84,16 @@ def ftrans_task(kt, f, prm, w, U):
 
 
 @cuda.jit(device=True)
+def _tile_coords(tile, prm):
+    """(image, tile row, tile column) of a global tile index (tiles are numbered in raster order)."""
+    per_image = prm[P_TILES_Y] * prm[P_TILES_X]
+    n = tile // per_image
+    r = tile - n * per_image
+    ty = r // prm[P_TILES_X]
+    return n, ty, r - ty * prm[P_TILES_X]
+
+
+@cuda.jit(device=True)
 def itrans_task(g, s, prm, x, V):
     """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s: thread i < transform_threads
     transforms (tile, channel) pair p = s * transform_threads + i of the group (channel fastest, so a
@@ -101,11 +111,7 @@ def itrans_task(g, s, prm, x, V):
         tl = p // C
         c = p - tl * C
         tile = g * t + tl
-        per_image = prm[P_TILES_Y] * prm[P_TILES_X]
-        n = tile // per_image
-        r = tile - n * per_image
-        ty = r // prm[P_TILES_X]
-        tx = r - ty * prm[P_TILES_X]
+        n, ty, tx = _tile_coords(tile, prm)
         m = prm[P_M]
         y0 = m * ty - prm[P_PAD]
         x0 = m * tx - prm[P_PAD]
@@ -133,11 +139,7 @@ def otrans_task(g, s, prm, M, Y):
         tl = q // K
         k = q - tl * K
         tile = g * t + tl
-        per_image = prm[P_TILES_Y] * prm[P_TILES_X]
-        n = tile // per_image
-        r = tile - n * per_image
-        ty = r // prm[P_TILES_X]
-        tx = r - ty * prm[P_TILES_X]
+        n, ty, tx = _tile_coords(tile, prm)
         m = prm[P_M]
         if m == 4:
             otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
