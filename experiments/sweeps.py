@@ -193,21 +193,35 @@ def d_ig_range(graph: TaskGraph, m: int, factors: Sequence[float]) -> list[int]:
 
 
 # --- command line ------------------------------------------------------------------------------------
-def parse_args(description: str, argv: Sequence[str] | None) -> argparse.Namespace:
+def parse_args(description: str, argv: Sequence[str] | None,
+               extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
+               default_gpu: str = "V100") -> argparse.Namespace:
+    """The common options; `extra_args` adds a script's own (e.g. --measured)."""
     ap = argparse.ArgumentParser(description=description.strip().splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help=f"fewer points and batch {QUICK_BATCH} instead of {FULL_BATCH} (CI; < 60 s)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    ap.add_argument("--gpu", default="V100", help="GPU preset or spec file (default V100, the paper's GPU)")
+    ap.add_argument("--gpu", default=default_gpu, help=f"GPU preset or spec file (default {default_gpu}"
+                    + (", the paper's GPU)" if default_gpu == "V100" else ")"))
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from DIR/NAME.csv only")
+    if extra_args is not None:
+        extra_args(ap)
     return ap.parse_args(argv)
 
 
 def run_script(name: str, description: str, argv: Sequence[str] | None,
                compute: Callable[[argparse.Namespace, GPUSpec], Path],
-               plot: Callable[[Path, Path], tuple[Path, Path]]) -> int:
-    """The shared main(): compute (unless --plot-only) and then plot from the CSV."""
-    args = parse_args(description, argv)
+               plot: Callable[[Path, Path], tuple[Path, Path]],
+               extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
+               prepare: Callable[[argparse.Namespace], None] | None = None,
+               default_gpu: str = "V100") -> int:
+    """The shared main(): compute (unless --plot-only) and then plot from the CSV.
+
+    `extra_args` adds a script's own options; `prepare(args)` runs first in both modes (e.g. to turn
+    a recorded GPU run into a results CSV beside the model's, which the plot then reads)."""
+    args = parse_args(description, argv, extra_args, default_gpu)
+    if prepare is not None:
+        prepare(args)
     csv_path = args.out / f"{name}.csv"
     if not args.plot_only:
         spec = get_gpu(args.gpu)
@@ -220,6 +234,19 @@ def run_script(name: str, description: str, argv: Sequence[str] | None,
     png, pdf = plot(csv_path, args.out)
     print(f"{name}: drew {png} and {pdf}")
     return 0
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list[Any]:
+    """[fn(item) for item in items], in `workers` processes when workers > 1 (results in input order).
+
+    `fn` must be a module-level function (it is pickled); each call is one independent prediction,
+    and the model is deterministic, so the results do not depend on the number of workers."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def spec_meta(spec: GPUSpec) -> dict[str, Any]:
