@@ -7,6 +7,8 @@
     megasim optimize LAYER --gpu GPU [--spec FILE] [--budget N] [--strategy S] [--option K=V,..]
                      [--seed N] [--workers N] [--cache FILE] [--landscape FILE.csv] [--json]
                      [--space default|full] [--evaluator simulator|gpu]
+    megasim calibrate --out FILE [--layers L ..] [--param P] [--from-measurements FILE]      (GPU)
+    megasim validate LAYER.. --spec FILE [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -173,6 +175,106 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_module(name: str):
+    """Import gpu.<name> (numba, a CUDA device) lazily; a one-line MegasimError without them."""
+    import importlib
+    import os
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        raise MegasimError(f"{name} needs a real CUDA GPU, not Numba's simulator (NUMBA_ENABLE_CUDASIM=1)")
+    try:
+        from numba import cuda
+    except ImportError as err:
+        raise MegasimError(f"{name} needs numba-cuda and a CUDA GPU ({err}); install the [gpu] extra on a GPU machine") from None
+    try:
+        available = cuda.is_available()
+    except Exception:  # noqa: BLE001 - any driver problem means no GPU here
+        available = False
+    if not available:
+        raise MegasimError(f"{name} needs a CUDA GPU and none was found (run it on the GPU machine: bash gpu/on_device.sh megasim {name} ...)")
+    return importlib.import_module(f"gpu.{name}")
+
+
+def _repo_relative(path: str) -> str:
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        return str(Path(path).resolve().relative_to(repo))
+    except ValueError:
+        return str(path)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from megasim.calibration import Measurements, calibrated_spec
+    from megasim.hardware import dump_spec
+    layers = tuple(args.layers)
+    Plan.parse("nonfused", args.param)            # bad --param: one-line error before any measuring
+    if args.from_measurements:
+        try:
+            data = json.loads(Path(args.from_measurements).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise MegasimError(f"--from-measurements {args.from_measurements!r} cannot be read: {err}") from None
+        m = Measurements.from_dict(data)
+        spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
+        dump_spec(spec, args.out)
+    else:
+        calibrate = _gpu_module("calibrate")
+        report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "")
+    report["out"] = args.out
+    if args.json:
+        print(json.dumps(report, default=str))
+        return 0
+    print(f"wrote {args.out} (calibration layers {', '.join(report['layers'])})")
+    for kind, fit in report["kinds"].items():
+        print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}  "
+              f"measured {', '.join(f'{x:.1f}' for x in fit['measured_us'])} us  simulated "
+              f"{', '.join(f'{x:.1f}' for x in fit['simulated_us'])} us")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from megasim.validation import CSV_COLUMNS, predict_rows, read_rows, run_meta, summarize, write_rows
+    from megasim.workloads import TABLE2_NAMES
+    layers = [n for name in args.layers for n in (TABLE2_NAMES if name == "table2" else (name,))]
+    for name in layers:
+        parse_layer(name)
+    if not args.no_predict:
+        load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
+    if args.mappings < 1:
+        raise MegasimError(f"--mappings {args.mappings} is not allowed: it must be at least 1")
+    if args.measured:
+        rows = [r for r in read_rows(args.measured) if r["layer"] in layers]
+        device = rows[0]["device"] if rows else "unknown"
+    else:
+        validate = _gpu_module("validate")
+        device = validate.device_name()
+        rows = validate.measure(layers, args.mappings, repeats=args.repeats)
+    import re
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") or "unknown-device"
+    out = Path(args.out or f"experiments/results/{slug}")
+    meta = run_meta({"device": device, "layers": layers, "mappings": args.mappings, "spec": args.spec,
+                     "measured_from": args.measured or "this run"})
+    if args.no_predict:
+        write_rows(rows, out / "validation_measured.csv")
+        (out / "validation_measured.json").write_text(json.dumps({"meta": meta}, indent=1) + "\n")
+        print(f"wrote {out / 'validation_measured.csv'} ({len(rows)} measured rows; predict later with --measured)")
+        return 0
+    ok = [r for r in rows if r.get("measured_us") not in ("", None)]
+    rows = predict_rows(ok, args.spec, _repo_relative(args.spec), workers=args.workers)
+    rows = [{c: r.get(c, "") for c in CSV_COLUMNS} for r in rows]
+    summary = summarize([r for r in rows if r["predicted_us"] != ""])
+    write_rows(rows, out / "validation.csv", CSV_COLUMNS)
+    (out / "validation_summary.json").write_text(json.dumps({"meta": meta, **summary}, indent=1, default=str) + "\n")
+    o = summary["overall"]
+    print(f"{o['points']} points on {o['layers']} layers: MAPE {o.get('mape', float('nan')):.1%}, "
+          f"Kendall tau {o.get('kendall_tau', float('nan')):.3f}, worst regret {o.get('regret_max', float('nan')):.1%}")
+    for name, met in summary["targets_met"].items():
+        print(f"  {'met    ' if met else 'NOT met'}  {name}")
+    print(f"wrote {out / 'validation.csv'} and {out / 'validation_summary.json'}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="megasim", description="Predict the runtime of megakernel task mappings on GPUs.")
     parser.add_argument("--version", action="version", version=f"megasim {__version__}")
@@ -213,6 +315,25 @@ def make_parser() -> argparse.ArgumentParser:
                    help="simulator (the model) or gpu (measured; needs the validation harness, not built yet)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_optimize)
+    from megasim.calibration import CALIBRATION_LAYERS
+    p = sub.add_parser("calibrate", help="measure this GPU with microbenchmarks and write a spec file (needs a GPU)")
+    p.add_argument("--out", required=True, help="the spec file to write (JSON, the presets' format)")
+    p.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS),
+                   help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
+    p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
+    p.add_argument("--from-measurements", help="refit from a saved FILE.measurements.json (no GPU needed)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_calibrate)
+    p = sub.add_parser("validate", help="predicted vs measured runtimes of many mappings (needs a GPU)")
+    p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")
+    p.add_argument("--spec", required=True, help="the GPU spec file the predictions use")
+    p.add_argument("--mappings", type=int, default=16, help="mappings per layer (default 16)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs per mapping (default 10)")
+    p.add_argument("--out", help="results folder (default experiments/results/<device>)")
+    p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
+    p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
+    p.add_argument("--workers", type=int, help="processes for the predictions (default: all cores)")
+    p.set_defaults(func=_cmd_validate)
     return parser
 
 

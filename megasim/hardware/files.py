@@ -8,8 +8,8 @@ Format (schema_version 1)::
                                 "fixed_ns": {"value": 0, "source": "..."}},
                     "gemm": {...}}}
 
-Every field of GPUSpec must appear under "values" with a value and a source; unknown fields are
-rejected (a typo must not silently fall back to a default).
+Every field of GPUSpec must appear under "values" with a value and a source, except the optional
+ones (``OPTIONAL_FIELDS``: ``megakernel_launch_ns``); unknown fields are rejected (a typo must not silently fall back to a default).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from megasim.errors import SpecError
-from megasim.hardware.spec import SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
+from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
 
 _COST_FIELDS = ("compute_efficiency", "fixed_ns")
 
@@ -53,7 +53,7 @@ def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     if not isinstance(values, dict):
         raise SpecError(f"spec {origin}: 'values' must be an object")
     names = spec_field_names()
-    unknown = sorted(set(values) - set(names))
+    unknown = sorted(set(values) - set(names) - set(OPTIONAL_FIELDS))
     if unknown:
         raise SpecError(f"spec {origin}: unknown field {unknown[0]!r} (allowed: {', '.join(names)})")
     missing = [n for n in names if n not in values]
@@ -63,6 +63,9 @@ def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     sources: dict[str, str] = {}
     for n in names:
         kwargs[n], sources[n] = _entry(f"spec {origin}: values.{n}", values[n])
+    for n in OPTIONAL_FIELDS:
+        if n in values:
+            kwargs[n], sources[n] = _entry(f"spec {origin}: values.{n}", values[n])
     costs: dict[str, TaskCost] = {}
     raw_costs = data.get("task_costs", {})
     if not isinstance(raw_costs, dict):
@@ -93,6 +96,9 @@ def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
     """The JSON-ready form of a spec; `spec_from_dict(spec_to_dict(s)) == s`."""
     values = {n: {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
               for n in spec_field_names()}
+    for n in OPTIONAL_FIELDS:
+        if getattr(spec, n) is not None:
+            values[n] = {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
     costs = {}
     for kind, cost in spec.task_costs.items():
         costs[kind] = {cf: {"value": getattr(cost, cf),

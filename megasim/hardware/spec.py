@@ -69,6 +69,10 @@ class GPUSpec:
     kernel_boundary_ns: float
     block_dispatch_ns: float
     tb_max_dram_bw_gbps: float
+    # Optional: the launch cost of a megakernel (a launch that mixes task kinds or runs a persistent
+    # grid), when it differs from a plain kernel's; None = kernel_launch_ns. Numba's megakernel launch
+    # path costs ~10x a small kernel's on the H200 (docs/winograd_gpu.md, docs/validation.md).
+    megakernel_launch_ns: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -78,12 +82,14 @@ class GPUSpec:
             if f.name in ("name", "task_costs", "sources", "description"):
                 continue
             value = getattr(self, f.name)
+            if f.name in OPTIONAL_FIELDS and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be a number")
             if f.type == "int" and int(value) != value:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
-            if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns",
-                          "kernel_launch_ns", "kernel_boundary_ns", "block_dispatch_ns"):
+            if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
+                          "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns"):
                 if value < 0:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
@@ -95,6 +101,12 @@ class GPUSpec:
         """FP32 peak of one SM, in GFLOP/s (= FLOP per ns)."""
         return self.fp32_peak_gflops / self.sm_count
 
+    def launch_ns(self, megakernel: bool) -> float:
+        """The cost of starting a schedule's first launch: a megakernel's or a plain kernel's."""
+        if megakernel and self.megakernel_launch_ns is not None:
+            return self.megakernel_launch_ns
+        return self.kernel_launch_ns
+
     def task_cost(self, kind: str) -> TaskCost:
         """The cost entry of a task kind, falling back to the 'default' entry, then to TaskCost()."""
         if kind in self.task_costs:
@@ -102,7 +114,11 @@ class GPUSpec:
         return self.task_costs.get("default", TaskCost())
 
 
+# Numeric fields a spec file may leave out (None: see the field's comment).
+OPTIONAL_FIELDS = ("megakernel_launch_ns",)
+
+
 def spec_field_names() -> tuple[str, ...]:
     """The numeric fields a spec file must give, in declaration order."""
-    skip = {"name", "task_costs", "sources", "description"}
+    skip = {"name", "task_costs", "sources", "description", *OPTIONAL_FIELDS}
     return tuple(f.name for f in dataclasses.fields(GPUSpec) if f.name not in skip)

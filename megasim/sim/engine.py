@@ -25,7 +25,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
-- **Launches.** Kernels of a schedule run back to back; the first starts after ``kernel_launch_ns``,
+- **Launches.** Kernels of a schedule run back to back; the first starts after ``kernel_launch_ns``
+  (``megakernel_launch_ns`` when the spec gives it and the first launch runs the megakernel: it
+  mixes task kinds or is a persistent grid),
   each next one ``kernel_boundary_ns`` after the previous one's last block ends. The L2 keeps its
   contents across kernels.
 
@@ -141,7 +143,10 @@ class _Run:
         self.launch_log: list[dict] = []
         self.launches = list(schedule.launches)
         self.launch_index = -1
-        self._start_next_launch(self.spec.kernel_launch_ns)
+        first = self.launches[0] if self.launches else None
+        mega = first is not None and (first.style == "persistent" or
+                                      np.unique(self.graph.kind[first.order]).size > 1)
+        self._start_next_launch(self.spec.launch_ns(mega))
         self.clock.run()
         unfinished = [i for i in range(self.graph.num_tasks) if self.end[i] != self.end[i]]
         if unfinished:

@@ -1,0 +1,380 @@
+"""Microbenchmarks behind `megasim calibrate`: measure the GPU, write a spec file.
+
+    bash gpu/on_device.sh megasim calibrate --out megasim/hardware/calibrated/h200.json
+
+Each probe is timed with CUDA events (``gpu.timing.time_cuda``, median of the runs) on the legacy
+default stream; what it measures and how a spec value follows from it:
+
+- ``dram_bw_gbps``: a device-to-device copy of a 2 GiB buffer (torch ``copy_``), read + write bytes
+  counted: 2 x 2 GiB / time.
+- ``l2_bw_gbps``: a Numba kernel whose 132 x 16 blocks of 256 threads read an 8 MiB buffer (fits in
+  L2) 64 times, 4 independent coalesced loads per thread per step; bytes read / time.
+- ``tb_max_dram_bw_gbps``: the same read kernel with ONE block of 128 threads over 256 MiB (DRAM).
+- ``fp32_peak_gflops``: 132 x 8 blocks of 256 threads, 8 independent FMA chains per thread
+  (fastmath: one FFMA each), 2 flops per FMA / time.
+- ``dram_latency_ns`` / ``l2_latency_ns``: one thread chasing a random cyclic permutation of
+  1 GiB / 4 MiB of int32 indices; time / steps.
+- ``atomic_latency_ns``: one thread doing 20,000 dependent ``atomic.add`` on a global counter (the
+  next address depends on the returned value); time / steps.
+- ``kernel_launch_ns``: one launch of an empty kernel with 4 array arguments (the per-kind kernels'
+  argument count), CUDA events around it: host launch path + GPU start.
+- ``megakernel_launch_ns``: what ``PreparedSchedule.run`` does for a megakernel launch, with a map of
+  zero tasks (the counter and control resets, then the real megakernel, one block per SM, whose blocks
+  find no ticket and exit).
+- ``kernel_boundary_ns``: a ~20 ms single-thread kernel, then 200 empty kernels enqueued behind it;
+  events around the 200 (the host is far ahead, so only the GPU's per-kernel gap is timed); time / 200.
+- ``block_dispatch_ns``: empty kernels of 256 x 132 x 4 and 2048 x 132 x 4 blocks of 128 threads with
+  46 KiB of dynamic shared memory each (4 blocks per SM); per slot,
+  (T_big - T_small) x slots / (blocks_big - blocks_small).
+- per-kind ``TaskCost``: each launch of the non-fused schedule (the per-kind kernels, default
+  implementation parameters unless --param) timed alone on the calibration layers (resnet-1, vgg-3),
+  inputs rotated over 3 workspaces, then fitted by ``megasim.calibration`` (simulation of that launch
+  alone matches the median). Never fused runs.
+
+``sm_count`` and ``l2_bytes`` are read from the driver. Everything else stays the preset's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from gpu.timing import time_cuda
+from megasim.calibration import CALIBRATION_LAYERS, Measurements, calibrated_spec
+from megasim.errors import SpecError
+from megasim.hardware import dump_spec, get_gpu
+
+log = logging.getLogger(__name__)
+
+
+# --- kernels (module level, so the CUDA simulator could run them) ----------------------------------
+@cuda.jit
+def _empty4(a, b, c, d):
+    """Grid/block: any. Does nothing (launch cost probe)."""
+    pass
+
+
+@cuda.jit
+def _empty_dyn(a):
+    """Grid/block: any; dynamic shared memory set by the launch (occupancy). Does nothing."""
+    pass
+
+
+@cuda.jit
+def _read4(a, reps, out):
+    """Grid-stride read of ``a`` ``reps`` times, 4 independent loads per thread per step; one write
+    per thread so the loads are live."""
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    n = a.size
+    s0 = float32(0.0)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
+    s3 = float32(0.0)
+    for _ in range(reps):
+        j = i
+        while j + 3 * stride < n:
+            s0 += a[j]
+            s1 += a[j + stride]
+            s2 += a[j + 2 * stride]
+            s3 += a[j + 3 * stride]
+            j += 4 * stride
+    out[i] = s0 + s1 + s2 + s3
+
+
+@cuda.jit(fastmath=True)
+def _fma(out, iters, seed):
+    """8 independent FMA chains per thread, ``iters`` steps each: 16 flops per step per thread."""
+    i = cuda.grid(1)
+    x0 = float32(seed) + i * float32(1e-7)
+    x1 = x0 + float32(1.0)
+    x2 = x0 + float32(2.0)
+    x3 = x0 + float32(3.0)
+    x4 = x0 + float32(4.0)
+    x5 = x0 + float32(5.0)
+    x6 = x0 + float32(6.0)
+    x7 = x0 + float32(7.0)
+    b = float32(0.999999)
+    c = float32(1e-6)
+    for _ in range(iters):
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+    out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
+@cuda.jit
+def _chase(nxt, steps, out):
+    """One thread: j = nxt[j], ``steps`` times (dependent loads)."""
+    j = 0
+    for _ in range(steps):
+        j = nxt[j]
+    out[0] = j
+
+
+@cuda.jit
+def _atomic_chain(ctr, steps, out):
+    """One thread: ``steps`` dependent atomic adds; the next slot depends on the returned value."""
+    j = 0
+    for _ in range(steps):
+        old = cuda.atomic.add(ctr, j, 1)
+        j = (j + 1 + (old & 0x40000000)) & 63
+    out[0] = j
+
+
+@cuda.jit
+def _spin(out, iters):
+    """One thread: a long dependent FMA chain (keeps the GPU busy while the host enqueues)."""
+    x = out[0]
+    for _ in range(iters):
+        x = x * float32(0.9999999) + float32(1e-7)
+    out[0] = x
+
+
+# --- probes -------------------------------------------------------------------------------------------
+def _ms(fn, warmup=3, repeats=15) -> float:
+    return time_cuda(lambda i: fn(), warmup=warmup, repeats=repeats).median_ms
+
+
+def probe_dram(torch) -> tuple[float, str]:
+    n = 2 ** 29                                    # 2 GiB of float32
+    src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    ms = _ms(lambda: dst.copy_(src), warmup=2, repeats=10)
+    del src, dst
+    return 2 * 4 * n / (ms * 1e6), "device-to-device copy of 2 GiB (torch copy_), read + write bytes / median time"
+
+
+def probe_l2(sm: int) -> tuple[float, str]:
+    a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
+    grid, block, reps = sm * 16, 256, 64
+    out = cuda.device_array(grid * block, np.float32)
+    _read4[grid, block](a, 1, out)
+    ms = _ms(lambda: _read4[grid, block](a, reps, out))
+    # Subtract one launch of the same kernel reading once (launch cost), then reps - 1 reads remain.
+    ms1 = _ms(lambda: _read4[grid, block](a, 1, out))
+    return (reps - 1) * a.nbytes / ((ms - ms1) * 1e6), (
+        f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent loads per thread per step); "
+        f"bytes of {reps - 1} reads / (time of {reps} - time of 1)")
+
+
+def probe_tb_dram() -> tuple[float, str]:
+    a = cuda.to_device(np.zeros(64 * 2 ** 20, np.float32))                               # 256 MiB
+    out = cuda.device_array(128, np.float32)
+    ms = _ms(lambda: _read4[1, 128](a, 1, out), warmup=1, repeats=5)
+    return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
+
+
+def probe_fp32(sm: int) -> tuple[float, str]:
+    grid, block, iters = sm * 8, 256, 20000
+    out = cuda.device_array(grid * block, np.float32)
+    ms = _ms(lambda: _fma[grid, block](out, iters, 1.0))
+    ms1 = _ms(lambda: _fma[grid, block](out, 1, 1.0))
+    flops = 2.0 * 8 * iters * grid * block
+    return flops / ((ms - ms1) * 1e6), (f"{grid} blocks x {block} threads, 8 independent FMA chains x {iters} steps "
+                                         "(fastmath FFMA), 2 flops per FMA / (time - time of a 1-step launch)")
+
+
+def probe_chase(nbytes: int, steps: int) -> float:
+    n = nbytes // 4
+    rng = np.random.default_rng(1)
+    perm = rng.permutation(n).astype(np.int32)
+    nxt = np.empty(n, np.int32)
+    nxt[perm] = np.roll(perm, -1)                  # one cycle through every element
+    d = cuda.to_device(nxt)
+    out = cuda.device_array(1, np.int32)
+    _chase[1, 1](d, 10, out)
+    ms = _ms(lambda: _chase[1, 1](d, steps, out), warmup=1, repeats=5)
+    ms0 = _ms(lambda: _chase[1, 1](d, 1, out), warmup=1, repeats=5)
+    return (ms - ms0) * 1e6 / (steps - 1)
+
+
+def probe_atomic() -> tuple[float, str]:
+    ctr = cuda.to_device(np.zeros(64, np.int32))
+    out = cuda.device_array(1, np.int32)
+    steps = 20000
+    _atomic_chain[1, 1](ctr, 10, out)
+    ms = _ms(lambda: _atomic_chain[1, 1](ctr, steps, out), warmup=1, repeats=5)
+    ms0 = _ms(lambda: _atomic_chain[1, 1](ctr, 1, out), warmup=1, repeats=5)
+    return (ms - ms0) * 1e6 / (steps - 1), f"one thread, {steps} dependent atomic.add on 64 global counters; (time - time of 1) / steps"
+
+
+def probe_launch() -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    _empty4[1, 32](a, a, a, a)
+    ms = _ms(lambda: _empty4[1, 32](a, a, a, a), warmup=5, repeats=50)
+    return ms * 1e6, "CUDA events around one launch of an empty kernel with 4 array arguments (median of 50)"
+
+
+def probe_megakernel_launch(sm: int) -> tuple[float, str]:
+    from gpu import executor as ex
+    from gpu import megakernel as mk
+    from megasim.lowering.winograd import WinogradConfig
+    from megasim.workloads import parse_layer
+    problem = parse_layer("N=1,C=8,K=8,H=8,W=8")
+    plan = ex.make_plan(problem, WinogradConfig())
+    x = cuda.to_device(np.zeros((1, 8, 8, 8), np.float32))
+    w = cuda.to_device(np.zeros((8, 8, 3, 3), np.float32))
+    ws = ex.workspace(plan, x, w)
+    table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
+    ctl = np.zeros(mk.CTL_SIZE, np.int32)
+    ctl[mk.CTL_NTASKS] = 0
+    ctl[mk.CTL_POLL_LIMIT] = 1 << 20
+    d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
+    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    prm = cuda.to_device(plan.params)
+    threads = max(plan.config.transform_threads, plan.config.gemm_threads)
+
+    def run():
+        cnt.copy_to_device(cnt_init, stream=cuda.default_stream())
+        d_ctl.copy_to_device(d_ctl_init, stream=cuda.default_stream())
+        mk.megakernel[sm, threads, 0, plan.shared_bytes](table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+
+    run()
+    ms = _ms(run, warmup=5, repeats=30)
+    return ms * 1e6, (f"as PreparedSchedule.run: counter and control resets, then the megakernel ({sm} blocks x {threads}) "
+                      "on a map of 0 tasks; CUDA events around it (median of 30)")
+
+
+def probe_boundary(torch) -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    spin_out = cuda.to_device(np.ones(1, np.float32))
+    n = 200
+    _empty4[1, 32](a, a, a, a)
+    _spin[1, 1](spin_out, 10)
+    cuda.synchronize()
+    samples = []
+    stream = torch.cuda.current_stream()
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        _spin[1, 1](spin_out, 10_000_000)           # ~20 ms of dependent FMAs on one thread
+        e0.record(stream)
+        for _ in range(n):
+            _empty4[1, 32](a, a, a, a)
+        e1.record(stream)
+        torch.cuda.synchronize()
+        samples.append(e0.elapsed_time(e1))
+    ms = float(np.median(samples))
+    return ms * 1e6 / n, f"{n} empty kernels queued behind a long single-thread kernel; events around the {n} / {n}"
+
+
+def probe_dispatch(sm: int) -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    smem = 46 * 1024                                # 4 blocks/SM (no opt-in needed below 48 KiB)
+    per_sm = 4
+    small, big = 256 * sm * per_sm, 2048 * sm * per_sm
+    _empty_dyn[small, 128, 0, smem](a)
+    t_small = _ms(lambda: _empty_dyn[small, 128, 0, smem](a))
+    t_big = _ms(lambda: _empty_dyn[big, 128, 0, smem](a))
+    slots = sm * per_sm
+    return (t_big - t_small) * 1e6 * slots / (big - small), (
+        f"empty kernels of {small} and {big} blocks x 128 threads with {smem} B dynamic shared memory "
+        f"({per_sm} blocks/SM); (T_big - T_small) x {slots} slots / extra blocks")
+
+
+def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:
+    """Each launch of the non-fused schedule (per-kind kernels) timed alone, inputs rotated over 3 sets."""
+    from gpu import executor as ex
+    from gpu.prepared import PreparedSchedule
+    from megasim.mapping import Schedule
+    from megasim.plan import Plan, build
+    from megasim.workloads import parse_layer
+    rows = []
+    rng = np.random.default_rng(7)
+    for name in layers:
+        problem = parse_layer(name)
+        graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
+        wplan = ex.make_plan(problem, plan.config, graph)
+        wss = []
+        for _ in range(3):
+            x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
+            w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
+            wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+        full = PreparedSchedule(wplan, schedule, kernels="per_kind")
+        for ws in wss:                              # every launch's inputs exist (U, V, M written)
+            full.run(ws)
+        cuda.synchronize()
+        for launch in schedule.launches:
+            kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+            prep = PreparedSchedule(wplan, Schedule(launch.name, (launch,)), kernels="per_kind", check=False)
+            st = time_cuda(lambda i: prep.run(wss[i]), warmup=3, repeats=repeats, rotate=3)
+            rows.append({"layer": name, "kind": kind, "tasks": int(len(launch.order)), "median_ms": st.median_ms,
+                         "min_ms": st.min_ms, "max_ms": st.max_ms})
+            log.info("%s %s %.4f ms", name, kind, st.median_ms)
+        del wss, full
+    return rows
+
+
+def preset_for(device_name: str) -> str:
+    for key in ("H200", "H100", "A100", "V100", "3090"):
+        if key in device_name.upper():
+            return "RTX3090" if key == "3090" else key
+    raise SpecError(f"no preset for the detected GPU {device_name!r} (presets: H200, H100, A100, V100, RTX3090)")
+
+
+def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
+    import torch
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    sm = int(dev.MULTIPROCESSOR_COUNT)
+    m = Measurements(device=name, date=_dt.date.today().isoformat(), preset=preset_for(name), plan_params=plan_params)
+    m.values["sm_count"] = {"value": sm, "method": "driver attribute MULTIPROCESSOR_COUNT"}
+    try:
+        m.values["l2_bytes"] = {"value": int(torch.cuda.get_device_properties(0).L2_cache_size),
+                                "method": "driver: torch.cuda.get_device_properties().L2_cache_size"}
+    except Exception as err:  # noqa: BLE001 - keep the preset's
+        log.warning("L2 size not read: %s", err)
+    probes = [
+        ("dram_bw_gbps", lambda: probe_dram(torch)),
+        ("l2_bw_gbps", lambda: probe_l2(sm)),
+        ("tb_max_dram_bw_gbps", probe_tb_dram),
+        ("fp32_peak_gflops", lambda: probe_fp32(sm)),
+        ("dram_latency_ns", lambda: (probe_chase(2 ** 30, 20000), "one thread chases a random cycle through 1 GiB of int32; (time - time of 1 step) / steps")),
+        ("l2_latency_ns", lambda: (probe_chase(4 * 2 ** 20, 50000), "one thread chases a random cycle through 4 MiB of int32 (in L2); (time - time of 1 step) / steps")),
+        ("atomic_latency_ns", probe_atomic),
+        ("kernel_launch_ns", probe_launch),
+        ("megakernel_launch_ns", lambda: probe_megakernel_launch(sm)),
+        ("kernel_boundary_ns", lambda: probe_boundary(torch)),
+        ("block_dispatch_ns", lambda: probe_dispatch(sm)),
+    ]
+    for field_name, probe in probes:
+        try:
+            value, method = probe()
+        except Exception as err:  # noqa: BLE001 - a failed probe keeps the preset's value, recorded
+            m.extra.setdefault("failed_probes", {})[field_name] = f"{type(err).__name__}: {err}"[:300]
+            log.warning("probe %s failed: %s", field_name, err)
+            continue
+        if not math.isfinite(value) or value < 0:
+            m.extra.setdefault("failed_probes", {})[field_name] = f"non-physical value {value!r}"
+            continue
+        m.values[field_name] = {"value": float(value), "method": method}
+        log.info("%s = %.4g (%s)", field_name, value, method)
+    m.kind_times = time_kinds(layers, plan_params)
+    return m
+
+
+def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
+              plan_params: str = "") -> dict[str, Any]:
+    """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report."""
+    m = measure(tuple(layers), plan_params)
+    raw = Path(measurements_out) if measurements_out else Path(out).with_suffix(".measurements.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    dump_spec(spec, out)
+    report["measurements"] = str(raw)
+    return report
