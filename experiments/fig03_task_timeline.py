@@ -23,7 +23,7 @@ optional ``mapping`` column splits it into panels); it is binned into
 ``DIR/fig03_task_timeline_measured.csv`` (kept there for later re-plots) and drawn beside the model.
 No such recording exists yet: without one the figure says "measured: not yet available".
 
-Run time (2 shared cores): full ~15 s; ``--quick`` (batch 8) ~3 s.
+Run time (2 shared cores): full ~4 s (three simulations, ~1 s of model time); ``--quick`` (batch 8) ~3 s.
 
     python -m experiments.fig03_task_timeline [--quick] [--out DIR] [--gpu V100] [--measured FILE]
     python -m experiments.fig03_task_timeline --plot-only --out DIR

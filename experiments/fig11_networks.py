@@ -16,8 +16,8 @@ D_IG and D_GO); non-fused = the model's four-kernel pipeline (the paper normalis
 model does not have). Layers of equal shape are simulated once (the model is deterministic) and the
 prediction is reused (column ``same_as``). Two worker processes.
 
-Run time (2 shared cores): full ~2-4 min (23 distinct shapes, up to 310 k tasks each); ``--quick``
-(batch 4, 3 layers per network) ~10 s.
+Run time (2 shared cores): full ~50 s (23 distinct shapes, up to 310 k tasks each; 46 s of model time on
+2 workers); ``--quick`` (batch 4, 3 layers per network) ~3 s.
 
     python -m experiments.fig11_networks [--quick] [--out DIR] [--gpu H100] [--workers 2]
     python -m experiments.fig11_networks --plot-only --out DIR
@@ -167,15 +167,17 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
         pts = [float(r["speedup"]) for r in rows if r["network"] == s["network"] and r["included"] == "True"]
         ax.plot(i + rng.uniform(-0.22, 0.22, len(pts)), pts, ls="none", marker="o", ms=3, mfc="none",
                 color=style.OKABE_ITO[1], label="one layer" if i == 0 else None)
-        ax.text(i, 0.04, f"{speedups[i]:.2f}x\nnon-fused {float(s['nonfused_us']) / 1e3:.2f} ms\n"
-                f"fused {float(s['fused_us']) / 1e3:.2f} ms", ha="center", va="bottom", fontsize=7, color="white")
+        ax.text(i, speedups[i] / 2, f"{speedups[i]:.2f}x", ha="center", va="center", fontsize=9, color="white",
+                fontweight="bold")
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    labels = [f"{s['network']}\n{s['layers']} layers, batch {s['batch']}"
+    labels = [f"{s['network']}\n{s['layers']} layers, batch {s['batch']}\n"
+              f"{float(s['nonfused_us']) / 1e3:.2f} -> {float(s['fused_us']) / 1e3:.2f} ms"
               + (f"\n({s['skipped']} stride-2 skipped)" if s["skipped"] else "") for s in summary]
     ax.set_xticks(x, labels, fontsize=7)
+    ax.set_xlabel("summed predicted time, non-fused -> fused", fontsize=7)
     ax.set_ylabel("speedup over non-fused (x)")
     ax.set_title(f"Model ({meta_gpu} preset): 3x3 stride-1 convolutions per network, fused vs non-fused")
-    ax.legend(frameon=False, loc="lower right", fontsize=7)
+    ax.legend(frameon=False, loc="upper left", fontsize=7, ncol=2)
     top = max(float(np.max(speedups, initial=1.0)), max((float(r["speedup"]) for r in rows
                                                            if r["included"] == "True"), default=1.0))
     ax.set_ylim(0, max(1.3, top * 1.25))

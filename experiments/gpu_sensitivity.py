@@ -15,8 +15,8 @@ per-block bandwidths are uncalibrated estimates (each preset's ``source`` says s
 the model responds to SM count, L2 size and bandwidth, not measured GPUs. The ``--gpu`` option of the
 other scripts is not used here. Two worker processes.
 
-Run time (2 shared cores): full ~4-8 min; ``--quick`` (4 layers, batch 8, M in {1, 4}, D_IG x {1, 2})
-~15 s.
+Run time (2 shared cores): full ~4 min (236 s of model time on 2 workers); ``--quick`` (4 layers, batch
+8, M in {1, 4}, D_IG x {1, 2}) ~4 s.
 
     python -m experiments.gpu_sensitivity [--quick] [--out DIR] [--gpus V100,A100,H100,H200] [--workers 2]
     python -m experiments.gpu_sensitivity --plot-only --out DIR
@@ -34,8 +34,7 @@ import numpy as np
 from experiments import style
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import (FULL_BATCH, QUICK_BATCH, QUICK_SWEEP_D_IG_MULTS, QUICK_SWEEP_M, SWEEP_D_IG_MULTS,
-                                SWEEP_M, layer_sweep, parallel_map, print_table, spec_meta)
-from experiments.sweeps import run_script
+                                SWEEP_M, layer_sweep, parallel_map, print_table, run_script, spec_meta)
 from megasim.hardware import get_gpu
 from megasim.plan import Plan
 from megasim.workloads import TABLE2_NAMES, parse_layer
@@ -156,7 +155,7 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_script(NAME, __doc__, argv, compute, plot, extra_args=_extra_args)
+    return run_script(NAME, __doc__, argv, compute, plot, extra_args=_extra_args, uses_gpu_option=False)
 
 
 if __name__ == "__main__":

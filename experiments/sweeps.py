@@ -214,20 +214,22 @@ def run_script(name: str, description: str, argv: Sequence[str] | None,
                plot: Callable[[Path, Path], tuple[Path, Path]],
                extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
                prepare: Callable[[argparse.Namespace], None] | None = None,
-               default_gpu: str = "V100") -> int:
+               default_gpu: str = "V100", uses_gpu_option: bool = True) -> int:
     """The shared main(): compute (unless --plot-only) and then plot from the CSV.
 
     `extra_args` adds a script's own options; `prepare(args)` runs first in both modes (e.g. to turn
-    a recorded GPU run into a results CSV beside the model's, which the plot then reads)."""
+    a recorded GPU run into a results CSV beside the model's, which the plot then reads). A script
+    that does not use --gpu (`uses_gpu_option=False`) gets None for the spec."""
     args = parse_args(description, argv, extra_args, default_gpu)
     if prepare is not None:
         prepare(args)
     csv_path = args.out / f"{name}.csv"
     if not args.plot_only:
-        spec = get_gpu(args.gpu)
+        spec = get_gpu(args.gpu) if uses_gpu_option else None
         start = time.perf_counter()
         csv_path = compute(args, spec)
-        print(f"\n{name}: model time {time.perf_counter() - start:.1f} s on GPU spec {spec.name}; "
+        on = f" on GPU spec {spec.name}" if spec is not None else ""
+        print(f"\n{name}: model time {time.perf_counter() - start:.1f} s{on}; "
               f"wrote {csv_path} and {csv_path.with_suffix('.json')}")
     elif not csv_path.exists():
         raise SystemExit(f"--plot-only: {csv_path} does not exist; run without --plot-only first")
