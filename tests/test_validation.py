@@ -1,0 +1,111 @@
+"""Validation metrics on synthetic data, the calibration fit's pieces, and the committed validation CSV
+re-simulated through `megasim simulate` (CPU only)."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from megasim.calibration import kind_subgraph, sanity_rules
+from megasim.cli import main
+from megasim.hardware import dump_spec, get_gpu, load_spec
+from megasim.plan import Plan, build
+from megasim.validation import (kendall_tau, mape, max_error, pairwise_accuracy, regret, summarize,
+                                validation_plans)
+from megasim.workloads import parse_layer
+
+REPO = Path(__file__).resolve().parent.parent
+CSV = REPO / "experiments/results/nvidia-h200/validation.csv"
+
+
+def test_mape_and_max_error():
+    assert mape([110, 90], [100, 100]) == pytest.approx(0.10)
+    assert max_error([130, 90], [100, 100]) == pytest.approx(0.30)
+    with pytest.raises(ValueError):
+        mape([1.0], [0.0])
+
+
+def test_ranking_metrics():
+    meas = [1.0, 2.0, 3.0, 4.0]
+    assert kendall_tau([10, 20, 30, 40], meas) == pytest.approx(1.0)
+    assert kendall_tau([40, 30, 20, 10], meas) == pytest.approx(-1.0)
+    assert pairwise_accuracy([10, 20, 30, 40], meas) == 1.0
+    assert pairwise_accuracy([40, 30, 20, 10], meas) == 0.0
+    assert pairwise_accuracy([1, 1, 1, 1], meas) == 0.5          # predicted ties count a half
+    assert math.isnan(pairwise_accuracy([1, 2], [3, 3]))          # no measured difference
+    assert pairwise_accuracy([1, 3, 2], [1, 2, 3]) == pytest.approx(2 / 3)
+
+
+def test_regret():
+    assert regret([1, 2, 3], [5, 6, 7]) == 0.0
+    assert regret([3, 2, 1], [5, 6, 7]) == pytest.approx(7 / 5 - 1)
+
+
+def test_summarize_speedup_and_targets():
+    rows = [{"layer": "L", "label": "nonfused", "params": "a", "predicted_us": 100, "measured_us": 100},
+            {"layer": "L", "label": "a1_default", "params": "b", "predicted_us": 80, "measured_us": 90},
+            {"layer": "L", "label": "a1_random", "params": "c", "predicted_us": 120, "measured_us": 130}]
+    s = summarize(rows)
+    v = s["per_layer"]["L"]
+    assert v["speedup_predicted"] == pytest.approx(1.25) and v["speedup_measured"] == pytest.approx(100 / 90)
+    assert v["regret"] == 0.0 and v["pairwise_accuracy"] == 1.0
+    assert s["overall"]["points"] == 3 and not s["targets_met"]["points>=200"]
+
+
+def test_validation_plans_distinct_and_valid():
+    problem = parse_layer("N=2,C=16,K=24,H=20,W=18")
+    plans = validation_plans(problem, 12)
+    keys = [(p.schedule, p.param_string()) for _, p in plans]
+    assert len(set(keys)) == len(keys) and keys[0][0] == "nonfused" and keys[1][0] == "naive"
+    for _, p in plans:
+        build(problem, Plan.parse(p.schedule, p.param_string()))   # the param string rebuilds it
+
+
+def test_kind_subgraph_keeps_tasks_and_bytes():
+    graph, schedule, _ = build(parse_layer("N=2,C=16,K=24,H=20,W=18"), Plan("nonfused"))
+    for launch in schedule.launches:
+        kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+        sub, sched = kind_subgraph(graph, kind, launch.order)
+        ids = np.flatnonzero(graph.kind == graph.kind_id(kind))
+        assert sub.num_tasks == ids.size == len(sched.launches[0].order)
+        full_bytes = sum(graph.access_bytes[graph.access_ptr[i]:graph.access_ptr[i + 1]].sum() for i in ids)
+        assert sub.access_bytes.sum() == pytest.approx(full_bytes)
+
+
+def test_atomic_floor_rule():
+    v = sanity_rules({"atomic_latency_ns": {"value": 9.7, "method": "x"}, "l2_latency_ns": {"value": 150, "method": "y"}})
+    assert v["atomic_latency_ns"]["value"] == 150 and "artefact" in v["atomic_latency_ns"]["method"]
+
+
+def test_megakernel_launch_ns_round_trip(tmp_path):
+    import dataclasses
+    spec = dataclasses.replace(get_gpu("H200"), megakernel_launch_ns=250_000.0,
+                               sources={**get_gpu("H200").sources, "megakernel_launch_ns": "test"})
+    dump_spec(spec, tmp_path / "s.json")
+    back = load_spec(tmp_path / "s.json")
+    assert back.megakernel_launch_ns == 250_000.0 and back.launch_ns(True) == 250_000.0
+    assert back.launch_ns(False) == spec.kernel_launch_ns
+    assert get_gpu("H200").megakernel_launch_ns is None
+
+
+def test_calibrate_and_validate_without_gpu_exit_2(capsys):
+    assert main(["calibrate", "--out", "/tmp/never.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a real CUDA GPU" in err
+    assert main(["validate", "resnet-1", "--spec", str(REPO / "megasim/hardware/calibrated/h200.json")]) == 2
+
+
+@pytest.mark.skipif(not CSV.exists(), reason="no committed validation.csv")
+def test_committed_csv_reproduced_by_simulate(capsys):
+    rows = list(csv.DictReader(CSV.open()))
+    assert len(rows) >= 200
+    picked = [r for r in rows if r["layer"] == "resnet-4"][:3]
+    for r in picked:
+        assert main(["simulate", r["layer"], "--spec", str(REPO / r["spec"]), "--schedule", r["schedule"],
+                     "--param", r["params"], "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["predicted_us"] == pytest.approx(float(r["predicted_us"]), rel=1e-9)
+        assert d["taskgraph_hash"] == r["taskgraph_hash"]
