@@ -159,7 +159,15 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             sp_m = _f(nf, "measured_us") / _f(fu, "measured_us")
             speed = {"speedup_predicted": sp_p, "speedup_measured": sp_m, "speedup_error": sp_p / sp_m - 1.0}
         best_pred = rs[int(np.argmin(p))]
-        per_layer[layer] = {"points": len(rs), "mape": mape(p, m), "max_error": max_error(p, m),
+        # Choosing among the fused mappings alone: the question the optimiser answers, and not met
+        # trivially when the non-fused schedule is the fastest of all (as on the H200).
+        fused = [r for r in rs if r.get("schedule") == "fused"]
+        if len(fused) >= 2:
+            fused_regret = {"regret_fused": regret([_f(r, "predicted_us") for r in fused],
+                                                   [_f(r, "measured_us") for r in fused]), "fused_points": len(fused)}
+        else:
+            fused_regret = {}
+        per_layer[layer] = {**fused_regret,"points": len(rs), "mape": mape(p, m), "max_error": max_error(p, m),
                             "kendall_tau": kendall_tau(p, m), "pairwise_accuracy": pairwise_accuracy(p, m),
                             "regret": regret(p, m), "model_choice": best_pred["label"] + " " + best_pred["params"],
                             "measured_best": rs[int(np.argmin(m))]["label"], **speed}
@@ -173,6 +181,9 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
                         "pairwise_accuracy_min": float(np.nanmin([v["pairwise_accuracy"] for v in per_layer.values()])),
                         "regret_max": max(v["regret"] for v in per_layer.values()),
                         "regret_mean": float(np.mean([v["regret"] for v in per_layer.values()]))})
+        fused_regrets = [v["regret_fused"] for v in per_layer.values() if "regret_fused" in v]
+        if fused_regrets:
+            overall["regret_fused_max"] = max(fused_regrets)
         errs = [abs(v["speedup_error"]) for v in per_layer.values() if "speedup_error" in v]
         if errs:
             overall["speedup_error_max"] = max(errs)
@@ -182,6 +193,8 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "pairwise_accuracy>=0.85 in every layer": all(v["pairwise_accuracy"] >= TARGETS["pairwise_accuracy"]
                                                       for v in per_layer.values()),
         "regret<=5% in every layer": all(v["regret"] <= TARGETS["regret"] for v in per_layer.values()),
+        "regret among fused mappings<=5% in every layer": all(v.get("regret_fused", math.inf) <= TARGETS["regret"]
+                                                              for v in per_layer.values()),
         "speedup within 10% in every layer": all(abs(v.get("speedup_error", math.inf)) <= TARGETS["speedup_error"]
                                                  for v in per_layer.values()),
     }
