@@ -136,12 +136,8 @@ def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -
         f"{int(ctl[mk.CTL_ERR_VALUE])}): a parent comes later in the map or never ran")
 
 
-def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_counters, *,
-                          poll_limit: int = DEFAULT_POLL_LIMIT) -> None:
-    """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure."""
-    order = np.asarray(launch.order, np.int64)
-    if order.size == 0:
-        return
+def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int) -> tuple[np.ndarray, int, int]:
+    """The control array (host copy), grid and block size of one megakernel launch of `size` tasks."""
     if launch.style == "persistent" and launch.dispatch == "blockidx":
         raise KernelInputError(f"launch {launch.name!r}: persistent launches claim tasks by ticket; "
                                "dispatch='blockidx' is not allowed with style='persistent'")
@@ -151,11 +147,21 @@ def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_co
     threads = max(cfg.transform_threads, cfg.gemm_threads)
     persistent = launch.style == "persistent"
     ctl = np.zeros(mk.CTL_SIZE, np.int32)
-    ctl[mk.CTL_NTASKS] = order.size
+    ctl[mk.CTL_NTASKS] = size
     ctl[mk.CTL_DISPATCH] = mk.DISPATCH_BLOCKIDX if launch.dispatch == "blockidx" else mk.DISPATCH_TICKET
     ctl[mk.CTL_PERSISTENT] = int(persistent)
     ctl[mk.CTL_POLL_LIMIT] = poll_limit
-    grid = min(order.size, persistent_blocks(plan, threads, launch.blocks_per_sm)) if persistent else order.size
+    grid = min(size, persistent_blocks(plan, threads, launch.blocks_per_sm)) if persistent else size
+    return ctl, grid, threads
+
+
+def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_counters, *,
+                          poll_limit: int = DEFAULT_POLL_LIMIT) -> None:
+    """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure."""
+    order = np.asarray(launch.order, np.int64)
+    if order.size == 0:
+        return
+    ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit)
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
     mk.megakernel[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,

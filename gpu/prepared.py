@@ -34,22 +34,10 @@ class _PreparedLaunch:
         order = np.asarray(launch.order, np.int64)
         self.size = int(order.size)
         self.d_table = cuda.to_device(ex.task_table(plan.graph, order)) if self.size else None
-        cfg = plan.config
         self.kind = None
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
-            if launch.style == "persistent" and launch.dispatch == "blockidx":
-                raise KernelInputError(f"launch {launch.name!r}: persistent launches claim tasks by ticket; "
-                                       "dispatch='blockidx' is not allowed with style='persistent'")
-            self.threads = max(cfg.transform_threads, cfg.gemm_threads)
-            persistent = launch.style == "persistent"
-            ctl = np.zeros(mk.CTL_SIZE, np.int32)
-            ctl[mk.CTL_NTASKS] = self.size
-            ctl[mk.CTL_DISPATCH] = mk.DISPATCH_BLOCKIDX if launch.dispatch == "blockidx" else mk.DISPATCH_TICKET
-            ctl[mk.CTL_PERSISTENT] = int(persistent)
-            ctl[mk.CTL_POLL_LIMIT] = poll_limit
-            self.grid = (min(self.size, ex.persistent_blocks(plan, self.threads, launch.blocks_per_sm))
-                         if persistent else self.size)
+            ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit)
             self.d_ctl_init = cuda.to_device(ctl)
             self.d_ctl = cuda.to_device(ctl)
         elif self.size:
