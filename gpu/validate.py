@@ -35,9 +35,9 @@ def device_name() -> str:
     return dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
 
 
-def measure_layer(layer: str, n_mappings: int, *, repeats: int = 10, warmup: int = 2, sets: int = 2,
-                  seed: int = 0) -> list[dict[str, Any]]:
-    problem = parse_layer(layer)
+def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup: int = 2,
+                  sets: int = 2) -> list[dict[str, Any]]:
+    """Measure (label, Plan) pairs of one problem: a row per plan, in order (see the module docstring)."""
     device = device_name()
     git_sha = os.environ.get("MEGASIM_GIT_SHA", "")
     rng = np.random.default_rng(11)
@@ -46,10 +46,10 @@ def measure_layer(layer: str, n_mappings: int, *, repeats: int = 10, warmup: int
     ws_ = [cuda.to_device(rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)) for _ in range(sets)]
     workspaces: dict = {}
     rows = []
-    for label, plan in validation_plans(problem, n_mappings, seed):
+    for label, plan in plans:
         t0 = time.perf_counter()
-        row = {"layer": layer, "schedule": plan.schedule, "label": label, "params": plan.param_string(),
-               "device": device, "git_sha": git_sha}
+        row = {"layer": layer or problem.name, "schedule": plan.schedule, "label": label,
+               "params": plan.param_string(), "device": device, "git_sha": git_sha}
         try:
             graph, schedule, plan = build(problem, plan)
             key = plan.config
@@ -69,10 +69,19 @@ def measure_layer(layer: str, n_mappings: int, *, repeats: int = 10, warmup: int
         except Exception as exc:  # noqa: BLE001 - a failing mapping is a record, the run goes on
             traceback.print_exc()
             row.update({"measured_us": "", "status": f"error {type(exc).__name__}: {exc}"[:300]})
-        log.info("%s %-22s %10s us (%.1f s)", layer, label, row.get("measured_us"), time.perf_counter() - t0)
-        print(f"{layer:10s} {label:24s} {row.get('measured_us', '')!s:>12.12s} us  {row['params']}", flush=True)
+        log.info("%s %-22s %10s us (%.1f s)", row["layer"], label, row.get("measured_us"), time.perf_counter() - t0)
         rows.append(row)
     del workspaces, xs, ws_
+    return rows
+
+
+def measure_layer(layer: str, n_mappings: int, *, repeats: int = 10, warmup: int = 2, sets: int = 2,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    problem = parse_layer(layer)
+    rows = measure_plans(problem, validation_plans(problem, n_mappings, seed), layer=layer,
+                         repeats=repeats, warmup=warmup, sets=sets)
+    for row in rows:
+        print(f"{layer:10s} {row['label']:24s} {row.get('measured_us', '')!s:>12.12s} us  {row['params']}", flush=True)
     return rows
 
 

@@ -137,9 +137,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     problem = parse_layer(args.layer, batch=args.batch)
     spec = _spec(args)
-    if args.evaluator == "gpu":
-        from megasim.search import GPUEvaluator
-        GPUEvaluator()   # raises: not built yet (issue 4)
     module = get_strategy(args.strategy)
     options = _options(args.option)
     from megasim.search.budget import check_options
@@ -149,14 +146,15 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     space = SPACES[args.space]()
     result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
                       seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
-                      progress=not args.json and sys.stderr.isatty())
+                      progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator)
     if args.landscape:
         write_landscape(result.records, space.names, args.landscape)
     best = result.best
     summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
                "strategy": args.strategy, "options": options, "seed": args.seed, "space": args.space,
                "budget": args.budget, "best_point": best.params, "params": best.extras.get("param"),
-               "predicted_us": best.time_us, "evaluations": result.evaluations, "simulated": result.simulated,
+               ("measured_us" if args.evaluator == "gpu" else "predicted_us"): best.time_us,
+               "evaluator": args.evaluator, "evaluations": result.evaluations, "simulated": result.simulated,
                "full_fidelity_evaluations": len(result.full_fidelity()), "wall_s": round(result.wall_s, 3),
                "megasim_version": __version__}
     if args.json:
@@ -166,7 +164,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
           f"space {args.space}, budget {args.budget}")
     print(f"  best params     {summary['params']}")
     print(f"  best point      {', '.join(f'{k}={v}' for k, v in best.params.items())}")
-    print(f"  predicted       {best.time_us:,.1f} us")
+    print(f"  {'measured ' if args.evaluator == 'gpu' else 'predicted'}       {best.time_us:,.1f} us")
     print(f"  evaluations     {result.evaluations} ({len(result.full_fidelity())} at full fidelity, "
           f"{result.simulated} simulated, the rest from the cache)")
     print(f"  wall time       {result.wall_s:.1f} s")

@@ -147,8 +147,37 @@ def test_missing_point_and_gpu_evaluator(space):
     ev = CacheEvaluator(space, Cache.for_space(space, DEVICE, PROBLEM))
     assert ev.evaluate([OPTIMUM])[0].reason == "not in cache"
     assert ev.coarse() is None
-    with pytest.raises(MegasimError, match="validation harness of issue 4 and a GPU"):
-        GPUEvaluator()
+    with pytest.raises(MegasimError, match="needs a CUDA GPU"):
+        GPUEvaluator(parse_layer(TINY), default_space())
+
+
+def test_gpu_evaluator_with_a_stand_in_harness(tmp_path):
+    """The GPU evaluator measures each new point once through the harness (here a stand-in that
+    'measures' the model), caches it under the measured device, and a strategy uses it like the
+    simulator's evaluator."""
+    problem = parse_layer(TINY)
+    calls = []
+
+    def fake_measure(prob, plans, **kw):
+        from megasim.hardware import get_gpu
+        from megasim.plan import predict
+        rows = []
+        for _, plan in plans:
+            calls.append(plan.param_string())
+            result, _ = predict(prob, get_gpu("H100"), plan)
+            rows.append({"status": "ok", "measured_us": 2.0 * result.predicted_us, "spread_us": 0.1})
+        return rows
+
+    space = default_space()
+    cache = tmp_path / "measured.json"
+    ev = GPUEvaluator(problem, space, measure=fake_measure, device="fake-GPU", cache_path=cache)
+    res = run_search(ev.space, ev, "exhaustive", budget=500, seed=0)
+    assert res.best is not None and ev.simulated == len(calls) > 0
+    assert "measured-fake-GPU" in json.loads(cache.read_text())["device_name"]
+    again = GPUEvaluator(problem, space, measure=fake_measure, device="fake-GPU", cache_path=cache)
+    before = len(calls)
+    res2 = run_search(again.space, again, "exhaustive", budget=500, seed=0)
+    assert len(calls) == before and res2.best.time_us == res.best.time_us   # all from the cache
 
 
 def test_landscape_csv_and_plot(tmp_path, space, caches):
@@ -184,7 +213,7 @@ def test_cli_optimize_tiny_json(tmp_path, capsys):
     (["--option", "nope=1"], "unknown option(s) nope for strategy 'multifidelity' (allowed:"),
     (["--option", "broken"], "malformed --option item"),
     (["--budget", "0"], "--budget 0 is not allowed"),
-    (["--evaluator", "gpu"], "needs the validation harness of issue 4 and a GPU"),
+    (["--evaluator", "gpu"], "needs a CUDA GPU"),
 ])
 def test_cli_optimize_errors(extra, message, capsys):
     with pytest.raises(SystemExit) if "bogus" in extra else _nullcontext() as exc:

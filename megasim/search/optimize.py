@@ -10,11 +10,13 @@ from typing import Any, TextIO
 
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
-from megasim.search.evaluators import SimulatorEvaluator
+from megasim.search.evaluators import GPUEvaluator, SimulatorEvaluator
 from megasim.search.record import Record
 from megasim.search.space import SearchSpace, default_space
 from megasim.search.strategies import DEFAULT_STRATEGY, get_strategy
 from megasim.workloads.problem import ConvProblem
+
+EVALUATORS = ("simulator", "gpu")
 
 
 @dataclass(frozen=True)
@@ -77,17 +79,25 @@ def run_search(space: SearchSpace, evaluator: Any, strategy: str = DEFAULT_STRAT
 def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STRATEGY, budget: int = 200,
              options: dict[str, Any] | None = None, seed: int = 0, workers: int | None = None,
              cache_path: str | Path | None = None, space: SearchSpace | None = None,
-             progress: bool = False) -> SearchResult:
-    """Search the mapping parameters of one layer with the simulator."""
+             progress: bool = False, evaluator: str = "simulator") -> SearchResult:
+    """Search the mapping parameters of one layer with the simulator, or measured on the GPU
+    (``evaluator="gpu"``: the validation harness; `spec` is then unused)."""
     get_strategy(strategy)   # fail fast on a bad name, before the pool starts
+    if evaluator not in EVALUATORS:
+        raise MegasimError(f"evaluator {evaluator!r} is not allowed (allowed: {', '.join(EVALUATORS)})")
     space = space or default_space()
     line = ProgressLine(budget) if progress else None
-    with SimulatorEvaluator(problem, spec, space, workers=workers, cache_path=cache_path, progress=line) as ev:
-        try:
+    try:
+        if evaluator == "gpu":
+            ev = GPUEvaluator(problem, space, cache_path=cache_path, progress=line)
             result = run_search(ev.space, ev, strategy, budget, options, seed)
-        finally:
-            if line:
-                line.close()
+        else:
+            with SimulatorEvaluator(problem, spec, space, workers=workers, cache_path=cache_path,
+                                    progress=line) as ev:
+                result = run_search(ev.space, ev, strategy, budget, options, seed)
+    finally:
+        if line:
+            line.close()
     if result.best is None:
         reasons = sorted({r.reason for r in result.records if r.reason})
         raise MegasimError(f"no valid point found in {result.evaluations} evaluations"
