@@ -56,11 +56,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                            "measured_us": round(meas[k].time_us, 2)})
         print(f"{layer:11s} {len(pred):4d} points  model choice measures {chosen.time_us:9.1f} us, best "
               f"{best.time_us:9.1f} us: regret {rows[-1]['regret']:+.1%}", flush=True)
-    meta = provenance({"script": "experiments.optimizer_on_gpu", "spec": args.spec, "space": "default",
-                       "device": _device()})
-    out = Path(args.out)
-    write_results(rows, out, "optimizer_on_gpu", meta)
-    write_results(points, out, "optimizer_on_gpu_points", meta)
+        # Written after every layer, so a run cut short keeps what it measured.
+        meta = provenance({"script": "experiments.optimizer_on_gpu", "spec": args.spec, "space": "default",
+                           "device": _device()})
+        write_results(rows, Path(args.out), "optimizer_on_gpu", meta)
+        write_results(points, Path(args.out), "optimizer_on_gpu_points", meta)
     worst = max(r["regret"] for r in rows)
     print(f"worst regret {worst:+.1%} over {len(rows)} layers (target <= 5%)")
     return rows
