@@ -237,11 +237,13 @@ def probe_megakernel_launch(sm: int) -> tuple[float, str]:
     cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
     prm = cuda.to_device(plan.params)
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
+    trace = ex.no_trace()
 
     def run():
         cnt.copy_to_device(cnt_init, stream=cuda.default_stream())
         d_ctl.copy_to_device(d_ctl_init, stream=cuda.default_stream())
-        mk.megakernel[sm, threads, 0, plan.shared_bytes](table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+        mk.megakernel[sm, threads, 0, plan.shared_bytes](table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
+                                                         trace)
 
     run()
     ms = _ms(run, warmup=5, repeats=30)

@@ -136,6 +136,11 @@ def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -
         f"{int(ctl[mk.CTL_ERR_VALUE])}): a parent comes later in the map or never ran")
 
 
+def no_trace():
+    """The one-row trace array a megakernel launch gets when it records nothing."""
+    return cuda.to_device(np.zeros((1, mk.TRACE_COLS), np.int64))
+
+
 def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int) -> tuple[np.ndarray, int, int]:
     """The control array (host copy), grid and block size of one megakernel launch of `size` tasks."""
     if launch.style == "persistent" and launch.dispatch == "blockidx":
@@ -165,7 +170,7 @@ def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_co
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
     mk.megakernel[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,
-                                                     ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+                                                     ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, no_trace())
     _raise_kernel_error(plan, d_ctl.copy_to_host(), launch.name)
 
 

@@ -38,6 +38,7 @@ import os
 
 from numba import cuda, int32
 
+from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
 # Task table columns.
@@ -47,7 +48,9 @@ TABLE_COLS = 8
 # Control array layout.
 CTL_TICKET, CTL_NTASKS, CTL_DISPATCH, CTL_PERSISTENT, CTL_POLL_LIMIT = 0, 1, 2, 3, 4
 CTL_ERR_CODE, CTL_ERR_POS, CTL_ERR_TASK, CTL_ERR_COUNTER, CTL_ERR_VALUE = 5, 6, 7, 8, 9
+CTL_TRACE = 10                # 1: record (claim, ready, end, SM) of every map position into `trace`
 CTL_SIZE = 16
+TRACE_COLS = 4                # trace[pos] = claim_ns, ready_ns, end_ns, sm (globaltimer / %smid)
 
 DISPATCH_TICKET, DISPATCH_BLOCKIDX = 0, 1
 ERR_NONE, ERR_WAIT_TIMEOUT = 0, 1
@@ -104,7 +107,7 @@ _megakernel_jit = cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS) if MEGAKERNEL
 
 
 @_megakernel_jit
-def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
+def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """Runs the launch's task map; each claimed map position runs one task (Listing 1b).
 
     Grid: per-task launches have one block per map position (ticket: block order does not matter;
@@ -116,15 +119,23 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
     task's counters and broadcasts (position, ok) through 8 bytes of static shared memory; after
     the task, thread 0 signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging).
     Memory ordering: see the module docstring.
+    Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
+    nanoseconds and the SM id; ``trace`` needs a row per map position then (else one dummy row).
     """
     sh = cuda.shared.array(2, int32)
     tid = cuda.threadIdx.x
+    tracing = ctl[CTL_TRACE] != 0
     first = True
     while True:
         if tid == 0:
+            t_claim = globaltimer() if tracing else 0
             pos, ok = _claim_and_wait(table, ctl, counters, first)
             sh[0] = pos
             sh[1] = ok
+            if tracing and pos < ctl[CTL_NTASKS]:
+                trace[pos, 0] = t_claim
+                trace[pos, 1] = globaltimer()
+                trace[pos, 3] = smid()
         cuda.syncthreads()
         pos = sh[0]
         ok = sh[1]
@@ -147,6 +158,8 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y):
             if sig >= 0:
                 cuda.threadfence()  # release
                 cuda.atomic.sub(counters, sig, 1)
+            if tracing:
+                trace[pos, 2] = globaltimer()
         if ctl[CTL_PERSISTENT] == 0:
             return
         first = False

@@ -29,7 +29,8 @@ from megasim.plan import winograd_nonfused
 
 
 class _PreparedLaunch:
-    def __init__(self, plan: ex.WinogradPlan, launch: Launch, kernels: str, poll_limit: int) -> None:
+    def __init__(self, plan: ex.WinogradPlan, launch: Launch, kernels: str, poll_limit: int,
+                 trace: bool = False) -> None:
         self.launch = launch
         order = np.asarray(launch.order, np.int64)
         self.size = int(order.size)
@@ -38,6 +39,11 @@ class _PreparedLaunch:
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
             ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit)
+            if trace:
+                ctl[mk.CTL_TRACE] = 1
+                self.d_trace = cuda.to_device(np.zeros((max(1, self.size), mk.TRACE_COLS), np.int64))
+            else:
+                self.d_trace = ex.no_trace()
             self.d_ctl_init = cuda.to_device(ctl)
             self.d_ctl = cuda.to_device(ctl)
         elif self.size:
@@ -56,7 +62,7 @@ class PreparedSchedule:
     """
 
     def __init__(self, plan: ex.WinogradPlan, schedule: Schedule, *, kernels: str = "megakernel",
-                 poll_limit: int = ex.DEFAULT_POLL_LIMIT, check: bool = True) -> None:
+                 poll_limit: int = ex.DEFAULT_POLL_LIMIT, check: bool = True, trace: bool = False) -> None:
         if kernels not in ex.KERNEL_STYLES:
             raise KernelInputError(f"kernels={kernels!r} is not allowed (allowed: {', '.join(ex.KERNEL_STYLES)})")
         if check:
@@ -69,7 +75,7 @@ class PreparedSchedule:
             self.d_counters = cuda.to_device(init)
         else:
             self.d_counters_init = self.d_counters = None
-        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit) for l in schedule.launches]
+        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace) for l in schedule.launches]
 
     def run(self, ws: ex.Workspace) -> None:
         """Enqueue the whole schedule on the default stream (no host synchronisation)."""
@@ -84,7 +90,8 @@ class PreparedSchedule:
             if self.kernels == "megakernel":
                 pl.d_ctl.copy_to_device(pl.d_ctl_init, stream=cuda.default_stream())
                 mk.megakernel[pl.grid, pl.threads, 0, plan.shared_bytes](
-                    pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y)
+                    pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
+                    pl.d_trace)
             elif pl.kind == dev.FTRANS:
                 mk.ftrans_kernel[pl.size, cfg.transform_threads](pl.d_table, self.d_prm, ws.w, ws.U)
             elif pl.kind == dev.ITRANS:
@@ -93,6 +100,11 @@ class PreparedSchedule:
                 mk.gemm_kernel[pl.size, cfg.gemm_threads, 0, plan.shared_bytes](pl.d_table, self.d_prm, ws.V, ws.U, ws.M)
             else:
                 mk.otrans_kernel[pl.size, cfg.transform_threads](pl.d_table, self.d_prm, ws.M, ws.Y)
+
+    def traces(self) -> list[np.ndarray]:
+        """Per megakernel launch, the recorded (claim_ns, ready_ns, end_ns, sm) of each map position
+        (PreparedSchedule(..., trace=True); synchronises)."""
+        return [pl.d_trace.copy_to_host() for pl in self.launches if pl.size and self.kernels == "megakernel"]
 
     def check(self) -> None:
         """Raise MegakernelError if the last run's megakernel launches reported an error (synchronises)."""

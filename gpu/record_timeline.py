@@ -1,0 +1,109 @@
+"""Record a measured task timeline of the megakernel and put it beside the simulated one.
+
+Runs one layer's fused schedule (Algorithm 1, default parameters) on the GPU with tracing on: thread 0
+of each block writes the global-timer nanoseconds at which it claimed its task, saw its parents done
+and finished, and its SM id (gpu/trace.py). The same TaskGraph and schedule are simulated with a spec
+(default: the calibrated H200 spec). Writes to DIR (default $OUT or experiments/results/<device>):
+timeline_measured.csv and timeline_simulated.csv (task, kind, start_ns, ready_ns, end_ns, sm; times
+from the first claim) and timeline_gantt.png (per-SM Gantt charts, a few SMs, measured above simulated;
+the SM ids are not the same SMs: the model numbers its SMs in placement order). The measured CSV is
+what `python -m experiments.fig03_task_timeline --measured FILE` reads.
+
+    bash gpu/on_device.sh python -m gpu.record_timeline --layer resnet-1
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+from numba import cuda
+
+from gpu import executor as ex
+from gpu.prepared import PreparedSchedule
+from megasim.hardware import load_spec
+from megasim.plan import Plan, build
+from megasim.sim import simulate
+from megasim.workloads import parse_layer
+
+COLUMNS = ("task", "kind", "start_ns", "ready_ns", "end_ns", "sm")
+
+
+def _write(path: Path, rows) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        w.writerows(rows)
+
+
+def _gantt(ax, start, end, sm, kind, kinds, sms, title, colors) -> None:
+    for row, s in enumerate(sms):
+        sel = np.flatnonzero(sm == s)
+        for k in range(len(kinds)):
+            pick = sel[kind[sel] == k]
+            if pick.size:
+                ax.broken_barh(list(zip(start[pick] / 1e3, (end[pick] - start[pick]) / 1e3)), (row - 0.4, 0.8),
+                               facecolors=colors[k], edgecolor="none", alpha=0.8)
+    ax.set_yticks(range(len(sms)), [f"SM {s}" for s in sms])
+    ax.set_title(title)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layer", default="resnet-1")
+    ap.add_argument("--spec", default="megasim/hardware/calibrated/h200.json")
+    ap.add_argument("--sms", type=int, default=6, help="SMs drawn in the Gantt chart")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    problem = parse_layer(args.layer)
+    graph, schedule, plan = build(problem, Plan("fused"))
+    wplan = ex.make_plan(problem, plan.config, graph)
+    rng = np.random.default_rng(5)
+    x = cuda.to_device(rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32))
+    w = cuda.to_device(rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32))
+    ws = ex.workspace(wplan, x, w)
+    prep = PreparedSchedule(wplan, schedule, kernels="megakernel", trace=True)
+    for _ in range(3):                       # warm-up; the last run is the one recorded
+        prep.run(ws)
+    cuda.synchronize()
+    prep.check()
+    (trace,) = prep.traces()
+    order = np.asarray(schedule.launches[0].order)
+    t0 = trace[:, 0].min()
+    measured = np.column_stack([order, graph.kind[order], trace[:, 0] - t0, trace[:, 1] - t0,
+                                trace[:, 2] - t0, trace[:, 3]])
+    sim = simulate(graph, schedule, load_spec(args.spec))
+    s0 = np.nanmin(sim.claim_ns)
+    simulated = np.column_stack([np.arange(graph.num_tasks), graph.kind, sim.claim_ns - s0, sim.ready_ns - s0,
+                                 sim.end_ns - s0, sim.sm])
+    out = Path(args.out or os.environ.get("OUT") or "experiments/results/gpu")
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "timeline_measured.csv", measured[np.argsort(measured[:, 0])].astype(np.int64).tolist())
+    _write(out / "timeline_simulated.csv", np.round(simulated).astype(np.int64).tolist())
+    span_m = (trace[:, 2].max() - t0) / 1e3
+    print(f"{args.layer} fused {plan.param_string()}: measured span {span_m:,.1f} us (one traced run), "
+          f"simulated {sim.predicted_us:,.1f} us; {graph.num_tasks} tasks on {len(np.unique(trace[:, 3]))} SMs")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from experiments import style
+    colors = style.OKABE_ITO
+    fig, axes = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    m_sm = np.unique(measured[:, 5])[:args.sms]
+    _gantt(axes[0], measured[:, 2], measured[:, 4], measured[:, 5], measured[:, 1], graph.kind_names, m_sm,
+           f"measured on the GPU ({args.layer}, one run, first {args.sms} SMs)", colors)
+    _gantt(axes[1], simulated[:, 2], simulated[:, 4], simulated[:, 5], simulated[:, 1], graph.kind_names,
+           list(range(args.sms)), f"simulated ({Path(args.spec).name})", colors)
+    axes[1].set_xlabel("time from the first claim (us)")
+    handles = [matplotlib.patches.Patch(color=colors[k], label=n) for k, n in enumerate(graph.kind_names)]
+    axes[0].legend(handles=handles, loc="upper right", ncol=4, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "timeline_gantt.png", dpi=150)
+    print(f"wrote {out / 'timeline_measured.csv'}, {out / 'timeline_simulated.csv'}, {out / 'timeline_gantt.png'}")
+
+
+if __name__ == "__main__":
+    main()
