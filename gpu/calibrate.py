@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda, float32
 
 from gpu.timing import time_cuda
 from megasim.calibration import CALIBRATION_LAYERS, Measurements, calibrated_spec

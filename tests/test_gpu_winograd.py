@@ -16,7 +16,7 @@ import pytest
 from megasim.errors import MappingError, MegasimError
 from megasim.lowering.winograd import WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import matrices
-from megasim.mapping import (Algorithm1Params, Launch, Schedule, algorithm1, default_params, naive_fused, nonfused,
+from megasim.mapping import (Algorithm1Params, Launch, Schedule, default_params, naive_fused, nonfused,
                              random_order)
 from megasim.workloads.problem import ConvProblem
 

@@ -48,7 +48,7 @@ from megasim.hardware.spec import GPUSpec
 from megasim.mapping.schedule import Launch, Schedule, check_valid
 from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
-from megasim.sim.occupancy import Footprint, Occupancy, occupancy
+from megasim.sim.occupancy import Footprint, occupancy
 from megasim.sim.result import SimResult
 from megasim.sim.servers import SharedServer
 from megasim.taskgraph import TaskGraph
