@@ -11,6 +11,9 @@ memory regions they touch:
   unused). ``counter_init[c]`` is the number of decrements counter c receives, i.e. the number of
   parents behind it. This is the paper's dependency-counter scheduler (Sec. 6, Listing 2).
 - ``flops[i]``: floating-point work of the task (2 per multiply-add).
+- ``other_ops[i]`` (optional, None = none): work that is not FP32 arithmetic, counted in the unit the
+  kind's ``TaskCost.ns_per_other_op`` prices (e.g. the window elements a sparse kernel scans and
+  compresses); it adds to the task's compute phase.
 - Memory accesses, in CSR form: task i's accesses are rows ``access_ptr[i]:access_ptr[i+1]`` of
   ``access_region``, ``access_part_lo``, ``access_part_hi``, ``access_bytes``, ``access_write``.
   A *region* is a tensor slice that the L2 model tracks as a unit: it has ``region_parts[r]`` equal
@@ -70,6 +73,7 @@ class TaskGraph:
     kind_registers: np.ndarray   # int32 (K,)
     kind_shared_bytes: np.ndarray  # int32 (K,)
     megakernel_registers: int = 0
+    other_ops: np.ndarray | None = None   # float64 (T,) or None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,6 +105,9 @@ class TaskGraph:
     def validate(self) -> None:
         """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
         t = self.num_tasks
+        if self.other_ops is not None:
+            if self.other_ops.shape != (t,) or np.any(self.other_ops < 0):
+                raise MegasimError(f"TaskGraph.other_ops must have shape ({t},) and be >= 0")
         for name in ("group", "index_in_group", "flops"):
             if getattr(self, name).shape != (t,):
                 raise MegasimError(f"TaskGraph.{name} has shape {getattr(self, name).shape}, expected ({t},)")
@@ -158,6 +165,9 @@ class TaskGraph:
                 h.update(str(arr.dtype).encode())
                 h.update(str(arr.shape).encode())
                 h.update(arr.tobytes())
+            if self.other_ops is not None:      # absent from the hash when absent, so older hashes hold
+                h.update(b"other_ops")
+                h.update(np.ascontiguousarray(self.other_ops, np.float64).tobytes())
             cached = h.hexdigest()[:16]
             object.__setattr__(self, "_hash", cached)
         return cached

@@ -14,6 +14,7 @@ ones (``OPTIONAL_FIELDS``: ``megakernel_launch_ns``); unknown fields are rejecte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from typing import Any
 from megasim.errors import SpecError
 from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
 
-_COST_FIELDS = ("compute_efficiency", "fixed_ns")
+_COST_FIELDS = ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share")
+_COST_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TaskCost)}
+_COST_ALWAYS = ("compute_efficiency", "fixed_ns")   # the others are written only when not default
 
 
 def _entry(where: str, raw: Any) -> tuple[float, str]:
@@ -103,7 +106,8 @@ def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
     for kind, cost in spec.task_costs.items():
         costs[kind] = {cf: {"value": getattr(cost, cf),
                             "source": spec.sources.get(f"task_costs.{kind}.{cf}", "unknown")}
-                       for cf in _COST_FIELDS}
+                       for cf in _COST_FIELDS
+                       if cf in _COST_ALWAYS or getattr(cost, cf) != _COST_DEFAULTS[cf]}
     return {"schema_version": SCHEMA_VERSION, "name": spec.name, "description": spec.description,
             "values": values, "task_costs": costs}
 

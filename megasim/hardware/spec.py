@@ -29,13 +29,23 @@ SCHEMA_VERSION = 1
 @dataclass(frozen=True)
 class TaskCost:
     """What one task kind's device function costs beyond its bytes: a compute efficiency (fraction of
-    the SM's FP32 peak it sustains while it computes) and a fixed time per task (index arithmetic,
-    synchronisation, epilogue) that no roofline term captures."""
+    the SM's FP32 peak it sustains while it computes), a fixed time per task (index arithmetic,
+    synchronisation, epilogue) that no roofline term captures, the SM time of each of its non-FP32
+    operations (``TaskGraph.other_ops``: e.g. the compare-and-store of a sparse kernel's compression;
+    ns of the whole SM per operation), and the largest share of an SM's issue rate one block of the
+    kind can use (``block_sm_share``: a block's few warps cannot hide their own latencies, so an SM
+    with one block resident runs below peak)."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
+    ns_per_other_op: float = 0.0
+    block_sm_share: float = 1.0
 
     def __post_init__(self) -> None:
+        if not (self.ns_per_other_op >= 0.0):
+            raise SpecError(f"ns_per_other_op={self.ns_per_other_op!r} is not allowed: it must be >= 0")
+        if not (0.0 < self.block_sm_share <= 1.0):
+            raise SpecError(f"block_sm_share={self.block_sm_share!r} is not allowed: it must be in (0, 1]")
         if not (0.0 < self.compute_efficiency <= 1.0):
             raise SpecError(
                 f"compute_efficiency={self.compute_efficiency!r} is not allowed: it must be in (0, 1]"

@@ -20,7 +20,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   and is a job on one shared memory-system server (``SharedServer``) with work
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most
   ``tb_max_dram_bw_gbps`` of it. The compute phase is a job on its SM's server, work
-  ``flops / (sm_gflops * compute_efficiency)`` ns, shared equally by the blocks computing there.
+  ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op`` ns, shared equally by
+  the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM.
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
@@ -94,7 +95,12 @@ class _Run:
         t = graph.num_tasks
         eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.kind_names])
         fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.kind_names])
-        self.compute_ns = (graph.flops / (spec.sm_gflops * eff[graph.kind])).tolist()
+        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind])
+        if graph.other_ops is not None:
+            per_op = np.array([spec.task_cost(k).ns_per_other_op for k in graph.kind_names])
+            compute_ns = compute_ns + graph.other_ops * per_op[graph.kind]
+        self.compute_ns = compute_ns.tolist()
+        self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
         self.fixed_ns = fixed[graph.kind].tolist()
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
@@ -167,6 +173,11 @@ class _Run:
                 raise SimulationError(f"blocks_per_sm={launch.blocks_per_sm} is not allowed for launch "
                                       f"{launch.name!r}: at most {occ.blocks_per_sm} fit ({occ.limited_by})")
             per_sm = launch.blocks_per_sm
+        # One block's share of its SM's compute: that of the launch's kind (a launch that mixes
+        # kinds takes the largest of theirs: a per-job cap of mixed jobs is not modelled).
+        share = max(self.block_share[k] for k in np.unique(self.graph.kind[launch.order]).tolist())
+        for sm in self.sms:
+            sm.cap = share
         self.cur = launch
         self.cur_order = launch.order.tolist()
         self.cur_len = len(self.cur_order)

@@ -1,0 +1,362 @@
+"""Lowering sparse (ECR, PECR) and dense direct convolutions to TaskGraphs whose costs follow the zeros.
+
+One task is one thread block of the kernels in ``gpu/sparse.py``, cut as ``sparse_tiling`` says
+(read its docstring first). What a block costs depends on the nonzeros its threads meet, so the
+lowering counts them from a real feature map (a boolean "nonzero" mask of the input; or a map drawn
+from a sparsity parameter, ``megasim.workloads.sparse``):
+
+- **Multiply-adds.** A thread of ``ecr`` loops over the nonzeros of its window, ``k_tile``
+  multiply-adds each; ``direct`` over every window element (padding included). A warp issues its
+  loop as long as its busiest thread runs (the others idle, predicated off), so per warp and channel
+  chunk the issued work is ``32 x k_tile x max over the warp's threads of its count``; a task's
+  ``flops`` are twice the sum over its warps and chunks. ``pecr`` / ``direct_fused`` count, per
+  nonzero (or element) of the thread's input patch, the convolution outputs of its pooling window
+  that use it (1 to pool^2).
+- **Scan** (``other_ops``). Every thread reads every element of its window (its patch, for the
+  fused kinds) once per chunk, compares it and, for the sparse kinds, stores the nonzeros: one
+  operation per element and thread of an active warp, plus the staged weights
+  (``c_chunk*R*S*k_tile`` per chunk). ``TaskCost.ns_per_other_op`` of the kind prices them.
+- **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
+  writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
+  (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
+  that every filter tile re-reads the same input rows. The compressed windows live in shared memory:
+  no global traffic.
+- **Unfused chains** (``ecr_unfused``, ``direct_unfused``): the conv kernel, then ``relu`` (256
+  threads, one element each, in place) and ``maxpool`` (256 threads, one pooled output each) launches.
+
+The model reads per-kind costs from the GPUSpec (``task_costs['ecr']`` ...), calibrated from each
+kernel timed alone on calibration problems (``gpu/calibrate_sparse.py``), never on the problems it is
+judged on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from megasim.errors import LoweringError
+from megasim.lowering.sparse_tiling import (
+    CONV_KINDS,
+    FUSED_KINDS,
+    PoolSpec,
+    SparseTiling,
+    choose_tiling,
+    grid,
+    patch_hw,
+    pooled_hw,
+)
+from megasim.mapping.schedule import Launch, Schedule
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+from megasim.workloads.sparse import SparsitySpec, zero_mask
+
+OPS = ("ecr", "direct", "pecr", "direct_fused", "ecr_unfused", "direct_unfused")
+ELEMENTWISE_THREADS = 256
+WARP = 32
+FLOAT_BYTES = 4
+# Registers per thread of the compiled kernels (sm_90, numba-cuda 0.30.4), keyed (kind, k_tile); a
+# kind/tile not listed is estimated as 2 x accumulators + 40 (gpu/sparse_check.py prints the real ones).
+KERNEL_REGISTERS: dict[tuple[str, int], int] = {}
+ELEMENTWISE_REGISTERS = 16
+
+
+def kernel_registers(tiling: SparseTiling) -> int:
+    return KERNEL_REGISTERS.get((tiling.kind, tiling.k_tile), min(255, 2 * tiling.accumulators() + 40))
+
+
+@dataclass(frozen=True)
+class SparseLowering:
+    """What was lowered: the op, its conv kernel's tiling, the pool (fused and unfused chains), and
+    the measured sparsity of the map the costs were counted from."""
+
+    op: str
+    tiling: SparseTiling
+    pool: PoolSpec | None
+    sparsity: float
+
+
+def nonzero_mask(problem: ConvProblem, x=None, sparsity: SparsitySpec | float | None = None) -> np.ndarray:
+    """The boolean nonzero mask (N, C, H, W) of a real input `x`, or of a map drawn from `sparsity`."""
+    shape = (problem.n, problem.c, problem.h, problem.w)
+    if (x is None) == (sparsity is None):
+        raise LoweringError("give exactly one of a feature map x or a sparsity")
+    if x is not None:
+        x = np.asarray(x)
+        if x.shape != shape:
+            raise LoweringError(f"feature map shape {x.shape} is not allowed: the problem needs {shape}")
+        return x != 0
+    if not isinstance(sparsity, SparsitySpec):
+        sparsity = SparsitySpec(sparsity)
+    return ~zero_mask(shape, sparsity)
+
+
+def _window_counts(nz: np.ndarray, problem: ConvProblem, c_chunk: int, weights: np.ndarray,
+                   step: int, out_hw: tuple[int, int]) -> np.ndarray:
+    """Per (image, chunk, out row, out col): sum over the chunk's channels and the window of
+    ``weights[dy, dx] * nz`` where the window of output (i, j) starts at padded input (i*step, j*step)."""
+    n, c, h, w = nz.shape
+    pad = problem.padding
+    chunks = -(-c // c_chunk)
+    per = np.zeros((n, chunks, h + 2 * pad, w + 2 * pad), np.int32)
+    summed = np.add.reduceat(nz.astype(np.int32), np.arange(0, c, c_chunk), axis=1)
+    per[:, :, pad:pad + h, pad:pad + w] = summed
+    wh, ww = weights.shape
+    p, q = out_hw
+    out = np.zeros((n, chunks, p, q), np.int32)
+    for dy in range(wh):
+        for dx in range(ww):
+            if weights[dy, dx]:
+                out += weights[dy, dx] * per[:, :, dy:dy + step * (p - 1) + 1:step, dx:dx + step * (q - 1) + 1:step]
+    return out
+
+
+def _per_warp_max(counts: np.ndarray, pixels: int) -> np.ndarray:
+    """counts (chunks, pixels) -> per warp, the sum over chunks of its busiest thread's count."""
+    chunks = counts.shape[0]
+    warps = -(-pixels // WARP)
+    padded = np.zeros((chunks, warps * WARP), counts.dtype)
+    padded[:, :pixels] = counts
+    return padded.reshape(chunks, warps, WARP).max(axis=2).sum(axis=0).astype(np.float64)
+
+
+def _conv_counts(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, sparse: bool) -> np.ndarray:
+    """(chunks, pixels) multiply-add iterations per thread, pixels flattened over (n, out row, out col)."""
+    if tiling.kind in CONV_KINDS:
+        weights = np.ones((problem.r, problem.s), np.int32)
+        out_hw, step = (problem.out_h, problem.out_w), problem.stride
+    else:
+        ph, pw = patch_hw(problem, tiling.pool)
+        pool = tiling.pool.size
+        # How many of the pool x pool windows use patch position (py, px).
+        weights = np.zeros((ph, pw), np.int32)
+        for dy in range(pool):
+            for dx in range(pool):
+                weights[dy * problem.stride:dy * problem.stride + problem.r,
+                        dx * problem.stride:dx * problem.stride + problem.s] += 1
+        out_hw, step = pooled_hw(problem, tiling.pool), problem.stride * tiling.pool.stride
+    if not sparse:
+        nz = np.ones_like(nz)
+    counts = _window_counts(nz, problem, tiling.c_chunk, weights, step, out_hw)
+    if not sparse:      # the dense twins also multiply the padding
+        chunks = counts.shape[1]
+        full = np.array([min(tiling.c_chunk, problem.c - i * tiling.c_chunk) for i in range(chunks)])
+        counts[:] = (full * int(weights.sum()))[None, :, None, None]
+    return counts.transpose(1, 0, 2, 3).reshape(counts.shape[1], -1)
+
+
+class _GraphParts:
+    """Accumulates tasks, accesses and regions of a (possibly multi-kernel) plain-kernel graph."""
+
+    def __init__(self) -> None:
+        self.kinds: list[tuple[str, int, int, int]] = []
+        self.tensors: list[str] = []
+        self.regions: list[tuple[int, int, float]] = []
+        self.kind: list[np.ndarray] = []
+        self.group: list[np.ndarray] = []
+        self.index: list[np.ndarray] = []
+        self.flops: list[np.ndarray] = []
+        self.other: list[np.ndarray] = []
+        self.acc: list[tuple[np.ndarray, ...]] = []     # per kind: task, region, lo, hi, bytes, write
+
+    def add_kind(self, name: str, threads: int, registers: int, shared: int) -> int:
+        self.kinds.append((name, threads, registers, shared))
+        return len(self.kinds) - 1
+
+    def add_region(self, tensor: str, parts: int, part_bytes: float) -> int:
+        if tensor not in self.tensors:
+            self.tensors.append(tensor)
+        self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
+        return len(self.regions) - 1
+
+    def add_tasks(self, kind: int, group, index, flops, other, accesses) -> None:
+        self.kind.append(np.full(len(group), kind, np.int16))
+        self.group.append(np.asarray(group, np.int32))
+        self.index.append(np.asarray(index, np.int32))
+        self.flops.append(np.asarray(flops, np.float64))
+        self.other.append(np.asarray(other, np.float64))
+        self.acc.append(accesses)
+
+    def build(self, meta: dict, megakernel_registers: int = 0) -> TaskGraph:
+        kind = np.concatenate(self.kind)
+        t = kind.size
+        offset = 0
+        task_l, region_l, lo_l, hi_l, bytes_l, write_l = [], [], [], [], [], []
+        for k, (task, region, lo, hi, nbytes, write) in zip(self.kind, self.acc):
+            task_l.append(task + offset)
+            region_l.append(region)
+            lo_l.append(lo)
+            hi_l.append(hi)
+            bytes_l.append(nbytes)
+            write_l.append(write)
+            offset += k.size
+        task = np.concatenate(task_l)
+        order = np.argsort(task, kind="stable")
+        counts = np.bincount(task, minlength=t)
+        ptr = np.zeros(t + 1, np.int64)
+        ptr[1:] = np.cumsum(counts)
+        a = task.size
+        graph = TaskGraph(
+            kind_names=tuple(k[0] for k in self.kinds), kind=kind,
+            group=np.concatenate(self.group), index_in_group=np.concatenate(self.index),
+            wait_counters=np.full((t, 1), -1, np.int32), signal_counters=np.full((t, 1), -1, np.int32),
+            counter_init=np.zeros(0, np.int32), flops=np.concatenate(self.flops),
+            access_ptr=ptr,
+            access_region=np.concatenate(region_l)[order].astype(np.int32),
+            access_part_lo=np.concatenate(lo_l)[order].astype(np.int32),
+            access_part_hi=np.concatenate(hi_l)[order].astype(np.int32),
+            access_part_step=np.ones(a, np.int32),
+            access_bytes=np.concatenate(bytes_l)[order].astype(np.float64),
+            access_write=np.concatenate(write_l)[order].astype(bool),
+            region_parts=np.array([r[1] for r in self.regions], np.int32),
+            region_part_bytes=np.array([r[2] for r in self.regions], np.float64),
+            region_tensor=np.array([r[0] for r in self.regions], np.int16),
+            tensor_names=tuple(self.tensors),
+            kind_threads=np.array([k[1] for k in self.kinds], np.int32),
+            kind_registers=np.array([k[2] for k in self.kinds], np.int32),
+            kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
+            megakernel_registers=megakernel_registers,
+            other_ops=np.concatenate(self.other), meta=meta)
+        graph.validate()
+        return graph
+
+
+def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray,
+                out_region: int, out_plane_px: int) -> None:
+    """The conv (or fused) kernel's blocks: group = pixel tile, index = filter tile (grid order)."""
+    sparse = tiling.kind in ("ecr", "pecr")
+    kid = parts.add_kind(tiling.kind, tiling.threads, kernel_registers(tiling), tiling.shared_bytes(problem))
+    counts = _conv_counts(problem, tiling, nz, sparse)                  # (chunks, pixels)
+    chunks, pixels = counts.shape
+    per_warp = _per_warp_max(counts, pixels)
+    tiles_p, tiles_k = grid(problem, tiling)
+    warps_per_block = tiling.threads // WARP
+    padded = np.zeros(tiles_p * warps_per_block)
+    padded[:per_warp.size] = per_warp
+    issued = padded.reshape(tiles_p, warps_per_block).sum(axis=1)       # per pixel tile
+    active_warps = np.minimum(warps_per_block,
+                              np.maximum(0, -(-(pixels - np.arange(tiles_p) * tiling.threads) // WARP)))
+    flops_p = 2.0 * WARP * tiling.k_tile * issued
+    scan_p = WARP * active_warps * tiling.chunk_elements * chunks
+    weights_staged = chunks * tiling.weight_rows(problem) * tiling.k_tile
+    group = np.repeat(np.arange(tiles_p), tiles_k)
+    index = np.tile(np.arange(tiles_k), tiles_p)
+    # grid order: x (pixel tile) fastest
+    order = np.lexsort((group, index))
+    group, index = group[order], index[order]
+    flops = flops_p[group]
+    other = scan_p[group] + weights_staged
+    # Accesses: input rows, the filter tile, the output planes.
+    n_img = problem.n
+    out_p, out_q = (problem.out_h, problem.out_w) if tiling.kind in CONV_KINDS else pooled_hw(problem, tiling.pool)
+    per_img = out_p * out_q
+    first = group * tiling.threads
+    last = np.minimum(first + tiling.threads, pixels) - 1
+    img0, img1 = first // per_img, last // per_img
+    row0 = (first % per_img) // out_q
+    row1 = (last % per_img) // out_q
+    rows_per_out = problem.stride * (tiling.pool.stride if tiling.pool else 1)
+    span = (problem.r if tiling.kind in CONV_KINDS else patch_hw(problem, tiling.pool)[0])
+    in_region = parts.add_region("input", n_img * problem.h, problem.c * problem.w * FLOAT_BYTES)
+    w_region = parts.add_region("weights", tiles_k, problem.c * problem.r * problem.s * tiling.k_tile * FLOAT_BYTES)
+    row_bytes = problem.c * problem.w * FLOAT_BYTES
+    tasks = np.arange(group.size)
+    acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
+
+    def rows(img, r_first, r_last):
+        lo = np.clip(r_first * rows_per_out - problem.padding, 0, problem.h)
+        hi = np.clip(r_last * rows_per_out - problem.padding + span, 0, problem.h)
+        return img * problem.h + lo, img * problem.h + np.maximum(hi, lo + 1)
+
+    same = img0 == img1
+    # Blocks inside one image: one access; blocks spanning images: the first image's tail rows, the
+    # last image's head rows (and whole images between, for maps smaller than a block).
+    lo, hi = rows(img0, row0, np.where(same, row1, out_p - 1))
+    acc_task.append(tasks); acc_region.append(np.full(tasks.size, in_region)); acc_lo.append(lo); acc_hi.append(hi)
+    acc_bytes.append((hi - lo) * row_bytes); acc_write.append(np.zeros(tasks.size, bool))
+    cross = ~same
+    if cross.any():
+        lo2 = (img0[cross] + 1) * problem.h
+        _, hi2 = rows(img1[cross], np.zeros(cross.sum(), int), row1[cross])
+        acc_task.append(tasks[cross]); acc_region.append(np.full(cross.sum(), in_region))
+        acc_lo.append(lo2); acc_hi.append(hi2); acc_bytes.append((hi2 - lo2) * row_bytes)
+        acc_write.append(np.zeros(cross.sum(), bool))
+    k_here = np.minimum(tiling.k_tile, problem.k - index * tiling.k_tile)
+    acc_task.append(tasks); acc_region.append(np.full(tasks.size, w_region)); acc_lo.append(index)
+    acc_hi.append(index + 1); acc_bytes.append(k_here * problem.c * problem.r * problem.s * FLOAT_BYTES)
+    acc_write.append(np.zeros(tasks.size, bool))
+    # Output: planes (image, filter) of the images the block covers, k_here filters each.
+    plane_lo = img0 * problem.k + index * tiling.k_tile
+    plane_hi = img1 * problem.k + index * tiling.k_tile + k_here
+    px_here = last - first + 1
+    acc_task.append(tasks); acc_region.append(np.full(tasks.size, out_region)); acc_lo.append(plane_lo)
+    acc_hi.append(np.maximum(plane_hi, plane_lo + 1)); acc_bytes.append(px_here * k_here * FLOAT_BYTES)
+    acc_write.append(np.ones(tasks.size, bool))
+    parts.add_tasks(kid, group, index, flops, other,
+                    tuple(np.concatenate(v) for v in (acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write)))
+
+
+def _elementwise_tasks(parts: _GraphParts, name: str, outputs: int, in_region: int, out_region: int,
+                       out_plane: int, reads_per_output: int) -> None:
+    """A one-thread-per-output kernel over `outputs` elements laid out as (image, channel) planes of
+    `out_plane` elements; it reads `reads_per_output` inputs of the same plane of `in_region` each."""
+    kid = parts.add_kind(name, ELEMENTWISE_THREADS, ELEMENTWISE_REGISTERS, 0)
+    blocks = -(-outputs // ELEMENTWISE_THREADS)
+    first = np.arange(blocks) * ELEMENTWISE_THREADS
+    count = np.minimum(ELEMENTWISE_THREADS, outputs - first)
+    last = first + count - 1
+    tasks = np.arange(blocks)
+    out_lo, out_hi = first // out_plane, last // out_plane + 1
+    other = count * reads_per_output
+    acc = (np.concatenate([tasks, tasks]), np.concatenate([np.full(blocks, in_region), np.full(blocks, out_region)]),
+           np.concatenate([out_lo, out_lo]), np.concatenate([out_hi, out_hi]),
+           np.concatenate([count * reads_per_output * FLOAT_BYTES, count * FLOAT_BYTES]).astype(np.float64),
+           np.concatenate([np.zeros(blocks, bool), np.ones(blocks, bool)]))
+    parts.add_tasks(kid, np.zeros(blocks), tasks, np.zeros(blocks), other, acc)
+
+
+def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
+                 sparsity: SparsitySpec | float | None = None, pool: PoolSpec | None = None,
+                 k_tile: int | None = None) -> tuple[TaskGraph, Schedule, SparseLowering]:
+    """The TaskGraph and schedule (one launch per kernel, grid order) of `op` on `problem`, with costs
+    counted from the input `x` (its zeros) or from a map drawn from `sparsity`."""
+    if op not in OPS:
+        raise LoweringError(f"op {op!r} is not allowed (allowed: {', '.join(OPS)})")
+    pooled = op not in CONV_KINDS
+    if pooled and pool is None:
+        pool = PoolSpec()
+    if not pooled and pool is not None:
+        raise LoweringError(f"op {op!r} takes no pool")
+    kind = op.removesuffix("_unfused") if op.endswith("_unfused") else op
+    if op.endswith("_unfused"):
+        pooled_hw(problem, pool)
+    nz = nonzero_mask(problem, x, sparsity)
+    tiling = choose_tiling(problem, kind, sm_count, pool=pool if kind in FUSED_KINDS else None, k_tile=k_tile)
+    parts = _GraphParts()
+    p, q = problem.out_h, problem.out_w
+    if kind in FUSED_KINDS:
+        ph, pw = pooled_hw(problem, pool)
+        out = parts.add_region("output", problem.n * problem.k, ph * pw * FLOAT_BYTES)
+        _conv_tasks(parts, problem, tiling, nz, out, ph * pw)
+    else:
+        conv_out = parts.add_region("conv_out", problem.n * problem.k, p * q * FLOAT_BYTES)
+        _conv_tasks(parts, problem, tiling, nz, conv_out, p * q)
+        if op.endswith("_unfused"):
+            ph, pw = pooled_hw(problem, pool)
+            _elementwise_tasks(parts, "relu", problem.n * problem.k * p * q, conv_out, conv_out, p * q, 1)
+            out = parts.add_region("output", problem.n * problem.k, ph * pw * FLOAT_BYTES)
+            _elementwise_tasks(parts, "maxpool", problem.n * problem.k * ph * pw, conv_out, out, ph * pw,
+                               pool.size * pool.size)
+    sparsity_measured = 1.0 - float(nz.mean()) if nz.size else 0.0
+    meta = {"op": op, "problem": problem.spec_string(), "k_tile": tiling.k_tile, "c_chunk": tiling.c_chunk,
+            "sparsity": sparsity_measured}
+    if pool is not None:
+        meta["pool"] = [pool.size, pool.stride]
+    graph = parts.build(meta)
+    launches = []
+    start = 0
+    for k, name in zip(parts.kind, (kk[0] for kk in parts.kinds)):
+        launches.append(Launch(np.arange(start, start + k.size), name=name))
+        start += k.size
+    schedule = Schedule(op, tuple(launches), {"op": op, "k_tile": tiling.k_tile})
+    return graph, schedule, SparseLowering(op, tiling, pool, sparsity_measured)

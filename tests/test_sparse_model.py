@@ -1,0 +1,229 @@
+"""The sparse workloads and the ECR/PECR lowering: generator contracts, nonzero counting against a
+brute-force count on tiny problems, and the two engine terms the sparse kinds need (other_ops priced by
+ns_per_other_op, a block's share of its SM)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from megasim.errors import LoweringError, WorkloadError
+from megasim.hardware import TaskCost, get_gpu
+from megasim.lowering.sparse import OPS, lower_sparse
+from megasim.lowering.sparse_tiling import PoolSpec, choose_tiling, grid, patch_hw, pooled_hw
+from megasim.mapping import Launch, Schedule
+from megasim.sim import simulate
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+from megasim.workloads.sparse import (SparsitySpec, measured_sparsity, relu_chain_maps, sparse_feature_map,
+                                      vgg19_sparse_layers, zero_mask)
+from tests.test_sim_scenarios import compute_graph, one_launch, toy_spec
+
+
+# --- generator ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", ["uniform", "clustered"])
+@pytest.mark.parametrize("sparsity", [0.0, 0.3, 0.9, 1.0])
+def test_generator_exact_sparsity_and_positive_values(pattern, sparsity):
+    x = sparse_feature_map((2, 3, 11, 7), SparsitySpec(sparsity, pattern, seed=5))
+    assert x.dtype == np.float32
+    if pattern == "uniform":
+        per_image = (x.reshape(2, -1) == 0).sum(axis=1)
+        assert np.all(per_image == round(sparsity * 3 * 11 * 7))
+    else:
+        per_map = (x.reshape(6, -1) == 0).sum(axis=1)
+        assert np.all(per_map == round(sparsity * 11 * 7))
+    assert np.all(x[x != 0] >= 0.05)
+
+
+def test_generator_is_seeded():
+    a = sparse_feature_map((1, 2, 8, 8), SparsitySpec(0.5, "clustered", seed=1))
+    b = sparse_feature_map((1, 2, 8, 8), SparsitySpec(0.5, "clustered", seed=1))
+    c = sparse_feature_map((1, 2, 8, 8), SparsitySpec(0.5, "clustered", seed=2))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def _neighbour_agreement(mask: np.ndarray) -> float:
+    """Fraction of horizontally adjacent pixel pairs that are both zero or both nonzero."""
+    return float(np.mean(mask[..., 1:] == mask[..., :-1]))
+
+
+def test_clustered_zeros_come_in_patches():
+    shape = (1, 4, 64, 64)
+    uniform = zero_mask(shape, SparsitySpec(0.5, "uniform", seed=3))
+    clustered = zero_mask(shape, SparsitySpec(0.5, "clustered", cluster_px=6, seed=3))
+    assert _neighbour_agreement(uniform) == pytest.approx(0.5, abs=0.03)
+    assert _neighbour_agreement(clustered) > 0.8
+
+
+@pytest.mark.parametrize("bad", [dict(sparsity=1.5), dict(sparsity=-0.1), dict(sparsity=0.5, pattern="stripes"),
+                                 dict(sparsity=0.5, cluster_px=0)])
+def test_sparsity_spec_rejects_bad_values(bad):
+    with pytest.raises(WorkloadError, match="is not allowed"):
+        SparsitySpec(**bad)
+
+
+def test_relu_chain_maps_shapes_and_sparsity():
+    maps = relu_chain_maps(32, seed=1, layers=6)
+    names = [p.name for p in vgg19_sparse_layers(1)][:6]
+    assert list(maps) == names
+    assert maps["vgg19/conv1_1"].shape == (1, 3, 32, 32) and measured_sparsity(maps["vgg19/conv1_1"]) == 0.0
+    assert maps["vgg19/conv2_1"].shape == (1, 64, 16, 16)          # pooled after conv1_2
+    assert 0.2 < measured_sparsity(maps["vgg19/conv1_2"]) < 0.8
+    sparser = relu_chain_maps(32, seed=1, layers=2, bias=-0.5)
+    assert measured_sparsity(sparser["vgg19/conv1_2"]) > measured_sparsity(maps["vgg19/conv1_2"])
+    with pytest.raises(WorkloadError, match="multiple of 16"):
+        relu_chain_maps(30)
+
+
+def test_vgg19_layers():
+    layers = vgg19_sparse_layers(2)
+    assert len(layers) == 16 and all(p.n == 2 for p in layers)
+    assert layers[-1].c == 512 and layers[-1].h == 14
+
+
+# --- lowering: counts against brute force ----------------------------------------------------------------
+def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: int, pool=None):
+    """Per block (in grid order): sum over warps and chunks of the busiest thread's multiply-add
+    iterations, counted with explicit loops over the kernel's threads."""
+    t = choose_tiling(problem, kind, sm_count, pool=pool)
+    sparse = kind in ("ecr", "pecr")
+    fused = kind in ("pecr", "direct_fused")
+    if fused:
+        oh_, ow_ = pooled_hw(problem, t.pool)
+        ph, pw = patch_hw(problem, t.pool)
+    else:
+        oh_, ow_ = problem.out_h, problem.out_w
+    pixels = problem.n * oh_ * ow_
+    chunks = -(-problem.c // t.c_chunk)
+    counts = np.zeros((pixels, chunks))
+    for g in range(pixels):
+        n, rem = divmod(g, oh_ * ow_)
+        oy, ox = divmod(rem, ow_)
+        for ch in range(chunks):
+            total = 0
+            for c in range(ch * t.c_chunk, min(problem.c, (ch + 1) * t.c_chunk)):
+                if not fused:
+                    for r in range(problem.r):
+                        for s in range(problem.s):
+                            ih = oy * problem.stride - problem.padding + r
+                            iw = ox * problem.stride - problem.padding + s
+                            inside = 0 <= ih < problem.h and 0 <= iw < problem.w
+                            if not sparse or (inside and x[n, c, ih, iw] != 0):
+                                total += 1
+                else:
+                    st = problem.stride
+                    y0 = oy * t.pool.stride * st - problem.padding
+                    x0 = ox * t.pool.stride * st - problem.padding
+                    for py in range(ph):
+                        for px in range(pw):
+                            ih, iw = y0 + py, x0 + px
+                            inside = 0 <= ih < problem.h and 0 <= iw < problem.w
+                            if sparse and not (inside and x[n, c, ih, iw] != 0):
+                                continue
+                            hits = sum(1 for dy in range(t.pool.size) for dx in range(t.pool.size)
+                                       if 0 <= py - dy * st < problem.r and 0 <= px - dx * st < problem.s)
+                            total += hits
+            counts[g, ch] = total
+    tiles_p, tiles_k = grid(problem, t)
+    per_tile = []
+    for bp in range(tiles_p):
+        s = 0.0
+        for w0 in range(bp * t.threads, (bp + 1) * t.threads, 32):
+            warp = counts[w0:min(w0 + 32, pixels)]
+            if warp.size:
+                s += warp.max(axis=0).sum()
+        per_tile.append(s)
+    return np.array([per_tile[bp] for bk in range(tiles_k) for bp in range(tiles_p)]), t
+
+
+@pytest.mark.parametrize("kind", ["ecr", "direct"])
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0), (1, 0)])
+def test_conv_issue_counts_match_brute_force(kind, stride, padding):
+    p = ConvProblem(n=2, c=5, k=6, h=9, w=7, stride=stride, padding=padding)
+    x = sparse_feature_map((2, 5, 9, 7), SparsitySpec(0.6, seed=4))
+    x[0, :, :4, :4] = 0                                    # all-zero windows
+    graph, schedule, info = lower_sparse(p, kind, 4, x=x)
+    expected, t = brute_conv_issue(p, x, kind, 4)
+    conv = graph.tasks_of_kind(kind)
+    assert np.allclose(graph.flops[conv], 2 * 32 * t.k_tile * expected)
+    assert info.sparsity == pytest.approx(measured_sparsity(x))
+
+
+@pytest.mark.parametrize("kind", ["pecr", "direct_fused"])
+@pytest.mark.parametrize("stride,padding,pool", [(1, 1, PoolSpec(2, 2)), (1, 0, PoolSpec(2, 1)), (2, 1, PoolSpec(2, 2))])
+def test_fused_issue_counts_match_brute_force(kind, stride, padding, pool):
+    p = ConvProblem(n=2, c=3, k=5, h=10, w=9, stride=stride, padding=padding)
+    x = sparse_feature_map((2, 3, 10, 9), SparsitySpec(0.5, "clustered", seed=2))
+    graph, _, _ = lower_sparse(p, kind, 4, x=x, pool=pool)
+    expected, t = brute_conv_issue(p, x, kind, 4, pool=pool)
+    assert np.allclose(graph.flops[graph.tasks_of_kind(kind)], 2 * 32 * t.k_tile * expected)
+
+
+def test_dense_input_ecr_issues_as_much_as_direct():
+    """On a dense map every warp holds a thread with a full window, so skipping the padding saves no
+    issue slots (the warp runs as long as its busiest thread); both scan every element."""
+    p = ConvProblem(n=1, c=8, k=16, h=12, w=12)
+    x = sparse_feature_map((1, 8, 12, 12), 0.0)
+    g_e, _, _ = lower_sparse(p, "ecr", 4, x=x)
+    g_d, _, _ = lower_sparse(p, "direct", 4, x=x)
+    assert np.array_equal(g_e.flops, g_d.flops)
+    assert np.array_equal(g_e.other_ops, g_d.other_ops)
+    x[:, :, :8, :] = 0                          # the first 96 pixels' windows hold zeros only
+    g_z, _, _ = lower_sparse(p, "ecr", 4, x=x)
+    assert g_z.flops.sum() < g_e.flops.sum()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_lowers_simulates_and_gets_faster_with_sparsity(op):
+    p = ConvProblem(n=2, c=16, k=32, h=20, w=20)
+    spec = get_gpu("h200")
+    times = []
+    for s in (0.0, 0.5, 0.95):
+        graph, schedule, info = lower_sparse(p, op, spec.sm_count, sparsity=s)
+        graph.validate()
+        assert info.sparsity == pytest.approx(s, abs=0.01)
+        times.append(simulate(graph, schedule, spec).predicted_ns)
+    if op.startswith("direct"):
+        assert times[0] == times[1] == times[2]
+    else:
+        assert times[0] > times[1] > times[2]
+    if op.endswith("_unfused"):
+        assert [l.name for l in schedule.launches] == [op.split("_")[0], "relu", "maxpool"]
+
+
+def test_lowering_rejects_bad_input():
+    p = ConvProblem(n=1, c=4, k=4, h=8, w=8)
+    with pytest.raises(LoweringError, match="op 'sparse' is not allowed"):
+        lower_sparse(p, "sparse", 4, sparsity=0.5)
+    with pytest.raises(LoweringError, match="exactly one"):
+        lower_sparse(p, "ecr", 4)
+    with pytest.raises(LoweringError, match="shape"):
+        lower_sparse(p, "ecr", 4, x=np.ones((1, 4, 8, 9), np.float32))
+    with pytest.raises(LoweringError, match="k_tile=5 is not allowed"):
+        lower_sparse(p, "ecr", 4, sparsity=0.5, k_tile=5)
+    with pytest.raises(LoweringError, match="pool size 9"):
+        lower_sparse(p, "pecr", 4, sparsity=0.5, pool=PoolSpec(9, 1))
+    with pytest.raises(LoweringError, match="takes no pool"):
+        lower_sparse(p, "ecr", 4, sparsity=0.5, pool=PoolSpec())
+
+
+# --- engine terms used by the sparse kinds ----------------------------------------------------------
+def test_other_ops_priced_by_ns_per_other_op():
+    base = compute_graph([100.0])
+    graph = dataclasses.replace(base, other_ops=np.array([50.0]))
+    spec = toy_spec(task_costs={"default": TaskCost(1.0, 0.0, ns_per_other_op=2.0)})
+    assert simulate(graph, one_launch([0]), spec).predicted_ns == pytest.approx(100.0 + 2.0 * 50.0)
+    assert graph.hash != base.hash
+    with pytest.raises(Exception, match="other_ops"):
+        dataclasses.replace(base, other_ops=np.array([-1.0])).validate()
+
+
+def test_block_sm_share_caps_a_lone_block():
+    graph = compute_graph([100.0, 100.0], kind_kw=dict(threads=128))
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2, task_costs={"default": TaskCost(1.0, 0.0, block_sm_share=0.25)})
+    # Two blocks on one SM, each capped at a quarter of it: 400 ns, not the 200 ns of a fair share.
+    assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(400.0)
+    full = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2, task_costs={"default": TaskCost(1.0, 0.0, block_sm_share=0.5)})
+    assert simulate(graph, one_launch([0, 1]), full).predicted_ns == pytest.approx(200.0)
