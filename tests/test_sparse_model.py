@@ -227,3 +227,29 @@ def test_block_sm_share_caps_a_lone_block():
     assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(400.0)
     full = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2, task_costs={"default": TaskCost(1.0, 0.0, block_sm_share=0.5)})
     assert simulate(graph, one_launch([0, 1]), full).predicted_ns == pytest.approx(200.0)
+
+
+def test_sparse_calibration_recovers_known_costs():
+    """Times simulated with known costs are fitted back to those costs (the fit's own consistency)."""
+    from megasim.calibration_sparse import _simulated_us, calibration_cases, case_graph, fit_kind
+
+    spec = get_gpu("h200")
+    cases = [c for c in calibration_cases() if c["kind"] == "ecr"]
+    graphs = [case_graph(c, spec.sm_count) for c in cases]
+    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, block_sm_share=0.35)
+    measured = _simulated_us(spec, "ecr", true, graphs)
+    fit = fit_kind(spec, "ecr", graphs, measured, max_evals=100)
+    got = fit["cost"]
+    assert fit["rms_log_error"] < 1e-4
+    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share"):
+        assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-3)
+
+
+def test_calibration_cases_are_not_vgg19():
+    from megasim.calibration_sparse import calibration_cases
+    from megasim.workloads import parse_layer
+
+    vgg = {(p.c, p.k, p.h, p.w) for p in vgg19_sparse_layers(1)}
+    for case in calibration_cases():
+        p = parse_layer(case["problem"])
+        assert (p.c, p.k, p.h, p.w) not in vgg

@@ -1,0 +1,152 @@
+"""Calibrating the sparse kinds (ECR, PECR, their dense twins, ReLU, max-pool): the pure half.
+
+``gpu.calibrate_sparse`` times each kernel ALONE on the calibration cases below and writes rows
+``{"op", "kind", "problem", "sparsity", "pattern", "seed", "pool", "k_tile", "median_ms"}``. This module
+turns them into per-kind ``TaskCost`` entries of a spec:
+
+- each case is lowered exactly as the model lowers a prediction (``megasim.lowering.sparse``), from
+  the same seeded feature map the GPU ran on, and the launch of the kind is simulated alone;
+- the kind's free cost parameters are chosen to minimise the squared log error of the simulated
+  against the measured times (SciPy ``least_squares``, bounded, deterministic start).
+
+Which parameters a kind fits (``FREE``): the sparse kinds all four (compute efficiency of the
+multiply-adds, SM time per scanned element, fixed time per block, a block's share of its SM); their
+dense twins no scan term (their scan and their multiply-adds are proportional, so one term covers
+both); ReLU and max-pool only their per-element time and fixed time (no flops).
+
+The calibration problems are NOT VGG-19 layers, the problems the model is judged on: the cases span
+many and few blocks per SM (the share), and sparsities 0 to 0.95 (the scan against the multiply-adds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from megasim.errors import SpecError
+from megasim.hardware.spec import GPUSpec, TaskCost
+from megasim.lowering.sparse import lower_sparse
+from megasim.lowering.sparse_tiling import PoolSpec
+from megasim.mapping import Launch, Schedule
+from megasim.sim import simulate
+from megasim.taskgraph import TaskGraph
+from megasim.workloads import parse_layer
+from megasim.workloads.sparse import SparsitySpec
+
+CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32,K=128,H=33,W=33")
+SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
+FREE = {
+    "ecr": ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share"),
+    "pecr": ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share"),
+    "direct": ("compute_efficiency", "fixed_ns", "block_sm_share"),
+    "direct_fused": ("compute_efficiency", "fixed_ns", "block_sm_share"),
+    "relu": ("ns_per_other_op", "fixed_ns"),
+    "maxpool": ("ns_per_other_op", "fixed_ns"),
+}
+BOUNDS = {"compute_efficiency": (0.005, 1.0), "ns_per_other_op": (1e-6, 10.0), "fixed_ns": (0.0, 100_000.0),
+          "block_sm_share": (0.02, 1.0)}
+START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3}
+
+
+def calibration_cases() -> list[dict[str, Any]]:
+    """The cases gpu.calibrate_sparse times: (op run, kind fitted, problem, sparsity, pattern, seed, pool)."""
+    cases = []
+    for pi, prob in enumerate(CAL_PROBLEMS):
+        for s in SPARSE_SPARSITIES:
+            cases.append(dict(op="ecr", kind="ecr", problem=prob, sparsity=s, pattern="uniform", seed=pi, pool=None))
+            cases.append(dict(op="pecr", kind="pecr", problem=prob, sparsity=s, pattern="uniform", seed=pi, pool=[2, 2]))
+        cases.append(dict(op="direct", kind="direct", problem=prob, sparsity=0.5, pattern="uniform", seed=pi, pool=None))
+        cases.append(dict(op="direct_fused", kind="direct_fused", problem=prob, sparsity=0.5, pattern="uniform",
+                          seed=pi, pool=[2, 2]))
+        for kind in ("relu", "maxpool"):
+            cases.append(dict(op="direct_unfused", kind=kind, problem=prob, sparsity=0.5, pattern="uniform",
+                              seed=pi, pool=[2, 2]))
+    first = CAL_PROBLEMS[0]
+    cases.append(dict(op="ecr", kind="ecr", problem=first, sparsity=0.8, pattern="clustered", seed=7, pool=None))
+    cases.append(dict(op="pecr", kind="pecr", problem=first, sparsity=0.8, pattern="clustered", seed=7, pool=[2, 2]))
+    cases.append(dict(op="pecr", kind="pecr", problem=first, sparsity=0.5, pattern="uniform", seed=8, pool=[2, 1]))
+    cases.append(dict(op="direct_fused", kind="direct_fused", problem=first, sparsity=0.5, pattern="uniform", seed=8,
+                      pool=[2, 1]))
+    return cases
+
+
+def case_graph(case: dict[str, Any], sm_count: int) -> tuple[TaskGraph, Schedule]:
+    """The graph of the case's kind alone (its launch cut out of the op's graph) and its schedule."""
+    pool = PoolSpec(*case["pool"]) if case.get("pool") else None
+    graph, schedule, _ = lower_sparse(parse_layer(case["problem"]), case["op"], sm_count, pool=pool,
+                                      sparsity=SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]))
+    launch = next(l for l in schedule.launches if l.name == case["kind"])
+    if len(schedule.launches) == 1:
+        return graph, schedule
+    return graph, Schedule(case["kind"], (Launch(launch.order, name=launch.name),))
+
+
+def _simulated_us(spec: GPUSpec, kind: str, cost: TaskCost, graphs) -> np.ndarray:
+    s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
+    return np.array([_launch_us(simulate(g, sch, s), sch) for g, sch in graphs])
+
+
+def _launch_us(result, schedule: Schedule) -> float:
+    """The simulated time of the schedule's only launch, from its start (launch overhead excluded:
+    the GPU timing brackets the kernel with events, which do not see the host's launch cost)."""
+    launch = result.launches[-1]
+    return (launch.end_ns - launch.start_ns) / 1e3
+
+
+def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200) -> dict[str, Any]:
+    """Fit the free parameters of `kind`; returns the TaskCost, simulated and measured times, the error."""
+    from scipy.optimize import least_squares
+
+    free = FREE[kind]
+    meas = np.asarray(measured_us, float)
+    base = spec.task_cost(kind) if kind in spec.task_costs else TaskCost(compute_efficiency=1.0)
+    # Work in log space for positive scales, linear (in us) for fixed_ns.
+    def unpack(x) -> TaskCost:
+        kw = {}
+        for name, v in zip(free, x):
+            lo, hi = BOUNDS[name]
+            kw[name] = float(np.clip(v * 1000.0 if name == "fixed_ns" else math.exp(v), lo, hi))
+        return dataclasses.replace(base, **kw)
+
+    x0 = [START[n] / 1000.0 if n == "fixed_ns" else math.log(START[n]) for n in free]
+    lo = [BOUNDS[n][0] / 1000.0 if n == "fixed_ns" else math.log(BOUNDS[n][0]) for n in free]
+    hi = [BOUNDS[n][1] / 1000.0 if n == "fixed_ns" else math.log(BOUNDS[n][1]) for n in free]
+    evals = [0]
+
+    def residuals(x):
+        evals[0] += 1
+        return np.log(_simulated_us(spec, kind, unpack(x), graphs) / meas)
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=max_evals, diff_step=1e-3, x_scale=1.0)
+    best = unpack(res.x)
+    sim = _simulated_us(spec, kind, best, graphs)
+    return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(),
+            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+
+
+def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str,
+                     max_evals: int = 200) -> tuple[GPUSpec, dict[str, Any]]:
+    """`spec` with the sparse kinds' TaskCosts fitted to the measured `rows`; and a report."""
+    costs = dict(spec.task_costs)
+    sources = dict(spec.sources)
+    report: dict[str, Any] = {"kinds": {}}
+    for kind in FREE:
+        kind_rows = [r for r in rows if r["kind"] == kind]
+        if not kind_rows:
+            raise SpecError(f"sparse calibration: no measured rows of kind {kind!r}")
+        graphs = [case_graph(r, spec.sm_count) for r in kind_rows]
+        fit = fit_kind(spec, kind, graphs, [float(r["median_ms"]) * 1000.0 for r in kind_rows], max_evals)
+        costs[kind] = fit["cost"]
+        how = (f"measured {date} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
+               f"{len(kind_rows)} calibration cases (megasim.calibration_sparse, not VGG-19), fitted so "
+               f"that megasim's simulation matches the measured medians, rms log error {fit['rms_log_error']:.3f}")
+        for name in FREE[kind]:
+            sources[f"task_costs.{kind}.{name}"] = how
+        report["kinds"][kind] = {**dataclasses.asdict(fit["cost"]),
+                                 **{k: v for k, v in fit.items() if k != "cost"},
+                                 "cases": [{k: r[k] for k in ("op", "problem", "sparsity", "pattern", "pool")}
+                                           for r in kind_rows]}
+    return dataclasses.replace(spec, task_costs=costs, sources=sources), report
