@@ -62,7 +62,7 @@ def calibration_cases() -> list[dict[str, Any]]:
         cases.append(dict(op="direct_fused", kind="direct_fused", problem=prob, sparsity=0.5, pattern="uniform",
                           seed=pi, pool=[2, 2]))
         for kind in ("relu", "maxpool"):
-            cases.append(dict(op="direct_unfused", kind=kind, problem=prob, sparsity=0.5, pattern="uniform",
+            cases.append(dict(op="unfused_direct", kind=kind, problem=prob, sparsity=0.5, pattern="uniform",
                               seed=pi, pool=[2, 2]))
     first = CAL_PROBLEMS[0]
     cases.append(dict(op="ecr", kind="ecr", problem=first, sparsity=0.8, pattern="clustered", seed=7, pool=None))

@@ -21,8 +21,8 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
   that every filter tile re-reads the same input rows. The compressed windows live in shared memory:
   no global traffic.
-- **Unfused chains** (``ecr_unfused``, ``direct_unfused``): the conv kernel, then ``relu`` (256
-  threads, one element each, in place) and ``maxpool`` (256 threads, one pooled output each) launches.
+- **Unfused chains** (``unfused_ecr``, ``unfused_direct``): the conv kernel, then ``relu`` (256
+  threads, one element each, into a second buffer) and ``maxpool`` (256 threads, one pooled output each) launches.
 
 The model reads per-kind costs from the GPUSpec (``task_costs['ecr']`` ...), calibrated from each
 kernel timed alone on calibration problems (``gpu/calibrate_sparse.py``), never on the problems it is
@@ -51,7 +51,7 @@ from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
 from megasim.workloads.sparse import SparsitySpec, zero_mask
 
-OPS = ("ecr", "direct", "pecr", "direct_fused", "ecr_unfused", "direct_unfused")
+OPS = ("ecr", "direct", "pecr", "direct_fused", "unfused_ecr", "unfused_direct")
 ELEMENTWISE_THREADS = 256
 WARP = 32
 FLOAT_BYTES = 4
@@ -327,8 +327,9 @@ def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
         pool = PoolSpec()
     if not pooled and pool is not None:
         raise LoweringError(f"op {op!r} takes no pool")
-    kind = op.removesuffix("_unfused") if op.endswith("_unfused") else op
-    if op.endswith("_unfused"):
+    unfused = op.startswith("unfused_")
+    kind = op.removeprefix("unfused_")
+    if unfused:
         pooled_hw(problem, pool)
     nz = nonzero_mask(problem, x, sparsity)
     tiling = choose_tiling(problem, kind, sm_count, pool=pool if kind in FUSED_KINDS else None, k_tile=k_tile)
@@ -341,11 +342,12 @@ def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
     else:
         conv_out = parts.add_region("conv_out", problem.n * problem.k, p * q * FLOAT_BYTES)
         _conv_tasks(parts, problem, tiling, nz, conv_out, p * q)
-        if op.endswith("_unfused"):
+        if unfused:
             ph, pw = pooled_hw(problem, pool)
-            _elementwise_tasks(parts, "relu", problem.n * problem.k * p * q, conv_out, conv_out, p * q, 1)
+            activated = parts.add_region("activated", problem.n * problem.k, p * q * FLOAT_BYTES)
+            _elementwise_tasks(parts, "relu", problem.n * problem.k * p * q, conv_out, activated, p * q, 1)
             out = parts.add_region("output", problem.n * problem.k, ph * pw * FLOAT_BYTES)
-            _elementwise_tasks(parts, "maxpool", problem.n * problem.k * ph * pw, conv_out, out, ph * pw,
+            _elementwise_tasks(parts, "maxpool", problem.n * problem.k * ph * pw, activated, out, ph * pw,
                                pool.size * pool.size)
     sparsity_measured = 1.0 - float(nz.mean()) if nz.size else 0.0
     meta = {"op": op, "problem": problem.spec_string(), "k_tile": tiling.k_tile, "c_chunk": tiling.c_chunk,
