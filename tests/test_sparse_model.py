@@ -185,7 +185,7 @@ def test_every_op_lowers_simulates_and_gets_faster_with_sparsity(op):
         graph.validate()
         assert info.sparsity == pytest.approx(s, abs=0.01)
         times.append(simulate(graph, schedule, spec).predicted_ns)
-    if op.startswith("direct"):
+    if "direct" in op:
         assert times[0] == times[1] == times[2]
     else:
         assert times[0] > times[1] > times[2]
