@@ -1,0 +1,102 @@
+"""Times each sparse/dense kernel alone on the calibration cases (the GPU half of the sparse calibration).
+
+The cases are ``megasim.calibration_sparse.calibration_cases()``: three problems that are not VGG-19
+layers, ECR and PECR at sparsities 0 to 0.95, their dense twins, and ReLU and max-pool alone. Each
+case's input is the seeded map the model regenerates (``SparsitySpec(sparsity, pattern, seed)``),
+weights are fresh normal values; every case is checked against a float64 reference before it is
+timed (kernel only, CUDA events, median of ``--repeats``). Writes ``sparse_calibration.json``
+(meta + rows) to ``--out`` (default ``$OUT`` or ``experiments/results/<device>/calibration``); the fit
+runs on any machine:
+
+    bash gpu/on_device.sh python -m gpu.calibrate_sparse
+    megasim calibrate-sparse --measured .../sparse_calibration.json --spec megasim/hardware/calibrated/h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from megasim.calibration_sparse import calibration_cases
+from megasim.workloads import parse_layer
+from megasim.workloads.sparse import SparsitySpec, sparse_feature_map
+
+
+def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(got.astype(np.float64) - ref)) / scale)
+
+
+def measure(repeats: int = 20, warmup: int = 3) -> tuple[list[dict], dict]:
+    import torch
+    from numba import cuda
+
+    from experiments.provenance import provenance
+    from experiments.winograd_bench import device_meta
+    from gpu import sparse
+    from gpu.timing import time_cuda
+
+    rows = []
+    meta = {**provenance(), **device_meta(torch, cuda), "repeats": repeats, "warmup": warmup,
+            "method": "each kernel alone, CUDA events, median; inputs as megasim regenerates them"}
+    for i, case in enumerate(calibration_cases()):
+        p = parse_layer(case["problem"])
+        x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]))
+        w = np.random.default_rng(1000 + i).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
+        pool = case["pool"]
+        kw = {} if pool is None else {"pool": pool[0], "pool_stride": pool[1]}
+        launch = sparse.prepare(case["op"], cuda.to_device(x), cuda.to_device(w), p.stride, p.padding, **kw)
+        launch.run()
+        cuda.synchronize()
+        got = launch.output.copy_to_host()
+        xt, wt = torch.from_numpy(x).double().cuda(), torch.from_numpy(w).double().cuda()
+        ref = torch.nn.functional.conv2d(xt, wt, stride=p.stride, padding=p.padding)
+        if pool is not None:
+            ref = torch.nn.functional.max_pool2d(torch.relu(ref), pool[0], pool[1])
+        err = _rel_err(got, ref.cpu().numpy())
+        steps = launch.steps
+        if case["kind"] == "relu":
+            steps = steps[1:2]
+        elif case["kind"] == "maxpool":
+            steps = steps[2:3]
+        else:
+            steps = steps[:1]
+
+        def run(_i, steps=steps):
+            for fn, args in steps:
+                fn(*args)
+
+        stats = time_cuda(run, warmup=warmup, repeats=repeats)
+        row = {**case, "k_tile": launch.tiling.k_tile, "median_ms": stats.median_ms, "min_ms": stats.min_ms,
+               "max_ms": stats.max_ms, "rel_err": err, "regs": launch.regs_per_thread}
+        rows.append(row)
+        print(f"{case['kind']:13s} {case['problem']:28s} s={case['sparsity']:.2f} {case['pattern']:9s} "
+              f"pool={pool} kt={row['k_tile']:2d} {stats.median_ms * 1e3:9.1f} us  err {err:.1e}", flush=True)
+    return rows, meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    rows, meta = measure(args.repeats)
+    out = Path(args.out or os.environ.get("OUT") or "experiments/results/calibration")
+    out.mkdir(parents=True, exist_ok=True)
+    meta["date_utc"] = meta.get("date_utc") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    path = out / "sparse_calibration.json"
+    path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n")
+    bad = [r for r in rows if not (r["rel_err"] <= 1e-5) or not math.isfinite(r["median_ms"])]
+    print(f"wrote {path}; {len(rows)} cases, {len(bad)} failed the 1e-5 check")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
