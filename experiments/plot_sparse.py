@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +56,8 @@ def plot_speedup(bench, pred, out_dir: Path, batch: str) -> Path | None:
     fig, axes = plt.subplots(rows_n, cols, figsize=(10, 2.0 * rows_n), sharex=True, squeeze=False)
     for ax, layer in zip(axes.flat, layers):
         ss = sorted({k[4] for k in bench if k[:3] == (layer, batch, "uniform")})
-        k = lambda op, s: (layer, batch, "uniform", op, s)  # noqa: E731
+        def k(op, s, layer=layer):
+            return layer, batch, "uniform", op, s
         for vs, label, colour in CURVES:
             m = [bench.get(k(vs, s), np.nan) / bench.get(k("ecr", s), np.nan) for s in ss]
             ax.plot(ss, m, "-o", color=colour, ms=3, label=f"{label}, measured")

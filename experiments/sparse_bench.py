@@ -34,7 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from megasim.workloads.sparse import VGG19_POOLED, SparsitySpec, sparse_feature_map, vgg19_sparse_layers
+from megasim.workloads.sparse import (
+    VGG19_POOLED,
+    SparsitySpec,
+    sparse_feature_map,
+    vgg19_sparse_layers,
+)
 
 NAME = "sparse_bench"
 SPARSITIES = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
@@ -113,12 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                         cudnn_cache[key] = (conv, y, best.algo)
                     conv, y, algo = cudnn_cache[key]
                     if op == "cudnn":
-                        def fn(_i, conv=conv, y=y, algo=algo):
+                        def fn(_i, conv=conv, y=y, algo=algo, xt=xt, wt=wt):
                             conv.forward(xt, wt, y, algo)
                         fn(0)
                         out = y
                     else:
-                        def fn(_i, conv=conv, y=y, algo=algo):
+                        def fn(_i, conv=conv, y=y, algo=algo, xt=xt, wt=wt):
                             conv.forward(xt, wt, y, algo)
                             return torch.nn.functional.max_pool2d(torch.relu(y), 2, 2)
                         out = fn(0)

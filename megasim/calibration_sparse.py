@@ -56,20 +56,20 @@ def calibration_cases() -> list[dict[str, Any]]:
     cases = []
     for pi, prob in enumerate(CAL_PROBLEMS):
         for s in SPARSE_SPARSITIES:
-            cases.append(dict(op="ecr", kind="ecr", problem=prob, sparsity=s, pattern="uniform", seed=pi, pool=None))
-            cases.append(dict(op="pecr", kind="pecr", problem=prob, sparsity=s, pattern="uniform", seed=pi, pool=[2, 2]))
-        cases.append(dict(op="direct", kind="direct", problem=prob, sparsity=0.5, pattern="uniform", seed=pi, pool=None))
-        cases.append(dict(op="direct_fused", kind="direct_fused", problem=prob, sparsity=0.5, pattern="uniform",
-                          seed=pi, pool=[2, 2]))
+            cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform", "seed": pi, "pool": None})
+            cases.append({"op": "pecr", "kind": "pecr", "problem": prob, "sparsity": s, "pattern": "uniform", "seed": pi, "pool": [2, 2]})
+        cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform", "seed": pi, "pool": None})
+        cases.append({"op": "direct_fused", "kind": "direct_fused", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
+                          "seed": pi, "pool": [2, 2]})
         for kind in ("relu", "maxpool"):
-            cases.append(dict(op="unfused_direct", kind=kind, problem=prob, sparsity=0.5, pattern="uniform",
-                              seed=pi, pool=[2, 2]))
+            cases.append({"op": "unfused_direct", "kind": kind, "problem": prob, "sparsity": 0.5, "pattern": "uniform",
+                              "seed": pi, "pool": [2, 2]})
     first = CAL_PROBLEMS[0]
-    cases.append(dict(op="ecr", kind="ecr", problem=first, sparsity=0.8, pattern="clustered", seed=7, pool=None))
-    cases.append(dict(op="pecr", kind="pecr", problem=first, sparsity=0.8, pattern="clustered", seed=7, pool=[2, 2]))
-    cases.append(dict(op="pecr", kind="pecr", problem=first, sparsity=0.5, pattern="uniform", seed=8, pool=[2, 1]))
-    cases.append(dict(op="direct_fused", kind="direct_fused", problem=first, sparsity=0.5, pattern="uniform", seed=8,
-                      pool=[2, 1]))
+    cases.append({"op": "ecr", "kind": "ecr", "problem": first, "sparsity": 0.8, "pattern": "clustered", "seed": 7, "pool": None})
+    cases.append({"op": "pecr", "kind": "pecr", "problem": first, "sparsity": 0.8, "pattern": "clustered", "seed": 7, "pool": [2, 2]})
+    cases.append({"op": "pecr", "kind": "pecr", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8, "pool": [2, 1]})
+    cases.append({"op": "direct_fused", "kind": "direct_fused", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8,
+                      "pool": [2, 1]})
     return cases
 
 
@@ -133,7 +133,7 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
     costs = dict(spec.task_costs)
     sources = dict(spec.sources)
     report: dict[str, Any] = {"kinds": {}}
-    for kind in FREE:
+    for kind, free in FREE.items():
         kind_rows = [r for r in rows if r["kind"] == kind]
         if not kind_rows:
             raise SpecError(f"sparse calibration: no measured rows of kind {kind!r}")
@@ -143,7 +143,7 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
         how = (f"measured {date} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
                f"{len(kind_rows)} calibration cases (megasim.calibration_sparse, not VGG-19), fitted so "
                f"that megasim's simulation matches the measured medians, rms log error {fit['rms_log_error']:.3f}")
-        for name in FREE[kind]:
+        for name in free:
             sources[f"task_costs.{kind}.{name}"] = how
         report["kinds"][kind] = {**dataclasses.asdict(fit["cost"]),
                                  **{k: v for k, v in fit.items() if k != "cost"},
