@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 
 def test_notebooks_found():
-    assert [p.name for p in NOTEBOOKS] == ["01_explore_mappings.ipynb", "02_validate.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == ["01_explore_mappings.ipynb", "02_validate.ipynb", "03_sparse.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
