@@ -9,6 +9,8 @@
                      [--space default|full] [--evaluator simulator|gpu]
     megasim calibrate --out FILE [--layers L ..] [--param P] [--from-measurements FILE]      (GPU)
     megasim validate LAYER.. --spec FILE [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
+    megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
+    megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -273,6 +275,58 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sparse(args: argparse.Namespace) -> int:
+    from megasim.lowering.sparse import OPS
+    from megasim.lowering.sparse_tiling import PoolSpec
+    from megasim.sparse import predict_sparse
+    from megasim.workloads.sparse import SparsitySpec
+    spec = _spec(args)
+    problem = parse_layer(args.layer, batch=args.batch)
+    pool = None
+    if args.op not in ("ecr", "direct"):
+        try:
+            size, stride = (int(v) for v in args.pool.split(","))
+        except ValueError:
+            raise MegasimError(f"--pool {args.pool!r} is not allowed: give SIZE,STRIDE such as 2,2") from None
+        pool = PoolSpec(size, stride)
+    rows = []
+    for s in args.sparsity:
+        pred = predict_sparse(problem, args.op, spec, pool=pool,
+                              sparsity=SparsitySpec(s, args.pattern, cluster_px=args.cluster_px, seed=args.seed))
+        rows.append({"layer": problem.spec_string(), "gpu": spec.name, "op": args.op, "sparsity": s,
+                     "pattern": args.pattern, "k_tile": pred.lowering.tiling.k_tile,
+                     "blocks": pred.result.num_tasks, "predicted_us": pred.kernel_us})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{problem.name or problem.spec_string()} on {spec.name}, {args.op} ({', '.join(OPS)}), {args.pattern} zeros")
+    print(f"{'sparsity':>8}  {'k_tile':>6}  {'blocks':>7}  {'kernel us':>10}")
+    for r in rows:
+        print(f"{r['sparsity']:8.3f}  {r['k_tile']:6d}  {r['blocks']:7d}  {r['predicted_us']:10.1f}")
+    return 0
+
+
+def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from megasim.calibration_sparse import calibrate_sparse
+    from megasim.hardware import dump_spec
+    try:
+        data = json.loads(Path(args.measured).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise MegasimError(f"--measured {args.measured!r} cannot be read: {err}") from None
+    base = load_spec(args.spec)
+    meta = data.get("meta", {})
+    spec, report = calibrate_sparse(base, data["rows"], device=str(meta.get("device", "unknown device")),
+                                    date=str(meta.get("date_utc", "unknown date"))[:10])
+    dump_spec(spec, args.out)
+    Path(args.out).with_suffix(".sparse_fit.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print(f"wrote {args.out}")
+    for kind, fit in report["kinds"].items():
+        print(f"  {kind:13s} eff {fit['compute_efficiency']:.3f}  ns/op {fit['ns_per_other_op']:.4f}  fixed "
+              f"{fit['fixed_ns']:8.1f} ns  share {fit['block_sm_share']:.2f}  rms log error {fit['rms_log_error']:.3f}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="megasim", description="Predict the runtime of megakernel task mappings on GPUs.")
     parser.add_argument("--version", action="version", version=f"megasim {__version__}")
@@ -332,6 +386,26 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
     p.add_argument("--workers", type=int, help="processes for the predictions (default: all cores)")
     p.set_defaults(func=_cmd_validate)
+    from megasim.lowering.sparse import OPS
+    from megasim.workloads.sparse import PATTERNS
+    p = sub.add_parser("sparse", help="predict ECR/PECR and dense direct convolutions against sparsity")
+    p.add_argument("layer", help="a layer name (e.g. vgg19/conv4_2) or a spec such as N=1,C=64,K=64,H=56,W=56")
+    p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
+    p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
+    p.add_argument("--batch", type=int, help="replace the layer's batch size N")
+    p.add_argument("--op", default="ecr", choices=OPS)
+    p.add_argument("--sparsity", type=float, nargs="+", default=[0.0, 0.5, 0.7, 0.8, 0.9, 0.95])
+    p.add_argument("--pattern", default="uniform", choices=PATTERNS)
+    p.add_argument("--cluster-px", type=int, default=4, help="zero patch size of the clustered pattern")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pool", default="2,2", help="max-pool SIZE,STRIDE of the fused and unfused ops (default 2,2)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_sparse)
+    p = sub.add_parser("calibrate-sparse", help="fit the sparse kinds' costs to gpu.calibrate_sparse's measurements")
+    p.add_argument("--measured", required=True, help="sparse_calibration.json from gpu.calibrate_sparse")
+    p.add_argument("--spec", required=True, help="the spec to extend (e.g. megasim/hardware/calibrated/h200.json)")
+    p.add_argument("--out", required=True, help="the spec file to write")
+    p.set_defaults(func=_cmd_calibrate_sparse)
     return parser
 
 

@@ -253,3 +253,17 @@ def test_calibration_cases_are_not_vgg19():
     for case in calibration_cases():
         p = parse_layer(case["problem"])
         assert (p.c, p.k, p.h, p.w) not in vgg
+
+
+def test_cli_sparse_predicts_and_rejects_bad_input(capsys):
+    import json as _json
+
+    from megasim.cli import main
+
+    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--batch", "1", "--sparsity", "0", "0.9", "--json"]) == 0
+    rows = _json.loads(capsys.readouterr().out)
+    assert [r["sparsity"] for r in rows] == [0.0, 0.9] and rows[0]["predicted_us"] > rows[1]["predicted_us"]
+    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--op", "pecr", "--pool", "x"]) == 2
+    assert "--pool 'x' is not allowed" in capsys.readouterr().err
+    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--sparsity", "2"]) == 2
+    assert "sparsity=2.0 is not allowed" in capsys.readouterr().err
