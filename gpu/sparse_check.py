@@ -34,6 +34,11 @@ import numpy as np
 from numba import cuda
 from numba.core.errors import NumbaPerformanceWarning
 
+try:  # numba-cuda >= 0.2x warns with its own class
+    from numba.cuda.core.errors import NumbaPerformanceWarning as CudaPerformanceWarning
+except ImportError:  # pragma: no cover
+    CudaPerformanceWarning = NumbaPerformanceWarning
+
 from gpu import sparse as sp
 from gpu import sparse_kernels as sk
 from gpu.timing import time_cuda
@@ -113,7 +118,8 @@ def _elementwise_rows(torch, y_conv) -> list[dict]:
 
 
 def main() -> int:
-    warnings.simplefilter("ignore", NumbaPerformanceWarning)   # small grids at batch 1 are intended
+    for category in (NumbaPerformanceWarning, CudaPerformanceWarning):   # small grids at batch 1 are intended
+        warnings.simplefilter("ignore", category)
     try:
         import torch
     except ImportError:
