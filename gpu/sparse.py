@@ -218,6 +218,12 @@ class SparseLaunch:
     def launches(self) -> int:
         return len(self._steps)
 
+    @property
+    def steps(self) -> tuple:
+        """The (configured kernel, args) of each launch, in order: conv (or fused), then ReLU and
+        max-pool for the unfused chains; calling ``kernel(*args)`` enqueues that launch alone."""
+        return tuple(self._steps)
+
     def run(self) -> None:
         """Enqueue the kernel(s) on the default stream (asynchronous)."""
         for launch, args in self._steps:
