@@ -16,8 +16,9 @@ launch cost included:
   ``unfused_direct`` (conv, ReLU and max-pool kernels: 3 launches), and ``cudnn_chain`` (cuDNN conv,
   then PyTorch's ReLU and max_pool2d).
 
-Every timed output is checked against a float64 reference (torch on the GPU); a row whose error
-exceeds 1e-5 is marked failed. The same problem, the same input and the same output shape for every
+Every timed output is checked against a float64 reference (torch on the GPU): max |error| / max |ref|
+must be <= 1e-5 for our kernels and <= 1e-3 for cuDNN (its FFT and Winograd algorithms round
+differently; 2e-5 is typical at batch 16), else the row is marked failed. The same problem, the same input and the same output shape for every
 side; inputs are not rotated (each input fits in the L2 at batch 1, for every side alike).
 
 Writes ``DIR/sparse_bench.csv`` + ``.json`` (device, driver, versions, git SHA, date).
@@ -49,7 +50,12 @@ SPARSITIES = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 CLUSTERED = (0.5, 0.8, 0.95)
 CONV_OPS = ("ecr", "direct", "cudnn")
 POOL_OPS = ("pecr", "direct_fused", "unfused_ecr", "unfused_direct", "cudnn_chain")
-TOL = 1e-5
+TOL = 1e-5           # our kernels: direct sums in FP32
+TOL_CUDNN = 1e-3     # cuDNN's fastest FP32 algorithms (FFT, Winograd) round differently: as winograd_bench
+
+
+def tolerance(op: str) -> float:
+    return TOL_CUDNN if op.startswith("cudnn") else TOL
 
 
 def cases(batches, quick: bool):
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     dmeta = device_meta(torch, cuda)
     out_dir = Path(args.out or os.environ.get("OUT") or f"experiments/results/{device_slug(dmeta['device'])}")
-    meta = {**provenance(), **dmeta, "repeats": args.repeats, "warmup": args.warmup, "tolerance": TOL,
+    meta = {**provenance(), **dmeta, "repeats": args.repeats, "warmup": args.warmup, "tolerance": {"ours": TOL, "cudnn": TOL_CUDNN},
             "method": f"kernel only: CUDA events around {args.inner} back-to-back runs, per-run median; same input "
                       "for every side; float64 torch reference"}
     rows: list[dict] = []
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 stats = time_cuda_queued(fn, inner=args.inner, warmup=args.warmup, repeats=args.repeats)
                 single = time_cuda(fn, warmup=1, repeats=max(5, args.repeats // 4))
                 row.update(stats.as_row(), single_launch_ms=single.median_ms, rel_err=err,
-                           status="ok" if err <= TOL else "failed: rel_err")
+                           status="ok" if err <= tolerance(op) else "failed: rel_err")
             except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
                 row.update(median_ms=math.nan, status=f"error: {type(exc).__name__}: {exc}"[:200])
             rows.append(row)

@@ -14,6 +14,9 @@ memory regions they touch:
 - ``other_ops[i]`` (optional, None = none): work that is not FP32 arithmetic, counted in the unit the
   kind's ``TaskCost.ns_per_other_op`` prices (e.g. the window elements a sparse kernel scans and
   compresses); it adds to the task's compute phase.
+- ``serial_steps[i]`` (optional, None = none): barrier-separated steps the task runs one after the
+  other (e.g. the channel chunks of a sparse kernel); each adds the kind's ``TaskCost.ns_per_step`` of
+  latency, which co-resident blocks hide (it delays the task, it does not occupy the SM).
 - Memory accesses, in CSR form: task i's accesses are rows ``access_ptr[i]:access_ptr[i+1]`` of
   ``access_region``, ``access_part_lo``, ``access_part_hi``, ``access_bytes``, ``access_write``.
   A *region* is a tensor slice that the L2 model tracks as a unit: it has ``region_parts[r]`` equal
@@ -74,6 +77,7 @@ class TaskGraph:
     kind_shared_bytes: np.ndarray  # int32 (K,)
     megakernel_registers: int = 0
     other_ops: np.ndarray | None = None   # float64 (T,) or None
+    serial_steps: np.ndarray | None = None  # float64 (T,) or None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -105,9 +109,10 @@ class TaskGraph:
     def validate(self) -> None:
         """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
         t = self.num_tasks
-        if self.other_ops is not None:
-            if self.other_ops.shape != (t,) or np.any(self.other_ops < 0):
-                raise MegasimError(f"TaskGraph.other_ops must have shape ({t},) and be >= 0")
+        for name in ("other_ops", "serial_steps"):
+            arr = getattr(self, name)
+            if arr is not None and (arr.shape != (t,) or np.any(arr < 0)):
+                raise MegasimError(f"TaskGraph.{name} must have shape ({t},) and be >= 0")
         for name in ("group", "index_in_group", "flops"):
             if getattr(self, name).shape != (t,):
                 raise MegasimError(f"TaskGraph.{name} has shape {getattr(self, name).shape}, expected ({t},)")
@@ -165,9 +170,10 @@ class TaskGraph:
                 h.update(str(arr.dtype).encode())
                 h.update(str(arr.shape).encode())
                 h.update(arr.tobytes())
-            if self.other_ops is not None:      # absent from the hash when absent, so older hashes hold
-                h.update(b"other_ops")
-                h.update(np.ascontiguousarray(self.other_ops, np.float64).tobytes())
+            for name in ("other_ops", "serial_steps"):   # absent from the hash when absent: older hashes hold
+                if getattr(self, name) is not None:
+                    h.update(name.encode())
+                    h.update(np.ascontiguousarray(getattr(self, name), np.float64).tobytes())
             cached = h.hexdigest()[:16]
             object.__setattr__(self, "_hash", cached)
         return cached

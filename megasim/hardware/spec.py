@@ -34,14 +34,18 @@ class TaskCost:
     operations (``TaskGraph.other_ops``: e.g. the compare-and-store of a sparse kernel's compression;
     ns of the whole SM per operation), and the largest share of an SM's issue rate one block of the
     kind can use (``block_sm_share``: a block's few warps cannot hide their own latencies, so an SM
-    with one block resident runs below peak)."""
+    with one block resident runs below peak), and the latency of each of a task's serial steps
+    (``TaskGraph.serial_steps``, ``ns_per_step``: a delay that other resident blocks hide)."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
     ns_per_other_op: float = 0.0
     block_sm_share: float = 1.0
+    ns_per_step: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (self.ns_per_step >= 0.0):
+            raise SpecError(f"ns_per_step={self.ns_per_step!r} is not allowed: it must be >= 0")
         if not (self.ns_per_other_op >= 0.0):
             raise SpecError(f"ns_per_other_op={self.ns_per_other_op!r} is not allowed: it must be >= 0")
         if not (0.0 < self.block_sm_share <= 1.0):

@@ -16,6 +16,10 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   fused kinds) once per chunk, compares it and, for the sparse kinds, stores the nonzeros: one
   operation per element and thread of an active warp, plus the staged weights
   (``c_chunk*R*S*k_tile`` per chunk). ``TaskCost.ns_per_other_op`` of the kind prices them.
+- **Serial steps** (``serial_steps``): the channel chunks, each a staged load, a barrier and a
+  dependent scan-multiply sequence; ``TaskCost.ns_per_step`` is their latency, which other resident
+  blocks hide (it matters where a layer gives few blocks per SM and many channels: deep layers at
+  batch 1).
 - **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
   writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
   (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
@@ -163,6 +167,7 @@ class _GraphParts:
         self.index: list[np.ndarray] = []
         self.flops: list[np.ndarray] = []
         self.other: list[np.ndarray] = []
+        self.steps: list[np.ndarray] = []
         self.acc: list[tuple[np.ndarray, ...]] = []     # per kind: task, region, lo, hi, bytes, write
 
     def add_kind(self, name: str, threads: int, registers: int, shared: int) -> int:
@@ -175,12 +180,13 @@ class _GraphParts:
         self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
         return len(self.regions) - 1
 
-    def add_tasks(self, kind: int, group, index, flops, other, accesses) -> None:
+    def add_tasks(self, kind: int, group, index, flops, other, accesses, steps=0.0) -> None:
         self.kind.append(np.full(len(group), kind, np.int16))
         self.group.append(np.asarray(group, np.int32))
         self.index.append(np.asarray(index, np.int32))
         self.flops.append(np.asarray(flops, np.float64))
         self.other.append(np.asarray(other, np.float64))
+        self.steps.append(np.broadcast_to(np.asarray(steps, np.float64), (len(group),)))
         self.acc.append(accesses)
 
     def build(self, meta: dict, megakernel_registers: int = 0) -> TaskGraph:
@@ -222,7 +228,7 @@ class _GraphParts:
             kind_registers=np.array([k[2] for k in self.kinds], np.int32),
             kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
             megakernel_registers=megakernel_registers,
-            other_ops=np.concatenate(self.other), meta=meta)
+            other_ops=np.concatenate(self.other), serial_steps=np.concatenate(self.steps), meta=meta)
         graph.validate()
         return graph
 
@@ -299,7 +305,8 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     acc_hi.append(np.maximum(plane_hi, plane_lo + 1)); acc_bytes.append(px_here * k_here * FLOAT_BYTES)
     acc_write.append(np.ones(tasks.size, bool))
     parts.add_tasks(kid, group, index, flops, other,
-                    tuple(np.concatenate(v) for v in (acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write)))
+                    tuple(np.concatenate(v) for v in (acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write)),
+                    steps=float(chunks))
 
 
 def _elementwise_tasks(parts: _GraphParts, name: str, outputs: int, in_region: int, out_region: int,

@@ -16,7 +16,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
 - **Memory, then compute.** A ready task first moves its bytes, then computes. Its accesses go
   through the L2 model (``L2Cache``) when it becomes ready: hits cost L2 bandwidth, misses and writes
   cost DRAM bandwidth too. The memory phase starts after the latency of its first access
-  (``dram_latency_ns`` if any byte misses, else ``l2_latency_ns``) plus the kind's ``fixed_ns``,
+  (``dram_latency_ns`` if any byte misses, else ``l2_latency_ns``) plus the kind's ``fixed_ns``
+  (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``),
   and is a job on one shared memory-system server (``SharedServer``) with work
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most
   ``tb_max_dram_bw_gbps`` of it. The compute phase is a job on its SM's server, work
@@ -101,7 +102,11 @@ class _Run:
             compute_ns = compute_ns + graph.other_ops * per_op[graph.kind]
         self.compute_ns = compute_ns.tolist()
         self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
-        self.fixed_ns = fixed[graph.kind].tolist()
+        fixed_ns = fixed[graph.kind]
+        if graph.serial_steps is not None:
+            per_step = np.array([spec.task_cost(k).ns_per_step for k in graph.kind_names])
+            fixed_ns = fixed_ns + graph.serial_steps * per_step[graph.kind]
+        self.fixed_ns = fixed_ns.tolist()
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
         self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
