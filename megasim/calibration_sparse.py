@@ -9,10 +9,11 @@ turns them into per-kind ``TaskCost`` entries of a spec:
 - the kind's free cost parameters are chosen to minimise the squared log error of the simulated
   against the measured times (SciPy ``least_squares``, bounded, deterministic start).
 
-Which parameters a kind fits (``FREE``): the sparse kinds all four (compute efficiency of the
-multiply-adds, SM time per scanned element, fixed time per block, a block's share of its SM); their
-dense twins no scan term (their scan and their multiply-adds are proportional, so one term covers
-both); ReLU and max-pool only their per-element time and fixed time (no flops).
+Which parameters a kind fits (``FREE``): the convolution kinds five (compute efficiency of the
+multiply-adds, SM time per scanned element, fixed time per block, a block's share of its SM, the
+latency of a channel chunk); the filter tile varies across the cases, so the multiply-adds (which
+scale with it) and the scan (which does not) separate; ReLU and max-pool only their per-element
+time and fixed time (no flops).
 
 The calibration problems are NOT VGG-19 layers, the problems the model is judged on: the cases span
 many and few blocks per SM (the share), and sparsities 0 to 0.95 (the scan against the multiply-adds).
@@ -38,21 +39,25 @@ from megasim.taskgraph import TaskGraph
 from megasim.workloads import parse_layer
 from megasim.workloads.sparse import SparsitySpec
 
-CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32,K=128,H=33,W=33")
+# Not VGG-19 shapes; together they give the tiling every filter tile (4..32), 16 to 384 channels
+# (1 to 96 serial chunks), maps from 12x12 to 200x200, and many or few blocks per SM.
+CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32,K=128,H=33,W=33",
+                "N=1,C=48,K=64,H=150,W=150", "N=1,C=384,K=384,H=12,W=12", "N=2,C=192,K=192,H=40,W=40",
+                "N=1,C=16,K=32,H=200,W=200")
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
+CONV_FREE = ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share", "ns_per_step")
 FREE = {
-    "ecr": ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share"),
-    "pecr": ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share"),
-    "direct": ("compute_efficiency", "fixed_ns", "block_sm_share"),
-    "direct_fused": ("compute_efficiency", "fixed_ns", "block_sm_share"),
+    "ecr": CONV_FREE, "pecr": CONV_FREE, "direct": CONV_FREE, "direct_fused": CONV_FREE,
     "relu": ("ns_per_other_op", "fixed_ns"),
     "maxpool": ("ns_per_other_op", "fixed_ns"),
 }
 BOUNDS = {"compute_efficiency": (0.005, 1.0), "ns_per_other_op": (1e-6, 10.0), "fixed_ns": (0.0, 100_000.0),
-          "block_sm_share": (0.02, 1.0)}
-START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3}
+          "block_sm_share": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0)}
+START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3,
+         "ns_per_step": 200.0}
+LINEAR = ("fixed_ns", "ns_per_step")     # fitted in us, linearly; the others in log space
 
 
 def calibration_cases() -> list[dict[str, Any]]:
@@ -116,12 +121,12 @@ def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200
         kw = {}
         for name, v in zip(free, x):
             lo, hi = BOUNDS[name]
-            kw[name] = float(np.clip(v * 1000.0 if name == "fixed_ns" else math.exp(v), lo, hi))
+            kw[name] = float(np.clip(v * 1000.0 if name in LINEAR else math.exp(v), lo, hi))
         return dataclasses.replace(base, **kw)
 
-    x0 = [START[n] / 1000.0 if n == "fixed_ns" else math.log(START[n]) for n in free]
-    lo = [BOUNDS[n][0] / 1000.0 if n == "fixed_ns" else math.log(BOUNDS[n][0]) for n in free]
-    hi = [BOUNDS[n][1] / 1000.0 if n == "fixed_ns" else math.log(BOUNDS[n][1]) for n in free]
+    x0 = [START[n] / 1000.0 if n in LINEAR else math.log(START[n]) for n in free]
+    lo = [BOUNDS[n][0] / 1000.0 if n in LINEAR else math.log(BOUNDS[n][0]) for n in free]
+    hi = [BOUNDS[n][1] / 1000.0 if n in LINEAR else math.log(BOUNDS[n][1]) for n in free]
     evals = [0]
 
     def residuals(x):
