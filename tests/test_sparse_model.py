@@ -234,15 +234,15 @@ def test_sparse_calibration_recovers_known_costs():
     from megasim.calibration_sparse import _simulated_us, calibration_cases, case_graph, fit_kind
 
     spec = get_gpu("h200")
-    cases = [c for c in calibration_cases() if c["kind"] == "ecr"]
+    cases = [c for c in calibration_cases() if c["kind"] == "ecr"][:12]      # the three smallest problems
     graphs = [case_graph(c, spec.sm_count) for c in cases]
-    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, block_sm_share=0.35)
+    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, block_sm_share=0.35, ns_per_step=300.0)
     measured = _simulated_us(spec, "ecr", true, graphs)
     fit = fit_kind(spec, "ecr", graphs, measured, max_evals=100)
     got = fit["cost"]
     assert fit["rms_log_error"] < 1e-4
-    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share"):
-        assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-3)
+    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step"):
+        assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-2)
 
 
 def test_calibration_cases_are_not_vgg19():
@@ -267,3 +267,14 @@ def test_cli_sparse_predicts_and_rejects_bad_input(capsys):
     assert "--pool 'x' is not allowed" in capsys.readouterr().err
     assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--sparsity", "2"]) == 2
     assert "sparsity=2.0 is not allowed" in capsys.readouterr().err
+
+
+def test_serial_steps_delay_a_task_but_do_not_occupy_the_sm():
+    base = compute_graph([100.0, 100.0], kind_kw=dict(threads=128))
+    graph = dataclasses.replace(base, serial_steps=np.array([3.0, 3.0]))
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2,
+                    task_costs={"default": TaskCost(1.0, 0.0, ns_per_step=10.0)})
+    # Both blocks wait 30 ns, then share the SM: 30 + 200 ns; the delay is paid once, in parallel.
+    assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(230.0)
+    with pytest.raises(Exception, match="serial_steps"):
+        dataclasses.replace(base, serial_steps=np.array([1.0])).validate()
