@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from megasim.errors import SpecError
-from megasim.hardware.spec import GPUSpec, TaskCost, spec_field_names
+from megasim.hardware.spec import OPTIONAL_FIELDS, GPUSpec, TaskCost, spec_field_names
 from megasim.mapping import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import simulate
@@ -167,7 +167,7 @@ def sanity_rules(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
 
 def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
     """The preset with the directly measured fields replaced (sources say how they were measured)."""
-    names = set(spec_field_names()) | {"megakernel_launch_ns"}
+    names = set(spec_field_names()) | set(OPTIONAL_FIELDS)
     kwargs, sources = {}, dict(preset.sources)
     for name, entry in sanity_rules(m.values).items():
         if name not in names:

@@ -87,6 +87,14 @@ class GPUSpec:
     # grid), when it differs from a plain kernel's; None = kernel_launch_ns. Numba's megakernel launch
     # path costs ~10x a small kernel's on the H200 (docs/winograd_gpu.md, docs/validation.md).
     megakernel_launch_ns: float | None = None
+    # Optional: how runs are timed back to back (CUDA events around each run, no host synchronisation
+    # between runs, as gpu.timing.time_cuda does). The host then issues a run's launches while the
+    # device still works on the previous run, so the host's launch costs (kernel_launch_ns,
+    # megakernel_launch_ns) overlap device work: a run's first kernel starts this long after the run
+    # begins on the device (a kernel already queued), and the run takes the longer of its device time
+    # and its host issue time (the sum of its launches' costs). None = the host's launch cost is
+    # paid before the first kernel, in series with the device work (a run on an idle GPU).
+    queued_launch_ns: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -103,7 +111,8 @@ class GPUSpec:
             if f.type == "int" and int(value) != value:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
-                          "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns"):
+                          "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
+                          "queued_launch_ns"):
                 if value < 0:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
@@ -116,7 +125,7 @@ class GPUSpec:
         return self.fp32_peak_gflops / self.sm_count
 
     def launch_ns(self, megakernel: bool) -> float:
-        """The cost of starting a schedule's first launch: a megakernel's or a plain kernel's."""
+        """The host's cost of issuing one launch: a megakernel's or a plain kernel's."""
         if megakernel and self.megakernel_launch_ns is not None:
             return self.megakernel_launch_ns
         return self.kernel_launch_ns
@@ -129,7 +138,7 @@ class GPUSpec:
 
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
-OPTIONAL_FIELDS = ("megakernel_launch_ns",)
+OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns")
 
 
 def spec_field_names() -> tuple[str, ...]:

@@ -22,7 +22,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most
   ``tb_max_dram_bw_gbps`` of it. The compute phase is a job on its SM's server, work
   ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op`` ns, shared equally by
-  the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM.
+  the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM
+  (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
+  gets its cap, the others share the rest equally; ``CappedSharedServer``).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
@@ -31,7 +33,10 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   (``megakernel_launch_ns`` when the spec gives it and the first launch runs the megakernel: it
   mixes task kinds or is a persistent grid),
   each next one ``kernel_boundary_ns`` after the previous one's last block ends. The L2 keeps its
-  contents across kernels.
+  contents across kernels. When the spec gives ``queued_launch_ns`` (runs timed back to back, the
+  host issuing the next run while the device works), the first kernel starts after that device-side
+  delay instead, and the prediction is the longer of the device's time and the host's issue time
+  (the sum of the launches' ``kernel_launch_ns`` / ``megakernel_launch_ns``).
 
 Events per task: a claim, a memory-phase start, and the completions of its two phases (plus the
 rescheduling of the two servers' next completions when it joins and leaves them). Tasks are not
@@ -52,7 +57,7 @@ from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.sim.result import SimResult
-from megasim.sim.servers import SharedServer
+from megasim.sim.servers import CappedSharedServer, SharedServer
 from megasim.taskgraph import TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
@@ -132,7 +137,11 @@ class _Run:
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
         self.mem = SharedServer(self.clock, min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps),
                                 self._mem_done)
-        self.sms = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
+        self.sms = self._sms_one_cap = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
+        self._sms_per_job: list | None = None     # CappedSharedServers, made for the first launch that needs them
+        caps = sorted(set(self.block_share))
+        self._share_class = [caps.index(self.block_share[k]) for k in range(len(self.block_share))]
+        self._share_caps = caps
         # Per-task records.
         self.claim = [np.nan] * t
         self.ready = [np.nan] * t
@@ -154,10 +163,17 @@ class _Run:
         self.launch_log: list[dict] = []
         self.launches = list(schedule.launches)
         self.launch_index = -1
-        first = self.launches[0] if self.launches else None
-        mega = first is not None and (first.style == "persistent" or
-                                      np.unique(self.graph.kind[first.order]).size > 1)
-        self._start_next_launch(self.spec.launch_ns(mega))
+        spec = self.spec
+        if spec.queued_launch_ns is None:
+            # The host's cost of the first launch is paid before it, in series (a run on an idle GPU).
+            first = self.launches[0] if self.launches else None
+            self.host_ns = 0.0
+            self._start_next_launch(spec.launch_ns(first is not None and self._is_megakernel(first)))
+        else:
+            # Back-to-back runs: the host issued this run's launches while the device worked on the
+            # previous one; the run takes at least the host's issue time (SimResult.predicted_ns).
+            self.host_ns = float(sum(spec.launch_ns(self._is_megakernel(l)) for l in self.launches))
+            self._start_next_launch(spec.queued_launch_ns)
         self.clock.run()
         unfinished = [i for i in range(self.graph.num_tasks) if self.end[i] != self.end[i]]
         if unfinished:
@@ -165,6 +181,10 @@ class _Run:
             raise SimulationError(f"the model stalled with {len(unfinished)} tasks unfinished; "
                                   f"blocked tasks (first 10): {waiting}")
         return SimResult.from_run(self, schedule, time.perf_counter() - wall)
+
+    def _is_megakernel(self, launch: Launch) -> bool:
+        """A launch runs the megakernel when it mixes kinds or is a persistent grid."""
+        return launch.style == "persistent" or np.unique(self.graph.kind[launch.order]).size > 1
 
     def _start_next_launch(self, delay: float) -> None:
         self.launch_index += 1
@@ -178,11 +198,22 @@ class _Run:
                 raise SimulationError(f"blocks_per_sm={launch.blocks_per_sm} is not allowed for launch "
                                       f"{launch.name!r}: at most {occ.blocks_per_sm} fit ({occ.limited_by})")
             per_sm = launch.blocks_per_sm
-        # One block's share of its SM's compute: that of the launch's kind (a launch that mixes
-        # kinds takes the largest of theirs: a per-job cap of mixed jobs is not modelled).
-        share = max(self.block_share[k] for k in np.unique(self.graph.kind[launch.order]).tolist())
-        for sm in self.sms:
-            sm.cap = share
+        # One block's share of its SM's compute: its kind's block_sm_share. When every kind of the
+        # launch has the same share, one cap serves all jobs (SharedServer, the fast path); a launch
+        # mixing kinds of different shares gets water-filling servers with a cap per job. The servers
+        # are idle between launches, so they can be swapped here.
+        shares = {self.block_share[k] for k in np.unique(self.graph.kind[launch.order]).tolist()}
+        if len(shares) == 1:
+            self.sms = self._sms_one_cap
+            share = shares.pop()
+            for sm in self.sms:
+                sm.cap = share
+        else:
+            if self._sms_per_job is None:
+                class_of = [self._share_class[k] for k in self.graph.kind.tolist()]
+                self._sms_per_job = [CappedSharedServer(self.clock, self._share_caps, class_of, self._finish)
+                                     for _ in range(self.spec.sm_count)]
+            self.sms = self._sms_per_job
         self.cur = launch
         self.cur_order = launch.order.tolist()
         self.cur_len = len(self.cur_order)

@@ -82,7 +82,8 @@ class SimResult:
         return cls(
             gpu=spec.name, schedule=schedule.name, params=dict(schedule.params),
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
-            predicted_ns=float(max(rec.end_ns for rec in launches)) if launches else 0.0,
+            predicted_ns=max(float(max(rec.end_ns for rec in launches)) if launches else 0.0,
+                             getattr(run, "host_ns", 0.0)),
             launches=launches, kind_names=g.kind_names, tensor_names=g.tensor_names, kind=g.kind.copy(),
             claim_ns=claim, ready_ns=ready, mem_start_ns=np.fromiter(run.mem_start, np.float64, len(run.mem_start)),
             compute_start_ns=np.fromiter(run.comp_start, np.float64, len(run.comp_start)), end_ns=np.fromiter(run.end, np.float64, len(run.end)),

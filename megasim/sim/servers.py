@@ -114,3 +114,140 @@ class SharedServer:
         if more is not None:
             for job in more:
                 self.on_done(job)
+
+
+class CappedSharedServer:
+    """Processor sharing where each job has its own cap (``caps[class_of[job]]``): water-filling.
+
+    The capacity is split equally among the jobs present, except that a job never receives more than
+    its cap; what a capped job leaves is shared equally by the others (max-min fairness: jobs whose cap
+    is below the fair share get their cap, the rest share what remains). With one cap for all jobs
+    this is ``SharedServer``'s rule, ``min(cap, 1/n)``; the engine uses ``SharedServer`` then (faster)
+    and this server only when the jobs present can have different caps (a megakernel launch mixing
+    kinds whose ``block_sm_share`` differ).
+
+    Jobs of one cap class always receive the same rate, so each class keeps its own virtual time and
+    heap of finish virtual times, as ``SharedServer`` does for all jobs; the rates of the (few)
+    classes are recomputed at each arrival and departure, O(classes). An arrival never raises a rate
+    (the fair share can only fall), so the pending completion event is kept when it is not later than
+    the new one (it may fire early; ``_fire`` re-arms it), as in ``SharedServer``.
+    """
+
+    __slots__ = ("clock", "caps", "class_of", "on_done", "_vt", "_heaps", "_n", "_rate", "_order", "_t",
+                 "_seq", "_version", "_due", "n")
+
+    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
+        caps = [float(c) for c in caps]
+        if not caps or not all(0.0 < c <= 1.0 for c in caps):
+            raise ValueError(f"caps={caps!r} must be in (0, 1]")
+        self.clock = clock
+        self.caps = caps
+        self.class_of = class_of        # job id -> index into caps
+        self.on_done = on_done
+        k = len(caps)
+        self._order = sorted(range(k), key=caps.__getitem__)   # classes by cap, smallest first
+        self._vt = [0.0] * k
+        self._heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]
+        self._n = [0] * k
+        self._rate = [0.0] * k
+        self._t = 0.0
+        self._seq = 0
+        self._version = 0
+        self._due = float("inf")
+        self.n = 0
+
+    def rate(self, cls: int) -> float:
+        """Work received per ns by each job of cap class `cls` now."""
+        return self._rate[cls]
+
+    def _rates(self) -> None:
+        """Water-filling: the rate of every class for the jobs present now."""
+        remaining, jobs = 1.0, self.n
+        rate, n, caps = self._rate, self._n, self.caps
+        level = None
+        for c in self._order:
+            if level is None:
+                if n[c] == 0:
+                    rate[c] = 0.0
+                    continue
+                fair = remaining / jobs
+                if caps[c] < fair:
+                    rate[c] = caps[c]
+                    remaining -= n[c] * caps[c]
+                    jobs -= n[c]
+                    continue
+                level = fair
+            rate[c] = level if n[c] else 0.0
+
+    def _advance(self, now: float) -> None:
+        dt = now - self._t
+        if dt > 0.0:
+            vt, rate, n = self._vt, self._rate, self._n
+            for c in range(len(vt)):
+                if n[c]:
+                    vt[c] += dt * rate[c]
+        self._t = now
+
+    def _next(self) -> tuple[float, int]:
+        """(delay to the next completion at the current rates, its class); (inf, -1) when empty."""
+        best, who = float("inf"), -1
+        for c, heap in enumerate(self._heaps):
+            if heap:
+                d = (heap[0][0] - self._vt[c]) / self._rate[c]
+                if d < best:
+                    best, who = d, c
+        return best, who
+
+    def add(self, job: int, work_ns: float) -> None:
+        now = self.clock.now
+        self._advance(now)
+        c = self.class_of[job]
+        self._seq += 1
+        heapq.heappush(self._heaps[c], (self._vt[c] + work_ns, self._seq, job))
+        self._n[c] += 1
+        self.n += 1
+        self._rates()
+        delay, _ = self._next()
+        due = now + (delay if delay > 0.0 else 0.0)
+        if self._due <= due:
+            return
+        self._version += 1
+        self._due = due
+        self.clock.after(due - now, self._fire, self._version)
+
+    def _fire(self, version: int) -> None:
+        if version != self._version:
+            return
+        now = self.clock.now
+        self._advance(now)
+        vt, heaps = self._vt, self._heaps
+        done = None
+        for c, heap in enumerate(heaps):
+            if not heap:
+                continue
+            head = heap[0][0]
+            tolerance = 1e-9 * (head if head > 1.0 else 1.0)
+            if head > vt[c] + tolerance:
+                continue
+            # Jobs of this class whose finish virtual time is within rounding of the head finish too.
+            if head > vt[c]:
+                vt[c] = head
+            limit = head + tolerance
+            while heap and heap[0][0] <= limit:
+                if done is None:
+                    done = []
+                done.append(heapq.heappop(heap)[2])
+                self._n[c] -= 1
+                self.n -= 1
+        self._version += 1
+        if done is not None:
+            self._rates()
+        delay, _ = self._next()
+        if delay < float("inf"):
+            self._due = now + (delay if delay > 0.0 else 0.0)
+            self.clock.after(self._due - now, self._fire, self._version)
+        else:
+            self._due = float("inf")
+        if done is not None:
+            for job in done:
+                self.on_done(job)

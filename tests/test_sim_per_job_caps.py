@@ -1,0 +1,121 @@
+"""Processor sharing with a cap per job (water-filling, ``CappedSharedServer``), its use by the engine
+for launches that mix kinds of different ``block_sm_share``, and the queued-launch timing model
+(``GPUSpec.queued_launch_ns``). Exact hand-derived scenarios plus a randomised check against the
+one-cap server."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from megasim.hardware import TaskCost, get_gpu
+from megasim.mapping import Launch, Schedule
+from megasim.plan import Plan, build
+from megasim.sim import SimOptions, simulate
+from megasim.sim.clock import HeapClock
+from megasim.sim.servers import CappedSharedServer, SharedServer
+from megasim.taskgraph import TaskGraphBuilder
+from megasim.workloads import parse_layer
+from tests.test_sim_scenarios import assert_rows, toy_spec
+
+
+def run_server(server_factory, jobs):
+    """jobs: (arrival ns, job id, work ns); returns {job: finish ns}."""
+    clock = HeapClock()
+    done = {}
+    server = server_factory(clock, lambda j: done.__setitem__(j, clock.now))
+    for at, job, work in jobs:
+        clock.after(at, lambda jw: server.add(*jw), (job, work))
+    clock.run()
+    return done
+
+
+def test_water_filling_rates():
+    # Caps: class 0 = 0.2, class 1 = 1.0. Jobs 0 (class 0, work 20) and 1, 2 (class 1, work 80 each).
+    # Three jobs: fair share 1/3 > 0.2, so job 0 gets 0.2 and jobs 1, 2 share 0.8: 0.4 each.
+    # Job 0 ends at 20 / 0.2 = 100; jobs 1, 2 have received 40 by then; alone they get 0.5 each:
+    # 40 more take 80 ns: end at 180.
+    done = run_server(lambda c, cb: CappedSharedServer(c, [0.2, 1.0], [0, 1, 1], cb),
+                      [(0, 0, 20.0), (0, 1, 80.0), (0, 2, 80.0)])
+    assert done == pytest.approx({0: 100.0, 1: 180.0, 2: 180.0})
+
+
+def test_water_filling_all_capped_and_arrival():
+    # Caps 0.25 and 0.5, one job each: 0.75 < 1, both run at their caps. Job 0 (cap 0.25, work 50)
+    # ends at 200; job 1 (cap 0.5, work 50) ends at 100. Job 2 (cap 0.5, work 30) arrives at 40:
+    # three jobs, fair share 1/3: job 0 keeps 0.25 (below), jobs 1 and 2 get min(0.5, 0.75 / 2) = 0.375.
+    # Job 1 has 30 left at 40: ends at 40 + 80 = 120; job 2 has received 30 by 120: ends 120 too.
+    done = run_server(lambda c, cb: CappedSharedServer(c, [0.25, 0.5], [0, 1, 1], cb),
+                      [(0, 0, 50.0), (0, 1, 50.0), (40, 2, 30.0)])
+    assert done == pytest.approx({0: 200.0, 1: 120.0, 2: 120.0})
+
+
+@pytest.mark.parametrize("cap", [1.0, 0.3])
+def test_one_class_matches_shared_server(cap):
+    rng = np.random.default_rng(5)
+    jobs = [(float(rng.uniform(0, 500)), j, float(rng.uniform(1, 200))) for j in range(60)]
+    ref = run_server(lambda c, cb: SharedServer(c, cap, cb), jobs)
+    # Two classes with the same cap behave as one.
+    got = run_server(lambda c, cb: CappedSharedServer(c, [cap, cap], [j % 2 for j in range(60)], cb), jobs)
+    assert got.keys() == ref.keys()
+    for j in ref:
+        assert got[j] == pytest.approx(ref[j], rel=1e-9)
+
+
+def two_kind_graph():
+    b = TaskGraphBuilder()
+    b.add_kind("a")
+    b.add_kind("b")
+    b.add_task("a", flops=100)
+    b.add_task("b", flops=100)
+    return b.build()
+
+
+def test_mixed_launch_caps_each_job_by_its_kind():
+    # One SM (fill placement, 2 blocks per SM), 1 FLOP/ns. Kind a: share 0.25; kind b: share 1.
+    # Both compute together: a gets 0.25, b gets the remaining 0.75. b ends at 100 / 0.75 = 133.33;
+    # a has received 33.33, alone still capped at 0.25: 66.67 more take 266.67 ns: ends 400.
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2,
+                    task_costs={"a": TaskCost(1.0, 0.0, block_sm_share=0.25), "b": TaskCost(1.0, 0.0)})
+    r = simulate(two_kind_graph(), Schedule("s", (Launch(np.array([0, 1])),)), spec, SimOptions(placement="fill"))
+    assert_rows(r, [(0, 0, 0, 0, 0, 400), (1, 0, 1, 0, 0, 100 / 0.75)])
+    # The same kinds in separate launches: each launch caps at its own kind's share.
+    r = simulate(two_kind_graph(), Schedule("s", (Launch(np.array([0])), Launch(np.array([1])))), spec,
+                 SimOptions(placement="fill"))
+    assert r.end_ns.tolist() == pytest.approx([400.0, 500.0])
+
+
+def test_equal_shares_keep_the_fast_server():
+    # Kinds of equal share in one launch: identical to the single-cap model (bit for bit).
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2,
+                    task_costs={"a": TaskCost(1.0, 0.0, block_sm_share=0.5), "b": TaskCost(1.0, 0.0, block_sm_share=0.5)})
+    r = simulate(two_kind_graph(), Schedule("s", (Launch(np.array([0, 1])),)), spec, SimOptions(placement="fill"))
+    assert r.end_ns.tolist() == [200.0, 200.0]
+
+
+def test_queued_launch_overlaps_host_cost():
+    # kernel_launch 50 (host), queued 3 (device): the kernel starts at 3, ends 103 on SM 0.
+    spec = toy_spec(kernel_launch_ns=50.0, queued_launch_ns=3.0)
+    b = TaskGraphBuilder()
+    b.add_kind("k")
+    b.add_task("k", flops=100)
+    g = b.build()
+    r = simulate(g, Schedule("s", (Launch(np.array([0])),)), spec)
+    assert r.launches[0].start_ns == 3.0 and r.predicted_ns == 103.0
+    # A short run is host-bound: it takes the host's issue time.
+    r = simulate(g, Schedule("s", (Launch(np.array([0])),)), dataclasses.replace(spec, kernel_launch_ns=500.0))
+    assert r.end_ns[0] == 103.0 and r.predicted_ns == 500.0
+    # Without queued_launch_ns the launch cost is paid first, in series.
+    r = simulate(g, Schedule("s", (Launch(np.array([0])),)), dataclasses.replace(spec, queued_launch_ns=None))
+    assert r.predicted_ns == 150.0
+
+
+def test_presets_unchanged_by_per_job_caps():
+    # Preset specs have every share at 1: a fused (mixed-kind) launch uses the one-cap server.
+    graph, sched, _ = build(parse_layer("N=2,C=16,K=24,H=20,W=18"), Plan("fused"))
+    spec = get_gpu("H100")
+    a = simulate(graph, sched, spec)
+    b = simulate(graph, sched, spec, SimOptions(clock="simpy"))
+    assert a.predicted_ns == b.predicted_ns
