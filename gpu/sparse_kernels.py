@@ -44,6 +44,34 @@ def fused_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, 
     return c_chunk * r * s * (k_tile + 1) * 4 + (elems * PIXELS_PER_BLOCK * 8 if sparse else 0)
 
 
+MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3 convs: 4; PECR's 4x4 patch: 2)
+_LOADERS: dict[tuple, object] = {}
+
+
+def _window_loader(rows: int, cols: int, per_channel: int, row_len: int):
+    """A device function that loads one channel's ``rows x cols`` window (0 outside the map, or for
+    an inactive thread or a channel >= C) into ``win[cc*per_channel : (cc+1)*per_channel]``; called
+    with a constant ``cc``, so its loops unroll and ``win`` stays in registers."""
+    key = (rows, cols, per_channel, row_len)
+    if key in _LOADERS:
+        return _LOADERS[key]
+    RR, CS, PC, RL = rows, cols, per_channel, row_len
+
+    @cuda.jit(device=True, inline="always")
+    def load(win, x, n, c, C, ih0, iw0, H, W, active, cc):
+        for rr in range(RR):
+            for ss in range(CS):
+                ih = ih0 + rr
+                iw = iw0 + ss
+                v = ZERO
+                if active and c < C and ih >= 0 and ih < H and iw >= 0 and iw < W:
+                    v = x[n, c, ih, iw]
+                win[cc * PC + rr * RL + ss] = v
+
+    _LOADERS[key] = load
+    return load
+
+
 @cuda.jit(device=True, inline="always")
 def store8(y, acc, kt, lo, n, k0, K, oh, ow):
     """y[n, k0 + kk, oh, ow] = acc[kk] for kk in lo .. lo+7 with kk < kt and k0 + kk < K. Called with
@@ -65,8 +93,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     Per chunk of ``c_chunk`` input channels: (1) the block stages w[k0:k0+k_tile, c0:c0+c_chunk] into
     W_sh[j][kk], j = cc*R*S + r*S + s, rows padded to k_tile+1 floats (bank conflicts), zero where
     k >= K or c >= C; consecutive threads read consecutive j of one filter (coalesced); barrier.
-    (2) ECR (Sec. IV-C, Algorithm 1): the thread scans its window (cc, r, s) in global memory, padding
-    and channels >= C skipped, and appends every nonzero to its column of F_val[cnt][t] with its
+    (2) ECR (Sec. IV-C, Algorithm 1): the thread loads its window (cc, r, s) from global memory into
+    registers (padding and channels >= C read as 0), then appends every nonzero to its column of F_val[cnt][t] with its
     weight row in F_idx[cnt][t]; then (Sec. IV-D, Algorithm 2) for each stored nonzero it does k_tile
     multiply-adds with W_sh[j]. Zeros cost one load and one compare, no multiply. Direct: every
     window element (0 for padding) times its weight row. (3) Barrier (W_sh is restaged next chunk).
@@ -88,6 +116,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     ROWS = c_chunk * r * s
     WLOAD = ROWS * k_tile
     ST = stride
+    TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
+    load_window = _window_loader(R, S, RS, S)
 
     @cuda.jit
     def conv(x, w, y, pad):
@@ -116,6 +146,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
         if SPARSE:
             F_val = cuda.shared.array((ROWS, PPB), float32)
             F_idx = cuda.shared.array((ROWS, PPB), int32)
+        if TWO_PHASE:
+            win = cuda.local.array(ROWS, float32)
         acc = cuda.local.array(KT, float32)
         for kk in range(KT):
             acc[kk] = ZERO
@@ -133,7 +165,25 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
             cuda.syncthreads()
             if SPARSE:
                 cnt = 0
-                if active:
+                if TWO_PHASE:
+                    # All window loads first (into registers), then the compression: a load after a
+                    # shared-memory store cannot be hoisted above it (the compiler cannot rule out
+                    # that the generic pointer of x aliases shared memory), so interleaving them
+                    # would expose one load latency per element.
+                    load_window(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
+                    if CC > 1:
+                        load_window(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
+                    if CC > 2:
+                        load_window(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
+                    if CC > 3:
+                        load_window(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
+                    for j in range(ROWS):
+                        v = win[j]
+                        if v != ZERO:
+                            F_val[cnt, t] = v
+                            F_idx[cnt, t] = j
+                            cnt += 1
+                elif active:
                     for cc in range(CC):
                         if c0 + cc < C:
                             for rr in range(R):
@@ -229,6 +279,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     PP = PH * PW
     ELEMS = c_chunk * PP
     NACC = pool * pool * k_tile
+    TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
+    load_window = _window_loader(PH, PW, PP, PW)
 
     @cuda.jit(device=True, inline="always")
     def scatter_row(acc, W_sh, v, cc, py, px, dy):
@@ -286,6 +338,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
         if SPARSE:
             F_val = cuda.shared.array((ELEMS, PPB), float32)
             F_idx = cuda.shared.array((ELEMS, PPB), int32)
+        if TWO_PHASE:
+            win = cuda.local.array(ELEMS, float32)
         acc = cuda.local.array(NACC, float32)
         for q in range(NACC):
             acc[q] = ZERO
@@ -303,7 +357,21 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
             cuda.syncthreads()
             if SPARSE:
                 cnt = 0
-                if active:
+                if TWO_PHASE:      # loads first, then the compression (see conv_kernel)
+                    load_window(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
+                    if CC > 1:
+                        load_window(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
+                    if CC > 2:
+                        load_window(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
+                    if CC > 3:
+                        load_window(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
+                    for e in range(ELEMS):
+                        v = win[e]
+                        if v != ZERO:
+                            F_val[cnt, t] = v
+                            F_idx[cnt, t] = e
+                            cnt += 1
+                elif active:
                     for cc in range(CC):
                         if c0 + cc < C:
                             for py in range(PH):
