@@ -30,6 +30,11 @@ default stream; what it measures and how a spec value follows from it:
   implementation parameters unless --param) timed alone on the calibration layers (resnet-1, vgg-3),
   inputs rotated over 3 workspaces, then fitted by ``megasim.calibration`` (simulation of that launch
   alone matches the median). Never fused runs.
+- ``queued_launch_ns`` and each kind's tasks alone at several occupancies (its kernel with unused
+  dynamic shared memory forcing fewer blocks per SM; the megakernel running only that kind), timed
+  with the host's launch cost hidden behind a spin kernel: ``gpu.calibrate_occupancy`` (also runnable
+  on its own to extend a saved measurements file). ``megasim.calibration`` then fits
+  ``block_sm_share`` per kind as well.
 
 ``sm_count`` and ``l2_bytes`` are read from the driver. Everything else stays the preset's.
 """
@@ -365,6 +370,15 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
         m.values[field_name] = {"value": float(value), "method": method}
         log.info("%s = %.4g (%s)", field_name, value, method)
     m.kind_times = time_kinds(layers, plan_params)
+    # Second round: each kind's tasks alone at several occupancies, the host's launch cost hidden
+    # (gpu.calibrate_occupancy); megasim.calibration fits block_sm_share from these rows.
+    from gpu.calibrate_occupancy import measure_occupancy
+    values, rows, notes = measure_occupancy(layers, plan_params)
+    m.values.update(values)
+    for r in m.kind_times:
+        r["round"] = 1
+    m.kind_times.extend({**r, "round": 2} for r in rows)
+    m.extra["occupancy_round"] = notes
     return m
 
 

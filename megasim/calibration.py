@@ -39,6 +39,7 @@ from megasim.workloads import parse_layer
 CALIBRATION_LAYERS = ("resnet-1", "vgg-3")   # small C / large C; the diagnose layers of issue 3
 EFF_BOUNDS = (0.005, 1.0)
 FIXED_BOUNDS_NS = (0.0, 200_000.0)
+SHARE_BOUNDS = (0.02, 1.0)
 
 
 @dataclass
@@ -112,21 +113,68 @@ def kind_cases(layers: tuple[str, ...], plan_params: str = "") -> dict[str, list
     return out
 
 
+def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any], megakernel_shared: int) -> tuple[TaskGraph, Schedule]:
+    """The (graph, schedule) of one measured variant of a kind's launch (``sub``, ``sched``: its
+    non-fused launch cut out by ``kind_subgraph``): the per-kind kernel with ``extra_shared_bytes`` of
+    dynamic shared memory (fewer blocks per SM), or the megakernel running only these tasks (its
+    registers and the launch's dynamic shared memory, ``megakernel_shared``), per task or as a
+    persistent grid of ``blocks_per_sm``."""
+    kernel = row.get("kernel", "per_kind")
+    extra = int(row.get("extra_shared_bytes", 0) or 0)
+    g = sub
+    if kernel == "megakernel":
+        g = dataclasses.replace(sub, kind_registers=np.full_like(sub.kind_registers, sub.megakernel_registers),
+                                kind_shared_bytes=np.full_like(sub.kind_shared_bytes, megakernel_shared))
+    elif kernel != "per_kind":
+        raise SpecError(f"measurements: kernel {kernel!r} is not allowed (allowed: per_kind, megakernel)")
+    elif extra:
+        g = dataclasses.replace(sub, kind_shared_bytes=np.maximum(sub.kind_shared_bytes, extra).astype(sub.kind_shared_bytes.dtype))
+    style = row.get("style", "per_task") or "per_task"
+    bps = row.get("blocks_per_sm")
+    launch = sched.launches[0]
+    if style != "per_task" or bps is not None:
+        launch = Launch(launch.order, launch.name, style, "ticket", None if bps is None else int(bps))
+    return g, Schedule(sched.name, (launch,), {})
+
+
+def simulated_us(result, timing: str) -> float:
+    """What a measurement of ``timing`` sees of a simulated run: ``events`` (CUDA events around
+    back-to-back runs) the prediction, host issue time included when it is longer; ``queued`` (the
+    measured work queued behind a spin kernel) the device's time only: the last launch's end (its
+    first launch starting ``queued_launch_ns`` after the run begins, as the queued gap)."""
+    if timing == "events":
+        return result.predicted_us
+    if timing == "queued":
+        return result.launches[-1].end_ns / 1e3
+    raise SpecError(f"measurements: timing {timing!r} is not allowed (allowed: events, queued)")
+
+
 def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[float]:
+    """Simulated times of a kind's cases: (label, graph, schedule[, timing]) each."""
     s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
-    return [simulate(g, sch, s).predicted_us for _, g, sch in cases]
+    out = []
+    for case in cases:
+        g, sch = case[1], case[2]
+        timing = case[3] if len(case) > 3 else "events"
+        out.append(simulated_us(simulate(g, sch, s), timing))
+    return out
 
 
-def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60) -> dict[str, Any]:
-    """Fit (compute_efficiency, fixed_ns) of one kind; returns the cost, the fit's error and its evaluations."""
+def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
+             fit_share: bool = False) -> dict[str, Any]:
+    """Fit (compute_efficiency, fixed_ns), and ``block_sm_share`` when ``fit_share`` (cases at
+    several occupancies), of one kind: least squares in log time, Nelder-Mead on log(efficiency),
+    fixed_ns and log(share), bounded by clipping; returns the cost, the fit's error and its evaluations."""
     from scipy.optimize import minimize
 
     meas = np.asarray(measured_us, float)
+    start = spec.task_cost(kind)
 
     def cost_of(x) -> TaskCost:
         eff = float(np.clip(math.exp(x[0]), *EFF_BOUNDS))
         fixed = float(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
-        return TaskCost(eff, fixed)
+        share = float(np.clip(math.exp(x[2]), *SHARE_BOUNDS)) if fit_share else start.block_sm_share
+        return dataclasses.replace(start, compute_efficiency=eff, fixed_ns=fixed, block_sm_share=share)
 
     memo: dict[tuple, float] = {}
 
@@ -137,16 +185,29 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
             memo[key] = float(np.sum(np.log(sim / meas) ** 2))
         return memo[key]
 
-    start = spec.task_cost(kind)
-    x0 = np.array([math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5])
-    res = minimize(loss, x0, method="Nelder-Mead",
-                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex":
-                            np.array([x0, x0 + [-1.0, 0.0], x0 + [0.0, 2.0]])})
+    x0 = [math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5]
+    simplex = [x0, [x0[0] - 1.0, x0[1]], [x0[0], x0[1] + 2.0]]
+    if fit_share:
+        x0 = x0 + [math.log(0.5)]
+        simplex = [p + [x0[2]] for p in simplex] + [[x0[0], x0[1], x0[2] + 0.5]]
+    res = minimize(loss, np.array(x0), method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": np.array(simplex)})
     best = cost_of(res.x)
     sim = simulated_kind_us(spec, kind, best, cases)
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
             "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
             "evaluations": len(memo)}
+
+
+def row_label(row: Mapping[str, Any]) -> str:
+    """A short name of a measured variant, e.g. ``per_kind``, ``per_kind+102400B``, ``megakernel/persistent x1``."""
+    kernel = row.get("kernel", "per_kind")
+    label = kernel
+    if row.get("extra_shared_bytes"):
+        label += f"+{int(row['extra_shared_bytes'])}B"
+    if row.get("style", "per_task") == "persistent":
+        label += f"/persistent x{row.get('blocks_per_sm')}"
+    return f"{label} ({row.get('timing', 'events')})"
 
 
 def sanity_rules(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -180,32 +241,69 @@ def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
 
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
-                    max_evals: int = 60) -> tuple[GPUSpec, dict[str, Any]]:
-    """The calibrated spec and a report of the per-kind fits."""
+                    max_evals: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+    """The calibrated spec and a report of the per-kind fits.
+
+    A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
+    (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
+    alone at several occupancies, the host hidden) is fitted on those rows only, with
+    ``block_sm_share`` free too; its other rows are simulated and reported as a check."""
     base = measured_base(preset, m)
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
+    if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
+        raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
     cases = kind_cases(layers, m.plan_params)
+    mk_shared = {layer: int(build(parse_layer(layer), Plan.parse("nonfused", m.plan_params))[0].kind_shared_bytes.max())
+                 for layer in layers}
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
     for kind, kc in cases.items():
-        meas = []
-        for layer, _, _ in kc:
-            rows = [r for r in m.kind_times if r["layer"] == layer and r["kind"] == kind]
-            if len(rows) != 1:
-                raise SpecError(f"measurements: need one time of kind {kind!r} on layer {layer!r}, found {len(rows)}")
-            meas.append(float(rows[0]["median_ms"]) * 1000.0)
-        fit = fit_kind(base, kind, kc, meas, max_evals=max_evals)
+        natural = {layer: (sub, sched) for layer, sub, sched in kc}
+        rows = [r for r in m.kind_times if r["kind"] == kind and r["layer"] in natural]
+        queued = [r for r in rows if r.get("timing") == "queued"]
+        fitted_rows = queued or [r for r in rows if r.get("timing", "events") == "events"]
+        for layer in natural:
+            if not any(r["layer"] == layer for r in fitted_rows):
+                raise SpecError(f"measurements: no time of kind {kind!r} on layer {layer!r}")
+        if not queued:
+            for layer in natural:
+                if sum(r["layer"] == layer for r in fitted_rows) != 1:
+                    raise SpecError(f"measurements: need one time of kind {kind!r} on layer {layer!r}")
+
+        def case_of(r):
+            g, sch = variant_case(*natural[r["layer"]], r, mk_shared[r["layer"]])
+            return (f"{r['layer']} {row_label(r)}", g, sch, r.get("timing", "events"))
+
+        fit_cases = [case_of(r) for r in fitted_rows]
+        meas = [float(r["median_ms"]) * 1000.0 for r in fitted_rows]
+        fit_share = bool(queued)
+        evals = max_evals or (150 if fit_share else 60)
+        fit = fit_kind(base, kind, fit_cases, meas, max_evals=evals, fit_share=fit_share)
         costs[kind] = fit["cost"]
-        how = (f"{kind}'s non-fused kernel alone on {', '.join(layers)} at --param "
-               f"{m.plan_params or 'defaults'}; fitted so that megasim's simulation of that launch matches "
-               f"the measured median, rms log error {fit['rms_log_error']:.3f}")
-        sources[f"task_costs.{kind}.compute_efficiency"] = source(m, how)
-        sources[f"task_costs.{kind}.fixed_ns"] = source(m, how)
+        checks = [r for r in rows if r not in fitted_rows]
+        check_sim = simulated_kind_us(base, kind, fit["cost"], [case_of(r) for r in checks]) if checks else []
+        if fit_share:
+            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {m.plan_params or 'defaults'}: "
+                   f"{len(fitted_rows)} runs (its non-fused kernel at its own and at forced lower occupancy, the "
+                   f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
+                   f"SM), timed with the host's launch cost hidden; fitted so that megasim's simulation of each "
+                   f"run matches its median, rms log error {fit['rms_log_error']:.3f}")
+        else:
+            how = (f"{kind}'s non-fused kernel alone on {', '.join(layers)} at --param "
+                   f"{m.plan_params or 'defaults'}; fitted so that megasim's simulation of that launch matches "
+                   f"the measured median, rms log error {fit['rms_log_error']:.3f}")
+        fields = ("compute_efficiency", "fixed_ns") + (("block_sm_share",) if fit_share else ())
+        for name in fields:
+            sources[f"task_costs.{kind}.{name}"] = source(m, how)
         report["kinds"][kind] = {"compute_efficiency": fit["cost"].compute_efficiency,
-                                 "fixed_ns": fit["cost"].fixed_ns, "measured_us": fit["measured_us"],
+                                 "fixed_ns": fit["cost"].fixed_ns, "block_sm_share": fit["cost"].block_sm_share,
+                                 "cases": [c[0] for c in fit_cases],
+                                 "measured_us": fit["measured_us"],
                                  "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
-                                 "evaluations": fit["evaluations"]}
+                                 "evaluations": fit["evaluations"],
+                                 "checks": [{"case": case_of(r)[0], "measured_us": float(r["median_ms"]) * 1000.0,
+                                             "simulated_us": sim} for r, sim in zip(checks, check_sim)]}
     if "default" in base.task_costs:
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,

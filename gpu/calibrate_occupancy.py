@@ -1,0 +1,321 @@
+"""Each task kind timed alone at several occupancies, with the host's launch cost hidden: the second
+round of issue 4's calibration (``megasim.calibration`` fits ``block_sm_share`` from these rows).
+
+    bash gpu/on_device.sh python -m gpu.calibrate_occupancy \
+        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
+
+What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused schedule):
+
+- **Queued timing** (``time_queued``): a single-thread spin kernel (~1 ms, longer than the host takes
+  to issue the measured launches) runs first; the start event is recorded after it, so the events
+  bracket only the measured work's device time (plus the gap between two queued kernels), whatever
+  the host's launch path costs. This is how back-to-back runs behave once the host is ahead
+  (``gpu.timing.time_cuda``: the events of run i+1 are enqueued while the device works on run i).
+- ``queued_launch_ns``: the queued time of an empty 4-argument kernel (the device-side start cost of
+  a launch the host issued ahead); ``extra.queued_megakernel_launch_ns``: the same for what
+  ``PreparedSchedule.run`` does for a megakernel launch of an empty map (two counter resets + the
+  megakernel), and the host's own time to issue each (perf_counter around the call).
+- per kind and layer, its tasks of the non-fused schedule, each variant queued-timed (median of 10
+  after 2 warm-ups, inputs rotated over 3 workspaces):
+  ``per_kind`` kernel at its natural occupancy; the same kernel with unused dynamic shared memory
+  forcing 4 / 2 / 1 blocks per SM (46 KiB, 100 KiB, 160 KiB; above 48 KiB the kernel is opted in
+  with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; only values below the natural occupancy);
+  the ``megakernel`` running only that kind's tasks (its 255 registers: 2 blocks per SM) per task,
+  and as a persistent grid of 1 and of 2 blocks per SM. Counters start at zero (the kind's parents
+  ran before), as in ``gpu.diagnose``.
+  Also the per-kind kernel at natural occupancy timed as ``gpu.calibrate.time_kinds`` does
+  (``timing: events``: CUDA events around each run, host cost included when it dominates), to
+  compare with the first round.
+
+Rows go to ``Measurements.kind_times`` with the keys ``kernel`` (per_kind | megakernel), ``style``,
+``blocks_per_sm`` (persistent grids), ``extra_shared_bytes``, ``timing`` (queued | events),
+``blocks_per_sm_expected`` (the CUDA occupancy of the variant, from the driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from gpu.timing import TimingError, TimingStats, summarize
+
+log = logging.getLogger(__name__)
+
+SPIN_TARGET_MS = 1.0
+FORCED_SHARED = {4: 46 * 1024, 2: 100 * 1024, 1: 160 * 1024}   # dynamic shared bytes -> blocks per SM (H100/H200)
+
+
+# --- timing with the host hidden ------------------------------------------------------------------
+class Spinner:
+    """A single-thread spin kernel of about ``target_ms`` on the default stream."""
+
+    def __init__(self, target_ms: float = SPIN_TARGET_MS) -> None:
+        from gpu.calibrate import _spin
+        self._spin = _spin
+        self.out = cuda.to_device(np.ones(1, np.float32))
+        probe = 100_000
+        _spin[1, 1](self.out, 10)
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            _spin[1, 1](self.out, probe)
+        cuda.synchronize()
+        per_iter_s = (time.perf_counter() - t0) / (3 * probe)
+        self.iters = max(1000, int(target_ms * 1e-3 / max(per_iter_s, 1e-12)))
+
+    def __call__(self) -> None:
+        self._spin[1, 1](self.out, self.iters)
+
+
+def time_queued(fn: Callable[[int], object], spin: Callable[[], None], *, warmup: int = 2, repeats: int = 10,
+                rotate: int = 1) -> tuple[TimingStats, float]:
+    """Device time of ``fn(i)`` queued behind a spin kernel: (stats in ms, the host's longest issue
+    time of ``fn`` in ms; it must stay below the spin's time for the host to be hidden)."""
+    import torch
+    stream = torch.cuda.current_stream()
+    if stream.cuda_stream != 0:
+        raise TimingError("time_queued times the legacy default stream")
+    for i in range(warmup):
+        spin()
+        fn(i % rotate)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    host = 0.0
+    for i in range(repeats):
+        spin()
+        starts[i].record(stream)
+        t0 = time.perf_counter()
+        fn(i % rotate)
+        host = max(host, time.perf_counter() - t0)
+        ends[i].record(stream)
+    torch.cuda.synchronize()
+    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)]), host * 1e3
+
+
+# --- launches -----------------------------------------------------------------------------------------
+def _opt_in(kernel, nbytes: int) -> None:
+    """Allow ``nbytes`` of dynamic shared memory on every compiled overload of ``kernel`` (> 48 KiB
+    needs it). Raises if the driver refuses."""
+    from numba.cuda.cudadrv.driver import binding, driver
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    overloads = list(kernel.overloads.values())
+    if not overloads:
+        raise RuntimeError("kernel not compiled yet")
+    for k in overloads:
+        cufunc = k._codelibrary.get_cufunc()
+        driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+
+
+def _active_blocks(kernel, threads: int, smem: int) -> int:
+    """The driver's occupancy of a compiled kernel (blocks per SM), -1 when it cannot say."""
+    try:
+        k = next(iter(kernel.overloads.values()))
+        ctx = cuda.current_context()
+        return int(ctx.get_active_blocks_per_multiprocessor(k._codelibrary.get_cufunc(), threads, smem))
+    except Exception:
+        return -1
+
+
+def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
+    """fn(ws) launching the kind's non-fused kernel over ``size`` table rows with ``smem`` bytes of
+    dynamic shared memory (the GEMM's staging is at the start of it), and the kernel object."""
+    from gpu import megakernel as mk
+    from gpu import winograd_device as dev
+    cfg = plan.config
+    if kind == dev.FTRANS:
+        k = mk.ftrans_kernel
+        return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.w, ws.U)), k, cfg.transform_threads
+    if kind == dev.ITRANS:
+        k = mk.itrans_kernel
+        return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.x, ws.V)), k, cfg.transform_threads
+    if kind == dev.GEMM:
+        k = mk.gemm_kernel
+        return (lambda ws: k[size, cfg.gemm_threads, 0, smem](d_table, d_prm, ws.V, ws.U, ws.M)), k, cfg.gemm_threads
+    k = mk.otrans_kernel
+    return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.M, ws.Y)), k, cfg.transform_threads
+
+
+def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
+    """Device-side start cost of a queued plain launch and of a queued megakernel launch (empty map)."""
+    from gpu import executor as ex
+    from gpu import megakernel as mk
+    from gpu.calibrate import _empty4
+    from megasim.lowering.winograd import WinogradConfig
+    from megasim.workloads import parse_layer
+    a = cuda.device_array(16, np.float32)
+    _empty4[1, 32](a, a, a, a)
+    plain, plain_host = time_queued(lambda i: _empty4[1, 32](a, a, a, a), spin, warmup=3, repeats=30)
+    problem = parse_layer("N=1,C=8,K=8,H=8,W=8")
+    plan = ex.make_plan(problem, WinogradConfig())
+    ws = ex.workspace(plan, cuda.to_device(np.zeros((1, 8, 8, 8), np.float32)),
+                      cuda.to_device(np.zeros((8, 8, 3, 3), np.float32)))
+    table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
+    ctl = np.zeros(mk.CTL_SIZE, np.int32)
+    ctl[mk.CTL_POLL_LIMIT] = 1 << 20
+    d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
+    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    prm = cuda.to_device(plan.params)
+    threads = max(plan.config.transform_threads, plan.config.gemm_threads)
+    trace = ex.no_trace()
+
+    def run(i):
+        cnt.copy_to_device(cnt_init, stream=cuda.default_stream())
+        d_ctl.copy_to_device(d_ctl_init, stream=cuda.default_stream())
+        mk.megakernel[sm, threads, 0, plan.shared_bytes](table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
+                                                         trace)
+
+    run(0)
+    mega, mega_host = time_queued(run, spin, warmup=3, repeats=30)
+    return {"queued_launch_ns": plain.median_ms * 1e6, "queued_launch_host_ms": plain_host,
+            "queued_megakernel_launch_ns": mega.median_ms * 1e6, "queued_megakernel_host_ms": mega_host}
+
+
+def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int = 10) -> tuple[list[dict], dict]:
+    """Rows of every (layer, kind, variant); see the module docstring."""
+    from gpu import executor as ex
+    from gpu.prepared import PreparedSchedule
+    from gpu.timing import time_cuda
+    from megasim.mapping import Launch, Schedule
+    from megasim.plan import Plan, build
+    from megasim.workloads import parse_layer
+    spin = spin or Spinner()
+    rows: list[dict[str, Any]] = []
+    notes: dict[str, Any] = {"opt_in_failed": {}, "host_not_hidden": []}
+    rng = np.random.default_rng(7)
+    for name in layers:
+        problem = parse_layer(name)
+        graph, schedule, plan_ = build(problem, Plan.parse("nonfused", plan_params))
+        wplan = ex.make_plan(problem, plan_.config, graph)
+        wss = []
+        for _ in range(3):
+            x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
+            w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
+            wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+        full = PreparedSchedule(wplan, schedule, kernels="per_kind")
+        for ws in wss:                              # every launch's inputs exist (U, V, M written)
+            full.run(ws)
+        cuda.synchronize()
+        d_prm = cuda.to_device(wplan.params)
+        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
+        for launch in schedule.launches:
+            kind_id = int(graph.kind[int(launch.order[0])])
+            kind = graph.kind_names[kind_id]
+            size = int(len(launch.order))
+            d_table = cuda.to_device(ex.task_table(graph, np.asarray(launch.order, np.int64)))
+            base = {"layer": name, "kind": kind, "tasks": size}
+
+            def record(variant: dict, stats: TimingStats, host_ms: float | None) -> None:
+                row = {**base, **variant, "median_ms": stats.median_ms, "min_ms": stats.min_ms,
+                       "max_ms": stats.max_ms}
+                if host_ms is not None:
+                    row["host_issue_ms"] = host_ms
+                    if host_ms > 0.8 * SPIN_TARGET_MS:
+                        notes["host_not_hidden"].append(f"{name} {kind} {variant}")
+                rows.append(row)
+                log.info("%s %s %s %.4f ms", name, kind, variant, stats.median_ms)
+
+            natural_smem = wplan.shared_bytes if kind == "gemm" else 0
+            fn, kernel, threads = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, natural_smem)
+            fn(wss[0])
+            cuda.synchronize()
+            natural = _active_blocks(kernel, threads, natural_smem)
+            st, host = time_queued(lambda i: fn(wss[i]), spin, repeats=repeats, rotate=3)
+            record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": 0, "timing": "queued",
+                    "blocks_per_sm_expected": natural}, st, host)
+            st = time_cuda(lambda i: fn(wss[i]), warmup=3, repeats=repeats, rotate=3)
+            record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": 0, "timing": "events",
+                    "blocks_per_sm_expected": natural}, st, None)
+            for bps, smem in sorted(FORCED_SHARED.items(), reverse=True):
+                if natural > 0 and bps >= natural:
+                    continue
+                smem = max(smem, natural_smem)
+                try:
+                    if smem > 48 * 1024:
+                        _opt_in(kernel, smem)
+                    fn_s, _, _ = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, smem)
+                    fn_s(wss[0])
+                    cuda.synchronize()
+                except Exception as err:
+                    notes["opt_in_failed"][f"{name} {kind} {smem}"] = f"{type(err).__name__}: {err}"[:300]
+                    log.warning("%s %s: %d B of dynamic shared memory failed: %s", name, kind, smem, err)
+                    continue
+                st, host = time_queued(lambda i: fn_s(wss[i]), spin, repeats=repeats, rotate=3)
+                record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": smem, "timing": "queued",
+                        "blocks_per_sm_expected": _active_blocks(kernel, threads, smem)}, st, host)
+            for style, bps in (("per_task", None), ("persistent", 1), ("persistent", 2)):
+                one = Schedule(launch.name, (Launch(launch.order, launch.name, style, "ticket", bps),))
+                prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
+                prep.d_counters_init = zeros            # the kind's parents ran before (gpu.diagnose)
+                prep.run(wss[0])
+                prep.check()
+                st, host = time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
+                record({"kernel": "megakernel", "style": style, "blocks_per_sm": bps, "extra_shared_bytes": 0,
+                        "timing": "queued"}, st, host)
+            del d_table
+        del wss, full
+    notes["spin_iters"] = spin.iters
+    return rows, notes
+
+
+def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
+    """(spec values, kind_times rows, extra notes) of this module's measurements."""
+    spin = Spinner()
+    sm = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    q = probe_queued_launch(sm, spin)
+    values = {"queued_launch_ns": {"value": q["queued_launch_ns"], "method": (
+        "an empty 4-argument kernel queued behind a ~1 ms single-thread spin kernel, CUDA events after the spin "
+        "and after the kernel (the host's launch cost hidden; median of 30)")}}
+    rows, notes = time_kinds_occupancy(layers, plan_params, spin)
+    notes.update({k: v for k, v in q.items() if k != "queued_launch_ns"})
+    return values, rows, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    import datetime as dt
+
+    from megasim.calibration import CALIBRATION_LAYERS, Measurements
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="measurements JSON of the first round (megasim calibrate)")
+    ap.add_argument("--out", required=True, help="merged measurements JSON to write")
+    ap.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    m = Measurements.from_dict(json.loads(Path(args.base).read_text()))
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    date = dt.date.today().isoformat()
+    t0 = time.perf_counter()
+    values, rows, notes = measure_occupancy(tuple(args.layers), m.plan_params)
+    for k, v in values.items():
+        m.values[k] = {"value": v["value"], "method": f"{v['method']}; measured {date} on {name} (gpu.calibrate_occupancy)"}
+    for r in m.kind_times:
+        r.setdefault("round", 1)
+    for r in rows:
+        r["round"] = 2
+    m.kind_times.extend(rows)
+    m.extra["occupancy_round"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                                  "seconds": round(time.perf_counter() - t0, 1), **notes}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+    print(f"wrote {args.out}: {len(rows)} rows; queued launch {values['queued_launch_ns']['value']:.0f} ns")
+    for r in rows:
+        print(f"{r['layer']:9s} {r['kind']:7s} {r['kernel']:10s} {r['style']:10s} bps={str(r.get('blocks_per_sm')):4s} "
+              f"smem={r['extra_shared_bytes']:6d} {r['timing']:6s} exp={r.get('blocks_per_sm_expected', '')!s:3s} "
+              f"{r['median_ms'] * 1e3:9.1f} us  host {r.get('host_issue_ms', float('nan')):.3f} ms")
+    print(json.dumps({k: v for k, v in m.extra["occupancy_round"].items()}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

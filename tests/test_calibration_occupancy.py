@@ -1,0 +1,73 @@
+"""The second calibration round's fit (megasim.calibration): rows of each kind's tasks alone at several
+occupancies, timed with the host hidden, recover a known (compute_efficiency, fixed_ns, block_sm_share)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from megasim.calibration import (
+    Measurements,
+    calibrated_spec,
+    kind_cases,
+    simulated_us,
+    variant_case,
+)
+from megasim.hardware import TaskCost, get_gpu
+from megasim.plan import Plan, build
+from megasim.sim import simulate
+from megasim.workloads import parse_layer
+
+LAYER = "N=8,C=256,K=64,H=16,W=16"
+VARIANTS = [{"kernel": "per_kind", "timing": "queued"},
+            {"kernel": "per_kind", "timing": "events"},
+            {"kernel": "per_kind", "extra_shared_bytes": 100 * 1024, "timing": "queued"},
+            {"kernel": "megakernel", "style": "per_task", "timing": "queued"},
+            {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "timing": "queued"}]
+
+
+def small_h200(**over):
+    """The H200 preset cut down to 4 SMs (per-SM compute and bandwidth kept)."""
+    h = get_gpu("H200")
+    f = 4 / h.sm_count
+    return dataclasses.replace(h, sm_count=4, fp32_peak_gflops=h.fp32_peak_gflops * f, dram_bw_gbps=h.dram_bw_gbps * f,
+                               l2_bw_gbps=h.l2_bw_gbps * f, queued_launch_ns=1500.0, **over)
+
+
+def test_variant_case_occupancy():
+    spec = small_h200()
+    (_, sub, sched), = kind_cases((LAYER,))["gemm"]
+    graph = build(parse_layer(LAYER), Plan("nonfused"))[0]
+    per = {}
+    for v in VARIANTS:
+        g, s = variant_case(sub, sched, v, int(graph.kind_shared_bytes.max()))
+        per[str(v)] = simulate(g, s, spec).launches[0].blocks_per_sm
+    assert per[str(VARIANTS[0])] == 3 and per[str(VARIANTS[2])] == 2     # registers; shared memory
+    assert per[str(VARIANTS[3])] == 2 and per[str(VARIANTS[4])] == 1     # megakernel: 255 registers
+
+
+@pytest.mark.slow
+def test_fit_recovers_share():
+    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_share=0.5), "itrans": TaskCost(0.2, 1500.0, block_sm_share=0.4),
+             "gemm": TaskCost(0.45, 300.0, block_sm_share=0.35), "otrans": TaskCost(0.25, 900.0, block_sm_share=0.6)}
+    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
+    graph = build(parse_layer(LAYER), Plan("nonfused"))[0]
+    rows = []
+    for kind, cases in kind_cases((LAYER,)).items():
+        (_, sub, sched), = cases
+        for v in VARIANTS:
+            g, s = variant_case(sub, sched, v, int(graph.kind_shared_bytes.max()))
+            us = simulated_us(simulate(g, s, spec), v["timing"])
+            rows.append({"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, "median_ms": us / 1000.0, **v})
+    values = {name: {"value": getattr(spec, name), "method": "test"} for name in
+              ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
+    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows)
+    fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=120)
+    for kind, true in truth.items():
+        got = fitted.task_cost(kind)
+        assert report["kinds"][kind]["rms_log_error"] < 0.01, kind
+        if kind == "gemm":      # compute-bound: the share is well determined (the transforms' barely matters)
+            assert got.block_sm_share == pytest.approx(true.block_sm_share, rel=0.1)
+            assert got.compute_efficiency == pytest.approx(true.compute_efficiency, rel=0.1)
+        assert len(report["kinds"][kind]["checks"]) == 1           # the events row: reported, not fitted

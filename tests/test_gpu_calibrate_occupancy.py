@@ -1,0 +1,63 @@
+"""gpu.calibrate_occupancy's launch paths on Numba's CUDA simulator (tiny layer, timers faked: the
+simulator has no CUDA events): every (kind, variant) row is produced and the kernels run."""
+
+from __future__ import annotations
+
+import pytest
+
+numba = pytest.importorskip("numba")
+if not numba.config.ENABLE_CUDASIM:
+    pytest.skip("runs on the CUDA simulator only (on a GPU, python -m gpu.calibrate_occupancy)", allow_module_level=True)
+
+from gpu import calibrate_occupancy as co
+from gpu.timing import summarize
+
+pytestmark = [pytest.mark.cudasim, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _fast_simulator_barriers():
+    """As in test_gpu_winograd: a short GIL switch interval speeds up the simulator's barriers."""
+    import sys
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+class FakeSpin:
+    iters = 1
+
+    def __call__(self):
+        pass
+
+
+def test_rows_for_every_kind_and_variant(monkeypatch):
+    import gpu.timing as timing
+    calls = []
+
+    def fake_queued(fn, spin, **kw):
+        fn(0)
+        calls.append("q")
+        return summarize([0.01]), 0.0
+
+    def fake_cuda(fn, **kw):
+        fn(0)
+        return summarize([0.02])
+
+    monkeypatch.setattr(co, "time_queued", fake_queued)
+    monkeypatch.setattr(timing, "time_cuda", fake_cuda)
+    rows, _ = co.time_kinds_occupancy(["N=1,C=2,K=3,H=4,W=4"], "t=2,gemm_k_tile=8,threads=32,gemm_threads=32",
+                                          spin=FakeSpin(), repeats=1)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"ftrans", "itrans", "gemm", "otrans"}
+    for kind in kinds:
+        mine = [r for r in rows if r["kind"] == kind]
+        variants = {(r["kernel"], r["style"], r.get("blocks_per_sm"), r["timing"]) for r in mine}
+        assert ("per_kind", "per_task", None, "queued") in variants
+        assert ("per_kind", "per_task", None, "events") in variants
+        assert {("megakernel", "per_task", None, "queued"), ("megakernel", "persistent", 1, "queued"),
+                ("megakernel", "persistent", 2, "queued")} <= variants
+        # The 46 KiB variant needs no opt-in: it runs on the simulator too.
+        assert any(r["extra_shared_bytes"] == 46 * 1024 for r in mine)
+    assert all(r["median_ms"] > 0 and r["tasks"] > 0 for r in rows)
