@@ -11,6 +11,9 @@ never imports this package.
   non-fused kernels.
 - ``gpu.executor``: packs a TaskGraph and a Schedule into arrays and launches them.
 - ``gpu.winograd``: ``conv2d``, the user-facing entry point, and its NumPy ``reference``.
+- ``gpu.sparse`` (kernels in ``gpu.sparse_kernels``): ECR and PECR sparse convolution (the
+  sparse-convolution paper), their dense twins, ReLU and max-pool, float64 references, and
+  ``prepare`` for timing; ``gpu.sparse_check`` checks them at full size on a GPU.
 """
 
 from gpu.errors import KernelInputError, MegakernelError

@@ -278,3 +278,32 @@ def test_serial_steps_delay_a_task_but_do_not_occupy_the_sm():
     assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(230.0)
     with pytest.raises(Exception, match="serial_steps"):
         dataclasses.replace(base, serial_steps=np.array([1.0])).validate()
+
+
+def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
+    """experiments.sparse_validate end to end on a tiny CSV in sparse_bench's format (times made up:
+    this checks the pipeline -- predictions, crossovers, summary, figures -- not the model)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.provenance import write_results
+    from experiments.sparse_validate import crossover, main
+
+    assert crossover([0.0, 0.5, 1.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
+    assert crossover([0.0, 0.5], [1.0, 1.0], [2.0, 2.0]) == 0.0
+    assert crossover([0.0, 0.5], [3.0, 3.0], [2.0, 2.0]) is None
+    rows = []
+    for layer, c, k, hw in (("vgg19/conv5_4", 512, 512, 14),):
+        for s in (0.0, 0.5, 0.9):
+            for op, ms in (("ecr", 0.5 - 0.3 * s), ("direct", 0.4), ("cudnn", 0.1), ("pecr", 1.0 - s / 2),
+                           ("direct_fused", 0.8), ("unfused_ecr", 0.6 - 0.3 * s), ("unfused_direct", 0.5),
+                           ("cudnn_chain", 0.12)):
+                rows.append({"layer": layer, "batch": 1, "C": c, "K": k, "HW": hw, "sparsity": s, "pattern": "uniform",
+                             "seed": 15, "op": op, "k_tile": "" if op.startswith("cudnn") else (4 if op in ("ecr", "direct",
+                             "unfused_ecr", "unfused_direct") else 2), "median_ms": ms, "status": "ok"})
+    write_results(rows, tmp_path, "sparse_bench", {})
+    assert main(["--measured", str(tmp_path / "sparse_bench.csv"), "--spec", "h200", "--out", str(tmp_path)]) == 0
+    for name in ("sparse_validation.csv", "sparse_crossover.csv", "sparse_summary.json", "sparse_speedup_b1.png",
+                 "pecr_speedup.png", "sparse_pred_vs_measured.png", "sparse_theta.png"):
+        assert (tmp_path / name).exists(), name
