@@ -40,10 +40,12 @@ from megasim.workloads import parse_layer
 from megasim.workloads.sparse import SparsitySpec
 
 # Not VGG-19 shapes; together they give the tiling every filter tile (4..32), 16 to 384 channels
-# (1 to 96 serial chunks), maps from 12x12 to 200x200, and many or few blocks per SM.
+# (1 to 96 serial chunks), maps from 12x12 to 200x200, and many or few blocks per SM. The last two
+# (added in the second calibration round, see docs/sparse.md) put ECR's grid just past one wave of
+# resident blocks with 56-80 chunks, the regime where a tail of blocks runs nearly alone.
 CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32,K=128,H=33,W=33",
                 "N=1,C=48,K=64,H=150,W=150", "N=1,C=384,K=384,H=12,W=12", "N=2,C=192,K=192,H=40,W=40",
-                "N=1,C=16,K=32,H=200,W=200")
+                "N=1,C=16,K=32,H=200,W=200", "N=1,C=320,K=416,H=30,W=30", "N=1,C=224,K=352,H=50,W=50")
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
