@@ -8,8 +8,8 @@ calibration cases that are not VGG-19), from the same seeded input map the GPU r
 - ``sparse_validation.csv``: each row with ``predicted_us`` and ``measured_us``;
 - ``sparse_crossover.csv``: per layer, batch and pattern, the sparsity at which ECR becomes faster than
   our dense kernel (``vs=direct``) and than cuDNN (``vs=cudnn``), measured and predicted. A crossover
-  is where the time difference changes sign, interpolated linearly between the swept sparsities; 0 when
-  ECR is faster at every swept sparsity, empty when it never is. The cuDNN time is measured (megasim
+  is where the time difference changes sign, interpolated linearly between the swept sparsities; the
+  first swept sparsity when ECR is faster already there, empty when it never is. The cuDNN time is measured (megasim
   does not model cuDNN's kernels): the predicted crossover against cuDNN is where the *predicted* ECR
   time crosses the *measured* cuDNN time. PECR against the unfused chains the same way
   (``op=pecr``, ``vs=unfused_ecr`` / ``unfused_direct`` / ``cudnn_chain``);
@@ -48,12 +48,13 @@ PAIRS = (("ecr", "direct"), ("ecr", "cudnn"), ("pecr", "unfused_ecr"), ("pecr", 
 
 
 def crossover(sparsities, a, b) -> float | None:
-    """The smallest sparsity at which time a <= time b (linear interpolation of a - b); 0.0 if a <= b
-    from the first point, None if never."""
+    """The smallest sparsity at which time a <= time b (linear interpolation of a - b); the first
+    swept sparsity if a <= b there already (0 for the uniform sweep, 0.5 for the clustered one: "at
+    or below"), None if never."""
     s = np.asarray(sparsities, float)
     d = np.asarray(a, float) - np.asarray(b, float)
     if d[0] <= 0:
-        return 0.0
+        return float(s[0])
     for i in range(1, len(s)):
         if d[i] <= 0:
             return float(s[i - 1] + (s[i] - s[i - 1]) * d[i - 1] / (d[i - 1] - d[i]))
@@ -141,17 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", default="megasim/hardware/calibrated/h200.json")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="batch 1 rows only")
+    ap.add_argument("--reuse-predictions", action="store_true",
+                    help="read the predictions from DIR/sparse_validation.csv instead of simulating again")
     args = ap.parse_args(argv)
     spec = load_spec(args.spec) if args.spec.endswith(".json") else get_gpu(args.spec)
     measured = read_rows(args.measured)
     if args.quick:
         measured = [r for r in measured if int(r["batch"]) == 1]
     out_dir = Path(args.out or Path(args.measured).parent)
-    predicted = predict_rows(measured, spec)
+    if args.reuse_predictions:
+        predicted = [dict(r, predicted_us=float(r["predicted_us"]), measured_us=float(r["measured_us"]))
+                     for r in read_rows(out_dir / "sparse_validation.csv")]
+    else:
+        predicted = predict_rows(measured, spec)
     cross = crossovers(measured, predicted)
     summ = summary(predicted, cross)
     meta = provenance({"measured": str(args.measured), "spec": args.spec, "gpu": spec.name})
-    write_results(predicted, out_dir, "sparse_validation", meta)
+    if not args.reuse_predictions:
+        write_results(predicted, out_dir, "sparse_validation", meta)
     write_results(cross, out_dir, "sparse_crossover", meta)
     (out_dir / "sparse_summary.json").write_text(json.dumps({"meta": meta, **summ}, indent=1) + "\n")
     print(json.dumps(summ, indent=1))

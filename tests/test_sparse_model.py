@@ -293,6 +293,7 @@ def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
 
     assert crossover([0.0, 0.5, 1.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
     assert crossover([0.0, 0.5], [1.0, 1.0], [2.0, 2.0]) == 0.0
+    assert crossover([0.5, 0.8], [1.0, 1.0], [2.0, 2.0]) == 0.5
     assert crossover([0.0, 0.5], [3.0, 3.0], [2.0, 2.0]) is None
     rows = []
     for layer, c, k, hw in (("vgg19/conv5_4", 512, 512, 14),):
