@@ -18,10 +18,12 @@ The counts come from the simulated per-task records (``SimResult.claim_ns`` / ``
 ``end_ns`` / ``kind``): a task counts as *working* from ready to end and as *waiting* from claim to
 ready; each bin holds the time average over the bin (200 bins over the longest of the three runs).
 
-``--measured FILE`` takes a recorded GPU run, a CSV with columns ``task,kind,start_ns,end_ns,sm`` (an
+``--measured FILE`` takes a recorded GPU run, a CSV with columns ``task,kind,start_ns,end_ns,sm`` (kind
+by name or by index in ftrans/itrans/gemm/otrans; with ``ready_ns`` too, as ``gpu.record_timeline``
+writes, polling time is drawn as waiting) (an
 optional ``mapping`` column splits it into panels); it is binned into
 ``DIR/fig03_task_timeline_measured.csv`` (kept there for later re-plots) and drawn beside the model.
-No such recording exists yet: without one the figure says "measured: not yet available".
+Without one the figure says "measured: not yet available".
 
 Run time (2 shared cores): full ~4 s (three simulations, ~1 s of model time); ``--quick`` (batch 8) ~3 s.
 
@@ -61,7 +63,9 @@ MEASURED_COLUMNS = ("task", "kind", "start_ns", "end_ns", "sm")
 
 def _extra_args(ap) -> None:
     ap.add_argument("--measured", type=Path, default=None,
-                    help="a recorded GPU run (CSV: task,kind,start_ns,end_ns,sm[,mapping]) to draw beside the model")
+                    help="a recorded GPU run (CSV: task,kind,start_ns,end_ns,sm[,ready_ns,mapping]) to draw beside the model")
+    ap.add_argument("--measured-label", default="recorded run",
+                    help="what the recorded run was, for its panel title when its CSV has no mapping column")
 
 
 def mean_open(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -130,14 +134,21 @@ def prepare(args) -> None:
         _fail(f"--measured {args.measured}: needs columns {','.join(MEASURED_COLUMNS)}"
               + (f"; missing {','.join(missing)}" if missing else "; it has no rows"))
     rows: list[dict[str, Any]] = []
-    for mapping in dict.fromkeys(r.get("mapping", "measured") for r in raw):
-        mine = [r for r in raw if r.get("mapping", "measured") == mapping]
+    label = args.measured_label
+    for mapping in dict.fromkeys(r.get("mapping", label) for r in raw):
+        mine = [r for r in raw if r.get("mapping", label) == mapping]
         start = np.array([float(r["start_ns"]) for r in mine])
         end = np.array([float(r["end_ns"]) for r in mine])
-        kind = np.array([r["kind"] for r in mine])
+        # Working from ready to end when the recording has ready_ns (as gpu.record_timeline writes),
+        # else from start; kinds by name or by their index in the Winograd lowering's KINDS.
+        ready = np.array([float(r["ready_ns"]) for r in mine]) if "ready_ns" in mine[0] else start
+        kind = np.array([KINDS[int(r["kind"])] if r["kind"].isdigit() and int(r["kind"]) < len(KINDS) else r["kind"]
+                         for r in mine])
         t0 = start.min()
         edges = np.linspace(0.0, end.max() - t0, BINS + 1)
-        counts = {k: mean_open(start[kind == k] - t0, end[kind == k] - t0, edges) for k in KINDS}
+        counts = {k: mean_open(ready[kind == k] - t0, end[kind == k] - t0, edges) for k in KINDS}
+        if "ready_ns" in mine[0]:
+            counts["waiting"] = mean_open(start - t0, ready - t0, edges)
         others = sorted(set(kind) - set(KINDS))
         for i in range(BINS):
             rows.append({"mapping": mapping, "label": f"measured: {mapping}", "measured_us": round((end.max() - t0) / 1e3, 3),
@@ -191,7 +202,7 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
         ax.set_xlim(0, t_max)
     for ax, key in zip(axes[len(mappings):], recorded):
         mine = [r for r in measured if r["mapping"] == key]
-        _stack(ax, mine, list(KINDS))
+        _stack(ax, mine, list(KINDS) + (["waiting"] if mine[0].get("waiting", "") != "" else []))
         ax.set_title(f"measured ({key}): {float(mine[0]['measured_us']):.0f} us on {mine[0]['sms']} SMs",
                      fontsize=8, loc="left")
     axes[-1].set_xlabel("time (us)")
@@ -199,7 +210,7 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
     r0 = rows[0]
     fig.legend(handles[::-1], labels[::-1], loc="upper right", ncol=5, frameon=False, fontsize=7,
                bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(f"Model ({r0['gpu']} preset), {r0['layer']} batch {r0['batch']}: blocks working on each "
+    fig.suptitle(f"Model ({r0['gpu']} spec), {r0['layer']} batch {r0['batch']}: blocks working on each "
                  f"task kind", x=0.0, ha="left", fontsize=9, y=1.0 + 0.02 * (4 / n))
     if not recorded:
         fig.text(0.0, -0.01, "measured: not yet available (no recorded GPU run; see --measured)",

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from megasim.errors import MegasimError
-from megasim.hardware import get_gpu
+from megasim.hardware import get_gpu, load_spec
 from megasim.hardware.spec import GPUSpec
 from megasim.lowering.winograd import lower_winograd
 from megasim.mapping import Launch, Schedule, counts, default_params
@@ -209,6 +209,13 @@ def parse_args(description: str, argv: Sequence[str] | None,
     return ap.parse_args(argv)
 
 
+def gpu_spec(name_or_path: str) -> GPUSpec:
+    """A preset by name, or a spec file (a path ending in .json)."""
+    if name_or_path.endswith(".json"):
+        return load_spec(name_or_path)
+    return get_gpu(name_or_path)
+
+
 def run_script(name: str, description: str, argv: Sequence[str] | None,
                compute: Callable[[argparse.Namespace, GPUSpec], Path],
                plot: Callable[[Path, Path], tuple[Path, Path]],
@@ -225,7 +232,10 @@ def run_script(name: str, description: str, argv: Sequence[str] | None,
         prepare(args)
     csv_path = args.out / f"{name}.csv"
     if not args.plot_only:
-        spec = get_gpu(args.gpu) if uses_gpu_option else None
+        try:
+            spec = gpu_spec(args.gpu) if uses_gpu_option else None
+        except MegasimError as exc:
+            raise SystemExit(f"{name}: error: {exc}") from None
         start = time.perf_counter()
         csv_path = compute(args, spec)
         on = f" on GPU spec {spec.name}" if spec is not None else ""
