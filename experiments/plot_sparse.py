@@ -98,8 +98,9 @@ def plot_theta(rows, out_dir: Path) -> Path | None:
     sc = ax.scatter(pts[:, 0], pts[:, 1], c=pts[:, 2], cmap="viridis", s=14)
     fig.colorbar(sc, ax=ax, label="sparsity")
     ax.axhline(1.0, color="0.4", lw=0.8)
-    ax.set(xscale="symlog", yscale="log", xlabel="Theta = 100 x sparsity / map width",
-           ylabel="speedup of ECR over cuDNN", title="VGG-19, batch 1 (the paper's Fig. 11 analysis)")
+    _log_y(ax)
+    ax.set(xlabel="Theta = 100 x sparsity / map width (the paper's Fig. 11 quantity)",
+           ylabel="speedup of ECR over cuDNN (measured)", title="VGG-19, batch 1, uniform zeros")
     return save_figure(fig, out_dir, "sparse_theta")[0]
 
 
