@@ -113,27 +113,25 @@ def kind_cases(layers: tuple[str, ...], plan_params: str = "") -> dict[str, list
     return out
 
 
-def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any], megakernel_shared: int) -> tuple[TaskGraph, Schedule]:
+def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any]) -> tuple[TaskGraph, Schedule]:
     """The (graph, schedule) of one measured variant of a kind's launch (``sub``, ``sched``: its
     non-fused launch cut out by ``kind_subgraph``): the per-kind kernel with ``extra_shared_bytes`` of
-    dynamic shared memory (fewer blocks per SM), or the megakernel running only these tasks (its
-    registers and the launch's dynamic shared memory, ``megakernel_shared``), per task or as a
-    persistent grid of ``blocks_per_sm``."""
+    dynamic shared memory (fewer blocks per SM), or the megakernel running only these tasks
+    (``Launch.kernel="megakernel"``: its registers and dynamic shared memory, its per-task costs),
+    per task or as a persistent grid of ``blocks_per_sm``."""
     kernel = row.get("kernel", "per_kind")
+    if kernel not in ("per_kind", "megakernel"):
+        raise SpecError(f"measurements: kernel {kernel!r} is not allowed (allowed: per_kind, megakernel)")
     extra = int(row.get("extra_shared_bytes", 0) or 0)
     g = sub
-    if kernel == "megakernel":
-        g = dataclasses.replace(sub, kind_registers=np.full_like(sub.kind_registers, sub.megakernel_registers),
-                                kind_shared_bytes=np.full_like(sub.kind_shared_bytes, megakernel_shared))
-    elif kernel != "per_kind":
-        raise SpecError(f"measurements: kernel {kernel!r} is not allowed (allowed: per_kind, megakernel)")
-    elif extra:
+    if extra:
         g = dataclasses.replace(sub, kind_shared_bytes=np.maximum(sub.kind_shared_bytes, extra).astype(sub.kind_shared_bytes.dtype))
     style = row.get("style", "per_task") or "per_task"
     bps = row.get("blocks_per_sm")
     launch = sched.launches[0]
-    if style != "per_task" or bps is not None:
-        launch = Launch(launch.order, launch.name, style, "ticket", None if bps is None else int(bps))
+    if style != "per_task" or bps is not None or kernel == "megakernel":
+        launch = Launch(launch.order, launch.name, style, "ticket", None if bps is None else int(bps),
+                        "megakernel" if kernel == "megakernel" else None)
     return g, Schedule(sched.name, (launch,), {})
 
 
@@ -160,43 +158,81 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
     return out
 
 
-def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
-             fit_share: bool = False) -> dict[str, Any]:
-    """Fit (compute_efficiency, fixed_ns), and ``block_sm_share`` when ``fit_share`` (cases at
-    several occupancies), of one kind: least squares in log time, Nelder-Mead on log(efficiency),
-    fixed_ns and log(share), bounded by clipping; returns the cost, the fit's error and its evaluations."""
-    from scipy.optimize import minimize
+# Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
+# in log space except those in LINEAR (in us).
+FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_share", "block_dram_bw_gbps", "megakernel_fixed_ns")
+BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
+          "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0)}
+START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_dram_bw_gbps": None,
+         "megakernel_fixed_ns": 1000.0}
+LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
+
+def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
+             free: tuple[str, ...] = ("compute_efficiency", "fixed_ns")) -> dict[str, Any]:
+    """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
+    ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
+
+    (compute_efficiency, fixed_ns), the first round: Nelder-Mead on log(efficiency) and fixed_ns,
+    bounded by clipping. More free fields (the second round): scipy's bounded least_squares (trust
+    region) in log space (fixed times in us, linearly), started from ``START``."""
     meas = np.asarray(measured_us, float)
     start = spec.task_cost(kind)
+    evals = [0]
 
-    def cost_of(x) -> TaskCost:
-        eff = float(np.clip(math.exp(x[0]), *EFF_BOUNDS))
-        fixed = float(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
-        share = float(np.clip(math.exp(x[2]), *SHARE_BOUNDS)) if fit_share else start.block_sm_share
-        return dataclasses.replace(start, compute_efficiency=eff, fixed_ns=fixed, block_sm_share=share)
+    def sim_of(cost: TaskCost) -> np.ndarray:
+        evals[0] += 1
+        return np.asarray(simulated_kind_us(spec, kind, cost, cases))
 
-    memo: dict[tuple, float] = {}
+    if tuple(free) == ("compute_efficiency", "fixed_ns"):
+        from scipy.optimize import minimize
 
-    def loss(x) -> float:
-        key = tuple(np.round(x, 6))
-        if key not in memo:
-            sim = np.asarray(simulated_kind_us(spec, kind, cost_of(x), cases))
-            memo[key] = float(np.sum(np.log(sim / meas) ** 2))
-        return memo[key]
+        def cost_of(x) -> TaskCost:
+            eff = float(np.clip(math.exp(x[0]), *EFF_BOUNDS))
+            fixed = float(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
+            return dataclasses.replace(start, compute_efficiency=eff, fixed_ns=fixed)
 
-    x0 = [math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5]
-    simplex = [x0, [x0[0] - 1.0, x0[1]], [x0[0], x0[1] + 2.0]]
-    if fit_share:
-        x0 = x0 + [math.log(0.5)]
-        simplex = [p + [x0[2]] for p in simplex] + [[x0[0], x0[1], x0[2] + 0.5]]
-    res = minimize(loss, np.array(x0), method="Nelder-Mead",
-                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": np.array(simplex)})
-    best = cost_of(res.x)
+        memo: dict[tuple, float] = {}
+
+        def loss(x) -> float:
+            key = tuple(np.round(x, 6))
+            if key not in memo:
+                memo[key] = float(np.sum(np.log(sim_of(cost_of(x)) / meas) ** 2))
+            return memo[key]
+
+        x0 = np.array([math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5])
+        res = minimize(loss, x0, method="Nelder-Mead",
+                       options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex":
+                                np.array([x0, x0 + [-1.0, 0.0], x0 + [0.0, 2.0]])})
+        best = cost_of(res.x)
+        evaluations = len(memo)
+    else:
+        from scipy.optimize import least_squares
+        starts = dict(START, block_dram_bw_gbps=spec.tb_max_dram_bw_gbps)
+
+        def to_x(name, v):
+            return v / 1000.0 if name in LINEAR else math.log(v)
+
+        def cost_of(x) -> TaskCost:
+            kw = {}
+            for name, v in zip(free, x):
+                lo, hi = BOUNDS[name]
+                kw[name] = float(np.clip(v * 1000.0 if name in LINEAR else math.exp(v), lo, hi))
+            return dataclasses.replace(start, **kw)
+
+        x0 = [to_x(n, starts[n]) for n in free]
+        lo = [to_x(n, BOUNDS[n][0]) if BOUNDS[n][0] > 0 or n in LINEAR else -50.0 for n in free]
+        hi = [to_x(n, BOUNDS[n][1]) for n in free]
+        # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
+        # parameter) sees through the small jumps that event reorderings cause.
+        res = least_squares(lambda x: np.log(sim_of(cost_of(x)) / meas), x0, bounds=(lo, hi),
+                            max_nfev=max_evals, diff_step=2e-2, xtol=1e-10, ftol=1e-10, gtol=1e-10)
+        best = cost_of(res.x)
+        evaluations = evals[0]
     sim = simulated_kind_us(spec, kind, best, cases)
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
             "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
-            "evaluations": len(memo)}
+            "evaluations": evaluations}
 
 
 def row_label(row: Mapping[str, Any]) -> str:
@@ -240,24 +276,33 @@ def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
     return dataclasses.replace(preset, sources=sources, **kwargs)
 
 
+def _fit_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One kind's fit and its check simulations (a process pool's unit of work)."""
+    fit = fit_kind(job["spec"], job["kind"], job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"])
+    fit["check_simulated_us"] = (simulated_kind_us(job["spec"], job["kind"], fit["cost"], job["checks"])
+                                 if job["checks"] else [])
+    return fit
+
+
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
-                    max_evals: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+                    max_evals: int | None = None, workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
     """The calibrated spec and a report of the per-kind fits.
 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
     (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
-    alone at several occupancies, the host hidden) is fitted on those rows only, with
-    ``block_sm_share`` free too; its other rows are simulated and reported as a check."""
+    alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
+    with ``block_sm_share``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
+    rows are simulated and reported as a check. The kinds are fitted in parallel over ``workers``
+    processes (default: the CPU count; the result does not depend on it)."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
     base = measured_base(preset, m)
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
         raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
     cases = kind_cases(layers, m.plan_params)
-    mk_shared = {layer: int(build(parse_layer(layer), Plan.parse("nonfused", m.plan_params))[0].kind_shared_bytes.max())
-                 for layer in layers}
-    costs: dict[str, TaskCost] = {}
-    sources = dict(base.sources)
-    report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
+    jobs = []
     for kind, kc in cases.items():
         natural = {layer: (sub, sched) for layer, sub, sched in kc}
         rows = [r for r in m.kind_times if r["kind"] == kind and r["layer"] in natural]
@@ -271,39 +316,53 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                 if sum(r["layer"] == layer for r in fitted_rows) != 1:
                     raise SpecError(f"measurements: need one time of kind {kind!r} on layer {layer!r}")
 
-        def case_of(r):
-            g, sch = variant_case(*natural[r["layer"]], r, mk_shared[r["layer"]])
+        def case_of(r, natural=natural):
+            g, sch = variant_case(*natural[r["layer"]], r)
             return (f"{r['layer']} {row_label(r)}", g, sch, r.get("timing", "events"))
 
-        fit_cases = [case_of(r) for r in fitted_rows]
-        meas = [float(r["median_ms"]) * 1000.0 for r in fitted_rows]
-        fit_share = bool(queued)
-        evals = max_evals or (150 if fit_share else 60)
-        fit = fit_kind(base, kind, fit_cases, meas, max_evals=evals, fit_share=fit_share)
-        costs[kind] = fit["cost"]
+        round2 = bool(queued)
+        free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
+                      or any(r.get("kernel") == "megakernel" for r in fitted_rows))
+                if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
-        check_sim = simulated_kind_us(base, kind, fit["cost"], [case_of(r) for r in checks]) if checks else []
-        if fit_share:
+        jobs.append({"spec": base, "kind": kind, "cases": [case_of(r) for r in fitted_rows],
+                     "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
+                     "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
+                     "n_rows": len(fitted_rows), "checks": [case_of(r) for r in checks],
+                     "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            fits = list(pool.map(_fit_job, jobs))
+    else:
+        fits = [_fit_job(j) for j in jobs]
+    costs: dict[str, TaskCost] = {}
+    sources = dict(base.sources)
+    report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
+    for job, fit in zip(jobs, fits):
+        kind, free = job["kind"], job["free"]
+        costs[kind] = fit["cost"]
+        if job["round2"]:
             how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {m.plan_params or 'defaults'}: "
-                   f"{len(fitted_rows)} runs (its non-fused kernel at its own and at forced lower occupancy, the "
+                   f"{job['n_rows']} runs (its non-fused kernel at its own and at forced lower occupancy, the "
                    f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
-                   f"SM), timed with the host's launch cost hidden; fitted so that megasim's simulation of each "
-                   f"run matches its median, rms log error {fit['rms_log_error']:.3f}")
+                   f"SM), timed with the host's launch cost hidden (gpu.calibrate_occupancy); "
+                   f"{', '.join(free)} fitted jointly so that megasim's simulation of each run matches its "
+                   f"median, rms log error {fit['rms_log_error']:.3f}")
         else:
             how = (f"{kind}'s non-fused kernel alone on {', '.join(layers)} at --param "
                    f"{m.plan_params or 'defaults'}; fitted so that megasim's simulation of that launch matches "
                    f"the measured median, rms log error {fit['rms_log_error']:.3f}")
-        fields = ("compute_efficiency", "fixed_ns") + (("block_sm_share",) if fit_share else ())
-        for name in fields:
+        for name in free:
             sources[f"task_costs.{kind}.{name}"] = source(m, how)
-        report["kinds"][kind] = {"compute_efficiency": fit["cost"].compute_efficiency,
-                                 "fixed_ns": fit["cost"].fixed_ns, "block_sm_share": fit["cost"].block_sm_share,
-                                 "cases": [c[0] for c in fit_cases],
+        report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
+                                 "block_sm_share": fit["cost"].block_sm_share,
+                                 "cases": [c[0] for c in job["cases"]],
                                  "measured_us": fit["measured_us"],
                                  "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
                                  "evaluations": fit["evaluations"],
-                                 "checks": [{"case": case_of(r)[0], "measured_us": float(r["median_ms"]) * 1000.0,
-                                             "simulated_us": sim} for r, sim in zip(checks, check_sim)]}
+                                 "checks": [{"case": c[0], "measured_us": mu, "simulated_us": su} for c, mu, su in
+                                            zip(job["checks"], job["check_measured_us"], fit["check_simulated_us"])]}
     if "default" in base.task_costs:
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,

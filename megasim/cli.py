@@ -203,6 +203,20 @@ def _repo_relative(path: str) -> str:
         return str(path)
 
 
+def _carry_kinds(spec, path):
+    """`spec` with the task costs of kinds it lacks copied, with their sources, from the spec file `path`."""
+    if not path:
+        return spec
+    import dataclasses
+    other = load_spec(path)
+    costs, sources = dict(spec.task_costs), dict(spec.sources)
+    for kind, cost in other.task_costs.items():
+        if kind not in costs:
+            costs[kind] = cost
+            sources.update({k: v for k, v in other.sources.items() if k.startswith(f"task_costs.{kind}.")})
+    return dataclasses.replace(spec, task_costs=costs, sources=sources)
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from pathlib import Path
     from megasim.calibration import Measurements, calibrated_spec
@@ -216,19 +230,22 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             raise MegasimError(f"--from-measurements {args.from_measurements!r} cannot be read: {err}") from None
         m = Measurements.from_dict(data)
         spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
-        dump_spec(spec, args.out)
+        dump_spec(_carry_kinds(spec, args.carry_kinds_from), args.out)
     else:
         calibrate = _gpu_module("calibrate")
         report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "")
+        if args.carry_kinds_from:
+            dump_spec(_carry_kinds(load_spec(args.out), args.carry_kinds_from), args.out)
     report["out"] = args.out
     if args.json:
         print(json.dumps(report, default=str))
         return 0
     print(f"wrote {args.out} (calibration layers {', '.join(report['layers'])})")
     for kind, fit in report["kinds"].items():
-        print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}  "
-              f"measured {', '.join(f'{x:.1f}' for x in fit['measured_us'])} us  simulated "
-              f"{', '.join(f'{x:.1f}' for x in fit['simulated_us'])} us")
+        extra = "".join(f"  {name} {fit[name]:.3f}" for name in ("block_sm_share", "block_dram_bw_gbps",
+                                                                   "megakernel_fixed_ns") if name in fit)
+        print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
+              f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
     return 0
 
 
@@ -374,6 +391,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
     p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
     p.add_argument("--from-measurements", help="refit from a saved FILE.measurements.json (no GPU needed)")
+    p.add_argument("--carry-kinds-from", metavar="SPEC",
+                   help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
+                        "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_calibrate)
     p = sub.add_parser("validate", help="predicted vs measured runtimes of many mappings (needs a GPU)")

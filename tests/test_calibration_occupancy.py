@@ -38,36 +38,40 @@ def small_h200(**over):
 def test_variant_case_occupancy():
     spec = small_h200()
     (_, sub, sched), = kind_cases((LAYER,))["gemm"]
-    graph = build(parse_layer(LAYER), Plan("nonfused"))[0]
     per = {}
     for v in VARIANTS:
-        g, s = variant_case(sub, sched, v, int(graph.kind_shared_bytes.max()))
+        g, s = variant_case(sub, sched, v)
         per[str(v)] = simulate(g, s, spec).launches[0].blocks_per_sm
     assert per[str(VARIANTS[0])] == 3 and per[str(VARIANTS[2])] == 2     # registers; shared memory
     assert per[str(VARIANTS[3])] == 2 and per[str(VARIANTS[4])] == 1     # megakernel: 255 registers
 
 
 @pytest.mark.slow
-def test_fit_recovers_share():
-    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_share=0.5), "itrans": TaskCost(0.2, 1500.0, block_sm_share=0.4),
-             "gemm": TaskCost(0.45, 300.0, block_sm_share=0.35), "otrans": TaskCost(0.25, 900.0, block_sm_share=0.6)}
+def test_fit_predicts_a_held_out_occupancy():
+    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_share=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
+             "itrans": TaskCost(0.2, 1500.0, block_sm_share=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
+             "gemm": TaskCost(0.45, 300.0, block_sm_share=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
+             "otrans": TaskCost(0.25, 900.0, block_sm_share=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
     spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
-    graph = build(parse_layer(LAYER), Plan("nonfused"))[0]
     rows = []
     for kind, cases in kind_cases((LAYER,)).items():
         (_, sub, sched), = cases
         for v in VARIANTS:
-            g, s = variant_case(sub, sched, v, int(graph.kind_shared_bytes.max()))
+            g, s = variant_case(sub, sched, v)
             us = simulated_us(simulate(g, s, spec), v["timing"])
             rows.append({"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, "median_ms": us / 1000.0, **v})
     values = {name: {"value": getattr(spec, name), "method": "test"} for name in
               ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
     m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows)
-    fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=120)
+    fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=150, workers=1)
+    held_out = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 2, "timing": "queued"}
     for kind, true in truth.items():
-        got = fitted.task_cost(kind)
-        assert report["kinds"][kind]["rms_log_error"] < 0.01, kind
-        if kind == "gemm":      # compute-bound: the share is well determined (the transforms' barely matters)
-            assert got.block_sm_share == pytest.approx(true.block_sm_share, rel=0.1)
-            assert got.compute_efficiency == pytest.approx(true.compute_efficiency, rel=0.1)
+        assert report["kinds"][kind]["rms_log_error"] < 0.02, kind
         assert len(report["kinds"][kind]["checks"]) == 1           # the events row: reported, not fitted
+        # (efficiency, share, per-block bandwidth) trade off on so few runs; what must hold is that
+        # the fitted costs predict a run they were not fitted on.
+        (_, sub, sched), = kind_cases((LAYER,))[kind]
+        g, s = variant_case(sub, sched, held_out)
+        want = simulated_us(simulate(g, s, spec), "queued")
+        got = simulated_us(simulate(g, s, dataclasses.replace(spec, task_costs=fitted.task_costs)), "queued")
+        assert got == pytest.approx(want, rel=0.03), kind

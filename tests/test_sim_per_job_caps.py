@@ -119,3 +119,40 @@ def test_presets_unchanged_by_per_job_caps():
     a = simulate(graph, sched, spec)
     b = simulate(graph, sched, spec, SimOptions(clock="simpy"))
     assert a.predicted_ns == b.predicted_ns
+
+
+def two_kind_mem_graph(nbytes=(100, 100)):
+    b = TaskGraphBuilder()
+    b.add_kind("a")
+    b.add_kind("b")
+    for i, (kind, n) in enumerate(zip("ab", nbytes)):
+        reg = b.add_region(f"r{i}", parts=1, part_bytes=n)
+        b.add_task(kind, flops=0, accesses=[(reg, 0, 1, n, False)])
+    return b.build()
+
+
+def test_per_kind_dram_caps_water_fill():
+    # DRAM 1 B/ns; kind a's blocks sustain 0.25 B/ns, kind b's the spec's 1000 (cap 1). Both move
+    # 100 B at once (two SMs): a gets 0.25, b the remaining 0.75: b ends at 133.33; a, alone, still
+    # 0.25: its remaining 66.67 B take 266.67 ns: ends at 400.
+    spec = toy_spec(task_costs={"a": TaskCost(1.0, 0.0, block_dram_bw_gbps=0.25), "b": TaskCost(1.0, 0.0)})
+    r = simulate(two_kind_mem_graph(), Schedule("s", (Launch(np.array([0, 1])),)), spec)
+    assert r.end_ns.tolist() == pytest.approx([400.0, 100 / 0.75])
+    assert r.mem_cap == 1.0                       # the spec's default cap is still reported
+
+
+def test_megakernel_fixed_ns_and_forced_megakernel_launch():
+    # megakernel_fixed_ns = 30 is paid only when the megakernel runs the task: a mixed launch, a
+    # persistent grid, or Launch(kernel="megakernel"); not by the kind's own kernel.
+    spec = toy_spec(task_costs={"default": TaskCost(1.0, 0.0, megakernel_fixed_ns=30.0)})
+    g = two_kind_graph()
+    own = simulate(g, Schedule("s", (Launch(np.array([0])), Launch(np.array([1])))), spec)
+    assert own.end_ns.tolist() == [100.0, 200.0]
+    mixed = simulate(g, Schedule("s", (Launch(np.array([0, 1])),)), spec)
+    assert mixed.end_ns.tolist() == [130.0, 130.0]
+    forced = simulate(g, Schedule("s", (Launch(np.array([0]), kernel="megakernel"), Launch(np.array([1])))), spec)
+    assert forced.end_ns.tolist() == [130.0, 230.0]
+    with pytest.raises(Exception, match="kernel 'other' is not allowed"):
+        Launch(np.array([0]), kernel="other")
+    # The schedule hash of a launch without a kernel choice is what it was before the field existed.
+    assert Schedule("s", (Launch(np.array([0])),)).hash != Schedule("s", (Launch(np.array([0]), kernel="megakernel"),)).hash

@@ -35,15 +35,26 @@ class TaskCost:
     ns of the whole SM per operation), and the largest share of an SM's issue rate one block of the
     kind can use (``block_sm_share``: a block's few warps cannot hide their own latencies, so an SM
     with one block resident runs below peak), and the latency of each of a task's serial steps
-    (``TaskGraph.serial_steps``, ``ns_per_step``: a delay that other resident blocks hide)."""
+    (``TaskGraph.serial_steps``, ``ns_per_step``: a delay that other resident blocks hide).
+    Optionally, the DRAM bandwidth one block of the kind can sustain (``block_dram_bw_gbps``: its
+    loads in flight over the memory latency; None = the spec's ``tb_max_dram_bw_gbps``, measured
+    with a plain read loop) and the extra fixed time of a task when the megakernel runs it
+    (``megakernel_fixed_ns``: its ticket, task-map read, counter check, and the fence and signal
+    after the task, which a kind's own kernel does not do)."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
     ns_per_other_op: float = 0.0
     block_sm_share: float = 1.0
     ns_per_step: float = 0.0
+    block_dram_bw_gbps: float | None = None
+    megakernel_fixed_ns: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.block_dram_bw_gbps is not None and not (self.block_dram_bw_gbps > 0.0):
+            raise SpecError(f"block_dram_bw_gbps={self.block_dram_bw_gbps!r} is not allowed: it must be > 0")
+        if not (self.megakernel_fixed_ns >= 0.0):
+            raise SpecError(f"megakernel_fixed_ns={self.megakernel_fixed_ns!r} is not allowed: it must be >= 0")
         if not (self.ns_per_step >= 0.0):
             raise SpecError(f"ns_per_step={self.ns_per_step!r} is not allowed: it must be >= 0")
         if not (self.ns_per_other_op >= 0.0):

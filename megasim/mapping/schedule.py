@@ -30,6 +30,7 @@ from megasim.taskgraph import TaskGraph
 
 STYLES = ("per_task", "persistent")
 DISPATCHES = ("ticket", "blockidx")
+KERNELS = (None, "megakernel")
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +40,14 @@ class Launch:
     style: str = "per_task"
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None  # persistent grids: blocks per SM (None = as many as fit)
+    # Which kernel runs the launch: None = the megakernel when the launch mixes kinds or is
+    # persistent, else its kind's own kernel; "megakernel" = the megakernel even for one kind's tasks
+    # (e.g. a calibration run of one kind inside the megakernel).
+    kernel: str | None = None
 
     def __post_init__(self) -> None:
+        if self.kernel not in KERNELS:
+            raise MappingError(f"kernel {self.kernel!r} is not allowed (allowed: None, megakernel)")
         if self.style not in STYLES:
             raise MappingError(f"execution style {self.style!r} is not allowed (allowed: {', '.join(STYLES)})")
         if self.dispatch not in DISPATCHES:
@@ -61,12 +68,14 @@ class Schedule:
         h = hashlib.sha256(self.name.encode())
         for launch in self.launches:
             h.update(f"{launch.name}|{launch.style}|{launch.dispatch}|{launch.blocks_per_sm}".encode())
+            if launch.kernel is not None:
+                h.update(f"|{launch.kernel}".encode())
             h.update(np.ascontiguousarray(launch.order, dtype=np.int64).tobytes())
         return h.hexdigest()[:16]
 
     def with_style(self, style: str, dispatch: str = "ticket", blocks_per_sm: int | None = None) -> "Schedule":
         """The same task maps run in another execution style."""
-        launches = tuple(Launch(l.order, l.name, style, dispatch, blocks_per_sm) for l in self.launches)
+        launches = tuple(Launch(l.order, l.name, style, dispatch, blocks_per_sm, l.kernel) for l in self.launches)
         params = dict(self.params, style=style, dispatch=dispatch)
         if blocks_per_sm is not None:
             params["blocks_per_sm"] = blocks_per_sm

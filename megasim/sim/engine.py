@@ -17,10 +17,12 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   through the L2 model (``L2Cache``) when it becomes ready: hits cost L2 bandwidth, misses and writes
   cost DRAM bandwidth too. The memory phase starts after the latency of its first access
   (``dram_latency_ns`` if any byte misses, else ``l2_latency_ns``) plus the kind's ``fixed_ns``
-  (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``),
+  (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``; and the kind's
+  ``megakernel_fixed_ns`` when the megakernel runs the task: its ticket, counter check and signal),
   and is a job on one shared memory-system server (``SharedServer``) with work
-  ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most
-  ``tb_max_dram_bw_gbps`` of it. The compute phase is a job on its SM's server, work
+  ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most its kind's
+  ``block_dram_bw_gbps`` (default ``tb_max_dram_bw_gbps``) of it (water-filling, as below, when
+  the kinds of a launch differ). The compute phase is a job on its SM's server, work
   ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op`` ns, shared equally by
   the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
@@ -80,9 +82,13 @@ def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
     that mixes kinds, or a persistent grid, runs the megakernel (``graph.megakernel_registers``)."""
     kinds = np.unique(graph.kind[launch.order])
     registers = int(graph.kind_registers[kinds].max())
+    shared = int(graph.kind_shared_bytes[kinds].max())
     if kinds.size > 1 or launch.style == "persistent":
         registers = max(registers, graph.megakernel_registers)
-    return Footprint(int(graph.kind_threads[kinds].max()), registers, int(graph.kind_shared_bytes[kinds].max()))
+    if launch.kernel == "megakernel":   # one kind's tasks in the megakernel: its registers, all kinds' shared memory
+        registers = max(registers, graph.megakernel_registers)
+        shared = int(graph.kind_shared_bytes.max())
+    return Footprint(int(graph.kind_threads[kinds].max()), registers, shared)
 
 
 def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None) -> SimResult:
@@ -111,7 +117,10 @@ class _Run:
         if graph.serial_steps is not None:
             per_step = np.array([spec.task_cost(k).ns_per_step for k in graph.kind_names])
             fixed_ns = fixed_ns + graph.serial_steps * per_step[graph.kind]
-        self.fixed_ns = fixed_ns.tolist()
+        self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
+        # A task the megakernel runs also pays its kind's megakernel_fixed_ns (ticket, counters, fence).
+        mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.kind_names])
+        self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
         self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
@@ -135,13 +144,13 @@ class _Run:
         self.dram_latency = spec.dram_latency_ns
         self.l2_latency = spec.l2_latency_ns
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
-        self.mem = SharedServer(self.clock, min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps),
-                                self._mem_done)
+        self.mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
+        self.mem = self._mem_one_cap = SharedServer(self.clock, self.mem_cap, self._mem_done)
+        self._mem_per_job: CappedSharedServer | None = None
+        self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
+                         for c in map(spec.task_cost, graph.kind_names)]
         self.sms = self._sms_one_cap = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
         self._sms_per_job: list | None = None     # CappedSharedServers, made for the first launch that needs them
-        caps = sorted(set(self.block_share))
-        self._share_class = [caps.index(self.block_share[k]) for k in range(len(self.block_share))]
-        self._share_caps = caps
         # Per-task records.
         self.claim = [np.nan] * t
         self.ready = [np.nan] * t
@@ -184,7 +193,14 @@ class _Run:
 
     def _is_megakernel(self, launch: Launch) -> bool:
         """A launch runs the megakernel when it mixes kinds or is a persistent grid."""
-        return launch.style == "persistent" or np.unique(self.graph.kind[launch.order]).size > 1
+        return (launch.kernel == "megakernel" or launch.style == "persistent"
+                or np.unique(self.graph.kind[launch.order]).size > 1)
+
+    def _class_of(self, caps_of_kind: list[float]) -> tuple[list[float], list[int]]:
+        """The distinct caps and, per task, the index of its kind's cap among them."""
+        caps = sorted(set(caps_of_kind))
+        of_kind = [caps.index(c) for c in caps_of_kind]
+        return caps, [of_kind[k] for k in self.graph.kind.tolist()]
 
     def _start_next_launch(self, delay: float) -> None:
         self.launch_index += 1
@@ -202,7 +218,10 @@ class _Run:
         # launch has the same share, one cap serves all jobs (SharedServer, the fast path); a launch
         # mixing kinds of different shares gets water-filling servers with a cap per job. The servers
         # are idle between launches, so they can be swapped here.
-        shares = {self.block_share[k] for k in np.unique(self.graph.kind[launch.order]).tolist()}
+        # The same for the memory system: a block's share of it is capped by its kind's per-block
+        # DRAM bandwidth.
+        kinds = np.unique(self.graph.kind[launch.order]).tolist()
+        shares = {self.block_share[k] for k in kinds}
         if len(shares) == 1:
             self.sms = self._sms_one_cap
             share = shares.pop()
@@ -210,10 +229,20 @@ class _Run:
                 sm.cap = share
         else:
             if self._sms_per_job is None:
-                class_of = [self._share_class[k] for k in self.graph.kind.tolist()]
-                self._sms_per_job = [CappedSharedServer(self.clock, self._share_caps, class_of, self._finish)
+                caps, class_of = self._class_of(self.block_share)
+                self._sms_per_job = [CappedSharedServer(self.clock, caps, class_of, self._finish)
                                      for _ in range(self.spec.sm_count)]
             self.sms = self._sms_per_job
+        mem_caps = {self.mem_caps[k] for k in kinds}
+        if len(mem_caps) == 1:
+            self.mem = self._mem_one_cap
+            self.mem.cap = mem_caps.pop()
+        else:
+            if self._mem_per_job is None:
+                caps, class_of = self._class_of(self.mem_caps)
+                self._mem_per_job = CappedSharedServer(self.clock, caps, class_of, self._mem_done)
+            self.mem = self._mem_per_job
+        self.fixed_ns = self._fixed_mega if self._is_megakernel(launch) else self._fixed_plain
         self.cur = launch
         self.cur_order = launch.order.tolist()
         self.cur_len = len(self.cur_order)

@@ -133,8 +133,8 @@ class CappedSharedServer:
     the new one (it may fire early; ``_fire`` re-arms it), as in ``SharedServer``.
     """
 
-    __slots__ = ("clock", "caps", "class_of", "on_done", "_vt", "_heaps", "_n", "_rate", "_order", "_t",
-                 "_seq", "_version", "_due", "n")
+    __slots__ = ("clock", "caps", "class_of", "on_done", "_vt", "_heaps", "_n", "_rate", "_order", "_active",
+                 "_t", "_seq", "_version", "_due", "n")
 
     def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
         caps = [float(c) for c in caps]
@@ -146,6 +146,7 @@ class CappedSharedServer:
         self.on_done = on_done
         k = len(caps)
         self._order = sorted(range(k), key=caps.__getitem__)   # classes by cap, smallest first
+        self._active: list[int] = []    # classes with jobs present, in class order
         self._vt = [0.0] * k
         self._heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]
         self._n = [0] * k
@@ -158,56 +159,80 @@ class CappedSharedServer:
 
     def rate(self, cls: int) -> float:
         """Work received per ns by each job of cap class `cls` now."""
-        return self._rate[cls]
+        return self._rate[cls] if self._n[cls] else 0.0
 
     def _rates(self) -> None:
-        """Water-filling: the rate of every class for the jobs present now."""
-        remaining, jobs = 1.0, self.n
-        rate, n, caps = self._rate, self._n, self.caps
-        level = None
+        """Water-filling: the rate of every class with jobs present."""
+        active, rate, caps = self._active, self._rate, self.caps
+        if len(active) == 1:            # one class: SharedServer's min(cap, 1/n)
+            c = active[0]
+            fair = 1.0 / self.n
+            rate[c] = fair if fair < caps[c] else caps[c]
+            return
+        remaining, jobs, n = 1.0, self.n, self._n
+        level = 0.0
         for c in self._order:
-            if level is None:
-                if n[c] == 0:
-                    rate[c] = 0.0
-                    continue
-                fair = remaining / jobs
-                if caps[c] < fair:
-                    rate[c] = caps[c]
-                    remaining -= n[c] * caps[c]
-                    jobs -= n[c]
-                    continue
-                level = fair
-            rate[c] = level if n[c] else 0.0
+            if not n[c]:
+                continue
+            if level:
+                rate[c] = level
+                continue
+            fair = remaining / jobs
+            if caps[c] < fair:
+                rate[c] = caps[c]
+                remaining -= n[c] * caps[c]
+                jobs -= n[c]
+            else:
+                level = rate[c] = fair
 
     def _advance(self, now: float) -> None:
         dt = now - self._t
         if dt > 0.0:
-            vt, rate, n = self._vt, self._rate, self._n
-            for c in range(len(vt)):
-                if n[c]:
-                    vt[c] += dt * rate[c]
+            vt, rate = self._vt, self._rate
+            for c in self._active:
+                vt[c] += dt * rate[c]
         self._t = now
 
-    def _next(self) -> tuple[float, int]:
-        """(delay to the next completion at the current rates, its class); (inf, -1) when empty."""
-        best, who = float("inf"), -1
-        for c, heap in enumerate(self._heaps):
-            if heap:
-                d = (heap[0][0] - self._vt[c]) / self._rate[c]
-                if d < best:
-                    best, who = d, c
-        return best, who
+    def _next(self) -> float:
+        """Delay to the next completion at the current rates; inf when empty."""
+        best = float("inf")
+        heaps, vt, rate = self._heaps, self._vt, self._rate
+        for c in self._active:
+            d = (heaps[c][0][0] - vt[c]) / rate[c]
+            if d < best:
+                best = d
+        return best
 
     def add(self, job: int, work_ns: float) -> None:
         now = self.clock.now
-        self._advance(now)
+        vt, active = self._vt, self._active
+        if self.n:
+            dt = now - self._t
+            if dt > 0.0:
+                rate = self._rate
+                for c in active:
+                    vt[c] += dt * rate[c]
+        self._t = now
         c = self.class_of[job]
         self._seq += 1
-        heapq.heappush(self._heaps[c], (self._vt[c] + work_ns, self._seq, job))
-        self._n[c] += 1
+        heapq.heappush(self._heaps[c], (vt[c] + work_ns, self._seq, job))
+        n = self._n
+        if not n[c]:
+            active.append(c)
+            if len(active) > 1:
+                active.sort()
+        n[c] += 1
         self.n += 1
-        self._rates()
-        delay, _ = self._next()
+        if len(active) == 1:            # one class present: SharedServer's arithmetic
+            cap = self.caps[c]
+            rate = 1.0 / self.n
+            if rate > cap:
+                rate = cap
+            self._rate[c] = rate
+            delay = (self._heaps[c][0][0] - vt[c]) / rate
+        else:
+            self._rates()
+            delay = self._next()
         due = now + (delay if delay > 0.0 else 0.0)
         if self._due <= due:
             return
@@ -222,9 +247,9 @@ class CappedSharedServer:
         self._advance(now)
         vt, heaps = self._vt, self._heaps
         done = None
-        for c, heap in enumerate(heaps):
-            if not heap:
-                continue
+        emptied = False
+        for c in self._active:
+            heap = heaps[c]
             head = heap[0][0]
             tolerance = 1e-9 * (head if head > 1.0 else 1.0)
             if head > vt[c] + tolerance:
@@ -233,17 +258,21 @@ class CappedSharedServer:
             if head > vt[c]:
                 vt[c] = head
             limit = head + tolerance
+            if done is None:
+                done = []
             while heap and heap[0][0] <= limit:
-                if done is None:
-                    done = []
                 done.append(heapq.heappop(heap)[2])
                 self._n[c] -= 1
                 self.n -= 1
+            if not heap:
+                emptied = True
+        if emptied:
+            self._active = [c for c in self._active if heaps[c]]
         self._version += 1
-        if done is not None:
+        if done is not None and self.n:
             self._rates()
-        delay, _ = self._next()
-        if delay < float("inf"):
+        if self.n:
+            delay = self._next()
             self._due = now + (delay if delay > 0.0 else 0.0)
             self.clock.after(self._due - now, self._fire, self._version)
         else:
