@@ -15,7 +15,14 @@ it, and the time of each task kind's NON-FUSED kernel run alone on a few calibra
   kind: the flop-heavy kind (the GEMM) is pinned by its efficiency, the memory-bound transforms by
   their fixed time.
 
-Never fitted to fused or megakernel runs (DESIGN.md: "The model predicts, it does not fit the test").
+Round 2 (``gpu.calibrate_occupancy``): each kind's tasks alone at several occupancies (its kernel with
+forced shared memory, the megakernel running only that kind, per task and persistent), timed with the
+host's launch cost hidden; ``calibrated_spec`` then fits five costs per kind on those runs
+(efficiency, fixed time, ``block_sm_share``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
+simulating each run as it was measured (``variant_case``, ``simulated_us``).
+
+Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
+megakernel runs used hold one kind's tasks.
 Everything here is CPU-only; ``refit`` re-runs the fit from a saved measurements file.
 """
 
