@@ -8,7 +8,8 @@ Four task kinds, one thread block each:
   fastest, so a block covers whole tiles when C < threads), reading each pair's alpha x alpha window
   and writing alpha^2 values into V_g[e, tile, c].
 - ``gemm`` (group = g, index = j = e * k_tiles + kt): M_g[e, :, kt] = V_g[e] @ U[e, :, kt], a
-  (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last).
+  (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last);
+  its flops are the kernel's issued work (the specialised paths compute the full t x gemm_k_tile tile).
   Column j is the paper's "j-th filter matrix"; the M GEMM tasks of one column share it (reuse b).
 - ``otrans`` (group = g, index = s): inverse-transforms ``threads`` (tile, k) pairs (k fastest),
   reading alpha^2 products each and writing the m x m outputs.
@@ -308,8 +309,15 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     kind = np.concatenate([np.zeros(n_f), np.ones(itask.shape[0]), np.full(n_gemm, 2), np.full(otask.shape[0], 3)])
     group = np.concatenate([f_kt, i_g, gg, o_g])
     index = np.concatenate([f_idx, i_s, gj, o_s])
+    # The GEMM's work is what its kernel issues: a specialised path computes its whole t x gemm_k_tile
+    # tile, zero-filled at the edges (a last group of fewer tiles, K not a multiple of gemm_k_tile:
+    # densenet-1's K = 48 runs 64 columns); the generic path is counted by its useful work.
+    if cfg._gemm_key in GEMM_FAST_PATHS:
+        gemm_flops = 2.0 * t * c * np.full(n_gemm, gk, np.float64)
+    else:
+        gemm_flops = 2.0 * grows * c * gw
     flops = np.concatenate([f_pairs * tflops["ftrans"], i_pairs * tflops["itrans"],
-                            2.0 * grows * c * gw, o_pairs * tflops["otrans"]])
+                            gemm_flops, o_pairs * tflops["otrans"]])
     waits = np.full((num, 2), -1, np.int32)
     sigs = np.full((num, 1), -1, np.int32)
     sigs[:n_f, 0] = 0
