@@ -45,17 +45,26 @@ def fused_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, 
 
 
 MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3 convs: 4; PECR's 4x4 patch: 2)
-_LOADERS: dict[tuple, object] = {}
+_COMPRESSORS: dict[tuple, object] = {}
+_STAGERS: dict[tuple, object] = {}
 
 
-def _window_loader(rows: int, cols: int, per_channel: int, row_len: int):
-    """A device function that loads one channel's ``rows x cols`` window (0 outside the map, or for
-    an inactive thread or a channel >= C) into ``win[cc*per_channel : (cc+1)*per_channel]``; called
-    with a constant ``cc``, so its loops unroll and ``win`` stays in registers."""
-    key = (rows, cols, per_channel, row_len)
-    if key in _LOADERS:
-        return _LOADERS[key]
-    RR, CS, PC, RL = rows, cols, per_channel, row_len
+def _compressor(c_chunk: int, rows: int, cols: int):
+    """A device function ``cnt = f(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)``: the
+    two-phase ECR/PECR compression of one channel chunk. It loads the thread's ``c_chunk`` windows of
+    ``rows x cols`` pixels (0 outside the map, for a channel >= C or an inactive thread) into ``win``,
+    then appends each nonzero and its window index e = cc*rows*cols + row*cols + col to the thread's
+    column of F_val / F_idx, and returns their count. All window loads come first: a load after a
+    shared-memory store cannot be hoisted above it (the compiler cannot rule out that x's generic
+    pointer aliases shared memory), so interleaving them would expose one load latency per element.
+    The per-channel loads are separate calls with a constant channel (at most MAX_TWO_PHASE_CHUNK),
+    so every loop unrolls and ``win`` stays in registers."""
+    key = (c_chunk, rows, cols)
+    if key in _COMPRESSORS:
+        return _COMPRESSORS[key]
+    assert c_chunk <= MAX_TWO_PHASE_CHUNK
+    CC, RR, CS, PC = c_chunk, rows, cols, rows * cols
+    ELEMS = c_chunk * rows * cols
 
     @cuda.jit(device=True, inline="always")
     def load(win, x, n, c, C, ih0, iw0, H, W, active, cc):
@@ -66,10 +75,55 @@ def _window_loader(rows: int, cols: int, per_channel: int, row_len: int):
                 v = ZERO
                 if active and c < C and ih >= 0 and ih < H and iw >= 0 and iw < W:
                     v = x[n, c, ih, iw]
-                win[cc * PC + rr * RL + ss] = v
+                win[cc * PC + rr * CS + ss] = v
 
-    _LOADERS[key] = load
-    return load
+    @cuda.jit(device=True, inline="always")
+    def load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t):
+        load(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
+        if CC > 1:
+            load(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
+        if CC > 2:
+            load(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
+        if CC > 3:
+            load(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
+        cnt = 0
+        for e in range(ELEMS):
+            v = win[e]
+            if v != ZERO:
+                F_val[cnt, t] = v
+                F_idx[cnt, t] = e
+                cnt += 1
+        return cnt
+
+    _COMPRESSORS[key] = load_and_compress
+    return load_and_compress
+
+
+def _weight_stager(k_tile: int, c_chunk: int, r: int, s: int):
+    """A device function ``f(W_sh, w, k0, c0, K, C, t)``: the block's threads copy the filter tile
+    w[k0:k0+k_tile, c0:c0+c_chunk] into W_sh[j][kk] (j = cc*R*S + r*S + s; 0 where k >= K or c >= C);
+    consecutive threads read consecutive j of one filter (coalesced). The caller synchronises."""
+    key = (k_tile, c_chunk, r, s)
+    if key in _STAGERS:
+        return _STAGERS[key]
+    RS, S, ROWS = r * s, s, c_chunk * r * s
+    WLOAD, PPB = ROWS * k_tile, PIXELS_PER_BLOCK
+
+    @cuda.jit(device=True, inline="always")
+    def stage(W_sh, w, k0, c0, K, C, t):
+        for idx in range(t, WLOAD, PPB):
+            kk = idx // ROWS
+            j = idx - kk * ROWS
+            cc = j // RS
+            rs = j - cc * RS
+            rr = rs // S
+            v = ZERO
+            if k0 + kk < K and c0 + cc < C:
+                v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
+            W_sh[j, kk] = v
+
+    _STAGERS[key] = stage
+    return stage
 
 
 @cuda.jit(device=True, inline="always")
@@ -114,10 +168,10 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     S = s
     RS = r * s
     ROWS = c_chunk * r * s
-    WLOAD = ROWS * k_tile
     ST = stride
     TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
-    load_window = _window_loader(R, S, RS, S)
+    load_and_compress = _compressor(CC if TWO_PHASE else 1, R, S)   # unused when not TWO_PHASE
+    stage_weights = _weight_stager(k_tile, c_chunk, r, s)
 
     @cuda.jit
     def conv(x, w, y, pad):
@@ -152,37 +206,12 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
         for kk in range(KT):
             acc[kk] = ZERO
         for c0 in range(0, C, CC):
-            for idx in range(t, WLOAD, PPB):
-                kk = idx // ROWS
-                j = idx - kk * ROWS
-                cc = j // RS
-                rs = j - cc * RS
-                rr = rs // S
-                v = ZERO
-                if k0 + kk < K and c0 + cc < C:
-                    v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
-                W_sh[j, kk] = v
+            stage_weights(W_sh, w, k0, c0, K, C, t)
             cuda.syncthreads()
             if SPARSE:
                 cnt = 0
                 if TWO_PHASE:
-                    # All window loads first (into registers), then the compression: a load after a
-                    # shared-memory store cannot be hoisted above it (the compiler cannot rule out
-                    # that the generic pointer of x aliases shared memory), so interleaving them
-                    # would expose one load latency per element.
-                    load_window(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
-                    if CC > 1:
-                        load_window(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
-                    if CC > 2:
-                        load_window(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
-                    if CC > 3:
-                        load_window(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
-                    for j in range(ROWS):
-                        v = win[j]
-                        if v != ZERO:
-                            F_val[cnt, t] = v
-                            F_idx[cnt, t] = j
-                            cnt += 1
+                    cnt = load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 elif active:
                     for cc in range(CC):
                         if c0 + cc < C:
@@ -270,7 +299,6 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     S = s
     RS = r * s
     ROWS = c_chunk * r * s
-    WLOAD = ROWS * k_tile
     ST = stride
     POOL = pool
     PS = pool_stride
@@ -280,7 +308,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     ELEMS = c_chunk * PP
     NACC = pool * pool * k_tile
     TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
-    load_window = _window_loader(PH, PW, PP, PW)
+    load_and_compress = _compressor(CC if TWO_PHASE else 1, PH, PW)   # unused when not TWO_PHASE
+    stage_weights = _weight_stager(k_tile, c_chunk, r, s)
 
     @cuda.jit(device=True, inline="always")
     def scatter_row(acc, W_sh, v, cc, py, px, dy):
@@ -344,33 +373,12 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
         for q in range(NACC):
             acc[q] = ZERO
         for c0 in range(0, C, CC):
-            for idx in range(t, WLOAD, PPB):
-                kk = idx // ROWS
-                j = idx - kk * ROWS
-                cc = j // RS
-                rs = j - cc * RS
-                rr = rs // S
-                v = ZERO
-                if k0 + kk < K and c0 + cc < C:
-                    v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
-                W_sh[j, kk] = v
+            stage_weights(W_sh, w, k0, c0, K, C, t)
             cuda.syncthreads()
             if SPARSE:
                 cnt = 0
-                if TWO_PHASE:      # loads first, then the compression (see conv_kernel)
-                    load_window(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
-                    if CC > 1:
-                        load_window(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
-                    if CC > 2:
-                        load_window(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
-                    if CC > 3:
-                        load_window(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
-                    for e in range(ELEMS):
-                        v = win[e]
-                        if v != ZERO:
-                            F_val[cnt, t] = v
-                            F_idx[cnt, t] = e
-                            cnt += 1
+                if TWO_PHASE:
+                    cnt = load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 elif active:
                     for cc in range(CC):
                         if c0 + cc < C:
