@@ -153,9 +153,11 @@ def plot_pred_vs_measured(pred_rows, out_dir: Path) -> Path | None:
     return save_figure(fig, out_dir, "sparse_pred_vs_measured")[0]
 
 
-def plot_all(out_dir: str | Path) -> list[Path]:
+def plot_all(out_dir: str | Path, bench_csv: str | Path | None = None) -> list[Path]:
+    """Every figure into `out_dir`, from `bench_csv` (default DIR/sparse_bench.csv) and, when present,
+    DIR/sparse_validation.csv."""
     out_dir = Path(out_dir)
-    bench_rows = read_rows(out_dir / "sparse_bench.csv")
+    bench_rows = read_rows(Path(bench_csv) if bench_csv else out_dir / "sparse_bench.csv")
     pred_path = out_dir / "sparse_validation.csv"
     pred_rows = read_rows(pred_path) if pred_path.exists() else []
     bench = _times(bench_rows)

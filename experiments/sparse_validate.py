@@ -61,23 +61,37 @@ def crossover(sparsities, a, b) -> float | None:
     return None
 
 
-def predict_rows(rows: list[dict], spec) -> list[dict]:
-    """Adds predicted_us to the rows of our ops (one map per (layer, batch, sparsity, pattern, seed))."""
+def _predict_group(job) -> list[dict]:
+    """The rows of one (layer, batch, sparsity, pattern, seed): one map, every op predicted."""
+    (layer, batch, s, pattern, seed), rs, spec = job
+    p = parse_layer(layer, batch=batch)
+    x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(s, pattern, seed=seed))
+    out = []
+    for r in rs:
+        pool = PoolSpec(2, 2) if r["op"] in POOL_OPS else None
+        k_tile = int(r["k_tile"]) if r.get("k_tile") not in (None, "") else None
+        graph, schedule, _ = lower_sparse(p, r["op"], spec.sm_count, x=x, pool=pool, k_tile=k_tile)
+        out.append(dict(r, predicted_us=kernel_us(simulate(graph, schedule, spec)),
+                        measured_us=float(r["median_ms"]) * 1e3))
+    return out
+
+
+def predict_rows(rows: list[dict], spec, workers: int | None = None) -> list[dict]:
+    """Adds predicted_us to the rows of our ops (one map per (layer, batch, sparsity, pattern, seed)),
+    the groups spread over `workers` processes (default: every core); deterministic either way."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if r["op"] in OUR_OPS and r.get("status", "ok") == "ok":
             groups[(r["layer"], int(r["batch"]), float(r["sparsity"]), r["pattern"], int(r["seed"]))].append(r)
-    out = []
-    for (layer, batch, s, pattern, seed), rs in groups.items():
-        p = parse_layer(layer, batch=batch)
-        x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(s, pattern, seed=seed))
-        for r in rs:
-            pool = PoolSpec(2, 2) if r["op"] in POOL_OPS else None
-            k_tile = int(r["k_tile"]) if r.get("k_tile") not in (None, "") else None
-            graph, schedule, _ = lower_sparse(p, r["op"], spec.sm_count, x=x, pool=pool, k_tile=k_tile)
-            out.append(dict(r, predicted_us=kernel_us(simulate(graph, schedule, spec)),
-                            measured_us=float(r["median_ms"]) * 1e3))
-    return out
+    jobs = [(key, rs, spec) for key, rs in groups.items()]
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(jobs) <= 1:
+        return [row for job in jobs for row in _predict_group(job)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return [row for part in pool.map(_predict_group, jobs) for row in part]
 
 
 def crossovers(measured: list[dict], predicted: list[dict]) -> list[dict]:
@@ -164,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     (out_dir / "sparse_summary.json").write_text(json.dumps({"meta": meta, **summ}, indent=1) + "\n")
     print(json.dumps(summ, indent=1))
     from experiments.plot_sparse import plot_all
-    plot_all(out_dir)
+    plot_all(out_dir, args.measured)
     return 0
 
 
