@@ -309,3 +309,26 @@ def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
     for name in ("sparse_validation.csv", "sparse_crossover.csv", "sparse_summary.json", "sparse_speedup_b1.png",
                  "pecr_speedup.png", "sparse_pred_vs_measured.png", "sparse_theta.png"):
         assert (tmp_path / name).exists(), name
+
+
+def test_committed_sparse_predictions_are_reproduced():
+    """A few rows of the committed H200 sparse validation, re-predicted from the committed spec and the
+    same seeded map, give the committed predicted_us (the results are what the code computes)."""
+    import csv
+    from pathlib import Path
+
+    from megasim.hardware import load_spec
+    from megasim.sparse import kernel_us
+    from megasim.workloads import parse_layer
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "megasim/hardware/calibrated/h200.json")
+    with (root / "experiments/results/nvidia-h200/sparse/sparse_validation.csv").open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["batch"] == "1" and r["layer"] == "vgg19/conv5_2"
+                and r["sparsity"] in ("0.0", "0.9")]
+    assert len(rows) >= 4
+    for r in rows:
+        p = parse_layer(r["layer"], batch=1)
+        x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(float(r["sparsity"]), r["pattern"], seed=int(r["seed"])))
+        graph, schedule, _ = lower_sparse(p, r["op"], spec.sm_count, x=x, k_tile=int(r["k_tile"]))
+        assert kernel_us(simulate(graph, schedule, spec)) == pytest.approx(float(r["predicted_us"]), rel=1e-9)
