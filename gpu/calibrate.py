@@ -292,28 +292,37 @@ def probe_dispatch(sm: int) -> tuple[float, str]:
         f"({per_sm} blocks/SM); (T_big - T_small) x {slots} slots / extra blocks")
 
 
-def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:
-    """Each launch of the non-fused schedule (per-kind kernels) timed alone, inputs rotated over 3 sets."""
+def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
+    """A calibration layer's non-fused schedule with 3 workspaces of fresh inputs, each run once
+    through every launch, so that any launch timed alone finds its inputs (U, V, M) written.
+    Returns (graph, schedule, wplan, workspaces)."""
     from gpu import executor as ex
     from gpu.prepared import PreparedSchedule
-    from megasim.mapping import Schedule
     from megasim.plan import Plan, build
     from megasim.workloads import parse_layer
+    problem = parse_layer(name)
+    graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
+    wplan = ex.make_plan(problem, plan.config, graph)
+    wss = []
+    for _ in range(3):
+        x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
+        w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
+        wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+    full = PreparedSchedule(wplan, schedule, kernels="per_kind")
+    for ws in wss:
+        full.run(ws)
+    cuda.synchronize()
+    return graph, schedule, wplan, wss
+
+
+def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:
+    """Each launch of the non-fused schedule (per-kind kernels) timed alone, inputs rotated over 3 sets."""
+    from gpu.prepared import PreparedSchedule
+    from megasim.mapping import Schedule
     rows = []
     rng = np.random.default_rng(7)
     for name in layers:
-        problem = parse_layer(name)
-        graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
-        wplan = ex.make_plan(problem, plan.config, graph)
-        wss = []
-        for _ in range(3):
-            x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
-            w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
-            wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
-        full = PreparedSchedule(wplan, schedule, kernels="per_kind")
-        for ws in wss:                              # every launch's inputs exist (U, V, M written)
-            full.run(ws)
-        cuda.synchronize()
+        graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
         for launch in schedule.launches:
             kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
             prep = PreparedSchedule(wplan, Schedule(launch.name, (launch,)), kernels="per_kind", check=False)
@@ -321,7 +330,7 @@ def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, An
             rows.append({"layer": name, "kind": kind, "tasks": int(len(launch.order)), "median_ms": st.median_ms,
                          "min_ms": st.min_ms, "max_ms": st.max_ms})
             log.info("%s %s %.4f ms", name, kind, st.median_ms)
-        del wss, full
+        del wss
     return rows
 
 

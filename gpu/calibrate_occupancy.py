@@ -184,28 +184,16 @@ def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
 def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int = 10) -> tuple[list[dict], dict]:
     """Rows of every (layer, kind, variant); see the module docstring."""
     from gpu import executor as ex
+    from gpu.calibrate import nonfused_workspaces
     from gpu.prepared import PreparedSchedule
     from gpu.timing import time_cuda
     from megasim.mapping import Launch, Schedule
-    from megasim.plan import Plan, build
-    from megasim.workloads import parse_layer
     spin = spin or Spinner()
     rows: list[dict[str, Any]] = []
     notes: dict[str, Any] = {"opt_in_failed": {}, "host_not_hidden": []}
     rng = np.random.default_rng(7)
     for name in layers:
-        problem = parse_layer(name)
-        graph, schedule, plan_ = build(problem, Plan.parse("nonfused", plan_params))
-        wplan = ex.make_plan(problem, plan_.config, graph)
-        wss = []
-        for _ in range(3):
-            x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
-            w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
-            wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
-        full = PreparedSchedule(wplan, schedule, kernels="per_kind")
-        for ws in wss:                              # every launch's inputs exist (U, V, M written)
-            full.run(ws)
-        cuda.synchronize()
+        graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
         d_prm = cuda.to_device(wplan.params)
         zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
         for launch in schedule.launches:
@@ -263,7 +251,7 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
                 record({"kernel": "megakernel", "style": style, "blocks_per_sm": bps, "extra_shared_bytes": 0,
                         "timing": "queued"}, st, host)
             del d_table
-        del wss, full
+        del wss
     notes["spin_iters"] = spin.iters
     return rows, notes
 

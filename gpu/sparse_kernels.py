@@ -58,13 +58,37 @@ def _compressor(c_chunk: int, rows: int, cols: int):
     shared-memory store cannot be hoisted above it (the compiler cannot rule out that x's generic
     pointer aliases shared memory), so interleaving them would expose one load latency per element.
     The per-channel loads are separate calls with a constant channel (at most MAX_TWO_PHASE_CHUNK),
-    so every loop unrolls and ``win`` stays in registers."""
+    so every loop unrolls and ``win`` stays in registers; a larger chunk gets a one-pass scan."""
     key = (c_chunk, rows, cols)
     if key in _COMPRESSORS:
         return _COMPRESSORS[key]
-    assert c_chunk <= MAX_TWO_PHASE_CHUNK
     CC, RR, CS, PC = c_chunk, rows, cols, rows * cols
     ELEMS = c_chunk * rows * cols
+
+    if c_chunk > MAX_TWO_PHASE_CHUNK:
+        # Too many channels to unroll (small windows, e.g. 1x1): one pass, loads and stores
+        # interleaved; ``win`` is not used.
+        @cuda.jit(device=True, inline="always")
+        def scan_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t):
+            cnt = 0
+            if active:
+                for cc in range(CC):
+                    if c0 + cc < C:
+                        for rr in range(RR):
+                            ih = ih0 + rr
+                            if ih >= 0 and ih < H:
+                                for ss in range(CS):
+                                    iw = iw0 + ss
+                                    if iw >= 0 and iw < W:
+                                        v = x[n, c0 + cc, ih, iw]
+                                        if v != ZERO:
+                                            F_val[cnt, t] = v
+                                            F_idx[cnt, t] = cc * PC + rr * CS + ss
+                                            cnt += 1
+            return cnt
+
+        _COMPRESSORS[key] = scan_and_compress
+        return scan_and_compress
 
     @cuda.jit(device=True, inline="always")
     def load(win, x, n, c, C, ih0, iw0, H, W, active, cc):
@@ -169,8 +193,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     RS = r * s
     ROWS = c_chunk * r * s
     ST = stride
-    TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
-    load_and_compress = _compressor(CC if TWO_PHASE else 1, R, S)   # unused when not TWO_PHASE
+    WIN = ROWS if CC <= MAX_TWO_PHASE_CHUNK else 1        # the two-phase scan's registers
+    compress = _compressor(CC if SPARSE else 1, R, S)              # unused by the dense twin
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
 
     @cuda.jit
@@ -200,8 +224,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
         if SPARSE:
             F_val = cuda.shared.array((ROWS, PPB), float32)
             F_idx = cuda.shared.array((ROWS, PPB), int32)
-        if TWO_PHASE:
-            win = cuda.local.array(ROWS, float32)
+        if SPARSE:
+            win = cuda.local.array(WIN, float32)
         acc = cuda.local.array(KT, float32)
         for kk in range(KT):
             acc[kk] = ZERO
@@ -209,23 +233,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
             stage_weights(W_sh, w, k0, c0, K, C, t)
             cuda.syncthreads()
             if SPARSE:
-                cnt = 0
-                if TWO_PHASE:
-                    cnt = load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
-                elif active:
-                    for cc in range(CC):
-                        if c0 + cc < C:
-                            for rr in range(R):
-                                ih = ih0 + rr
-                                if ih >= 0 and ih < H:
-                                    for ss in range(S):
-                                        iw = iw0 + ss
-                                        if iw >= 0 and iw < W:
-                                            v = x[n, c0 + cc, ih, iw]
-                                            if v != ZERO:
-                                                F_val[cnt, t] = v
-                                                F_idx[cnt, t] = cc * RS + rr * S + ss
-                                                cnt += 1
+                cnt = compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 for i in range(cnt):
                     v = F_val[i, t]
                     j = F_idx[i, t]
@@ -307,8 +315,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     PP = PH * PW
     ELEMS = c_chunk * PP
     NACC = pool * pool * k_tile
-    TWO_PHASE = SPARSE and CC <= MAX_TWO_PHASE_CHUNK
-    load_and_compress = _compressor(CC if TWO_PHASE else 1, PH, PW)   # unused when not TWO_PHASE
+    WIN = ELEMS if CC <= MAX_TWO_PHASE_CHUNK else 1
+    compress = _compressor(CC if SPARSE else 1, PH, PW)            # unused by the dense twin
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
 
     @cuda.jit(device=True, inline="always")
@@ -367,8 +375,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
         if SPARSE:
             F_val = cuda.shared.array((ELEMS, PPB), float32)
             F_idx = cuda.shared.array((ELEMS, PPB), int32)
-        if TWO_PHASE:
-            win = cuda.local.array(ELEMS, float32)
+        if SPARSE:
+            win = cuda.local.array(WIN, float32)
         acc = cuda.local.array(NACC, float32)
         for q in range(NACC):
             acc[q] = ZERO
@@ -376,23 +384,7 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
             stage_weights(W_sh, w, k0, c0, K, C, t)
             cuda.syncthreads()
             if SPARSE:
-                cnt = 0
-                if TWO_PHASE:
-                    cnt = load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
-                elif active:
-                    for cc in range(CC):
-                        if c0 + cc < C:
-                            for py in range(PH):
-                                ih = ih0 + py
-                                if ih >= 0 and ih < H:
-                                    for px in range(PW):
-                                        iw = iw0 + px
-                                        if iw >= 0 and iw < W:
-                                            v = x[n, c0 + cc, ih, iw]
-                                            if v != ZERO:
-                                                F_val[cnt, t] = v
-                                                F_idx[cnt, t] = cc * PP + py * PW + px
-                                                cnt += 1
+                cnt = compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 for i in range(cnt):
                     v = F_val[i, t]
                     e = F_idx[i, t]

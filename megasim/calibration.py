@@ -175,6 +175,33 @@ START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "b
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
 
+def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_of, max_evals: int, *,
+                       diff_step: float, tol: float | None = None) -> TaskCost:
+    """``start`` with its ``free`` fields chosen by SciPy's bounded least squares on
+    ``residuals_of(cost)`` (e.g. log simulated / measured times). Fields in ``linear`` are searched
+    linearly in thousands (us for ns fields), the others in log space; each is clipped to its
+    ``bounds`` and started at ``starts``. Shared by the Winograd and the sparse calibrations."""
+    from scipy.optimize import least_squares
+
+    def to_x(name, v):
+        return v / 1000.0 if name in linear else math.log(v)
+
+    def cost_of(x) -> TaskCost:
+        kw = {}
+        for name, v in zip(free, x):
+            lo, hi = bounds[name]
+            kw[name] = float(np.clip(v * 1000.0 if name in linear else math.exp(v), lo, hi))
+        return dataclasses.replace(start, **kw)
+
+    x0 = [to_x(n, starts[n]) for n in free]
+    lo = [to_x(n, bounds[n][0]) if bounds[n][0] > 0 or n in linear else -50.0 for n in free]
+    hi = [to_x(n, bounds[n][1]) for n in free]
+    tols = {} if tol is None else {"xtol": tol, "ftol": tol, "gtol": tol}
+    res = least_squares(lambda x: residuals_of(cost_of(x)), x0, bounds=(lo, hi), max_nfev=max_evals,
+                        diff_step=diff_step, **tols)
+    return cost_of(res.x)
+
+
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
              free: tuple[str, ...] = ("compute_efficiency", "fixed_ns")) -> dict[str, Any]:
     """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
@@ -214,27 +241,11 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         best = cost_of(res.x)
         evaluations = len(memo)
     else:
-        from scipy.optimize import least_squares
         starts = dict(START, block_dram_bw_gbps=spec.tb_max_dram_bw_gbps)
-
-        def to_x(name, v):
-            return v / 1000.0 if name in LINEAR else math.log(v)
-
-        def cost_of(x) -> TaskCost:
-            kw = {}
-            for name, v in zip(free, x):
-                lo, hi = BOUNDS[name]
-                kw[name] = float(np.clip(v * 1000.0 if name in LINEAR else math.exp(v), lo, hi))
-            return dataclasses.replace(start, **kw)
-
-        x0 = [to_x(n, starts[n]) for n in free]
-        lo = [to_x(n, BOUNDS[n][0]) if BOUNDS[n][0] > 0 or n in LINEAR else -50.0 for n in free]
-        hi = [to_x(n, BOUNDS[n][1]) for n in free]
         # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
         # parameter) sees through the small jumps that event reorderings cause.
-        res = least_squares(lambda x: np.log(sim_of(cost_of(x)) / meas), x0, bounds=(lo, hi),
-                            max_nfev=max_evals, diff_step=2e-2, xtol=1e-10, ftol=1e-10, gtol=1e-10)
-        best = cost_of(res.x)
+        best = least_squares_cost(start, free, BOUNDS, starts, LINEAR,
+                                  lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
         evaluations = evals[0]
     sim = simulated_kind_us(spec, kind, best, cases)
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),

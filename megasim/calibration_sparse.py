@@ -23,12 +23,11 @@ Cases shorter than 1.5x the host's launch cost (``kernel_launch_ns``) are host-b
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
-from megasim.calibration import kind_subgraph
+from megasim.calibration import kind_subgraph, least_squares_cost
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.lowering.sparse import lower_sparse
@@ -112,31 +111,18 @@ def _launch_us(result, schedule: Schedule) -> float:
 
 
 def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200) -> dict[str, Any]:
-    """Fit the free parameters of `kind`; returns the TaskCost, simulated and measured times, the error."""
-    from scipy.optimize import least_squares
-
+    """Fit the free parameters of `kind` (log space for positive scales, linear in us for the ns
+    fields); returns the TaskCost, simulated and measured times, the error."""
     free = FREE[kind]
     meas = np.asarray(measured_us, float)
     base = spec.task_cost(kind) if kind in spec.task_costs else TaskCost(compute_efficiency=1.0)
-    # Work in log space for positive scales, linear (in us) for fixed_ns.
-    def unpack(x) -> TaskCost:
-        kw = {}
-        for name, v in zip(free, x):
-            lo, hi = BOUNDS[name]
-            kw[name] = float(np.clip(v * 1000.0 if name in LINEAR else math.exp(v), lo, hi))
-        return dataclasses.replace(base, **kw)
-
-    x0 = [START[n] / 1000.0 if n in LINEAR else math.log(START[n]) for n in free]
-    lo = [BOUNDS[n][0] / 1000.0 if n in LINEAR else math.log(BOUNDS[n][0]) for n in free]
-    hi = [BOUNDS[n][1] / 1000.0 if n in LINEAR else math.log(BOUNDS[n][1]) for n in free]
     evals = [0]
 
-    def residuals(x):
+    def residuals(cost: TaskCost) -> np.ndarray:
         evals[0] += 1
-        return np.log(_simulated_us(spec, kind, unpack(x), graphs) / meas)
+        return np.log(_simulated_us(spec, kind, cost, graphs) / meas)
 
-    res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=max_evals, diff_step=1e-3, x_scale=1.0)
-    best = unpack(res.x)
+    best = least_squares_cost(base, free, BOUNDS, START, LINEAR, residuals, max_evals, diff_step=1e-3)
     sim = _simulated_us(spec, kind, best, graphs)
     return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(),
             "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
