@@ -8,7 +8,9 @@ times with CUDA events (median of ``--repeats``):
 - ``prod``: ``gpu.megakernel.gemm_kernel`` with the default WinogradConfig (what the executors run:
   ``gemm_task``, which dispatches to the specialised path for the default config);
 - ``generic``: ``gpu.winograd_device.gemm_generic`` in the same launch (the runtime-sized path);
-- ``TxGKxKSxNTxTRxTC``: ``make_gemm_fast(T, GK, KS, NT, TR, TC)`` variants (``--variants``).
+- ``TxGKxKSxNTxTRxTC``: ``make_gemm_fast(T, GK, KS, NT, TR, TC)`` variants (``--variants``);
+- ``vec_TxGKxKSxNTxSK[rR]``: ``gpu.gemm_vec.make_gemm_vec(T, GK, KS, NT, SK)`` variants
+  (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread).
 
 Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
 checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
@@ -51,6 +53,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
     ap.add_argument("--variants", nargs="*", default=[])
+    ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[rR] (gpu.gemm_vec)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
     ap.add_argument("--repeats", type=int, default=20)
@@ -66,6 +69,7 @@ def main(argv=None) -> int:
     from gpu import executor as ex
     from gpu import megakernel as mk
     from gpu import winograd_device as dev
+    from gpu.gemm_vec import make_gemm_vec
     from gpu.baselines import fp32_torch_flags, gemm_phase_shape
     from gpu.timing import time_cuda
     from megasim.lowering.winograd import WinogradConfig, winograd_shape
@@ -75,8 +79,8 @@ def main(argv=None) -> int:
     layers = args.layers or list(TABLE2_NAMES)
     default = WinogradConfig()
 
-    def wrap(fn):
-        @cuda.jit
+    def wrap(fn, max_registers=None):
+        @cuda.jit(max_registers=max_registers)
         def kern(table, prm, V, U, M):
             b = cuda.blockIdx.x
             fn(table[b, 1], table[b, 2], prm, V, U, M)
@@ -100,6 +104,12 @@ def main(argv=None) -> int:
         T, GK, KS, NT = parse_variant(s)[:4]
         fn = dev.make_gemm_fast(*parse_variant(s))
         kernels[s] = (wrap(fn), T, GK, KS, NT, fn.shared_bytes)
+
+    for s in args.vec_variants:
+        body, _, regs = s.partition("r")
+        T, GK, KS, NT, SK = (int(x) for x in body.split("x"))
+        fn = make_gemm_vec(T, GK, KS, NT, SK)
+        kernels[f"vec_{s}"] = (wrap(fn, int(regs) if regs else None), T, GK, KS, NT, fn.shared_bytes)
 
     dv = cuda.get_current_device()
     meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
@@ -180,7 +190,7 @@ def main(argv=None) -> int:
             local = first(kern.get_local_mem_per_thread())
             static = first(kern.get_shared_mem_per_block())
             ptx = first(kern.inspect_asm())
-            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname in args.variants[:2]:
+            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname in args.variants[:2] or kname.startswith("vec_"):
                 with open(os.path.join(args.out, f"ptx_{kname}.ptx"), "w") as fh:
                     fh.write(ptx)
             counts = {k: len(re.findall(pat, ptx)) for k, pat in

@@ -305,6 +305,50 @@ def test_specialised_gemm_matches_float64(layout, block, shape):
     assert rel_err(M, ref) <= TOL
 
 
+@pytest.mark.parametrize("layout, block, shape", [
+    ((16, 16, 8, 8, 2), 8, (1, 11, 13, 9, 9)),       # rows, width and C all short of the tile
+    ((16, 16, 8, 16, 4), 18, AWKWARD),               # 4-way k-split, 2 idle threads
+    ((8, 16, 4, 4, 2), 4, (1, 6, 21, 7, 9)),
+    ((8, 8, 2, 2, 2), 2, (2, 5, 7, 5, 3)),           # C = 5: a stage of one real channel
+])
+def test_vector_gemm_matches_float64(layout, block, shape):
+    from gpu.gemm_vec import make_gemm_vec
+    from megasim.lowering.winograd import winograd_shape
+    fn = make_gemm_vec(*layout)
+
+    @cuda.jit
+    def kern(table, prm, V, U, M):
+        b = cuda.blockIdx.x
+        fn(table[b, 1], table[b, 2], prm, V, U, M)
+
+    T, GK, KS = layout[:3]
+    p = ConvProblem(*shape)
+    config = WinogradConfig(tiles_per_group=T, gemm_k_tile=GK, gemm_k_step=KS, gemm_threads=32)
+    sh = winograd_shape(p, config)
+    prm = ex.pack_params(p, config, sh)
+    rng = np.random.default_rng(6)
+    V = rng.standard_normal((36, sh.tiles, p.c)).astype(np.float32)
+    U = rng.standard_normal((36, p.c, p.k)).astype(np.float32)
+    M = np.full((36, sh.tiles, p.k), np.nan, np.float32)
+    tasks = [(g, e * sh.k_tiles + kt) for e in range(36) for g in range(sh.groups) for kt in range(sh.k_tiles)]
+    table = np.zeros((len(tasks), 8), np.int32)
+    table[:, 1:3] = tasks
+    kern[len(tasks), block, 0, fn.shared_bytes](table, prm, V, U, M)
+    ref = np.einsum("etc,eck->etk", V.astype(np.float64), U.astype(np.float64))
+    assert rel_err(M, ref) <= TOL
+
+
+def test_vector_gemm_rejects_a_layout_it_cannot_tile():
+    from gpu.gemm_vec import make_gemm_vec
+    with pytest.raises(ValueError, match="no vector GEMM layout for T=12"):
+        make_gemm_vec(12, 16, 8, 8, 2)
+
+
+def test_vector_gemm_param_indices_match_the_executor():
+    from gpu import gemm_vec, winograd_device as dev
+    assert (gemm_vec._P_C, gemm_vec._P_K, gemm_vec._P_TILES, gemm_vec._P_KTILES) == (dev.P_C, dev.P_K, dev.P_TILES, dev.P_KTILES)
+
+
 def test_gemm_shared_bytes_covers_the_specialised_paths():
     from gpu import winograd_device as dev
     for key, fn in dev._FAST.items():

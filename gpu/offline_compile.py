@@ -1,0 +1,134 @@
+"""Compile a kernel for a GPU that is not here: PTX through libnvvm, then ``ptxas -v`` for its registers,
+spills and shared memory, plus instruction counts from the PTX.
+
+Iterating on a kernel's code generation (does the loop unroll, do the accumulators stay in registers,
+how many integer instructions per FMA) needs no GPU: only a CUDA toolkit's libnvvm, libdevice and
+``ptxas`` (found through CUDA_HOME, default /usr/local/cuda). Numba asks NVRTC for the list of
+supported architectures and its path; where NVRTC is absent both are answered here (the PTX comes from
+NVVM alone). Timing still needs the device.
+
+    CUDA_HOME=/usr/local/cuda-13.0 python -m gpu.offline_compile gemm_kernel megakernel
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PTX_COUNTS = {
+    "ffma": r"\bfma\.rn\.f32",
+    "ld_shared": r"\bld\.shared",
+    "ld_shared_v4": r"\bld\.shared\.v4",
+    "st_shared": r"\bst\.shared",
+    "ld_global": r"\bld\.global",
+    "ld_local": r"\bld\.local",
+    "st_local": r"\bst\.local",
+    "int_ops": r"\b(?:add|sub|mul|mad|shl|shr|and|or|selp|setp)\.(?:s|u|b|lo\.s|lo\.u|wide\.s|wide\.u)(?:32|64)",
+}
+
+
+def _allow_without_nvrtc(cc: tuple[int, int]) -> None:
+    """Let Numba compile PTX with libnvvm alone: no NVRTC library, no driver (device functions are
+    then compiled for ``cc``)."""
+    from numba.cuda import cuda_paths, dispatcher
+    from numba.cuda.cudadrv import nvrtc
+    try:
+        dispatcher.get_current_device()
+    except Exception:  # noqa: BLE001 - no driver here
+        class _Target:
+            compute_capability = cc
+        dispatcher.get_current_device = lambda: _Target
+    try:
+        nvrtc.get_supported_ccs()
+    except Exception:  # noqa: BLE001 - no NVRTC: answer for it
+        nvrtc.get_supported_ccs = lambda: ((7, 5), (8, 0), (8, 6), (8, 9), (9, 0))
+        cuda_paths._get_nvrtc_path = lambda: ("absent", None)
+
+
+def compile_report(pyfunc, signature, cc: tuple[int, int] = (9, 0), name: str = "kernel") -> dict:
+    """PTX instruction counts and ``ptxas -v`` resources of ``pyfunc`` compiled as a kernel."""
+    _allow_without_nvrtc(cc)
+    from numba import cuda
+    ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=cc)
+    report = {"kernel": name, **{k: len(re.findall(p, ptx)) for k, p in PTX_COUNTS.items()}}
+    ptxas = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{name}.ptx"
+        src.write_text(ptx)
+        run = subprocess.run([str(ptxas), f"-arch=sm_{cc[0]}{cc[1]}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                             capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise RuntimeError(f"ptxas failed on {name}: {run.stderr.strip().splitlines()[-1:]}")
+    for key, pat in (("registers", r"Used (\d+) registers"), ("spill_stores", r"(\d+) bytes spill stores"),
+                     ("spill_loads", r"(\d+) bytes spill loads"), ("stack_bytes", r"(\d+) bytes stack frame"),
+                     ("shared_static", r"(\d+) bytes smem")):
+        found = re.findall(pat, run.stderr)
+        report[key] = max(int(v) for v in found) if found else 0
+    report["ptx"] = ptx
+    return report
+
+
+def _one_block_per_task(task):
+    """A kernel running ``task(group, index, ...)`` of table row blockIdx.x (like gpu.megakernel.gemm_kernel)."""
+    from numba import cuda
+
+    def kern(table, prm, V, U, M):
+        b = cuda.blockIdx.x
+        task(table[b, 1], table[b, 2], prm, V, U, M)
+    return kern
+
+
+def _kernels() -> dict:
+    """The project's Winograd kernels with their argument types."""
+    from numba import types
+
+    from gpu import megakernel as mk
+    from gpu.gemm_vec import make_gemm_vec
+
+    i32_2 = types.Array(types.int32, 2, "C")
+    i32_1 = types.Array(types.int32, 1, "C")
+    i64_2 = types.Array(types.int64, 2, "C")
+    f3 = types.Array(types.float32, 3, "C")
+    f4 = types.Array(types.float32, 4, "C")
+    gemm_args = (i32_2, i32_1, f3, f3, f3)
+    out = {
+        "gemm_kernel": (mk.gemm_kernel.py_func, gemm_args),
+        "megakernel": (mk.megakernel.py_func,
+                       (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)),
+    }
+    for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
+        out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernels", nargs="*", help="names (default: all)")
+    ap.add_argument("--ptx-dir", default=None, help="write each kernel's PTX here")
+    args = ap.parse_args(argv)
+    kernels = _kernels()
+    names = args.kernels or list(kernels)
+    unknown = [n for n in names if n not in kernels]
+    if unknown:
+        print(f"error: unknown kernel {unknown[0]!r}; known: {', '.join(kernels)}", file=sys.stderr)
+        return 2
+    cols = ["registers", "spill_stores", "spill_loads", "ffma", "ld_shared", "ld_shared_v4", "st_shared",
+            "ld_global", "int_ops", "ld_local"]
+    print(f"{'kernel':28s} " + " ".join(f"{c:>12s}" for c in cols))
+    for n in names:
+        fn, sig = kernels[n]
+        rep = compile_report(fn, sig, name=n)
+        print(f"{n:28s} " + " ".join(f"{rep[c]:12d}" for c in cols))
+        if args.ptx_dir:
+            Path(args.ptx_dir).mkdir(parents=True, exist_ok=True)
+            (Path(args.ptx_dir) / f"{n}.ptx").write_text(rep["ptx"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
