@@ -17,7 +17,10 @@ inner loop rebuilt after the PTX of that kernel showed ~100 integer instructions
   NT = SK * (T / 8) * (GK / 8); sets 1..SK-1 hand their sums to set 0 through shared memory at the end;
 - software pipelined: the next stage's global loads go to registers before this stage's FMAs and to
   the other shared buffer after them, one barrier per stage;
-- edges (rows < T, width < GK, C not a multiple of KS) are zero-filled in the stage loads only.
+- edges (rows < T, width < GK, C not a multiple of KS) are zero-filled in the stage loads only;
+- global and staging accesses use flat indices (``gpu.vector_access``: no per-dimension wrap-around or
+  stride multiply), full column quads of M are written with one 128-bit store, and the k-split
+  hand-off moves 4-float groups.
 
 Every size is a compile-time constant, so the loops unroll and the accumulators stay in registers.
 """
@@ -27,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from gpu.vector_access import SHARED_ALIGNMENT, load4
+from gpu.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
 
 ZERO = np.float32(0.0)
 # Indices of the int32 parameter array (gpu.winograd_device's P_* layout; repeated here to avoid an
@@ -65,17 +68,52 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
     LB = KS * GK // NT
 
     @cuda.jit(device=True)
+    def stage_to_registers(ra, rb, V, U, tid, active, v_base, u_base, rows, width, c, C, K):
+        """The C-slice [c, c + KS) of this task's A rows and B columns into registers (zero-padded)."""
+        for ll in range(LA):
+            idx = tid + ll * NT
+            r = idx // KS
+            kk = idx - r * KS
+            v = ZERO
+            if active and r < rows and c + kk < C:
+                v = load1(V, v_base + r * C + c + kk)
+            ra[ll] = v
+        for ll in range(LB):
+            idx = tid + ll * NT
+            kk = idx // GK
+            nn = idx - kk * GK
+            v = ZERO
+            if active and nn < width and c + kk < C:
+                v = load1(U, u_base + (c + kk) * K + nn)
+            rb[ll] = v
+
+    @cuda.jit(device=True)
+    def registers_to_stage(smem, ra, rb, tid, buf):
+        """Registers into stage buffer ``buf``: As[kk, r] (transposed) and Bs[kk, n]."""
+        for ll in range(LA):
+            idx = tid + ll * NT
+            r = idx // KS
+            kk = idx - r * KS
+            store1(smem, buf * A_ST + kk * AS + r, ra[ll])
+        for ll in range(LB):
+            store1(smem, B0 + buf * B_ST + tid + ll * NT, rb[ll])
+
+    @cuda.jit(device=True)
     def gemm_vec(g, j, prm, V, U, M):
         tid = cuda.threadIdx.x
         C = prm[_P_C]
+        K = prm[_P_K]
+        tiles = prm[_P_TILES]
         kts = prm[_P_KTILES]
         e = j // kts
         kt = j - e * kts
         row0 = g * T
-        rows = min(T, prm[_P_TILES] - row0)
+        rows = min(T, tiles - row0)
         col0 = kt * GK
-        width = min(GK, prm[_P_K] - col0)
+        width = min(GK, K - col0)
         nsteps = (C + KS - 1) // KS
+        v_base = (e * tiles + row0) * C          # flat index of V[e, row0, 0]
+        u_base = e * C * K + col0                # U[e, 0, col0]
         smem = cuda.shared.array(0, float32, alignment=SHARED_ALIGNMENT)
         acc = cuda.local.array(64, float32)
         ra = cuda.local.array(LA, float32)
@@ -87,55 +125,17 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
         ty = lt // TX
         for q in range(64):
             acc[q] = ZERO
-        # stage 0: global -> registers -> buffer 0
-        for ll in range(LA):
-            idx = tid + ll * NT
-            r = idx // KS
-            kk = idx - r * KS
-            v = ZERO
-            if active and r < rows and kk < C:
-                v = V[e, row0 + r, kk]
-            ra[ll] = v
-        for ll in range(LB):
-            idx = tid + ll * NT
-            kk = idx // GK
-            nn = idx - kk * GK
-            v = ZERO
-            if active and nn < width and kk < C:
-                v = U[e, kk, col0 + nn]
-            rb[ll] = v
+        stage_to_registers(ra, rb, V, U, tid, active, v_base, u_base, rows, width, 0, C, K)
         if active:
-            for ll in range(LA):
-                idx = tid + ll * NT
-                r = idx // KS
-                kk = idx - r * KS
-                smem[kk * AS + r] = ra[ll]
-            for ll in range(LB):
-                smem[B0 + tid + ll * NT] = rb[ll]
+            registers_to_stage(smem, ra, rb, tid, 0)
         cuda.syncthreads()
         a_thr = sub * AS + ty * 4
         b_thr = B0 + sub * GK + tx * 4
         for s in range(nsteps):
             buf = s & 1
             more = s + 1 < nsteps
-            c1 = (s + 1) * KS
             if more:  # next stage's global loads, in flight during the FMAs below
-                for ll in range(LA):
-                    idx = tid + ll * NT
-                    r = idx // KS
-                    kk = idx - r * KS
-                    v = ZERO
-                    if active and r < rows and c1 + kk < C:
-                        v = V[e, row0 + r, c1 + kk]
-                    ra[ll] = v
-                for ll in range(LB):
-                    idx = tid + ll * NT
-                    kk = idx // GK
-                    nn = idx - kk * GK
-                    v = ZERO
-                    if active and nn < width and c1 + kk < C:
-                        v = U[e, c1 + kk, col0 + nn]
-                    rb[ll] = v
+                stage_to_registers(ra, rb, V, U, tid, active, v_base, u_base, rows, width, (s + 1) * KS, C, K)
             if active:
                 pa = a_thr + buf * A_ST
                 pb = b_thr + buf * B_ST
@@ -150,32 +150,38 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
                         for jj in range(8):
                             acc[i * 8 + jj] += av[i] * bv[jj]
             if more and active:  # the other buffer: last read in step s-1, which ended with a sync
-                nbuf = 1 - buf
-                for ll in range(LA):
-                    idx = tid + ll * NT
-                    r = idx // KS
-                    kk = idx - r * KS
-                    smem[nbuf * A_ST + kk * AS + r] = ra[ll]
-                for ll in range(LB):
-                    smem[B0 + nbuf * B_ST + tid + ll * NT] = rb[ll]
+                registers_to_stage(smem, ra, rb, tid, 1 - buf)
             cuda.syncthreads()
-        if SK > 1:  # sets 1..SK-1 hand their partial sums to set 0 (the stages are free: last sync above)
+        if SK > 1:  # sets 1..SK-1 hand their sums to set 0 (the stages are free: last sync above);
+            # 4-float groups, thread-fastest: a warp's 128-bit stores and loads are contiguous
             if active and sub > 0:
-                for q in range(64):
-                    smem[((sub - 1) * 64 + q) * P + lt] = acc[q]
+                for q4 in range(16):
+                    store4(smem, (((sub - 1) * 16 + q4) * P + lt) * 4, acc[4 * q4], acc[4 * q4 + 1],
+                           acc[4 * q4 + 2], acc[4 * q4 + 3])
             cuda.syncthreads()
             if active and sub == 0:
                 for q2 in range(SK - 1):
-                    for q in range(64):
-                        acc[q] += smem[(q2 * 64 + q) * P + lt]
+                    for q4 in range(16):
+                        h0, h1, h2, h3 = load4(smem, ((q2 * 16 + q4) * P + lt) * 4)
+                        acc[4 * q4] += h0
+                        acc[4 * q4 + 1] += h1
+                        acc[4 * q4 + 2] += h2
+                        acc[4 * q4 + 3] += h3
         if active and sub == 0:
+            m_base = (e * tiles + row0) * K + col0   # flat index of M[e, row0, col0]
+            full = width == GK and K % 4 == 0          # every column quad inside and 16-byte aligned
             for i in range(8):
                 r = ty * 4 + (i & 3) + (i >> 2) * HALF_R
                 if r < rows:
-                    for jj in range(8):
-                        nn = tx * 4 + (jj & 3) + (jj >> 2) * HALF_C
-                        if nn < width:
-                            M[e, row0 + r, col0 + nn] = acc[i * 8 + jj]
+                    for h in range(2):
+                        n0 = tx * 4 + h * HALF_C
+                        q = i * 8 + h * 4
+                        if full:
+                            store4(M, m_base + r * K + n0, acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
+                        else:
+                            for jj in range(4):
+                                if n0 + jj < width:
+                                    store1(M, m_base + r * K + n0 + jj, acc[q + jj])
 
     gemm_vec.shared_bytes = gemm_vec_shared_bytes(T, GK, KS, NT, SK)
     gemm_vec.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True)

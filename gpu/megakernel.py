@@ -106,64 +106,85 @@ MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS"
 _megakernel_jit = cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS) if MEGAKERNEL_MAX_REGISTERS else cuda.jit
 
 
-@_megakernel_jit
-def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
-    """Runs the launch's task map; each claimed map position runs one task (Listing 1b).
-
-    Grid: per-task launches have one block per map position (ticket: block order does not matter;
-    blockidx: block b runs position b, as in the paper); persistent launches have any number of
-    blocks, each looping and claiming positions by ticket until the map is used up.
-    Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
-    transform_threads, the GEMM uses all.
-    Thread 0 claims the position (ticket: ``atomic.add`` on ``ctl[CTL_TICKET]``), waits on the
-    task's counters and broadcasts (position, ok) through 8 bytes of static shared memory; after
-    the task, thread 0 signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging).
-    Memory ordering: see the module docstring.
-    Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
-    nanoseconds and the SM id; ``trace`` needs a row per map position then (else one dummy row).
-    """
-    sh = cuda.shared.array(2, int32)
+@cuda.jit(device=True)
+def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    """One map position of the launch, by the whole block: thread 0 claims it (ticket or blockIdx)
+    and waits on its counters, broadcasting (position, ok) through ``sh``; all threads run the task;
+    thread 0 signals. Returns 1 when a task ran (a persistent block claims again), 0 when the map is
+    used up or the block must give up (an error is recorded in ``ctl``)."""
     tid = cuda.threadIdx.x
     tracing = ctl[CTL_TRACE] != 0
+    if tid == 0:
+        t_claim = globaltimer() if tracing else 0
+        pos, ok = _claim_and_wait(table, ctl, counters, first)
+        sh[0] = pos
+        sh[1] = ok
+        if tracing and pos < ctl[CTL_NTASKS]:
+            trace[pos, 0] = t_claim
+            trace[pos, 1] = globaltimer()
+            trace[pos, 3] = smid()
+    cuda.syncthreads()
+    pos = sh[0]
+    ok = sh[1]
+    if pos >= ctl[CTL_NTASKS] or ok == 0:
+        return 0
+    kind = table[pos, T_KIND]
+    g = table[pos, T_GROUP]
+    idx = table[pos, T_INDEX]
+    if kind == GEMM:
+        gemm_task(g, idx, prm, V, U, M)
+    elif kind == ITRANS:
+        itrans_task(g, idx, prm, x, V)
+    elif kind == OTRANS:
+        otrans_task(g, idx, prm, M, Y)
+    elif kind == FTRANS:
+        ftrans_task(g, idx, prm, w, U)
+    cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
+    if tid == 0:
+        sig = table[pos, T_SIGNAL]
+        if sig >= 0:
+            cuda.threadfence()  # release
+            cuda.atomic.sub(counters, sig, 1)
+        if tracing:
+            trace[pos, 2] = globaltimer()
+    return 1
+
+
+@_megakernel_jit
+def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    """Runs the launch's task map, one map position per block (per-task launches, Listing 1b): a
+    grid of one block per position (ticket: block order does not matter; blockidx: block b runs
+    position b, as in the paper).
+
+    Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
+    transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
+    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok) through 8 bytes
+    of static shared memory; after the task, thread 0 signals. Dynamic shared memory:
+    ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the module docstring.
+    Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
+    nanoseconds and the SM id; ``trace`` needs a row per map position then (else one dummy row).
+
+    A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~60 more registers
+    live (ptxas, sm_90: 165 against 228 per thread, i.e. 3 blocks of 128 threads per SM, not 2).
+    """
+    sh = cuda.shared.array(2, int32)
+    _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+
+
+@_megakernel_jit
+def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
+    each claiming positions by ticket until the map is used up."""
+    sh = cuda.shared.array(2, int32)
     first = True
-    while True:
-        if tid == 0:
-            t_claim = globaltimer() if tracing else 0
-            pos, ok = _claim_and_wait(table, ctl, counters, first)
-            sh[0] = pos
-            sh[1] = ok
-            if tracing and pos < ctl[CTL_NTASKS]:
-                trace[pos, 0] = t_claim
-                trace[pos, 1] = globaltimer()
-                trace[pos, 3] = smid()
-        cuda.syncthreads()
-        pos = sh[0]
-        ok = sh[1]
-        if pos >= ctl[CTL_NTASKS] or ok == 0:
-            return
-        kind = table[pos, T_KIND]
-        g = table[pos, T_GROUP]
-        idx = table[pos, T_INDEX]
-        if kind == GEMM:
-            gemm_task(g, idx, prm, V, U, M)
-        elif kind == ITRANS:
-            itrans_task(g, idx, prm, x, V)
-        elif kind == OTRANS:
-            otrans_task(g, idx, prm, M, Y)
-        elif kind == FTRANS:
-            ftrans_task(g, idx, prm, w, U)
-        cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
-        if tid == 0:
-            sig = table[pos, T_SIGNAL]
-            if sig >= 0:
-                cuda.threadfence()  # release
-                cuda.atomic.sub(counters, sig, 1)
-            if tracing:
-                trace[pos, 2] = globaltimer()
-        if ctl[CTL_PERSISTENT] == 0:
-            return
+    while _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace) == 1:
         first = False
         cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
+
+
+def megakernel_for(ctl):
+    """The megakernel that runs a launch with this (host) control array."""
+    return megakernel_persistent if ctl[CTL_PERSISTENT] else megakernel
 
 
 @cuda.jit

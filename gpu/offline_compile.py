@@ -50,8 +50,10 @@ def _allow_without_nvrtc(cc: tuple[int, int]) -> None:
         cuda_paths._get_nvrtc_path = lambda: ("absent", None)
 
 
-def compile_report(pyfunc, signature, cc: tuple[int, int] = (9, 0), name: str = "kernel") -> dict:
-    """PTX instruction counts and ``ptxas -v`` resources of ``pyfunc`` compiled as a kernel."""
+def compile_report(pyfunc, signature, cc: tuple[int, int] = (9, 0), name: str = "kernel",
+                   max_registers: int | None = None) -> dict:
+    """PTX instruction counts and ``ptxas -v`` resources of ``pyfunc`` compiled as a kernel (with
+    ``max_registers``: ptxas's -maxrregcount, as ``cuda.jit(max_registers=...)`` passes it)."""
     _allow_without_nvrtc(cc)
     from numba import cuda
     ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=cc)
@@ -60,8 +62,10 @@ def compile_report(pyfunc, signature, cc: tuple[int, int] = (9, 0), name: str = 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{name}.ptx"
         src.write_text(ptx)
-        run = subprocess.run([str(ptxas), f"-arch=sm_{cc[0]}{cc[1]}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
-                             capture_output=True, text=True, check=False)
+        cmd = [str(ptxas), f"-arch=sm_{cc[0]}{cc[1]}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")]
+        if max_registers:
+            cmd.append(f"-maxrregcount={max_registers}")
+        run = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise RuntimeError(f"ptxas failed on {name}: {run.stderr.strip().splitlines()[-1:]}")
     for key, pat in (("registers", r"Used (\d+) registers"), ("spill_stores", r"(\d+) bytes spill stores"),
@@ -96,10 +100,11 @@ def _kernels() -> dict:
     f3 = types.Array(types.float32, 3, "C")
     f4 = types.Array(types.float32, 4, "C")
     gemm_args = (i32_2, i32_1, f3, f3, f3)
+    mega_args = (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)
     out = {
         "gemm_kernel": (mk.gemm_kernel.py_func, gemm_args),
-        "megakernel": (mk.megakernel.py_func,
-                       (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)),
+        "megakernel": (mk.megakernel.py_func, mega_args),
+        "megakernel_persistent": (mk.megakernel_persistent.py_func, mega_args),
     }
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
@@ -110,6 +115,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kernels", nargs="*", help="names (default: all)")
     ap.add_argument("--ptx-dir", default=None, help="write each kernel's PTX here")
+    ap.add_argument("--max-registers", type=int, default=None, help="register cap per thread (ptxas)")
     args = ap.parse_args(argv)
     kernels = _kernels()
     names = args.kernels or list(kernels)
@@ -122,7 +128,7 @@ def main(argv=None) -> int:
     print(f"{'kernel':28s} " + " ".join(f"{c:>12s}" for c in cols))
     for n in names:
         fn, sig = kernels[n]
-        rep = compile_report(fn, sig, name=n)
+        rep = compile_report(fn, sig, name=n, max_registers=args.max_registers)
         print(f"{n:28s} " + " ".join(f"{rep[c]:12d}" for c in cols))
         if args.ptx_dir:
             Path(args.ptx_dir).mkdir(parents=True, exist_ok=True)

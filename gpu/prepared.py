@@ -39,6 +39,7 @@ class _PreparedLaunch:
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
             ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit)
+            self.kernel = mk.megakernel_for(ctl)
             if trace:
                 ctl[mk.CTL_TRACE] = 1
                 self.d_trace = cuda.to_device(np.zeros((max(1, self.size), mk.TRACE_COLS), np.int64))
@@ -89,7 +90,7 @@ class PreparedSchedule:
                 continue
             if self.kernels == "megakernel":
                 pl.d_ctl.copy_to_device(pl.d_ctl_init, stream=cuda.default_stream())
-                mk.megakernel[pl.grid, pl.threads, 0, plan.shared_bytes](
+                pl.kernel[pl.grid, pl.threads, 0, plan.shared_bytes](
                     pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
                     pl.d_trace)
             elif pl.kind == dev.FTRANS:

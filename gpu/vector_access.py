@@ -1,22 +1,27 @@
-"""Unchecked 4-wide float32 loads and stores for the GEMM's shared-memory staging.
+"""Unchecked flat-index float32 loads and stores, scalar and 4-wide, for the GEMM's inner loops.
 
-Why: Numba indexes an array with a signed index through a negative-index wrap-around (compare, select,
-64-bit multiply-add): about six integer instructions per shared load in the GEMM's inner loop, where
-one FMA pipe cycle is all a load should cost. ``load4(a, i)`` / ``store4(a, i, v0, v1, v2, v3)``
-address ``a[i:i + 4]`` directly and move the four floats with one 128-bit instruction
-(``ld.shared.v4.f32``: a thread's 4 x 4 register fragment in one LDS.128, as cuBLAS reads it).
+Why: Numba indexes an array through a negative-index wrap-around per dimension (shift, and, add) and a
+64-bit multiply-add per stride: about six integer instructions per element in the GEMM's inner loop
+(docs/notes.md), where one FMA pipe cycle is all a load should cost. These address element ``i`` of the
+array's C-order data directly:
 
-Contract (not checked, as in CUDA C): ``a`` is a 1-D C-contiguous float32 array whose data is 16-byte
-aligned (declare shared arrays with ``alignment=SHARED_ALIGNMENT``), ``i`` is a multiple of 4 with
-``0 <= i <= a.size - 4``. Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) both are plain Python
-with the same contract asserted, so CI checks every index the kernels compute.
+- ``load1(a, i)`` / ``store1(a, i, v)``: one element;
+- ``load4(a, i)`` / ``store4(a, i, v0, v1, v2, v3)``: elements ``i .. i + 3`` moved by one 128-bit
+  instruction (``ld.shared.v4.f32``: a thread's 4-float register fragment in one LDS.128, as cuBLAS
+  reads it; ``st.global.v4.f32`` for four consecutive outputs).
+
+Contract (not checked, as in CUDA C): ``a`` is a C-contiguous float32 array of any rank, ``i`` a flat
+element index with ``0 <= i`` and ``i (+ 3) < a.size``; for the 4-wide forms ``i`` is a multiple of 4
+and the data is 16-byte aligned (device allocations are; declare shared arrays with
+``alignment=SHARED_ALIGNMENT``). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) all four are
+plain Python with the contract asserted, so CI checks every index the kernels compute.
 """
 
 from __future__ import annotations
 
 from numba import config, types
 
-__all__ = ["SHARED_ALIGNMENT", "load4", "store4"]
+__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "store1", "store4"]
 
 # ``alignment=`` for a shared array read with load4 (the CUDA simulator rejects the argument).
 SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
@@ -24,67 +29,105 @@ SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
 
 if config.ENABLE_CUDASIM:
 
-    def _check(a, i) -> None:
-        assert a.ndim == 1 and 0 <= i <= a.size - 4 and i % 4 == 0, f"vector access at {i} of {a.size}"
+    def _flat(a, i, width):
+        flat = a.reshape(-1)
+        assert 0 <= i <= flat.size - width and (width == 1 or i % 4 == 0), \
+            f"flat access of {width} at {i} of {flat.size}"
+        return flat
+
+    def load1(a, i):
+        """a.flat[i] (simulator: checked plain Python)."""
+        return _flat(a, i, 1)[i]
+
+    def store1(a, i, v):
+        """a.flat[i] = v (simulator: checked plain Python)."""
+        _flat(a, i, 1)[i] = v
 
     def load4(a, i):
-        """a[i], a[i + 1], a[i + 2], a[i + 3] (simulator: checked plain Python)."""
-        _check(a, i)
-        return a[i], a[i + 1], a[i + 2], a[i + 3]
+        """a.flat[i], ..., a.flat[i + 3] (simulator: checked plain Python)."""
+        flat = _flat(a, i, 4)
+        return flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
 
     def store4(a, i, v0, v1, v2, v3):
-        """a[i:i + 4] = v0, v1, v2, v3 (simulator: checked plain Python)."""
-        _check(a, i)
-        a[i] = v0
-        a[i + 1] = v1
-        a[i + 2] = v2
-        a[i + 3] = v3
+        """a.flat[i:i + 4] = v0, v1, v2, v3 (simulator: checked plain Python)."""
+        flat = _flat(a, i, 4)
+        flat[i] = v0
+        flat[i + 1] = v1
+        flat[i + 2] = v2
+        flat[i + 3] = v3
 
 else:
     from llvmlite import ir
     from numba.cuda.extending import intrinsic
 
-    _VEC4 = ir.VectorType(ir.FloatType(), 4)
+    _F32 = ir.FloatType()
+    _VEC4 = ir.VectorType(_F32, 4)
 
-    def _is_f32_vector(a, i) -> bool:
-        return (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32
+    def _accepts(a, i) -> bool:
+        return (isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32
                 and isinstance(i, types.Integer))
 
-    def _vec_ptr(context, builder, arytype, ary, itype, i):
-        """Pointer to a[i] as <4 x float>*, no wrap-around."""
+    def _element_ptr(context, builder, arytype, ary, itype, i, as_type):
+        """Pointer to element i of the C-order data, as ``as_type``*, no wrap-around."""
         data = context.make_array(arytype)(context, builder, value=ary).data
         idx = context.cast(builder, i, itype, types.intp)
-        return builder.bitcast(builder.gep(data, [idx], inbounds=True), _VEC4.as_pointer())
+        return builder.bitcast(builder.gep(data, [idx], inbounds=True), as_type.as_pointer())
+
+    def _f32(context, builder, value, vtype):
+        return context.cast(builder, value, vtype, types.float32)
+
+    @intrinsic
+    def load1(typingctx, a, i):
+        """a.flat[i] (see the module contract)."""
+        if not _accepts(a, i):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _F32)
+            return builder.load(ptr, align=4)
+
+        return types.float32(a, i), codegen
+
+    @intrinsic
+    def store1(typingctx, a, i, v):
+        """a.flat[i] = v (see the module contract)."""
+        if not _accepts(a, i):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _F32)
+            builder.store(_f32(context, builder, args[2], sig.args[2]), ptr, align=4)
+            return context.get_dummy_value()
+
+        return types.void(a, i, v), codegen
 
     @intrinsic
     def load4(typingctx, a, i):
-        """a[i], a[i + 1], a[i + 2], a[i + 3] in one 128-bit load (see the module contract)."""
-        if not _is_f32_vector(a, i):
+        """a.flat[i], ..., a.flat[i + 3] in one 128-bit load (see the module contract)."""
+        if not _accepts(a, i):
             return None
-        sig = types.UniTuple(types.float32, 4)(a, i)
 
-        def codegen(context, builder, signature, args):
-            ptr = _vec_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _VEC4)
             vec = builder.load(ptr, align=16)
             parts = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, parts)
+            return context.make_tuple(builder, sig.return_type, parts)
 
-        return sig, codegen
+        return types.UniTuple(types.float32, 4)(a, i), codegen
 
     @intrinsic
     def store4(typingctx, a, i, v0, v1, v2, v3):
-        """a[i:i + 4] = v0, v1, v2, v3 in one 128-bit store (see the module contract)."""
-        if not _is_f32_vector(a, i):
+        """a.flat[i:i + 4] = v0, v1, v2, v3 in one 128-bit store (see the module contract)."""
+        if not _accepts(a, i):
             return None
-        sig = types.void(a, i, v0, v1, v2, v3)
 
-        def codegen(context, builder, signature, args):
-            ptr = _vec_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _VEC4)
             vec = ir.Constant(_VEC4, ir.Undefined)
             for k in range(4):
-                val = context.cast(builder, args[2 + k], signature.args[2 + k], types.float32)
-                vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), k))
+                vec = builder.insert_element(vec, _f32(context, builder, args[2 + k], sig.args[2 + k]),
+                                             ir.Constant(ir.IntType(32), k))
             builder.store(vec, ptr, align=16)
             return context.get_dummy_value()
 
-        return sig, codegen
+        return types.void(a, i, v0, v1, v2, v3), codegen

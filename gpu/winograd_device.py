@@ -18,8 +18,9 @@ strided (a small, one-off tensor).
 
 The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes, double
 buffered). Configs listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 8, 128 threads)
-run a compile-time specialised path with an 8 x 8 register tile per thread (``make_gemm_fast``); any
-other config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile). A device function may return
+run a compile-time specialised path with an 8 x 8 register tile per thread and 128-bit shared
+fragments (``gpu.gemm_vec.make_gemm_vec``); any other config runs ``gemm_generic`` (runtime sizes,
+4 x 4 register tile). A device function may return
 early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
+from gpu.gemm_vec import make_gemm_vec
 from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
                             otrans_pair_m2, otrans_pair_m4)
 
@@ -51,7 +53,7 @@ ZERO = np.float32(0.0)
 def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int | None = None) -> int:
     """Dynamic shared memory of a GEMM task. Generic path: two stages of A (k_step x t) and B
     (k_step x width), rows and columns padded up to its register tile. A config with a specialised
-    path (``fast_gemm_for``): that path's bytes (two stages, A rows padded to t + 32 // k_step, or
+    path (``fast_gemm_for``): that path's bytes (two stages, A rows padded to t + 4, or
     the k-split hand-off if larger); with gemm_threads None, the larger of all candidates."""
     tp = -(-t // TILE_R) * TILE_R
     gp = -(-gemm_k_tile // TILE_C) * TILE_C
@@ -384,13 +386,14 @@ def gemm_generic(g, j, prm, V, U, M):
                             M[e, row0 + r, col0 + nn] = acc[i * TILE_C + jj]
 
 
-# The compile-time specialised GEMMs: (t, gemm_k_tile, gemm_k_step, gemm_threads) -> register tile
-# (TR, TC) and k-split SK. gemm_task runs gemm_fast_a / gemm_fast_b for those configs and
-# gemm_generic for any other.
-FAST_A = (32, 64, 8, 128, 8, 8, 4)
-FAST_B = (64, 64, 8, 128, 8, 8, 2)
-gemm_fast_a = make_gemm_fast(*FAST_A)
-gemm_fast_b = make_gemm_fast(*FAST_B)
+# The compile-time specialised GEMMs: (t, gemm_k_tile, gemm_k_step, gemm_threads, k-split SK) of
+# gpu.gemm_vec.make_gemm_vec (8 x 8 register tile, 128-bit shared fragments). gemm_task runs
+# gemm_fast_a / gemm_fast_b for those configs and gemm_generic for any other. (make_gemm_fast, the
+# scalar-fragment version they replaced, stays for gpu.bench_gemm's comparisons.)
+FAST_A = (32, 64, 8, 128, 4)
+FAST_B = (64, 64, 8, 128, 2)
+gemm_fast_a = make_gemm_vec(*FAST_A)
+gemm_fast_b = make_gemm_vec(*FAST_B)
 _FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
 _A_T, _A_GK, _A_KS, _A_NT = FAST_A[:4]
 _B_T, _B_GK, _B_KS, _B_NT = FAST_B[:4]
@@ -406,7 +409,7 @@ def gemm_task(g, j, prm, V, U, M):
     """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
     kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
 
-    Configs in ``_FAST`` run their specialised ``make_gemm_fast`` function (compile-time tile sizes,
+    Configs in ``_FAST`` run their specialised ``make_gemm_vec`` function (compile-time tile sizes,
     8 x 8 register tile, k-split, software pipelined; the first gemm_threads threads compute), any
     other runs ``gemm_generic``. All stage operands through dynamic shared memory
     (``gemm_shared_bytes``) and call ``cuda.syncthreads()``, so every thread of the block must call

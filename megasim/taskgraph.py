@@ -29,7 +29,8 @@ memory regions they touch:
   ``kind_registers``, ``kind_shared_bytes``). A launch's blocks all take the largest footprint of
   the kinds it runs, as a megakernel's blocks do; ``megakernel_registers`` (0 = that largest) is
   what the compiled megakernel really allocates, which can exceed every device function's own
-  count (the compiler sizes the kernel for the union of their live ranges).
+  count (the compiler sizes the kernel for the union of their live ranges); ``persistent_registers``
+  (0 = ``megakernel_registers``) is the persistent megakernel's, whose claim loop keeps more live.
 
 The order in which tasks run is not part of the graph: a mapping (``megasim.mapping``) gives it.
 ``TaskGraph.hash`` identifies the graph; results store it so a prediction and a measurement are only
@@ -76,6 +77,7 @@ class TaskGraph:
     kind_registers: np.ndarray   # int32 (K,)
     kind_shared_bytes: np.ndarray  # int32 (K,)
     megakernel_registers: int = 0
+    persistent_registers: int = 0
     other_ops: np.ndarray | None = None   # float64 (T,) or None
     serial_steps: np.ndarray | None = None  # float64 (T,) or None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -160,7 +162,8 @@ class TaskGraph:
         cached = self.__dict__.get("_hash")
         if cached is None:
             h = hashlib.sha256()
-            h.update(json.dumps([self.kind_names, self.tensor_names, self.megakernel_registers]).encode())
+            regs = [self.megakernel_registers] + ([self.persistent_registers] if self.persistent_registers else [])
+            h.update(json.dumps([self.kind_names, self.tensor_names, *regs]).encode())
             for name in ("kind", "group", "index_in_group", "wait_counters", "signal_counters", "counter_init",
                          "flops", "access_ptr", "access_region", "access_part_lo", "access_part_hi",
                          "access_part_step", "access_bytes", "access_write", "region_parts", "region_part_bytes", "region_tensor",

@@ -23,6 +23,7 @@ LAYER = "N=8,C=256,K=64,H=16,W=16"
 VARIANTS = [{"kernel": "per_kind", "timing": "queued"},
             {"kernel": "per_kind", "timing": "events"},
             {"kernel": "per_kind", "extra_shared_bytes": 100 * 1024, "timing": "queued"},
+            {"kernel": "per_kind", "extra_shared_bytes": 200 * 1024, "timing": "queued"},
             {"kernel": "megakernel", "style": "per_task", "timing": "queued"},
             {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "timing": "queued"}]
 
@@ -43,7 +44,8 @@ def test_variant_case_occupancy():
         g, s = variant_case(sub, sched, v)
         per[str(v)] = simulate(g, s, spec).launches[0].blocks_per_sm
     assert per[str(VARIANTS[0])] == 3 and per[str(VARIANTS[2])] == 2     # registers; shared memory
-    assert per[str(VARIANTS[3])] == 2 and per[str(VARIANTS[4])] == 1     # megakernel: 255 registers
+    assert per[str(VARIANTS[3])] == 1                                      # shared memory
+    assert per[str(VARIANTS[4])] == 3 and per[str(VARIANTS[5])] == 1     # megakernel: 165 registers; the grid
 
 
 @pytest.mark.slow

@@ -310,6 +310,8 @@ def test_specialised_gemm_matches_float64(layout, block, shape):
     ((16, 16, 8, 16, 4), 18, AWKWARD),               # 4-way k-split, 2 idle threads
     ((8, 16, 4, 4, 2), 4, (1, 6, 21, 7, 9)),
     ((8, 8, 2, 2, 2), 2, (2, 5, 7, 5, 3)),           # C = 5: a stage of one real channel
+    ((16, 16, 8, 8, 2), 8, (1, 9, 20, 9, 9)),        # K = 20: full k-tile (128-bit stores), then 4 columns
+    ((8, 16, 4, 4, 2), 4, (2, 6, 32, 7, 5)),         # every k-tile full
 ])
 def test_vector_gemm_matches_float64(layout, block, shape):
     from gpu.gemm_vec import make_gemm_vec

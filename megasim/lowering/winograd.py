@@ -58,11 +58,13 @@ FLOAT_BYTES = 4
 # (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
 # generic path's registers. Its shared bytes follow gemm_shared_bytes below; a test checks both
 # against gpu/'s own sizing, so the model's occupancy is the real kernel's.
-GEMM_FAST_PATHS = {(32, 64, 8, 128): (168, 24576), (64, 64, 8, 128): (168, 16384)}
+GEMM_FAST_PATHS = {(32, 64, 8, 128): (152, 24576), (64, 64, 8, 128): (160, 16384)}
 GEMM_GENERIC_REGISTERS = 104
-# The megakernel (gpu/megakernel.py) compiles to 255 registers per thread with the default config
-# (gpu.diagnose, H200, 2026-11-21), i.e. 2 blocks of 128 threads per SM, not the GEMM's 3.
-MEGAKERNEL_REGISTERS = 255
+# The megakernels (gpu/megakernel.py) compile to 165 registers per thread (one map position per block:
+# 3 blocks of 128 threads per SM) and 226 (persistent, the claim loop: 2 blocks per SM), by ptxas for
+# sm_90 (python -m gpu.offline_compile; the GEMM above: 160 / 152).
+MEGAKERNEL_REGISTERS = 165
+PERSISTENT_MEGAKERNEL_REGISTERS = 226
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
@@ -83,6 +85,7 @@ class WinogradConfig:
     transform_registers: int = 56    # input/output transform kernels: 56 (gpu.diagnose, H200)
     gemm_registers: int | None = None
     megakernel_registers: int = MEGAKERNEL_REGISTERS
+    persistent_megakernel_registers: int = PERSISTENT_MEGAKERNEL_REGISTERS
 
     def __post_init__(self) -> None:
         if self.m not in SUPPORTED_TILES:
@@ -95,7 +98,8 @@ class WinogradConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 32 or v > 1024 or v % 32:
                 raise LoweringError(f"{name}={v!r} is not allowed: it must be a multiple of 32 in [32, 1024]")
-        for name in ("transform_registers", "gemm_registers", "megakernel_registers"):
+        for name in ("transform_registers", "gemm_registers", "megakernel_registers",
+                     "persistent_megakernel_registers"):
             v = getattr(self, name)
             if v is None and name == "gemm_registers":
                 continue
@@ -353,6 +357,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
                                  cfg.transform_registers], np.int32),
         kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),
         megakernel_registers=cfg.megakernel_registers,
+        persistent_registers=cfg.persistent_megakernel_registers,
         meta=meta,
     )
     return graph

@@ -79,14 +79,17 @@ class SimOptions:
 
 def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
     """The footprint of a launch's blocks: a launch of one kind runs that kind's own kernel; a launch
-    that mixes kinds, or a persistent grid, runs the megakernel (``graph.megakernel_registers``)."""
+    that mixes kinds runs the megakernel (``graph.megakernel_registers``), a persistent grid the
+    persistent megakernel (``graph.persistent_registers``, 0 = the same)."""
     kinds = np.unique(graph.kind[launch.order])
     registers = int(graph.kind_registers[kinds].max())
     shared = int(graph.kind_shared_bytes[kinds].max())
+    mega = graph.persistent_registers or graph.megakernel_registers if launch.style == "persistent" \
+        else graph.megakernel_registers
     if kinds.size > 1 or launch.style == "persistent":
-        registers = max(registers, graph.megakernel_registers)
+        registers = max(registers, mega)
     if launch.kernel == "megakernel":   # one kind's tasks in the megakernel: its registers, all kinds' shared memory
-        registers = max(registers, graph.megakernel_registers)
+        registers = max(registers, mega)
         shared = int(graph.kind_shared_bytes.max())
     return Footprint(int(graph.kind_threads[kinds].max()), registers, shared)
 
