@@ -21,6 +21,7 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
   child:   thread 0 polls ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler
            cannot hoist the load out of the loop and the value comes from L2), then ``threadfence``
            (its acquire, pairing with the parent's fence), then ``syncthreads`` releases the block.
+           A task that waits on nothing (input and filter transforms) needs no acquire and skips it.
 
 This is the barrier-plus-single-fence pattern of CUDA's cooperative-groups grid sync
 (``__syncthreads(); if (master) { __threadfence(); atomicAdd(...); spin; __threadfence(); }
@@ -92,11 +93,16 @@ def _claim_and_wait(table, ctl, counters, first):
         task = table[pos, T_TASK]
         c0 = table[pos, T_WAIT0]
         c1 = table[pos, T_WAIT1]
-        if c0 >= 0:
-            ok = _wait_zero(counters, c0, ctl, pos, task)
-        if ok == 1 and c1 >= 0:
-            ok = _wait_zero(counters, c1, ctl, pos, task)
-        cuda.threadfence()  # acquire: pairs with the parents' fence before their decrement
+        if c0 >= 0 or c1 >= 0:
+            # first look at both counters together (two atomics in flight, one L2 round trip when
+            # the parents are done), then wait on whichever is not yet zero
+            v0 = cuda.atomic.add(counters, c0, 0) if c0 >= 0 else 0
+            v1 = cuda.atomic.add(counters, c1, 0) if c1 >= 0 else 0
+            if v0 > 0:
+                ok = _wait_zero(counters, c0, ctl, pos, task)
+            if ok == 1 and v1 > 0:
+                ok = _wait_zero(counters, c1, ctl, pos, task)
+            cuda.threadfence()  # acquire: pairs with the parents' fence before their decrement
     return pos, ok
 
 

@@ -103,6 +103,9 @@ def _kernels() -> dict:
     mega_args = (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)
     out = {
         "gemm_kernel": (mk.gemm_kernel.py_func, gemm_args),
+        "ftrans_kernel": (mk.ftrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
+        "itrans_kernel": (mk.itrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
+        "otrans_kernel": (mk.otrans_kernel.py_func, (i32_2, i32_1, f3, f4)),
         "megakernel": (mk.megakernel.py_func, mega_args),
         "megakernel_persistent": (mk.megakernel_persistent.py_func, mega_args),
     }

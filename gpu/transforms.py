@@ -11,6 +11,9 @@ so each is generated here as straight-line code from the matrices: every coeffic
 compile-time constant, zero coefficients are skipped, +-1 coefficients become additions and
 subtractions, and every other coefficient is a float32 constant (a Python or int64 constant would
 promote the arithmetic to float64 in Numba). All values live in scalars, i.e. registers on the GPU.
+Tensor elements are addressed by flat index from one base per thread (``gpu.vector_access.load1`` /
+``store1``: no per-dimension wrap-around and stride multiplies, which cost ~20 integer instructions
+per element with Numba's 4-D indexing); the tensors must be C-contiguous.
 
 For each supported tile size m (2 and 4) this module defines three device functions:
 
@@ -20,8 +23,8 @@ For each supported tile size m (2 and 4) this module defines three device functi
 - ``otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q)``: reads M[e, tile, k]; writes the m x m outputs
   Y[n, oy + i, ox + j, k] (NHWK) that fall inside [0, P) x [0, Q).
 
-``PY_FUNCS[name]`` keeps the plain Python functions (before ``cuda.jit``), so tests can check the
-generated code against the matrices with NumPy arrays.
+``PY_FUNCS[name]`` keeps plain Python versions (with ``py_load1`` / ``py_store1``), so tests can check
+the generated code against the matrices with NumPy arrays.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import linecache
 import numpy as np
 from numba import cuda
 
+from gpu.vector_access import load1, py_load1, py_store1, store1
 from megasim.lowering.winograd_math import SUPPORTED_TILES, matrices
 
 PY_FUNCS: dict = {}
@@ -95,40 +99,53 @@ def _two_sided(left: np.ndarray, right: np.ndarray, src: str, dst: str, consts: 
 def _gen_ftrans(m: int, consts: _Consts) -> str:
     _, g, _ = matrices(m)
     a = m + 2
-    lines = [f"def ftrans_pair_m{m}(w, U, k, c):"]
-    lines += [f"    g{i}_{j} = w[k, c, {i}, {j}]" for i in range(3) for j in range(3)]
+    lines = [f"def ftrans_pair_m{m}(w, U, k, c):",
+             "    src = (k * w.shape[1] + c) * 9              # flat index of w[k, c, 0, 0]",
+             "    dst = c * U.shape[2] + k                     # U[0, c, k]",
+             "    plane = U.shape[1] * U.shape[2]"]
+    lines += [f"    g{i}_{j} = load1(w, src + {3 * i + j})" for i in range(3) for j in range(3)]
     lines += _two_sided(g, g, "g", "u", consts)
-    lines += [f"    U[{i * a + j}, c, k] = u{i}_{j}" for i in range(a) for j in range(a)]
+    lines += [f"    store1(U, dst + {i * a + j} * plane, u{i}_{j})" for i in range(a) for j in range(a)]
     return "\n".join(lines) + "\n"
 
 
 def _gen_itrans(m: int, consts: _Consts) -> str:
     bt, _, _ = matrices(m)
     a = m + 2
-    lines = [f"def itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W):"]
+    lines = [f"def itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W):",
+             "    C = x.shape[3]",
+             "    row = x.shape[2] * C",
+             "    src = (n * x.shape[1] + y0) * row + x0 * C + c  # flat index of x[n, y0, x0, c] (may be outside)",
+             "    dst = tile * C + c                             # V[0, tile, c]",
+             "    plane = V.shape[1] * C"]
     for i in range(a):
         lines.append(f"    r{i} = 0 <= y0 + {i} < H")
     for j in range(a):
         lines.append(f"    c{j} = 0 <= x0 + {j} < W")
     for i in range(a):
         for j in range(a):
-            lines.append(f"    d{i}_{j} = x[n, y0 + {i}, x0 + {j}, c] if r{i} and c{j} else _zero")
+            lines.append(f"    d{i}_{j} = load1(x, src + {i} * row + {j} * C) if r{i} and c{j} else _zero")
     lines += _two_sided(bt, bt, "d", "v", consts)
-    lines += [f"    V[{i * a + j}, tile, c] = v{i}_{j}" for i in range(a) for j in range(a)]
+    lines += [f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})" for i in range(a) for j in range(a)]
     return "\n".join(lines) + "\n"
 
 
 def _gen_otrans(m: int, consts: _Consts) -> str:
     _, _, at = matrices(m)
     a = m + 2
-    lines = [f"def otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q):"]
-    lines += [f"    s{i}_{j} = M[{i * a + j}, tile, k]" for i in range(a) for j in range(a)]
+    lines = [f"def otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q):",
+             "    K = M.shape[2]",
+             "    src = tile * K + k                             # flat index of M[0, tile, k]",
+             "    plane = M.shape[1] * K",
+             "    row = Y.shape[2] * K",
+             "    dst = (n * Y.shape[1] + oy) * row + ox * K + k  # Y[n, oy, ox, k]"]
+    lines += [f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)" for i in range(a) for j in range(a)]
     lines += _two_sided(at, at, "s", "y", consts)
     for i in range(m):
         lines.append(f"    if oy + {i} < P:")
         for j in range(m):
             lines.append(f"        if ox + {j} < Q:")
-            lines.append(f"            Y[n, oy + {i}, ox + {j}, k] = y{i}_{j}")
+            lines.append(f"            store1(Y, dst + {i} * row + {j} * K, y{i}_{j})")
     return "\n".join(lines) + "\n"
 
 
@@ -142,10 +159,13 @@ def _build() -> dict:
             filename = f"<gpu.transforms:{name}>"
             # Registered so that tracebacks (and Numba's error messages) can show the generated lines.
             linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-            ns = consts.namespace()
-            exec(compile(src, filename, "exec"), ns)
-            PY_FUNCS[name] = ns[name]
-            out[name] = cuda.jit(device=True)(ns[name])
+            code = compile(src, filename, "exec")
+            py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1)
+            exec(code, py_ns)
+            PY_FUNCS[name] = py_ns[name]
+            dev_ns = dict(consts.namespace(), load1=load1, store1=store1)
+            exec(code, dev_ns)
+            out[name] = cuda.jit(device=True)(dev_ns[name])
     return out
 
 

@@ -14,47 +14,55 @@ Contract (not checked, as in CUDA C): ``a`` is a C-contiguous float32 array of a
 element index with ``0 <= i`` and ``i (+ 3) < a.size``; for the 4-wide forms ``i`` is a multiple of 4
 and the data is 16-byte aligned (device allocations are; declare shared arrays with
 ``alignment=SHARED_ALIGNMENT``). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) all four are
-plain Python with the contract asserted, so CI checks every index the kernels compute.
+their plain-Python forms ``py_*`` (also usable on NumPy arrays anywhere), with the contract asserted,
+so CI checks every index the kernels compute.
 """
 
 from __future__ import annotations
 
 from numba import config, types
 
-__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "store1", "store4"]
+__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "store1", "store4", "py_load1", "py_load4", "py_store1",
+           "py_store4"]
 
 # ``alignment=`` for a shared array read with load4 (the CUDA simulator rejects the argument).
 SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
 
 
+def _flat(a, i, width):
+    flat = a.reshape(-1)
+    assert 0 <= i <= flat.size - width and (width == 1 or i % 4 == 0), \
+        f"flat access of {width} at {i} of {flat.size}"
+    return flat
+
+
+def py_load1(a, i):
+    """a.flat[i]: the plain-Python form (the simulator's, and for NumPy arrays), contract asserted."""
+    return _flat(a, i, 1)[i]
+
+
+def py_store1(a, i, v):
+    """a.flat[i] = v: the plain-Python form, contract asserted."""
+    _flat(a, i, 1)[i] = v
+
+
+def py_load4(a, i):
+    """a.flat[i], ..., a.flat[i + 3]: the plain-Python form, contract asserted."""
+    flat = _flat(a, i, 4)
+    return flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
+
+
+def py_store4(a, i, v0, v1, v2, v3):
+    """a.flat[i:i + 4] = v0, v1, v2, v3: the plain-Python form, contract asserted."""
+    flat = _flat(a, i, 4)
+    flat[i] = v0
+    flat[i + 1] = v1
+    flat[i + 2] = v2
+    flat[i + 3] = v3
+
+
 if config.ENABLE_CUDASIM:
-
-    def _flat(a, i, width):
-        flat = a.reshape(-1)
-        assert 0 <= i <= flat.size - width and (width == 1 or i % 4 == 0), \
-            f"flat access of {width} at {i} of {flat.size}"
-        return flat
-
-    def load1(a, i):
-        """a.flat[i] (simulator: checked plain Python)."""
-        return _flat(a, i, 1)[i]
-
-    def store1(a, i, v):
-        """a.flat[i] = v (simulator: checked plain Python)."""
-        _flat(a, i, 1)[i] = v
-
-    def load4(a, i):
-        """a.flat[i], ..., a.flat[i + 3] (simulator: checked plain Python)."""
-        flat = _flat(a, i, 4)
-        return flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
-
-    def store4(a, i, v0, v1, v2, v3):
-        """a.flat[i:i + 4] = v0, v1, v2, v3 (simulator: checked plain Python)."""
-        flat = _flat(a, i, 4)
-        flat[i] = v0
-        flat[i + 1] = v1
-        flat[i + 2] = v2
-        flat[i + 3] = v3
+    load1, store1, load4, store4 = py_load1, py_store1, py_load4, py_store4
 
 else:
     from llvmlite import ir

@@ -53,18 +53,20 @@ TENSORS = ("input", "weights", "transformed_filter", "transformed_input", "produ
 FLOAT_BYTES = 4
 
 
-# Resources of the GEMM device function in gpu/ (gpu/winograd_device.py), from its PTX resource report
-# (sm_90, numba-cuda 0.30.4; gpu/bench_gemm.py, H200, 2026-11-21): the specialised paths, keyed by
-# (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
-# generic path's registers. Its shared bytes follow gemm_shared_bytes below; a test checks both
-# against gpu/'s own sizing, so the model's occupancy is the real kernel's.
-GEMM_FAST_PATHS = {(32, 64, 8, 128): (152, 24576), (64, 64, 8, 128): (160, 16384)}
-GEMM_GENERIC_REGISTERS = 104
-# The megakernels (gpu/megakernel.py) compile to 165 registers per thread (one map position per block:
-# 3 blocks of 128 threads per SM) and 226 (persistent, the claim loop: 2 blocks per SM), by ptxas for
-# sm_90 (python -m gpu.offline_compile; the GEMM above: 160 / 152).
+# Resources of gpu/'s kernels, from ptxas for sm_90 (numba-cuda 0.30.4; ``python -m gpu.offline_compile``,
+# the same counts the H200's driver reports in gpu/bench_gemm.py). The GEMM: the specialised paths, keyed
+# by (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
+# generic path; gpu.megakernel.gemm_kernel compiles every path into one kernel, so it allocates 163
+# registers whichever path runs. Shared bytes follow gemm_shared_bytes below; a test checks both against
+# gpu/'s own sizing, so the model's occupancy is the real kernel's.
+GEMM_FAST_PATHS = {(32, 64, 8, 128): (163, 24576), (64, 64, 8, 128): (163, 16384)}
+GEMM_GENERIC_REGISTERS = 163
+# The megakernels (gpu/megakernel.py): 165 registers per thread with one map position per block (3 blocks
+# of 128 threads per SM) and 219 persistent (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 165
-PERSISTENT_MEGAKERNEL_REGISTERS = 226
+PERSISTENT_MEGAKERNEL_REGISTERS = 219
+# The transform kernels (ftrans, itrans, otrans).
+TRANSFORM_REGISTERS = (40, 68, 48)
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
@@ -82,7 +84,7 @@ class WinogradConfig:
     gemm_k_tile: int = 64           # columns of K per GEMM task
     gemm_threads: int = 128
     gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
-    transform_registers: int = 56    # input/output transform kernels: 56 (gpu.diagnose, H200)
+    transform_registers: int | None = None   # None: each transform kernel's own (TRANSFORM_REGISTERS)
     gemm_registers: int | None = None
     megakernel_registers: int = MEGAKERNEL_REGISTERS
     persistent_megakernel_registers: int = PERSISTENT_MEGAKERNEL_REGISTERS
@@ -101,7 +103,7 @@ class WinogradConfig:
         for name in ("transform_registers", "gemm_registers", "megakernel_registers",
                      "persistent_megakernel_registers"):
             v = getattr(self, name)
-            if v is None and name == "gemm_registers":
+            if v is None and name in ("gemm_registers", "transform_registers"):
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= 255:
                 raise LoweringError(f"{name}={v!r} is not allowed: it must be an integer in [16, 255]")
@@ -113,6 +115,14 @@ class WinogradConfig:
     @property
     def _gemm_key(self) -> tuple[int, int, int, int]:
         return (self.tiles_per_group, self.gemm_k_tile, self.gemm_k_step, self.gemm_threads)
+
+    @property
+    def transform_registers_used(self) -> tuple[int, int, int]:
+        """Registers of the (ftrans, itrans, otrans) kernels: ``transform_registers`` for all three, or
+        gpu/'s kernels' own (TRANSFORM_REGISTERS)."""
+        if self.transform_registers is not None:
+            return (self.transform_registers,) * 3
+        return TRANSFORM_REGISTERS
 
     @property
     def gemm_registers_used(self) -> int:
@@ -353,8 +363,8 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         region_parts=region_parts.astype(np.int32), region_part_bytes=region_part_bytes.astype(np.float64),
         region_tensor=region_tensor.astype(np.int16), tensor_names=TENSORS,
         kind_threads=np.array([thr, thr, cfg.gemm_threads, thr], np.int32),
-        kind_registers=np.array([cfg.transform_registers, cfg.transform_registers, cfg.gemm_registers_used,
-                                 cfg.transform_registers], np.int32),
+        kind_registers=np.array([*cfg.transform_registers_used[:2], cfg.gemm_registers_used,
+                                 cfg.transform_registers_used[2]], np.int32),
         kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),
         megakernel_registers=cfg.megakernel_registers,
         persistent_registers=cfg.persistent_megakernel_registers,
