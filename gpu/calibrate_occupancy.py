@@ -130,6 +130,7 @@ def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
     """fn(ws) launching the kind's non-fused kernel over ``size`` table rows with ``smem`` bytes of
     dynamic shared memory (the GEMM's staging is at the start of it), and the kernel object."""
     from gpu import megakernel as mk
+    from gpu.fast_launch import FrozenLaunch
     from gpu import winograd_device as dev
     cfg = plan.config
     if kind == dev.FTRANS:
@@ -169,11 +170,13 @@ def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
     trace = ex.no_trace()
 
+    launch = FrozenLaunch(mk.megakernel, sm, threads, plan.shared_bytes,
+                          (table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, trace))
+
     def run(i):
         cnt.copy_to_device(cnt_init, stream=cuda.default_stream())
         d_ctl.copy_to_device(d_ctl_init, stream=cuda.default_stream())
-        mk.megakernel[sm, threads, 0, plan.shared_bytes](table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
-                                                         trace)
+        launch()
 
     run(0)
     mega, mega_host = time_queued(run, spin, warmup=3, repeats=30)

@@ -16,7 +16,7 @@ import pytest
 from megasim.errors import MappingError, MegasimError
 from megasim.lowering.winograd import WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import matrices
-from megasim.mapping import (Algorithm1Params, Launch, Schedule, default_params, naive_fused, nonfused,
+from megasim.mapping import (Algorithm1Params, Launch, Schedule, algorithm1, default_params, naive_fused, nonfused,
                              random_order)
 from megasim.workloads.problem import ConvProblem
 
@@ -370,3 +370,28 @@ def test_model_knows_the_kernels_gemm_footprint():
     for t, gk, ks, thr in [(4, 8, 4, 32), (6, 10, 3, 64), (32, 64, 8, 256), (16, 48, 8, 128)]:
         cfg = WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr)
         assert cfg.gemm_shared_bytes == dev.gemm_shared_bytes(t, gk, ks, thr), (t, gk, ks, thr)
+
+
+# --- the timing path: PreparedSchedule with arguments packed once (gpu.fast_launch) ---------------
+
+@pytest.mark.parametrize("kernels", ["megakernel", "per_kind"])
+def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
+    from gpu.prepared import PreparedSchedule
+    from megasim.plan import winograd_nonfused
+    config = cfg(m=4, t=2)
+    problem = ConvProblem(*AWKWARD, padding=1)
+    plan = ex.make_plan(problem, config)
+    graph = plan.graph
+    schedule = algorithm1(graph, default_params(graph)) if kernels == "megakernel" else winograd_nonfused(graph)
+    prep = PreparedSchedule(plan, schedule, kernels=kernels)
+    wss = {}
+    for seed in (21, 22, 21):          # the third run reuses the first workspace's packed launches
+        x, w = inputs(*AWKWARD, seed=seed)
+        ws = wss.setdefault(seed, ex.workspace(plan, cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1))),
+                                               cuda.to_device(w)))
+        ws.Y.copy_to_device(np.full(ws.Y.shape, np.nan, np.float32))
+        prep.run(ws)
+        prep.check()
+        y = ws.Y.copy_to_host().transpose(0, 3, 1, 2)
+        assert rel_err(y, reference(x, w)) <= TOL
+
