@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from gpu.fast_launch import FrozenLaunch
 from gpu.timing import TimingError, TimingStats, summarize
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,6 @@ def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
     """fn(ws) launching the kind's non-fused kernel over ``size`` table rows with ``smem`` bytes of
     dynamic shared memory (the GEMM's staging is at the start of it), and the kernel object."""
     from gpu import megakernel as mk
-    from gpu.fast_launch import FrozenLaunch
     from gpu import winograd_device as dev
     cfg = plan.config
     if kind == dev.FTRANS:
