@@ -247,12 +247,13 @@ def probe_megakernel_launch(sm: int) -> tuple[float, str]:
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
     trace = ex.no_trace()
 
+    restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
+                           mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
     launch = FrozenLaunch(mk.megakernel, sm, threads, plan.shared_bytes,
                           (table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, trace))
 
     def run():
-        cnt.copy_to_device(cnt_init, stream=cuda.default_stream())
-        d_ctl.copy_to_device(d_ctl_init, stream=cuda.default_stream())
+        restore()
         launch()
 
     run()

@@ -193,6 +193,22 @@ def megakernel_for(ctl):
     return megakernel_persistent if ctl[CTL_PERSISTENT] else megakernel
 
 
+RESTORE_THREADS = 256
+
+
+@cuda.jit
+def restore_kernel(dst_a, src_a, dst_b, src_b):
+    """dst_a[:] = src_a and dst_b[:] = src_b (int32): the per-run reset of the dependency counters and
+    a launch's control array from their pristine device copies, as one small kernel (with its
+    arguments packed once it costs the host ~8 us; two copies issued through Numba cost ~0.35 ms).
+    Grid: ceil(max(size) / RESTORE_THREADS) blocks of RESTORE_THREADS."""
+    i = cuda.grid(1)
+    if i < dst_a.size:
+        dst_a[i] = src_a[i]
+    if i < dst_b.size:
+        dst_b[i] = src_b[i]
+
+
 @cuda.jit
 def ftrans_kernel(table, prm, w, U):
     """Non-fused filter transform: block b runs the ftrans task in table row b.

@@ -5,7 +5,7 @@ and control array on every call, and reads each megakernel launch's control arra
 synchronisation). Right for one call; for timing it would add megabytes of host-to-device copies
 (vgg-1's megakernel table is ~5 MB) to a kernel time of a few milliseconds. ``PreparedSchedule``
 uploads all of that once; ``run(ws)`` then only restores the counters and the control arrays from
-device-side pristine copies (two small device-to-device copies per launch) and launches the kernels,
+device-side pristine copies (``megakernel.restore_kernel``, one small launch per megakernel launch) and launches the kernels,
 exactly as ``run_launch_megakernel`` / ``run_launch_per_kind`` do (same grids, blocks, shared
 memory, arguments), each with its arguments packed once per workspace (``gpu.fast_launch``: Numba's
 per-launch argument handling cost the megakernel ~0.3 ms of host time per launch). ``check()`` reads the control arrays afterwards and raises MegakernelError as
@@ -81,6 +81,13 @@ class PreparedSchedule:
         self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace) for l in schedule.launches]
         self._frozen: dict[int, tuple] = {}   # id(workspace) -> (workspace, per-launch FrozenLaunch)
 
+    def _restore(self, pl: _PreparedLaunch, first: bool) -> FrozenLaunch:
+        """The reset before megakernel launch ``pl``: its control array, and the counters before the first."""
+        a, a0 = (self.d_counters, self.d_counters_init) if first else (pl.d_ctl, pl.d_ctl_init)
+        size = max(a.size, pl.d_ctl.size)
+        return FrozenLaunch(mk.restore_kernel, -(-size // mk.RESTORE_THREADS), mk.RESTORE_THREADS, 0,
+                            (a, a0, pl.d_ctl, pl.d_ctl_init))
+
     def _launchers(self, pl: _PreparedLaunch, ws: ex.Workspace) -> FrozenLaunch:
         """The launch of ``pl`` on workspace ``ws``, its arguments packed once (gpu.fast_launch)."""
         plan, cfg = self.plan, self.plan.config
@@ -102,18 +109,18 @@ class PreparedSchedule:
         a workspace packs each launch's arguments (gpu.fast_launch); later runs reuse them."""
         entry = self._frozen.get(id(ws))
         if entry is None or entry[0] is not ws:
-            entry = (ws, [self._launchers(pl, ws) if pl.size else None for pl in self.launches])
+            steps, first = [], True
+            for pl in self.launches:
+                if not pl.size:
+                    continue
+                if pl.d_ctl is not None:   # megakernel: restore counters (first launch) and control array
+                    steps.append(self._restore(pl, first))
+                    first = False
+                steps.append(self._launchers(pl, ws))
+            entry = (ws, steps)
             self._frozen[id(ws)] = entry
-        if self.d_counters is not None:
-            # On the default stream, asynchronously: cuMemcpyDtoD (no stream) would synchronise the
-            # host every run and put the launch overhead on the measured time.
-            self.d_counters.copy_to_device(self.d_counters_init, stream=cuda.default_stream())
-        for pl, launch in zip(self.launches, entry[1]):
-            if launch is None:
-                continue
-            if pl.d_ctl is not None:
-                pl.d_ctl.copy_to_device(pl.d_ctl_init, stream=cuda.default_stream())
-            launch()
+        for step in entry[1]:
+            step()
 
     def traces(self) -> list[np.ndarray]:
         """Per megakernel launch, the recorded (claim_ns, ready_ns, end_ns, sm) of each map position
