@@ -52,9 +52,10 @@ def provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What produced a result: commit, date, machine, versions; `extra` (parameters, GPU spec) is merged in."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     meta: dict[str, Any] = {
-        # The GPU machine gets a copy of the tree without .git: gpu/on_device.sh passes the commit in
-        # MEGASIM_GIT_SHA (read from .git_sha, written before the run).
-        "git_sha": _git("rev-parse", "HEAD") or os.environ.get("MEGASIM_GIT_SHA"),
+        # The GPU machine's copy of the tree has no trustworthy .git (once it answered with an older
+        # commit): gpu/on_device.sh passes the commit in MEGASIM_GIT_SHA (read from .git_sha, written
+        # before the run), which wins when set.
+        "git_sha": os.environ.get("MEGASIM_GIT_SHA") or _git("rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),

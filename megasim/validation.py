@@ -246,11 +246,13 @@ def run_meta(extra: dict[str, Any]) -> dict[str, Any]:
     import subprocess
     import sys
     from pathlib import Path
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
-                             capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = os.environ.get("MEGASIM_GIT_SHA", "")
+    sha = os.environ.get("MEGASIM_GIT_SHA", "")   # set on the GPU machine (gpu/on_device.sh): it wins
+    if not sha:
+        try:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            sha = ""
     return {"git_sha": sha, "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "command": " ".join(["megasim", *sys.argv[1:]]), **extra}
 
