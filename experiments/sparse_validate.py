@@ -19,7 +19,7 @@ calibration cases that are not VGG-19), from the same seeded input map the GPU r
   predicted, per layer) and ``sparse_pred_vs_measured``.
 
     python -m experiments.sparse_validate --measured experiments/results/nvidia-h200/sparse_bench.csv \
-        --spec megasim/hardware/calibrated/h200.json [--out DIR] [--quick]
+        --spec megasim/hardware/calibrated/h200_sparse.json [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measured", required=True)
-    ap.add_argument("--spec", default="megasim/hardware/calibrated/h200.json")
+    ap.add_argument("--spec", default="megasim/hardware/calibrated/h200_sparse.json")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="batch 1 rows only")
     ap.add_argument("--reuse-predictions", action="store_true",

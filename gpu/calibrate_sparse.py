@@ -11,7 +11,7 @@ between two events (host launch cost included), for reference. Writes ``sparse_c
 runs on any machine:
 
     bash gpu/on_device.sh python -m gpu.calibrate_sparse
-    megasim calibrate-sparse --measured .../sparse_calibration.json --spec megasim/hardware/calibrated/h200.json
+    megasim calibrate-sparse --measured .../sparse_calibration.json --spec megasim/hardware/calibrated/h200_sparse.json
 """
 
 from __future__ import annotations

@@ -322,7 +322,7 @@ def test_committed_sparse_predictions_are_reproduced():
     from megasim.workloads import parse_layer
 
     root = Path(__file__).resolve().parents[1]
-    spec = load_spec(root / "megasim/hardware/calibrated/h200.json")
+    spec = load_spec(root / "megasim/hardware/calibrated/h200_sparse.json")
     with (root / "experiments/results/nvidia-h200/sparse/sparse_validation.csv").open(newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["batch"] == "1" and r["layer"] == "vgg19/conv5_2"
                 and r["sparsity"] in ("0.0", "0.9")]
