@@ -8,7 +8,6 @@ times with CUDA events (median of ``--repeats``):
 - ``prod``: ``gpu.megakernel.gemm_kernel`` with the default WinogradConfig (what the executors run:
   ``gemm_task``, which dispatches to the specialised path for the default config);
 - ``generic``: ``gpu.winograd_device.gemm_generic`` in the same launch (the runtime-sized path);
-- ``TxGKxKSxNTxTRxTC``: ``make_gemm_fast(T, GK, KS, NT, TR, TC)`` variants (``--variants``);
 - ``vec_TxGKxKSxNTxSK[rR]``: ``gpu.gemm_vec.make_gemm_vec(T, GK, KS, NT, SK)`` variants
   (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread).
 
@@ -17,7 +16,7 @@ checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % 
 kernels' resource report (registers, shared memory, local memory, occupancy, PTX local loads/stores),
 and writes ``gemm_bench.{csv,json}`` and ``gemm_resources.{csv,json}`` to ``--out`` (default $OUT).
 
-    bash gpu/on_device.sh python -m gpu.bench_gemm --variants 32x64x8x128x4x4 64x64x16x128x8x4
+    bash gpu/on_device.sh python -m gpu.bench_gemm --vec-variants 128x64x8x128x1 64x64x8x128x2r128
 """
 
 from __future__ import annotations
@@ -32,10 +31,14 @@ import traceback
 import numpy as np
 
 
-def parse_variant(s: str) -> tuple[int, ...]:
-    v = tuple(int(x) for x in s.split("x"))
-    if len(v) not in (6, 7):
-        raise SystemExit(f"variant {s!r}: want TxGKxKSxNTxTRxTC[xSK]")
+def parse_config(s: str) -> tuple[int, int, int, int]:
+    """'TxGKxKSxNT' -> (T, GK, KS, NT), or a one-line exit naming the value."""
+    try:
+        v = tuple(int(x) for x in s.split("x"))
+    except ValueError:
+        v = ()
+    if len(v) != 4:
+        raise SystemExit(f"config {s!r} is not allowed: want TxGKxKSxNT, e.g. 64x64x8x128")
     return v
 
 
@@ -52,7 +55,6 @@ def occupancy(regs: int, smem: int, threads: int) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
-    ap.add_argument("--variants", nargs="*", default=[])
     ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[rR] (gpu.gemm_vec)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
@@ -93,23 +95,23 @@ def main(argv=None) -> int:
                         dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
                                               default.gemm_threads))}
     for fk in args.prod_configs:  # gemm_kernel (gemm_task dispatch) with another config
-        T, GK, KS, NT = parse_variant(fk + "x0x0")[:4]
+        T, GK, KS, NT = parse_config(fk)
         kernels[f"prod_{fk}"] = (mk.gemm_kernel, T, GK, KS, NT, dev.gemm_shared_bytes(T, GK, KS, NT))
     if not args.no_generic:
         kernels["generic"] = (wrap(dev.gemm_generic), default.tiles_per_group, default.gemm_k_tile,
                               default.gemm_k_step, default.gemm_threads,
                               dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile,
                                                     default.gemm_k_step, 0))
-    for s in args.variants:
-        T, GK, KS, NT = parse_variant(s)[:4]
-        fn = dev.make_gemm_fast(*parse_variant(s))
-        kernels[s] = (wrap(fn), T, GK, KS, NT, fn.shared_bytes)
 
     for s in args.vec_variants:
         body, _, regs = s.partition("r")
-        T, GK, KS, NT, SK = (int(x) for x in body.split("x"))
+        try:
+            T, GK, KS, NT, SK = (int(x) for x in body.split("x"))
+            regs_cap = int(regs) if regs else None
+        except ValueError:
+            raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[rR], e.g. 64x64x8x128x2r128")
         fn = make_gemm_vec(T, GK, KS, NT, SK)
-        kernels[f"vec_{s}"] = (wrap(fn, int(regs) if regs else None), T, GK, KS, NT, fn.shared_bytes)
+        kernels[f"vec_{s}"] = (wrap(fn, regs_cap), T, GK, KS, NT, fn.shared_bytes)
 
     dv = cuda.get_current_device()
     meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
@@ -190,7 +192,7 @@ def main(argv=None) -> int:
             local = first(kern.get_local_mem_per_thread())
             static = first(kern.get_shared_mem_per_block())
             ptx = first(kern.inspect_asm())
-            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname in args.variants[:2] or kname.startswith("vec_"):
+            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname.startswith("vec_"):
                 with open(os.path.join(args.out, f"ptx_{kname}.ptx"), "w") as fh:
                     fh.write(ptx)
             counts = {k: len(re.findall(pat, ptx)) for k, pat in

@@ -270,40 +270,7 @@ def test_mapping_error_passes_through():
         conv2d(x, w, mapping=Algorithm1Params(0, 0, 99), config=cfg(m=4))
 
 
-# --- the compile-time specialised GEMM (gpu.winograd_device.make_gemm_fast) -----------------------
-
-@pytest.mark.parametrize("layout, block, shape", [
-    ((8, 8, 4, 4, 4, 4, 1), 6, (1, 11, 13, 9, 9)),      # rows, width and C all short of the tile
-    ((8, 8, 8, 8, 2, 4, 1), 8, AWKWARD),
-    ((16, 8, 8, 32, 4, 4, 4), 34, (1, 11, 13, 9, 9)),   # 4-way k-split, 2 idle threads
-    ((8, 16, 4, 16, 4, 4, 2), 16, (1, 6, 21, 7, 9)),
-])
-def test_specialised_gemm_matches_float64(layout, block, shape):
-    from gpu import winograd_device as dev
-    from megasim.lowering.winograd import winograd_shape
-    fn = dev.make_gemm_fast(*layout)
-
-    @cuda.jit
-    def kern(table, prm, V, U, M):
-        b = cuda.blockIdx.x
-        fn(table[b, 1], table[b, 2], prm, V, U, M)
-
-    T, GK, KS = layout[:3]
-    p = ConvProblem(*shape)
-    config = WinogradConfig(tiles_per_group=T, gemm_k_tile=GK, gemm_k_step=KS, gemm_threads=32)
-    sh = winograd_shape(p, config)
-    prm = ex.pack_params(p, config, sh)
-    rng = np.random.default_rng(5)
-    V = rng.standard_normal((36, sh.tiles, p.c)).astype(np.float32)
-    U = rng.standard_normal((36, p.c, p.k)).astype(np.float32)
-    M = np.full((36, sh.tiles, p.k), np.nan, np.float32)
-    tasks = [(g, e * sh.k_tiles + kt) for e in range(36) for g in range(sh.groups) for kt in range(sh.k_tiles)]
-    table = np.zeros((len(tasks), 8), np.int32)
-    table[:, 1:3] = tasks
-    kern[len(tasks), block, 0, fn.shared_bytes](table, prm, V, U, M)
-    ref = np.einsum("etc,eck->etk", V.astype(np.float64), U.astype(np.float64))
-    assert rel_err(M, ref) <= TOL
-
+# --- the compile-time specialised GEMM (gpu.gemm_vec.make_gemm_vec) -------------------------------
 
 @pytest.mark.parametrize("layout, block, shape", [
     ((16, 16, 8, 8, 2), 8, (1, 11, 13, 9, 9)),       # rows, width and C all short of the tile
