@@ -32,19 +32,26 @@ class FrozenLaunch:
         from numba.cuda._compat import CUDA_CORE_GE_1_0
         from numba.cuda.cudadrv import driver
 
-        kernel = dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in self._args))
-        packed, writeback = [], []
-        for ty, val in zip(kernel.argument_types, self._args):
-            kernel._prepare_args(ty, val, 0, writeback, packed)
+        try:  # Numba's own packing (private API of numba-cuda 0.30: checked here, not assumed)
+            kernel = dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in self._args))
+            packed, writeback = [], []
+            for ty, val in zip(kernel.argument_types, self._args):
+                kernel._prepare_args(ty, val, 0, writeback, packed)
+            cufunc = kernel._codelibrary.get_cufunc()
+            stream = driver._to_core_stream(0)
+        except AttributeError as err:
+            import numba_cuda
+            raise RuntimeError(f"gpu.fast_launch relies on numba-cuda 0.30's kernel internals; numba-cuda "
+                               f"{numba_cuda.__version__} lacks one ({err})") from None
         if writeback:  # a host array would be copied back after every launch: not what this is for
             raise ValueError("FrozenLaunch needs device arrays (a host array argument was given)")
         grid = griddim if isinstance(griddim, tuple) else (griddim,)
         block = blockdim if isinstance(blockdim, tuple) else (blockdim,)
         coop = {"is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch": False}
         self._config = LaunchConfig(grid=grid, block=block, shmem_size=sharedmem, **coop)
-        self._kernel = kernel._codelibrary.get_cufunc().kernel
+        self._kernel = cufunc.kernel
         self._packed = packed
-        self._stream = driver._to_core_stream(0)
+        self._stream = stream
         self._launch = launch
 
     def __call__(self) -> None:
