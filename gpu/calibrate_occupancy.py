@@ -260,6 +260,45 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
     return rows, notes
 
 
+def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10) -> list[dict]:
+    """Rows of the mixed-kind runs (``megasim.calibration.MIXED_PAIRS``): two kinds' non-fused launches
+    interleaved (``megasim.calibration.mixed_order``) in one per-task megakernel launch, counters zeroed
+    (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
+    kinds' single-kind megakernel runs, timed the same way, beside it."""
+    from gpu.calibrate import nonfused_workspaces
+    from gpu.prepared import PreparedSchedule
+    from megasim.calibration import MIXED_PAIRS, mixed_order
+    from megasim.mapping import Launch, Schedule
+    spin = spin or Spinner()
+    rng = np.random.default_rng(8)
+    rows = []
+    for name in layers:
+        graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
+        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
+
+        def timed(order, label):
+            one = Schedule(label, (Launch(np.asarray(order, np.int64), label, "per_task", "ticket", None),))
+            prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
+            prep.d_counters_init = zeros
+            prep.run(wss[0])
+            prep.check()
+            return time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
+
+        singles = {}
+        for launch in schedule.launches:
+            kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+            singles[kind] = timed(launch.order, kind)[0].median_ms * 1e3
+        for pair in MIXED_PAIRS:
+            st, host = timed(mixed_order(graph, schedule, pair), "+".join(pair))
+            rows.append({"layer": name, "kind": "+".join(pair), "kernel": "megakernel", "style": "per_task",
+                         "timing": "queued", "median_ms": st.median_ms, "min_ms": st.min_ms, "max_ms": st.max_ms,
+                         "host_issue_ms": host, "single_kind_sum_us": sum(singles[k] for k in pair)})
+            log.info("%s %s mixed %.4f ms (single-kind sum %.4f ms)", name, "+".join(pair), st.median_ms,
+                     rows[-1]["single_kind_sum_us"] / 1e3)
+        del wss
+    return rows
+
+
 def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
     """(spec values, kind_times rows, extra notes) of this module's measurements."""
     spin = Spinner()
@@ -281,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", required=True, help="measurements JSON of the first round (megasim calibrate)")
     ap.add_argument("--out", required=True, help="merged measurements JSON to write")
     ap.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS))
+    ap.add_argument("--mixed", action="store_true",
+                    help="also time two kinds interleaved in one megakernel launch (checks, not fitted)")
+    ap.add_argument("--mixed-only", action="store_true",
+                    help="only the mixed-kind runs, added to --base's measurements")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     m = Measurements.from_dict(json.loads(Path(args.base).read_text()))
@@ -288,6 +331,16 @@ def main(argv: list[str] | None = None) -> int:
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     date = dt.date.today().isoformat()
     t0 = time.perf_counter()
+    if args.mixed or args.mixed_only:
+        m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), m.plan_params)
+        m.extra["mixed_kind_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
+    if args.mixed_only:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+        for r in m.extra["mixed_kind_rows"]:
+            print(f"{r['layer']:9s} {r['kind']:12s} mixed {r['median_ms'] * 1e3:9.1f} us  "
+                  f"single-kind sum {r['single_kind_sum_us']:9.1f} us")
+        return 0
     values, rows, notes = measure_occupancy(tuple(args.layers), m.plan_params)
     for k, v in values.items():
         m.values[k] = {"value": v["value"], "method": f"{v['method']}; measured {date} on {name} (gpu.calibrate_occupancy)"}

@@ -79,10 +79,11 @@ def source(m: Measurements, method: str) -> str:
 
 
 def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskGraph, Schedule]:
-    """The tasks of one kind as a graph of their own (no counters: their parents ran before), and
-    the one-launch schedule running them in ``order`` (task ids of `graph`)."""
-    k = graph.kind_id(kind)
-    ids = np.flatnonzero(graph.kind == k)
+    """The tasks of one kind (or of several: kinds joined by '+', e.g. 'itrans+gemm') as a graph of
+    their own (no counters: their parents ran before), and the one-launch schedule running them in
+    ``order`` (task ids of `graph`)."""
+    ks = [graph.kind_id(k) for k in kind.split("+")]
+    ids = np.flatnonzero(np.isin(graph.kind, ks))
     new_id = np.full(graph.num_tasks, -1, np.int64)
     new_id[ids] = np.arange(ids.size)
     lo, hi = graph.access_ptr[ids], graph.access_ptr[ids + 1]
@@ -104,6 +105,55 @@ def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskG
     if (local < 0).any():
         raise SpecError(f"kind_subgraph: the order lists tasks that are not {kind!r} tasks")
     return sub, Schedule(f"{kind}_alone", (Launch(local, name=kind),), {})
+
+
+# Mixed-kind runs (gpu.calibrate_occupancy --mixed): two kinds' non-fused launches interleaved in one
+# per-task megakernel launch, counters zeroed (no waits), to see how co-resident kinds slow each other,
+# which no single-kind run shows. Reported as checks of the fitted spec, never fitted.
+MIXED_PAIRS = (("itrans", "gemm"), ("gemm", "otrans"))
+
+
+def interleave(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a and b merged in proportion (each keeps its order; position i of a at (i + 0.5) / len(a) of the
+    way, ties to a), so both kinds are in flight throughout the launch."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    key = np.concatenate([(np.arange(a.size) + 0.5) / max(a.size, 1), (np.arange(b.size) + 0.5) / max(b.size, 1)])
+    tie = np.concatenate([np.zeros(a.size), np.ones(b.size)])
+    return np.concatenate([a, b])[np.lexsort((tie, key))]
+
+
+def mixed_order(graph: TaskGraph, schedule: Schedule, kinds: tuple[str, str]) -> np.ndarray:
+    """The interleaved order (task ids of `graph`) of two kinds' non-fused launches."""
+    orders = {}
+    for launch in schedule.launches:
+        k = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+        orders[k] = np.asarray(launch.order, np.int64)
+    missing = [k for k in kinds if k not in orders]
+    if missing:
+        raise SpecError(f"mixed_order: the schedule has no launch of kind {missing[0]!r}")
+    return interleave(orders[kinds[0]], orders[kinds[1]])
+
+
+def mixed_case(layer: str, kinds: tuple[str, str], plan_params: str = "") -> tuple[TaskGraph, Schedule]:
+    """The (graph, schedule) of a mixed-kind run: the two kinds' tasks interleaved in one per-task
+    megakernel launch, no counters (as gpu.calibrate_occupancy measures it)."""
+    graph, schedule, _ = build(parse_layer(layer), Plan.parse("nonfused", plan_params))
+    order = mixed_order(graph, schedule, kinds)
+    sub, sched = kind_subgraph(graph, "+".join(kinds), order)
+    launch = Launch(sched.launches[0].order, "+".join(kinds), "per_task", "ticket", None, "megakernel")
+    return sub, Schedule(f"{'+'.join(kinds)}_mixed", (launch,), {})
+
+
+def mixed_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> list[dict[str, Any]]:
+    """Each measured mixed-kind row beside the spec's simulation of it (queued timing)."""
+    out = []
+    for r in rows:
+        g, sch = mixed_case(r["layer"], tuple(r["kind"].split("+")), plan_params)
+        sim = simulated_us(simulate(g, sch, spec), "queued")
+        meas = float(r["median_ms"]) * 1000.0
+        out.append({"layer": r["layer"], "kinds": r["kind"], "measured_us": meas, "simulated_us": sim,
+                    "error": sim / meas - 1.0, "sum_of_single_kind_megakernel_us": r.get("single_kind_sum_us")})
+    return out
 
 
 def kind_cases(layers: tuple[str, ...], plan_params: str = "") -> dict[str, list[tuple[str, TaskGraph, Schedule]]]:
@@ -385,4 +435,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
+    mixed = m.extra.get("mixed_kind_rows") or []
+    if mixed:   # checks only: how co-resident kinds slow each other is not fitted
+        report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params)
     return spec, report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from megasim.calibration import (
@@ -77,3 +78,39 @@ def test_fit_predicts_a_held_out_occupancy():
         want = simulated_us(simulate(g, s, spec), "queued")
         got = simulated_us(simulate(g, s, dataclasses.replace(spec, task_costs=fitted.task_costs)), "queued")
         assert got == pytest.approx(want, rel=0.03), kind
+
+
+# --- mixed-kind runs: two kinds interleaved in one megakernel launch (checks, not fitted) ----------
+
+def test_interleave_keeps_each_order_and_spreads_both():
+    from megasim.calibration import interleave
+    a, b = np.arange(3), np.arange(100, 109)
+    out = interleave(a, b)
+    assert sorted(out.tolist()) == sorted(a.tolist() + b.tolist())
+    assert [x for x in out if x < 100] == [0, 1, 2] and [x for x in out if x >= 100] == list(range(100, 109))
+    pos_a = [int(np.flatnonzero(out == x)[0]) for x in a]
+    assert pos_a[0] <= 2 and 4 <= pos_a[1] <= 6 and pos_a[2] >= 8        # one a per third of the launch
+
+
+def test_mixed_case_runs_both_kinds_in_one_megakernel_launch():
+    from megasim.calibration import MIXED_PAIRS, mixed_case, mixed_checks
+    spec = small_h200()
+    for pair in MIXED_PAIRS:
+        g, s = mixed_case(LAYER, pair)
+        launch = s.launches[0]
+        assert launch.kernel == "megakernel" and len(s.launches) == 1
+        kinds = {g.kind_names[int(k)] for k in np.unique(g.kind[np.asarray(launch.order)])}
+        assert kinds == set(pair)
+        assert (g.wait_counters < 0).all()                                     # no waits, as measured
+    rows = [{"layer": LAYER, "kind": "itrans+gemm", "median_ms": 1.0, "single_kind_sum_us": 900.0}]
+    (check,) = mixed_checks(spec, rows)
+    assert check["measured_us"] == 1000.0 and check["simulated_us"] > 0
+    assert check["error"] == pytest.approx(check["simulated_us"] / 1000.0 - 1.0)
+
+
+def test_mixed_order_names_a_missing_kind():
+    from megasim.calibration import mixed_order
+    from megasim.errors import SpecError
+    graph, schedule, _ = build(parse_layer(LAYER), Plan.parse("nonfused", ""))
+    with pytest.raises(SpecError, match="no launch of kind 'stencil'"):
+        mixed_order(graph, schedule, ("itrans", "stencil"))
