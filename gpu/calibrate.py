@@ -226,36 +226,40 @@ def probe_launch() -> tuple[float, str]:
                       "once as PreparedSchedule launches (gpu.fast_launch; median of 50)")
 
 
-def probe_megakernel_launch(sm: int) -> tuple[float, str]:
+def empty_megakernel_run(sm: int):
+    """run() doing what ``PreparedSchedule.run`` does for one megakernel launch, on a map of 0 tasks:
+    the counter and control reset, then the megakernel (``sm`` blocks), arguments packed once.
+    ``run.threads`` is its block size."""
     from gpu import executor as ex
     from gpu import megakernel as mk
     from megasim.lowering.winograd import WinogradConfig
     from megasim.workloads import parse_layer
-    problem = parse_layer("N=1,C=8,K=8,H=8,W=8")
-    plan = ex.make_plan(problem, WinogradConfig())
-    x = cuda.to_device(np.zeros((1, 8, 8, 8), np.float32))
-    w = cuda.to_device(np.zeros((8, 8, 3, 3), np.float32))
-    ws = ex.workspace(plan, x, w)
+    plan = ex.make_plan(parse_layer("N=1,C=8,K=8,H=8,W=8"), WinogradConfig())
+    ws = ex.workspace(plan, cuda.to_device(np.zeros((1, 8, 8, 8), np.float32)),
+                      cuda.to_device(np.zeros((8, 8, 3, 3), np.float32)))
     table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
     ctl = np.zeros(mk.CTL_SIZE, np.int32)
-    ctl[mk.CTL_NTASKS] = 0
     ctl[mk.CTL_POLL_LIMIT] = 1 << 20
     d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
     cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
     cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
-    prm = cuda.to_device(plan.params)
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
-    trace = ex.no_trace()
-
     restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
                            mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
     launch = FrozenLaunch(mk.megakernel, sm, threads, plan.shared_bytes,
-                          (table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, trace))
+                          (table, d_ctl, cnt, cuda.to_device(plan.params), ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
+                           ex.no_trace()))
 
     def run():
         restore()
         launch()
+    run.threads = threads
+    return run
 
+
+def probe_megakernel_launch(sm: int) -> tuple[float, str]:
+    run = empty_megakernel_run(sm)
+    threads = run.threads
     run()
     ms = _ms(run, warmup=5, repeats=30)
     return ms * 1e6, (f"as PreparedSchedule.run: counter and control resets, then the megakernel ({sm} blocks x {threads}, "

@@ -49,7 +49,6 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from gpu.fast_launch import FrozenLaunch
 from gpu.timing import TimingError, TimingStats, summarize
 
 log = logging.getLogger(__name__)
@@ -132,58 +131,24 @@ def _active_blocks(kernel, threads: int, smem: int) -> int:
 
 def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
     """fn(ws) launching the kind's non-fused kernel over ``size`` table rows with ``smem`` bytes of
-    dynamic shared memory (the GEMM's staging is at the start of it), and the kernel object."""
-    from gpu import megakernel as mk
-    from gpu import winograd_device as dev
-    cfg = plan.config
-    if kind == dev.FTRANS:
-        k = mk.ftrans_kernel
-        return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.w, ws.U)), k, cfg.transform_threads
-    if kind == dev.ITRANS:
-        k = mk.itrans_kernel
-        return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.x, ws.V)), k, cfg.transform_threads
-    if kind == dev.GEMM:
-        k = mk.gemm_kernel
-        return (lambda ws: k[size, cfg.gemm_threads, 0, smem](d_table, d_prm, ws.V, ws.U, ws.M)), k, cfg.gemm_threads
-    k = mk.otrans_kernel
-    return (lambda ws: k[size, cfg.transform_threads, 0, smem](d_table, d_prm, ws.M, ws.Y)), k, cfg.transform_threads
+    dynamic shared memory (the GEMM's staging is at the start of it), the kernel and its block size."""
+    from gpu import executor as ex
+    kernel, threads, _, args_of = ex.per_kind_kernel(plan, kind, d_table, d_prm)
+
+    def fn(ws):
+        kernel[size, threads, 0, smem](*args_of(ws))
+    return fn, kernel, threads
 
 
 def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
     """Device-side start cost of a queued plain launch and of a queued megakernel launch (empty map)."""
-    from gpu import executor as ex
-    from gpu import megakernel as mk
-    from gpu.calibrate import _empty4
-    from megasim.lowering.winograd import WinogradConfig
-    from megasim.workloads import parse_layer
+    from gpu.calibrate import _empty4, empty_megakernel_run
     a = cuda.device_array(16, np.float32)
     _empty4[1, 32](a, a, a, a)
     plain, plain_host = time_queued(lambda i: _empty4[1, 32](a, a, a, a), spin, warmup=3, repeats=30)
-    problem = parse_layer("N=1,C=8,K=8,H=8,W=8")
-    plan = ex.make_plan(problem, WinogradConfig())
-    ws = ex.workspace(plan, cuda.to_device(np.zeros((1, 8, 8, 8), np.float32)),
-                      cuda.to_device(np.zeros((8, 8, 3, 3), np.float32)))
-    table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
-    ctl = np.zeros(mk.CTL_SIZE, np.int32)
-    ctl[mk.CTL_POLL_LIMIT] = 1 << 20
-    d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
-    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
-    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
-    prm = cuda.to_device(plan.params)
-    threads = max(plan.config.transform_threads, plan.config.gemm_threads)
-    trace = ex.no_trace()
-
-    restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
-                           mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
-    launch = FrozenLaunch(mk.megakernel, sm, threads, plan.shared_bytes,
-                          (table, d_ctl, cnt, prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, trace))
-
-    def run(i):
-        restore()
-        launch()
-
-    run(0)
-    mega, mega_host = time_queued(run, spin, warmup=3, repeats=30)
+    empty = empty_megakernel_run(sm)
+    empty()
+    mega, mega_host = time_queued(lambda i: empty(), spin, warmup=3, repeats=30)
     return {"queued_launch_ns": plain.median_ms * 1e6, "queued_launch_host_ms": plain_host,
             "queued_megakernel_launch_ns": mega.median_ms * 1e6, "queued_megakernel_host_ms": mega_host}
 

@@ -182,18 +182,23 @@ def run_launch_per_kind(plan: WinogradPlan, launch, ws: Workspace, d_prm) -> Non
     kinds = np.unique(plan.graph.kind[order])
     if kinds.size != 1:
         raise KernelInputError(f"launch {launch.name!r} mixes task kinds; only the megakernel runs such launches")
-    cfg = plan.config
     d_table = cuda.to_device(task_table(plan.graph, order))
-    kind = int(kinds[0])
-    n = order.size
+    kernel, threads, shared, args_of = per_kind_kernel(plan, int(kinds[0]), d_table, d_prm)
+    kernel[order.size, threads, 0, shared](*args_of(ws))
+
+
+def per_kind_kernel(plan: WinogradPlan, kind: int, d_table, d_prm) -> tuple:
+    """(kernel, threads per block, dynamic shared bytes, args_of) of a task kind's non-fused kernel
+    running the tasks of ``d_table`` (one block per row); ``args_of(ws)`` is its argument tuple on
+    the tensors of workspace ``ws``."""
+    cfg = plan.config
     if kind == dev.FTRANS:
-        mk.ftrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.w, ws.U)
-    elif kind == dev.ITRANS:
-        mk.itrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.x, ws.V)
-    elif kind == dev.GEMM:
-        mk.gemm_kernel[n, cfg.gemm_threads, 0, plan.shared_bytes](d_table, d_prm, ws.V, ws.U, ws.M)
-    else:
-        mk.otrans_kernel[n, cfg.transform_threads](d_table, d_prm, ws.M, ws.Y)
+        return mk.ftrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.w, ws.U)
+    if kind == dev.ITRANS:
+        return mk.itrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.x, ws.V)
+    if kind == dev.GEMM:
+        return mk.gemm_kernel, cfg.gemm_threads, plan.shared_bytes, lambda ws: (d_table, d_prm, ws.V, ws.U, ws.M)
+    return mk.otrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.M, ws.Y)
 
 
 def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kernels: str = "megakernel",

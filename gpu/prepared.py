@@ -90,19 +90,13 @@ class PreparedSchedule:
 
     def _launchers(self, pl: _PreparedLaunch, ws: ex.Workspace) -> FrozenLaunch:
         """The launch of ``pl`` on workspace ``ws``, its arguments packed once (gpu.fast_launch)."""
-        plan, cfg = self.plan, self.plan.config
+        plan = self.plan
         if self.kernels == "megakernel":
             return FrozenLaunch(pl.kernel, pl.grid, pl.threads, plan.shared_bytes,
                                 (pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M,
                                  ws.Y, pl.d_trace))
-        if pl.kind == dev.FTRANS:
-            return FrozenLaunch(mk.ftrans_kernel, pl.size, cfg.transform_threads, 0, (pl.d_table, self.d_prm, ws.w, ws.U))
-        if pl.kind == dev.ITRANS:
-            return FrozenLaunch(mk.itrans_kernel, pl.size, cfg.transform_threads, 0, (pl.d_table, self.d_prm, ws.x, ws.V))
-        if pl.kind == dev.GEMM:
-            return FrozenLaunch(mk.gemm_kernel, pl.size, cfg.gemm_threads, plan.shared_bytes,
-                                (pl.d_table, self.d_prm, ws.V, ws.U, ws.M))
-        return FrozenLaunch(mk.otrans_kernel, pl.size, cfg.transform_threads, 0, (pl.d_table, self.d_prm, ws.M, ws.Y))
+        kernel, threads, shared, args_of = ex.per_kind_kernel(plan, pl.kind, pl.d_table, self.d_prm)
+        return FrozenLaunch(kernel, pl.size, threads, shared, args_of(ws))
 
     def run(self, ws: ex.Workspace) -> None:
         """Enqueue the whole schedule on the default stream (no host synchronisation). The first run on
