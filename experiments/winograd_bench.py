@@ -167,7 +167,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fused-sweep", choices=("small", "none"), default="small")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
+                    "(t, tile, threads, pairs, gemm_k_tile, gemm_threads), e.g. pairs=4 (default: megasim's defaults)")
+    ap.add_argument("--ours-only", action="store_true", help="time our kernels only (no PyTorch, cuDNN, cuBLAS)")
     args = ap.parse_args(argv)
+    from megasim.errors import MegasimError
+    from megasim.plan import Plan
+    try:
+        args.winograd_config = Plan.parse("nonfused", args.config).config
+    except MegasimError as exc:
+        ap.error(f"--config: {exc}")
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.repeats < 1 or args.warmup < 0 or args.sets < 1:
@@ -232,7 +241,6 @@ class LayerBench:
         import numpy as np
         from gpu import executor as ex
         from gpu.timing import rotation_sets
-        from megasim.lowering.winograd import WinogradConfig
         self.p, self.args, self.torch, self.cuda = problem, args, torch, cuda
         p = problem
         per_set = 4 * (p.n * p.c * p.h * p.w * 2 + p.k * p.c * 9 + p.n * p.k * p.out_h * p.out_w * 2)
@@ -248,7 +256,7 @@ class LayerBench:
         with torch.backends.cudnn.flags(enabled=False):     # float64 im2col + DGEMM, not a cuDNN algorithm
             self.ref = torch.nn.functional.conv2d(self.x[0].double(), self.w[0].double(), padding=p.padding)
         torch.cuda.synchronize()
-        self.cfg = WinogradConfig()
+        self.cfg = args.winograd_config
         self.plan = ex.make_plan(p, self.cfg)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them
         self.x_nhwc = [cuda.as_cuda_array(t) for t in self.x_nhwc_t]
@@ -297,7 +305,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         err = lb.err_nhwk(lb.ws[0])
         detail = "D_IG={d_ig} D_GO={d_go} M={m}".format(d_ig=params.d_ig, d_go=params.d_go, m=params.m)
         if check_api:
-            y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), mapping=params)
+            y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), mapping=params,
+                           config=lb.cfg)
             api_err = lb.err_nchw(lb.torch.as_tensor(y_api, device="cuda"))
             detail += f" api_rel_err={api_err:.3g}"
             err = worst(err, api_err)
@@ -339,7 +348,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         lb.poison(lb.ws[0].Y)
         prep.run(lb.ws[0])
         err = lb.err_nhwk(lb.ws[0])
-        y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), schedule="nonfused")
+        y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), schedule="nonfused",
+                       config=lb.cfg)
         api_err = lb.err_nchw(lb.torch.as_tensor(y_api, device="cuda"))
         stats = lb.time(lambda i: prep.run(lb.ws[i]))
         rows.append(make_row(name, "nonfused", stats, worst(err, api_err),
@@ -481,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance({
         **dmeta, "script": NAME, "layers": args.layers, "batch": args.batch, "seed": args.seed,
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
+        "config": args.config, "ours_only": args.ours_only,
         "reference": "float64 torch conv2d on the GPU with cuDNN disabled (im2col + DGEMM); spot-checked against a "
                      "CPU float64 direct convolution (image 0, filters 0-3)",
         "timing": "gpu.timing.time_cuda: torch.cuda.Event pairs on the legacy default stream, median of repeats, "
@@ -503,9 +514,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rng = np.random.default_rng(args.seed + idx)
             lb = LayerBench(problem, args, rng, torch, cuda)
             lmeta.update(problem=problem.spec_string(), sets=lb.sets, ref_spot_check_rel_err=lb.ref_spot_check())
-            _run_torch(lb, rows, lmeta)
-            _run_cudnn(lb, rows, lmeta)
-            _run_gemm_phase(lb, rows, rng)
+            if not args.ours_only:
+                _run_torch(lb, rows, lmeta)
+                _run_cudnn(lb, rows, lmeta)
+                _run_gemm_phase(lb, rows, rng)
             _run_ours(lb, rows, lmeta)
         except Exception as exc:  # noqa: BLE001 - a layer that cannot even be set up is recorded
             traceback.print_exc()

@@ -23,8 +23,8 @@ What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused
   ``per_kind`` kernel at its natural occupancy; the same kernel with unused dynamic shared memory
   forcing 4 / 2 / 1 blocks per SM (46 KiB, 100 KiB, 160 KiB; above 48 KiB the kernel is opted in
   with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; only values below the natural occupancy);
-  the ``megakernel`` running only that kind's tasks per task (165 registers: 3 blocks per SM) and
-  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 219 registers). Counters start at zero (the kind's parents
+  the ``megakernel`` running only that kind's tasks per task (168 registers: 3 blocks per SM) and
+  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 228 registers). Counters start at zero (the kind's parents
   ran before), as in ``gpu.diagnose``.
   Also the per-kind kernel at natural occupancy timed as ``gpu.calibrate.time_kinds`` does
   (``timing: events``: CUDA events around each run, host cost included when it dominates), to

@@ -48,6 +48,7 @@ def pack_params(problem: ConvProblem, cfg: WinogradConfig, sh: WinogradShape) ->
         dev.P_T: cfg.tiles_per_group, dev.P_TILES: sh.tiles, dev.P_TILES_Y: sh.tiles_y, dev.P_TILES_X: sh.tiles_x,
         dev.P_KTILES: sh.k_tiles, dev.P_GK: cfg.gemm_k_tile, dev.P_KSTEP: cfg.gemm_k_step,
         dev.P_TTHR: cfg.transform_threads, dev.P_GTHR: cfg.gemm_threads,
+        dev.P_TPAIRS: cfg.transform_pairs_per_thread,
     }
     for i, v in values.items():
         prm[i] = v

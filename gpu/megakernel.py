@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 
+from numba import config as numba_config
 from numba import cuda, int32
 
 from gpu.trace import globaltimer, smid
@@ -106,10 +107,15 @@ def _claim_and_wait(table, ctl, counters, first):
     return pos, ok
 
 
-# Register cap of the megakernel (None: the compiler's choice, 255 on sm_90, i.e. 2 blocks of 128 threads
-# per SM). MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import).
-MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "0")) or None
-_megakernel_jit = cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS) if MEGAKERNEL_MAX_REGISTERS else cuda.jit
+# Register cap of the per-task megakernel: 168, the most that lets 3 blocks of 128 threads share an SM
+# (65536 / 384 = 170, allocated in steps of 8). Uncapped, ptxas takes 194 since the transforms loop over
+# several pairs per thread (2 blocks per SM); at 168 it spills 4 registers (ptxas -v, sm_90:
+# ``python -m gpu.offline_compile megakernel``). MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for
+# experiments (read at import; 0: the compiler's choice). The persistent megakernel is not capped.
+MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "168")) or None
+# (The CUDA simulator's jit takes no max_registers.)
+_megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
+                   if MEGAKERNEL_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
 
 
 @cuda.jit(device=True)
@@ -171,13 +177,13 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     nanoseconds and the SM id; ``trace`` needs a row per map position then (else one dummy row).
 
     A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~60 more registers
-    live (ptxas, sm_90: 165 against 228 per thread, i.e. 3 blocks of 128 threads per SM, not 2).
+    live (ptxas, sm_90: 168 (capped) against 228 per thread, i.e. 3 blocks of 128 threads per SM, not 2).
     """
     sh = cuda.shared.array(2, int32)
     _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
 
 
-@_megakernel_jit
+@cuda.jit
 def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
     each claiming positions by ticket until the map is used up."""

@@ -40,8 +40,8 @@ FTRANS, ITRANS, GEMM, OTRANS = 0, 1, 2, 3
 # Layout of the int32 parameter array.
 P_N, P_H, P_W, P_C, P_K, P_P, P_Q, P_PAD = 0, 1, 2, 3, 4, 5, 6, 7
 P_M, P_T, P_TILES, P_TILES_Y, P_TILES_X, P_KTILES, P_GK, P_KSTEP = 8, 9, 10, 11, 12, 13, 14, 15
-P_TTHR, P_GTHR = 16, 17
-NUM_PARAMS = 18
+P_TTHR, P_GTHR, P_TPAIRS = 16, 17, 18
+NUM_PARAMS = 19
 
 # GEMM register tile per thread (rows x columns of the product).
 TILE_R = 4
@@ -66,23 +66,28 @@ def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int |
 
 @cuda.jit(device=True)
 def ftrans_task(kt, f, prm, w, U):
-    """Filter transform (FTrans, Sec. 2.1) of k-tile kt, task f: thread i < transform_threads
-    transforms pair p = f * transform_threads + i of the k-tile (c-major, kk fastest); the other
-    threads of the block return at once. No shared memory, no barrier."""
+    """Filter transform (FTrans, Sec. 2.1) of k-tile kt, task f, which covers pairs [f * P, (f + 1) * P)
+    of the k-tile (P = transform_threads * transform_pairs_per_thread; c-major, kk fastest): thread
+    i < transform_threads transforms pairs f * P + r * transform_threads + i, r = 0, 1, ... (so a warp's
+    pairs are consecutive in every round); the other threads of the block return at once. No shared
+    memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
         return
     gk = prm[P_GK]
     width = min(gk, prm[P_K] - kt * gk)
-    p = f * thr + tid
-    if p < prm[P_C] * width:
-        c = p // width
-        k = kt * gk + (p - c * width)
-        if prm[P_M] == 4:
-            ftrans_pair_m4(w, U, k, c)
-        else:
-            ftrans_pair_m2(w, U, k, c)
+    npairs = prm[P_C] * width
+    rounds = prm[P_TPAIRS]
+    for r in range(rounds):
+        p = (f * rounds + r) * thr + tid
+        if p < npairs:
+            c = p // width
+            k = kt * gk + (p - c * width)
+            if prm[P_M] == 4:
+                ftrans_pair_m4(w, U, k, c)
+            else:
+                ftrans_pair_m2(w, U, k, c)
 
 
 @cuda.jit(device=True)
@@ -97,56 +102,62 @@ def _tile_coords(tile, prm):
 
 @cuda.jit(device=True)
 def itrans_task(g, s, prm, x, V):
-    """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s: thread i < transform_threads
-    transforms (tile, channel) pair p = s * transform_threads + i of the group (channel fastest, so a
-    warp reads 32 consecutive channels of one pixel); the other threads return at once. No shared
-    memory, no barrier."""
+    """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s, which covers (tile, channel)
+    pairs [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread;
+    channel fastest): thread i < transform_threads transforms pairs s * P + r * transform_threads + i,
+    r = 0, 1, ... (a warp reads 32 consecutive channels of one pixel in every round); the other
+    threads return at once. No shared memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
         return
     t = prm[P_T]
     C = prm[P_C]
-    rows = min(t, prm[P_TILES] - g * t)
-    p = s * thr + tid
-    if p < rows * C:
-        tl = p // C
-        c = p - tl * C
-        tile = g * t + tl
-        n, ty, tx = _tile_coords(tile, prm)
-        m = prm[P_M]
-        y0 = m * ty - prm[P_PAD]
-        x0 = m * tx - prm[P_PAD]
-        if m == 4:
-            itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
-        else:
-            itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+    m = prm[P_M]
+    npairs = min(t, prm[P_TILES] - g * t) * C
+    rounds = prm[P_TPAIRS]
+    for r in range(rounds):
+        p = (s * rounds + r) * thr + tid
+        if p < npairs:
+            tl = p // C
+            c = p - tl * C
+            tile = g * t + tl
+            n, ty, tx = _tile_coords(tile, prm)
+            y0 = m * ty - prm[P_PAD]
+            x0 = m * tx - prm[P_PAD]
+            if m == 4:
+                itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+            else:
+                itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
 
 
 @cuda.jit(device=True)
 def otrans_task(g, s, prm, M, Y):
-    """Output transform (OTrans, Sec. 2.1) of group g, task s: thread i < transform_threads
-    inverse-transforms (tile, k) pair q = s * transform_threads + i of the group (k fastest), writing
-    the m x m outputs that lie inside the P x Q image; the other threads return at once. No shared
-    memory, no barrier."""
+    """Output transform (OTrans, Sec. 2.1) of group g, task s, which covers (tile, k) pairs
+    [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread; k fastest):
+    thread i < transform_threads inverse-transforms pairs s * P + r * transform_threads + i,
+    r = 0, 1, ..., writing the m x m outputs that lie inside the P x Q image; the other threads return
+    at once. No shared memory, no barrier."""
     tid = cuda.threadIdx.x
     thr = prm[P_TTHR]
     if tid >= thr:
         return
     t = prm[P_T]
     K = prm[P_K]
-    rows = min(t, prm[P_TILES] - g * t)
-    q = s * thr + tid
-    if q < rows * K:
-        tl = q // K
-        k = q - tl * K
-        tile = g * t + tl
-        n, ty, tx = _tile_coords(tile, prm)
-        m = prm[P_M]
-        if m == 4:
-            otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
-        else:
-            otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+    m = prm[P_M]
+    npairs = min(t, prm[P_TILES] - g * t) * K
+    rounds = prm[P_TPAIRS]
+    for r in range(rounds):
+        q = (s * rounds + r) * thr + tid
+        if q < npairs:
+            tl = q // K
+            k = q - tl * K
+            tile = g * t + tl
+            n, ty, tx = _tile_coords(tile, prm)
+            if m == 4:
+                otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+            else:
+                otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
 
 
 @cuda.jit(device=True)

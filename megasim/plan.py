@@ -29,7 +29,8 @@ from megasim.workloads.problem import ConvProblem
 SCHEDULES = ("fused", "nonfused", "naive")
 # --param key -> (Plan field, type)
 _INT_KEYS = {"D_IG": "d_ig", "D_GO": "d_go", "M": "m", "t": "tiles_per_group", "tile": "tile",
-             "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads", "gemm_threads": "gemm_threads",
+             "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads",
+             "pairs": "transform_pairs_per_thread", "gemm_threads": "gemm_threads",
              "blocks_per_sm": "blocks_per_sm"}
 _STR_KEYS = {"style": ("style", STYLES), "dispatch": ("dispatch", DISPATCHES)}
 
@@ -43,6 +44,7 @@ class Plan:
     tile: int = 4
     tiles_per_group: int = 64
     transform_threads: int = 128
+    transform_pairs_per_thread: int = 1
     gemm_k_tile: int = 64
     gemm_threads: int = 128
     style: str = "per_task"
@@ -60,7 +62,8 @@ class Plan:
     @property
     def config(self) -> WinogradConfig:
         return WinogradConfig(m=self.tile, tiles_per_group=self.tiles_per_group,
-                              transform_threads=self.transform_threads, gemm_k_tile=self.gemm_k_tile,
+                              transform_threads=self.transform_threads,
+                              transform_pairs_per_thread=self.transform_pairs_per_thread, gemm_k_tile=self.gemm_k_tile,
                               gemm_threads=self.gemm_threads)
 
     @classmethod

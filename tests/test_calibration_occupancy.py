@@ -46,7 +46,7 @@ def test_variant_case_occupancy():
         per[str(v)] = simulate(g, s, spec).launches[0].blocks_per_sm
     assert per[str(VARIANTS[0])] == 3 and per[str(VARIANTS[2])] == 2     # registers; shared memory
     assert per[str(VARIANTS[3])] == 1                                      # shared memory
-    assert per[str(VARIANTS[4])] == 3 and per[str(VARIANTS[5])] == 1     # megakernel: 165 registers; the grid
+    assert per[str(VARIANTS[4])] == 3 and per[str(VARIANTS[5])] == 1     # megakernel: 168 registers; the grid
 
 
 @pytest.mark.slow

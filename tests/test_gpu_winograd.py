@@ -47,9 +47,9 @@ def _fast_simulator_barriers():
     sys.setswitchinterval(old)
 
 
-def cfg(m=4, t=2, gk=8, ks=2, thr=32):
+def cfg(m=4, t=2, gk=8, ks=2, thr=32, pairs=1):
     return WinogradConfig(m=m, tiles_per_group=t, transform_threads=thr, gemm_k_tile=gk, gemm_threads=thr,
-                          gemm_k_step=ks)
+                          gemm_k_step=ks, transform_pairs_per_thread=pairs)
 
 
 def inputs(n, c, k, h, w, seed):
@@ -116,6 +116,20 @@ def test_multistage_gemm_and_multitask_transforms():
     # two output transforms; N=2 images in one group.
     x, w = inputs(2, 9, 9, 3, 4, seed=3)
     y = conv2d(x, w, config=cfg(m=4, t=4, ks=4))
+    assert rel_err(y, reference(x, w)) <= TOL
+
+
+@pytest.mark.parametrize("schedule", ["nonfused", "fused"])
+@pytest.mark.parametrize("pairs", [2, 3])
+def test_several_pairs_per_transform_thread(schedule, pairs):
+    # t=4 tiles x 19 channels = 76 pairs per group: with 32 threads x 3 pairs one input transform of
+    # 96 slots per group, the last round partial; with 2 pairs two tasks (64 + 12). 19 x 8 filter
+    # pairs and 4 x 11 (tile, k) pairs likewise; 7 x 5 outputs: partial tiles, two groups.
+    x, w = inputs(1, 19, 11, 7, 5, seed=11 + pairs)
+    config = cfg(m=4, t=4, ks=4, pairs=pairs)
+    graph = graph_of((1, 19, 11, 7, 5), config)
+    assert graph.num_tasks < graph_of((1, 19, 11, 7, 5), cfg(m=4, t=4, ks=4)).num_tasks
+    y = conv2d(x, w, schedule=schedule, config=config)
     assert rel_err(y, reference(x, w)) <= TOL
 
 

@@ -22,11 +22,13 @@ CASES = [
     ("N=1,C=8,K=8,H=10,W=11,padding=0", WinogradConfig()),          # last windows reach past the last band
     ("N=1,C=8,K=8,H=5,W=6,padding=2", WinogradConfig(m=2)),
     ("N=1,C=130,K=200,H=9,W=9", WinogradConfig(tiles_per_group=5, transform_threads=64)),
+    ("N=2,C=33,K=65,H=7,W=13", WinogradConfig(transform_threads=32, transform_pairs_per_thread=3)),
+    ("resnet-1", WinogradConfig(transform_pairs_per_thread=4)),
     ("resnet-4", WinogradConfig()),
     ("im2win/conv11", WinogradConfig()),                           # padding 0 catalogue layer
     ("densenet-1", WinogradConfig(tiles_per_group=64)),
 ]
-IDS = [f"{s}|m{c.m}t{c.tiles_per_group}" for s, c in CASES]
+IDS = [f"{s}|m{c.m}t{c.tiles_per_group}p{c.transform_pairs_per_thread}" for s, c in CASES]
 
 
 def _problem(spec: str) -> ConvProblem:
@@ -74,7 +76,7 @@ def test_task_counts_match_shape(case):
     assert sh.groups == -(-tiles // cfg.tiles_per_group)
     assert sh.k_tiles == -(-p.k // cfg.gemm_k_tile)
     rows = [min(cfg.tiles_per_group, tiles - g_ * cfg.tiles_per_group) for g_ in range(sh.groups)]
-    thr = cfg.transform_threads
+    thr = cfg.transform_threads * cfg.transform_pairs_per_thread
     n_f = sum(-(-(p.c * min(cfg.gemm_k_tile, p.k - kt * cfg.gemm_k_tile)) // thr) for kt in range(sh.k_tiles))
     assert len(g.tasks_of_kind("ftrans")) == sh.n_f == n_f
     assert len(g.tasks_of_kind("itrans")) == sum(-(-r * p.c // thr) for r in rows)
@@ -183,6 +185,8 @@ def test_unsupported_problems(spec, needle):
 @pytest.mark.parametrize("kw,needle", [({"m": 3}, "m=3"), ({"tiles_per_group": 0}, "tiles_per_group=0"),
                                        ({"transform_threads": 100}, "transform_threads=100"),
                                        ({"gemm_threads": 2048}, "gemm_threads=2048"),
+                                       ({"transform_pairs_per_thread": 0}, "transform_pairs_per_thread=0"),
+                                       ({"transform_pairs_per_thread": 17}, "transform_pairs_per_thread=17"),
                                        ({"gemm_registers": 300}, "gemm_registers=300"),
                                        ({"gemm_k_tile": True}, "gemm_k_tile=True")])
 def test_bad_config(kw, needle):

@@ -2,16 +2,20 @@
 
 Four task kinds, one thread block each:
 
-- ``ftrans`` (group = k-tile kt, index = f): transforms ``threads`` (c, k) filter pairs of k-tile kt,
+A transform task covers P = transform_threads x transform_pairs_per_thread pairs ("P pairs" below):
+each of its threads takes transform_pairs_per_thread of them in turn (more work per task, for a
+megakernel whose per-task claim, counter reads and fences are a fixed cost; docs/notes.md).
+
+- ``ftrans`` (group = k-tile kt, index = f): transforms P (c, k) filter pairs of k-tile kt,
   reading 9 weights and writing alpha^2 values per pair into U[e, c, k].
-- ``itrans`` (group = g, index = s): transforms ``threads`` (tile, channel) pairs of group g (channel
-  fastest, so a block covers whole tiles when C < threads), reading each pair's alpha x alpha window
+- ``itrans`` (group = g, index = s): transforms P (tile, channel) pairs of group g (channel
+  fastest, so a block covers whole tiles when C < P), reading each pair's alpha x alpha window
   and writing alpha^2 values into V_g[e, tile, c].
 - ``gemm`` (group = g, index = j = e * k_tiles + kt): M_g[e, :, kt] = V_g[e] @ U[e, :, kt], a
   (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last);
   its flops are the kernel's issued work (the specialised paths compute the full t x gemm_k_tile tile).
   Column j is the paper's "j-th filter matrix"; the M GEMM tasks of one column share it (reuse b).
-- ``otrans`` (group = g, index = s): inverse-transforms ``threads`` (tile, k) pairs (k fastest),
+- ``otrans`` (group = g, index = s): inverse-transforms P (tile, k) pairs (k fastest),
   reading alpha^2 products each and writing the m x m outputs.
 
 Dependency counters (Sec. 6): counter 0 counts the filter transforms; per group g, counter 1+2g counts
@@ -61,12 +65,13 @@ FLOAT_BYTES = 4
 # gpu/'s own sizing, so the model's occupancy is the real kernel's.
 GEMM_FAST_PATHS = {(32, 64, 8, 128): (163, 24576), (64, 64, 8, 128): (163, 16384)}
 GEMM_GENERIC_REGISTERS = 163
-# The megakernels (gpu/megakernel.py): 165 registers per thread with one map position per block (3 blocks
-# of 128 threads per SM) and 219 persistent (its claim loop keeps more live: 2 blocks per SM).
-MEGAKERNEL_REGISTERS = 165
-PERSISTENT_MEGAKERNEL_REGISTERS = 219
+# The megakernels (gpu/megakernel.py): the per-task one capped at 168 registers per thread (3 blocks of
+# 128 threads per SM) and the persistent one at 228 (its claim loop keeps more live: 2 blocks per SM).
+MEGAKERNEL_REGISTERS = 168
+PERSISTENT_MEGAKERNEL_REGISTERS = 228
 # The transform kernels (ftrans, itrans, otrans).
-TRANSFORM_REGISTERS = (40, 68, 48)
+TRANSFORM_REGISTERS = (48, 72, 80)
+MAX_TRANSFORM_PAIRS_PER_THREAD = 16
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
@@ -80,7 +85,8 @@ class WinogradConfig:
 
     m: int = 4                      # output tile: F(4x4,3x3) or F(2x2,3x3)
     tiles_per_group: int = 64       # t: tiles per task group (rows of each GEMM task)
-    transform_threads: int = 128    # threads per transform block, one (tile, channel) pair each
+    transform_threads: int = 128    # threads per transform block
+    transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn
     gemm_k_tile: int = 64           # columns of K per GEMM task
     gemm_threads: int = 128
     gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
@@ -92,6 +98,10 @@ class WinogradConfig:
     def __post_init__(self) -> None:
         if self.m not in SUPPORTED_TILES:
             raise LoweringError(f"m={self.m!r} is not allowed: Winograd output tile must be one of {SUPPORTED_TILES}")
+        if (isinstance(self.transform_pairs_per_thread, bool) or not isinstance(self.transform_pairs_per_thread, int)
+                or not 1 <= self.transform_pairs_per_thread <= MAX_TRANSFORM_PAIRS_PER_THREAD):
+            raise LoweringError(f"transform_pairs_per_thread={self.transform_pairs_per_thread!r} is not allowed: "
+                                f"it must be an integer in [1, {MAX_TRANSFORM_PAIRS_PER_THREAD}]")
         for name in ("tiles_per_group", "gemm_k_tile", "gemm_k_step"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -111,6 +121,11 @@ class WinogradConfig:
     @property
     def alpha(self) -> int:
         return self.m + 2
+
+    @property
+    def pairs_per_transform_task(self) -> int:
+        """Pairs one transform task covers: transform_threads x transform_pairs_per_thread."""
+        return self.transform_threads * self.transform_pairs_per_thread
 
     @property
     def _gemm_key(self) -> tuple[int, int, int, int]:
@@ -165,11 +180,11 @@ def winograd_shape(problem: ConvProblem, cfg: WinogradConfig) -> WinogradShape:
     t = cfg.tiles_per_group
     k_tiles = -(-problem.k // cfg.gemm_k_tile)
     widths = np.minimum(cfg.gemm_k_tile, problem.k - cfg.gemm_k_tile * np.arange(k_tiles))
-    n_f = int(np.sum(-(-(problem.c * widths) // cfg.transform_threads)))
+    per_task = cfg.pairs_per_transform_task
+    n_f = int(np.sum(-(-(problem.c * widths) // per_task)))
     rows = min(t, tiles)
-    return WinogradShape(ty, tx, tiles, -(-tiles // t), k_tiles, n_f,
-                         -(-rows * problem.c // cfg.transform_threads), cfg.alpha ** 2 * k_tiles,
-                         -(-rows * problem.k // cfg.transform_threads))
+    return WinogradShape(ty, tx, tiles, -(-tiles // t), k_tiles, n_f, -(-rows * problem.c // per_task),
+                         cfg.alpha ** 2 * k_tiles, -(-rows * problem.k // per_task))
 
 
 def check_supported(problem: ConvProblem) -> None:
@@ -209,7 +224,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     sh = winograd_shape(problem, cfg)
     n, c, k, h, w, pad = problem.n, problem.c, problem.k, problem.h, problem.w, problem.padding
     m, a2, t = cfg.m, cfg.alpha ** 2, cfg.tiles_per_group
-    thr, gk = cfg.transform_threads, cfg.gemm_k_tile
+    thr, gk = cfg.pairs_per_transform_task, cfg.gemm_k_tile      # thr: pairs per transform task
     p_out, q_out = problem.out_h, problem.out_w
     tflops = transform_flops(m)
     groups = sh.groups
