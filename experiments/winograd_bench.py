@@ -173,8 +173,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
     from megasim.plan import Plan
-    try:
-        args.winograd_config = Plan.parse("nonfused", args.config).config
+    try:   # pairs per transform thread default by schedule (4 fused, 1 non-fused)
+        args.fused_config = Plan.parse("fused", args.config).config
+        args.nonfused_config = Plan.parse("nonfused", args.config).config
     except MegasimError as exc:
         ap.error(f"--config: {exc}")
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
@@ -256,8 +257,10 @@ class LayerBench:
         with torch.backends.cudnn.flags(enabled=False):     # float64 im2col + DGEMM, not a cuDNN algorithm
             self.ref = torch.nn.functional.conv2d(self.x[0].double(), self.w[0].double(), padding=p.padding)
         torch.cuda.synchronize()
-        self.cfg = args.winograd_config
+        # Workspaces depend on the problem and the tile only, so the two plans share them.
+        self.cfg, self.cfg_nonfused = args.fused_config, args.nonfused_config
         self.plan = ex.make_plan(p, self.cfg)
+        self.plan_nonfused = ex.make_plan(p, self.cfg_nonfused)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them
         self.x_nhwc = [cuda.as_cuda_array(t) for t in self.x_nhwc_t]
         self.ws = [ex.workspace(self.plan, self.x_nhwc[i], cuda.as_cuda_array(self.w[i])) for i in range(self.sets)]
@@ -344,12 +347,12 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
                 traceback.print_exc()
                 rows.append(error_row(name, "fused_sweep_best", exc))
     try:
-        prep = PreparedSchedule(lb.plan, winograd_nonfused(graph), kernels="per_kind")
+        prep = PreparedSchedule(lb.plan_nonfused, winograd_nonfused(lb.plan_nonfused.graph), kernels="per_kind")
         lb.poison(lb.ws[0].Y)
         prep.run(lb.ws[0])
         err = lb.err_nhwk(lb.ws[0])
         y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), schedule="nonfused",
-                       config=lb.cfg)
+                       config=lb.cfg_nonfused)
         api_err = lb.err_nchw(lb.torch.as_tensor(y_api, device="cuda"))
         stats = lb.time(lambda i: prep.run(lb.ws[i]))
         rows.append(make_row(name, "nonfused", stats, worst(err, api_err),
@@ -358,6 +361,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         traceback.print_exc()
         rows.append(error_row(name, "nonfused", exc))
     meta["winograd_config"] = dataclasses.asdict(lb.cfg)
+    meta["winograd_config_nonfused"] = dataclasses.asdict(lb.cfg_nonfused)
 
 
 def _run_cudnn(lb: LayerBench, rows: list, meta: dict) -> None:
@@ -429,7 +433,7 @@ def _run_gemm_phase(lb: LayerBench, rows: list, rng) -> None:
         traceback.print_exc()
         rows.append(error_row(name, "cublas_gemm_phase", exc))
     try:
-        ours = OurGemmPhase(lb.plan, lb.ws)
+        ours = OurGemmPhase(lb.plan_nonfused, lb.ws)
         err = ours.rel_err()
         stats = lb.time(ours.run)
         rows.append(make_row(name, "our_gemm_phase", stats, err, sets=lb.sets, flops=ours.shape.flops,

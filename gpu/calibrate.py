@@ -399,6 +399,9 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
         r["round"] = 1
     m.kind_times.extend({**r, "round": 2} for r in rows)
     m.extra["occupancy_round"] = notes
+    # Checks, not fitted: two kinds interleaved in one megakernel launch, at the fused transform size.
+    from gpu.calibrate_occupancy import fused_transform_params, time_mixed_kinds
+    m.extra["mixed_kind_rows"] = time_mixed_kinds(layers, fused_transform_params(plan_params) or plan_params)
     return m
 
 

@@ -18,7 +18,8 @@ What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused
   a launch the host issued ahead); ``extra.queued_megakernel_launch_ns``: the same for what
   ``PreparedSchedule.run`` does for a megakernel launch of an empty map (two counter resets + the
   megakernel), and the host's own time to issue each (perf_counter around the call).
-- per kind and layer, its tasks of the non-fused schedule, each variant queued-timed (median of 10
+- per kind and layer, its tasks of the non-fused schedule (at ``--param`` defaults; the transforms also
+  at the fused schedule's 4 pairs per thread, rows tagged ``plan_params``), each variant queued-timed (median of 10
   after 2 warm-ups, inputs rotated over 3 workspaces):
   ``per_kind`` kernel at its natural occupancy; the same kernel with unused dynamic shared memory
   forcing 4 / 2 / 1 blocks per SM (46 KiB, 100 KiB, 160 KiB; above 48 KiB the kernel is opted in
@@ -153,8 +154,10 @@ def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
             "queued_megakernel_launch_ns": mega.median_ms * 1e6, "queued_megakernel_host_ms": mega_host}
 
 
-def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int = 10) -> tuple[list[dict], dict]:
-    """Rows of every (layer, kind, variant); see the module docstring."""
+def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int = 10,
+                         kinds: tuple[str, ...] | None = None) -> tuple[list[dict], dict]:
+    """Rows of every (layer, kind, variant), each tagged with ``plan_params``; ``kinds``: only these
+    (default all). See the module docstring."""
     from gpu import executor as ex
     from gpu.calibrate import nonfused_workspaces
     from gpu.prepared import PreparedSchedule
@@ -171,9 +174,11 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
         for launch in schedule.launches:
             kind_id = int(graph.kind[int(launch.order[0])])
             kind = graph.kind_names[kind_id]
+            if kinds is not None and kind not in kinds:
+                continue
             size = int(len(launch.order))
             d_table = cuda.to_device(ex.task_table(graph, np.asarray(launch.order, np.int64)))
-            base = {"layer": name, "kind": kind, "tasks": size}
+            base = {"layer": name, "kind": kind, "tasks": size, "plan_params": plan_params}
 
             def record(variant: dict, stats: TimingStats, host_ms: float | None) -> None:
                 row = {**base, **variant, "median_ms": stats.median_ms, "min_ms": stats.min_ms,
@@ -258,7 +263,8 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
             singles[kind] = timed(launch.order, kind)[0].median_ms * 1e3
         for pair in MIXED_PAIRS:
             st, host = timed(mixed_order(graph, schedule, pair), "+".join(pair))
-            rows.append({"layer": name, "kind": "+".join(pair), "kernel": "megakernel", "style": "per_task",
+            rows.append({"layer": name, "kind": "+".join(pair), "plan_params": plan_params,
+                         "kernel": "megakernel", "style": "per_task",
                          "timing": "queued", "median_ms": st.median_ms, "min_ms": st.min_ms, "max_ms": st.max_ms,
                          "host_issue_ms": host, "single_kind_sum_us": sum(singles[k] for k in pair)})
             log.info("%s %s mixed %.4f ms (single-kind sum %.4f ms)", name, "+".join(pair), st.median_ms,
@@ -267,8 +273,26 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     return rows
 
 
+TRANSFORM_KINDS = ("ftrans", "itrans", "otrans")
+
+
+def fused_transform_params(plan_params: str) -> str | None:
+    """``plan_params`` with the fused schedule's pairs per transform thread, or None when that is what
+    ``plan_params`` already runs (the non-fused default differs: megasim.lowering.winograd)."""
+    from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD
+    from megasim.plan import Plan
+    if Plan.parse("nonfused", plan_params).transform_pairs_per_thread is not None:
+        return None
+    pairs = DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"]
+    if pairs == DEFAULT_TRANSFORM_PAIRS_PER_THREAD["nonfused"]:
+        return None
+    return ",".join(p for p in (plan_params, f"pairs={pairs}") if p)
+
+
 def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
-    """(spec values, kind_times rows, extra notes) of this module's measurements."""
+    """(spec values, kind_times rows, extra notes) of this module's measurements: every kind at
+    ``plan_params``, and the transforms again at the fused schedule's pairs per thread (their tasks in
+    a fused run are that size)."""
     spin = Spinner()
     sm = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     q = probe_queued_launch(sm, spin)
@@ -276,6 +300,12 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
         "an empty 4-argument kernel queued behind a ~1 ms single-thread spin kernel, CUDA events after the spin "
         "and after the kernel (the host's launch cost hidden; median of 30)")}}
     rows, notes = time_kinds_occupancy(layers, plan_params, spin)
+    fused_params = fused_transform_params(plan_params)
+    if fused_params is not None:
+        more, more_notes = time_kinds_occupancy(layers, fused_params, spin, kinds=TRANSFORM_KINDS)
+        rows += more
+        notes["opt_in_failed"].update(more_notes["opt_in_failed"])
+        notes["host_not_hidden"] += more_notes["host_not_hidden"]
     notes.update({k: v for k, v in q.items() if k != "queued_launch_ns"})
     return values, rows, notes
 
@@ -300,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     date = dt.date.today().isoformat()
     t0 = time.perf_counter()
     if args.mixed or args.mixed_only:
-        m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), m.plan_params)
+        m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), fused_transform_params(m.plan_params)
+                                                      or m.plan_params)
         m.extra["mixed_kind_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
     if args.mixed_only:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from numba import cuda
 from gpu import executor as ex
 from gpu import layout as lay
 from gpu.errors import KernelInputError
-from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.mapping import Algorithm1Params, Schedule, algorithm1, default_params
 from megasim.plan import winograd_nonfused
@@ -60,12 +60,13 @@ def _check_tensor(name: str, a, on_device: bool) -> None:
         raise KernelInputError(f"device array {name} must be C-contiguous")
 
 
-def _config(m, config) -> WinogradConfig:
+def _config(m, config, schedule: str) -> WinogradConfig:
+    """``config``, or megasim's defaults for ``schedule`` (pairs per transform thread differ by schedule)."""
     if config is None:
         m = 4 if m is None else m
         if m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
-        return WinogradConfig(m=m)
+        return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule])
     if not isinstance(config, WinogradConfig):
         raise KernelInputError(f"config must be a WinogradConfig, got {type(config).__name__}")
     if m is not None and m != config.m:
@@ -111,6 +112,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
     style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` defaults to config.m, or 4.
+    ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
     Raises KernelInputError (bad inputs), MappingError (bad mapping), MegakernelError (a kernel's
     dependency wait gave up after ``poll_limit`` polls).
     """
@@ -134,7 +136,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], x.shape[1], x.shape[2])
     if w.shape[1] != c:
         raise KernelInputError(f"channels differ: x has C={c} ({layout}), w has C={w.shape[1]}")
-    cfg = _config(m, config)
+    cfg = _config(m, config, schedule)
     problem = ConvProblem(int(n), int(c), int(w.shape[0]), int(h), int(wd), padding=int(padding))
     plan = _plan(problem, cfg)
     sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)

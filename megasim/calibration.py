@@ -52,7 +52,9 @@ SHARE_BOUNDS = (0.02, 1.0)
 @dataclass
 class Measurements:
     """What `gpu.calibrate` measured. ``values``: spec field -> {"value", "method"}; ``kind_times``:
-    rows {"layer", "kind", "tasks", "median_ms", "min_ms", "max_ms"} of each kind's non-fused kernel alone."""
+    rows {"layer", "kind", "tasks", "median_ms", "min_ms", "max_ms"} of each kind's non-fused kernel alone,
+    at ``plan_params`` or at a row's own ``"plan_params"`` (e.g. the transforms at 4 pairs per thread,
+    the fused schedule's default, beside the non-fused default of 1)."""
 
     device: str
     date: str
@@ -145,13 +147,15 @@ def mixed_case(layer: str, kinds: tuple[str, str], plan_params: str = "") -> tup
 
 
 def mixed_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> list[dict[str, Any]]:
-    """Each measured mixed-kind row beside the spec's simulation of it (queued timing)."""
+    """Each measured mixed-kind row (at its own ``plan_params`` if it has them) beside the spec's
+    simulation of it (queued timing)."""
     out = []
     for r in rows:
-        g, sch = mixed_case(r["layer"], tuple(r["kind"].split("+")), plan_params)
+        g, sch = mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", plan_params))
         sim = simulated_us(simulate(g, sch, spec), "queued")
         meas = float(r["median_ms"]) * 1000.0
-        out.append({"layer": r["layer"], "kinds": r["kind"], "measured_us": meas, "simulated_us": sim,
+        out.append({"layer": r["layer"], "kinds": r["kind"], "plan_params": r.get("plan_params", plan_params),
+                    "measured_us": meas, "simulated_us": sim,
                     "error": sim / meas - 1.0, "sum_of_single_kind_megakernel_us": r.get("single_kind_sum_us")})
     return out
 
@@ -369,24 +373,29 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
         raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
-    cases = kind_cases(layers, m.plan_params)
+    def params_of(r):
+        return r.get("plan_params", m.plan_params)
+
+    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
+    cases = {p: kind_cases(layers, p) for p in param_sets}
     jobs = []
-    for kind, kc in cases.items():
-        natural = {layer: (sub, sched) for layer, sub, sched in kc}
-        rows = [r for r in m.kind_times if r["kind"] == kind and r["layer"] in natural]
+    for kind in cases[m.plan_params]:
+        natural = {(layer, p): (sub, sched) for p in param_sets for layer, sub, sched in cases[p].get(kind, ())}
+        rows = [r for r in m.kind_times if r["kind"] == kind and (r["layer"], params_of(r)) in natural]
         queued = [r for r in rows if r.get("timing") == "queued"]
         fitted_rows = queued or [r for r in rows if r.get("timing", "events") == "events"]
-        for layer in natural:
+        for layer in layers:
             if not any(r["layer"] == layer for r in fitted_rows):
                 raise SpecError(f"measurements: no time of kind {kind!r} on layer {layer!r}")
         if not queued:
-            for layer in natural:
+            for layer in layers:
                 if sum(r["layer"] == layer for r in fitted_rows) != 1:
                     raise SpecError(f"measurements: need one time of kind {kind!r} on layer {layer!r}")
 
         def case_of(r, natural=natural):
-            g, sch = variant_case(*natural[r["layer"]], r)
-            return (f"{r['layer']} {row_label(r)}", g, sch, r.get("timing", "events"))
+            g, sch = variant_case(*natural[(r["layer"], params_of(r))], r)
+            at = f" [{params_of(r)}]" if params_of(r) != m.plan_params else ""
+            return (f"{r['layer']} {row_label(r)}{at}", g, sch, r.get("timing", "events"))
 
         round2 = bool(queued)
         free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
@@ -411,7 +420,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         kind, free = job["kind"], job["free"]
         costs[kind] = fit["cost"]
         if job["round2"]:
-            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {m.plan_params or 'defaults'}: "
+            at = " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in queued))
+            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {at}: "
                    f"{job['n_rows']} runs (its non-fused kernel at its own and at forced lower occupancy, the "
                    f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
                    f"SM), timed with the host's launch cost hidden (gpu.calibrate_occupancy); "

@@ -2,8 +2,8 @@
 
 A plan names the schedule (``nonfused``: four kernels; ``fused``: the Algorithm 1 megakernel;
 ``naive``: the megakernel in non-fused order, the paper's Fig. 3a) and its parameters: Algorithm 1's
-D_IG, D_GO, M; the Winograd implementation parameters (tile m, tiles per group t, threads, GEMM
-k-tile); and the execution style (one block per task or a persistent grid; ticket or blockIdx
+D_IG, D_GO, M; the Winograd implementation parameters (tile m, tiles per group t, threads, pairs per
+transform thread (default by schedule: 4 in the megakernel, 1 non-fused), GEMM k-tile); and the execution style (one block per task or a persistent grid; ticket or blockIdx
 dispatch). Parameters left out take defaults (Algorithm 1: the tightest valid D_IG and D_GO for M,
 see ``megasim.mapping.default_params``).
 
@@ -19,7 +19,8 @@ from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import WinogradConfig, gemm_kernel_order, lower_winograd
+from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, WinogradConfig, gemm_kernel_order,
+                                       lower_winograd)
 from megasim.mapping import (DISPATCHES, STYLES, Algorithm1Params, Schedule, algorithm1, default_params,
                              naive_fused, nonfused)
 from megasim.sim import SimOptions, SimResult, simulate
@@ -44,7 +45,7 @@ class Plan:
     tile: int = 4
     tiles_per_group: int = 64
     transform_threads: int = 128
-    transform_pairs_per_thread: int = 1
+    transform_pairs_per_thread: int | None = None    # None: the schedule's default
     gemm_k_tile: int = 64
     gemm_threads: int = 128
     style: str = "per_task"
@@ -60,10 +61,17 @@ class Plan:
             raise MappingError("blocks_per_sm applies to style=persistent only")
 
     @property
+    def pairs_per_thread(self) -> int:
+        """Pairs per transform thread: as given, or the schedule's default (DEFAULT_TRANSFORM_PAIRS_PER_THREAD)."""
+        if self.transform_pairs_per_thread is not None:
+            return self.transform_pairs_per_thread
+        return DEFAULT_TRANSFORM_PAIRS_PER_THREAD[self.schedule]
+
+    @property
     def config(self) -> WinogradConfig:
         return WinogradConfig(m=self.tile, tiles_per_group=self.tiles_per_group,
                               transform_threads=self.transform_threads,
-                              transform_pairs_per_thread=self.transform_pairs_per_thread, gemm_k_tile=self.gemm_k_tile,
+                              transform_pairs_per_thread=self.pairs_per_thread, gemm_k_tile=self.gemm_k_tile,
                               gemm_threads=self.gemm_threads)
 
     @classmethod
@@ -107,7 +115,7 @@ class Plan:
         """The --param string of this plan, every parameter written out."""
         parts = []
         for key, name in _INT_KEYS.items():
-            value = getattr(self, name)
+            value = self.pairs_per_thread if key == "pairs" else getattr(self, name)
             if value is not None:
                 parts.append(f"{key}={value}")
         parts += [f"style={self.style}", f"dispatch={self.dispatch}"]

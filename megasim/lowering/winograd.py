@@ -72,6 +72,11 @@ PERSISTENT_MEGAKERNEL_REGISTERS = 228
 # The transform kernels (ftrans, itrans, otrans).
 TRANSFORM_REGISTERS = (48, 72, 80)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
+# Default pairs per transform thread by schedule (measured on the H200, docs/notes.md, session 4): in the
+# megakernel (3 blocks per SM, a fixed per-task claim/poll/fence cost) 4 pairs per thread made the best
+# fused mapping 1.2-1.3x faster than 1 pair; the non-fused transform kernels (7-16 blocks per SM) are
+# fastest with 1 (4 pairs: 1-5% slower).
+DEFAULT_TRANSFORM_PAIRS_PER_THREAD = {"nonfused": 1, "fused": 4, "naive": 4}
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
@@ -377,7 +382,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
         access_write=np.concatenate(acc_write)[order],
         region_parts=region_parts.astype(np.int32), region_part_bytes=region_part_bytes.astype(np.float64),
         region_tensor=region_tensor.astype(np.int16), tensor_names=TENSORS,
-        kind_threads=np.array([thr, thr, cfg.gemm_threads, thr], np.int32),
+        kind_threads=np.array([cfg.transform_threads] * 2 + [cfg.gemm_threads, cfg.transform_threads], np.int32),
         kind_registers=np.array([*cfg.transform_registers_used[:2], cfg.gemm_registers_used,
                                  cfg.transform_registers_used[2]], np.int32),
         kind_shared_bytes=np.array([0, 0, cfg.gemm_shared_bytes, 0], np.int32),

@@ -61,6 +61,7 @@ def _graph(problem: ConvProblem, cfg: WinogradConfig):
 def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
     """The absolute Plan of a (full) point: D_IG, D_GO from the multiples d_ig_x, d_go_x."""
     cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
+                         transform_pairs_per_thread=int(point["pairs"]),
                          gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
     graph = graph if graph is not None else _graph(problem, cfg)
     shape = winograd_shape(problem, cfg)
@@ -72,7 +73,8 @@ def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
     d_ig = int(base.d_ig + round((float(point["d_ig_x"]) - 1) * unit))
     d_go = int(round(float(point["d_go_x"]) * base.d_go))
     return Plan("fused", d_ig, d_go, m, tiles_per_group=cfg.tiles_per_group,
-                transform_threads=cfg.transform_threads, gemm_k_tile=cfg.gemm_k_tile,
+                transform_threads=cfg.transform_threads,
+                transform_pairs_per_thread=cfg.transform_pairs_per_thread, gemm_k_tile=cfg.gemm_k_tile,
                 gemm_threads=cfg.gemm_threads, style=point["style"], dispatch=point["dispatch"],
                 blocks_per_sm=int(point["blocks_per_sm"]) or None)
 
@@ -83,6 +85,7 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any],
     start = time.perf_counter()
     try:
         cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
+                         transform_pairs_per_thread=int(point["pairs"]),
                              gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
         graph = _graph(problem, cfg)
         plan = point_plan(problem, point, graph)

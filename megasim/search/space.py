@@ -37,7 +37,7 @@ class Parameter:
 
 
 # Plan fields that the space's implementation parameters map to, and their Plan defaults.
-_FIXED_DEFAULTS = {"t": 32, "threads": 128, "gemm_k_tile": 64, "gemm_threads": 128, "style": "per_task",
+_FIXED_DEFAULTS = {"t": 32, "threads": 128, "pairs": 4, "gemm_k_tile": 64, "gemm_threads": 128, "style": "per_task",
                    "dispatch": "ticket", "blocks_per_sm": 0, "d_ig_x": 1, "d_go_x": 1, "M": 4}
 
 
@@ -169,6 +169,7 @@ def full_space() -> SearchSpace:
         Parameter("d_go_x", (1, 2, 4)),
         Parameter("t", (32, 64)),
         Parameter("threads", (128, 256)),
+        Parameter("pairs", (1, 2, 4, 8), "pairs per transform thread"),
         Parameter("gemm_k_tile", (32, 64)),
         Parameter("gemm_threads", (128, 256)),
         Parameter("style", ("per_task", "persistent")),
