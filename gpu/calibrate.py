@@ -97,9 +97,13 @@ def _read4(a, reps, out):
 
 @cuda.jit(fastmath=True)
 def _fma(out, iters, seed):
-    """8 independent FMA chains per thread, ``iters`` steps each: 16 flops per step per thread."""
+    """8 independent FMA chains per thread, ``iters`` rounds of FMA_UNROLL steps each: 16 * FMA_UNROLL
+    flops per round per thread, all float32. (Until session 4 the chains were float64 by an int64 x
+    float32 promotion, so the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak.) The
+    rounds are unrolled FMA_UNROLL times by hand so that the loop's counter, compare and branch are a
+    few instructions per 64 FMAs."""
     i = cuda.grid(1)
-    x0 = float32(seed) + i * float32(1e-7)
+    x0 = float32(seed) + float32(i) * float32(1e-7)   # float32(i): an int64 times a float32 is float64
     x1 = x0 + float32(1.0)
     x2 = x0 + float32(2.0)
     x3 = x0 + float32(3.0)
@@ -110,6 +114,62 @@ def _fma(out, iters, seed):
     b = float32(0.999999)
     c = float32(1e-6)
     for _ in range(iters):
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
+        x0 = x0 * b + c
+        x1 = x1 * b + c
+        x2 = x2 * b + c
+        x3 = x3 * b + c
+        x4 = x4 * b + c
+        x5 = x5 * b + c
+        x6 = x6 * b + c
+        x7 = x7 * b + c
         x0 = x0 * b + c
         x1 = x1 * b + c
         x2 = x2 * b + c
@@ -183,14 +243,18 @@ def probe_tb_dram() -> tuple[float, str]:
     return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
 
 
+FMA_UNROLL = 8     # steps per round of _fma (written out in its loop body)
+
+
 def probe_fp32(sm: int) -> tuple[float, str]:
-    grid, block, iters = sm * 8, 256, 20000
+    grid, block, rounds = sm * 8, 256, 2500
     out = cuda.device_array(grid * block, np.float32)
-    ms = _ms(lambda: _fma[grid, block](out, iters, 1.0))
+    ms = _ms(lambda: _fma[grid, block](out, rounds, 1.0))
     ms1 = _ms(lambda: _fma[grid, block](out, 1, 1.0))
-    flops = 2.0 * 8 * iters * grid * block
-    return flops / ((ms - ms1) * 1e6), (f"{grid} blocks x {block} threads, 8 independent FMA chains x {iters} steps "
-                                         "(fastmath FFMA), 2 flops per FMA / (time - time of a 1-step launch)")
+    flops = 2.0 * 8 * FMA_UNROLL * (rounds - 1) * grid * block
+    return flops / ((ms - ms1) * 1e6), (f"{grid} blocks x {block} threads, 8 independent FMA chains x "
+                                         f"{rounds * FMA_UNROLL} steps, unrolled {FMA_UNROLL}x (fastmath FFMA), "
+                                         "2 flops per FMA / (time - time of a 1-round launch)")
 
 
 def probe_chase(nbytes: int, steps: int) -> float:

@@ -18,7 +18,7 @@ it, and the time of each task kind's NON-FUSED kernel run alone on a few calibra
 Round 2 (``gpu.calibrate_occupancy``): each kind's tasks alone at several occupancies (its kernel with
 forced shared memory, the megakernel running only that kind, per task and persistent), timed with the
 host's launch cost hidden; ``calibrated_spec`` then fits five costs per kind on those runs
-(efficiency, fixed time, ``block_sm_share``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
+(efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
 simulating each run as it was measured (``variant_case``, ``simulated_us``).
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
@@ -221,11 +221,16 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
 
 # Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
 # in log space except those in LINEAR (in us).
-FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_share", "block_dram_bw_gbps", "megakernel_fixed_ns")
+# How a block shares its SM: ``block_sm_ready`` (independent stalls, throughput saturating smoothly
+# with the blocks resident; megasim.sim.servers.ReadinessSharedServer). Session 3's specs fitted
+# ``block_sm_share`` (a hard cap, min(share, 1/n)); it saturates at 1/share blocks, so a block of
+# another kind in a saturated SM's free slot cost the others nothing, and the mixed-kind runs showed
+# otherwise (docs/notes.md, session 4).
+FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns")
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
-          "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0)}
-START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_dram_bw_gbps": None,
-         "megakernel_fixed_ns": 1000.0}
+          "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0)}
+START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
+         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
 
@@ -363,7 +368,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
     (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
     alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
-    with ``block_sm_share``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
+    with ``block_sm_ready``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
     rows are simulated and reported as a check. The kinds are fitted in parallel over ``workers``
     processes (default: the CPU count; the result does not depend on it)."""
     import os
@@ -435,6 +440,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
             sources[f"task_costs.{kind}.{name}"] = source(m, how)
         report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
                                  "block_sm_share": fit["cost"].block_sm_share,
+                                 "block_sm_ready": fit["cost"].block_sm_ready,
                                  "cases": [c[0] for c in job["cases"]],
                                  "measured_us": fit["measured_us"],
                                  "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],

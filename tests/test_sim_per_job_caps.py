@@ -15,7 +15,7 @@ from megasim.mapping import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import SimOptions, simulate
 from megasim.sim.clock import HeapClock
-from megasim.sim.servers import CappedSharedServer, SharedServer
+from megasim.sim.servers import CappedSharedServer, ReadinessSharedServer, SharedServer
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import parse_layer
 from tests.test_sim_scenarios import assert_rows, toy_spec
@@ -156,3 +156,43 @@ def test_megakernel_fixed_ns_and_forced_megakernel_launch():
         Launch(np.array([0]), kernel="other")
     # The schedule hash of a launch without a kernel choice is what it was before the field existed.
     assert Schedule("s", (Launch(np.array([0])),)).hash != Schedule("s", (Launch(np.array([0]), kernel="megakernel"),)).hash
+
+
+# --- independent stalls (block_sm_ready, ReadinessSharedServer) --------------------------------------
+
+@pytest.mark.parametrize("n,s", [(1, 0.35), (3, 0.35), (4, 0.8), (5, 1.0)])
+def test_readiness_identical_jobs(n, s):
+    # n equal jobs arriving together: each receives (1 - (1 - s)^n) / n until they all end together.
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [s], [0] * n, cb), [(0.0, j, 100.0) for j in range(n)])
+    assert set(done) == set(range(n))
+    for t in done.values():
+        assert t == pytest.approx(100.0 * n / (1.0 - (1.0 - s) ** n))
+
+
+def test_readiness_two_classes_by_hand():
+    # Job 0 (ready 0.5) and job 1 (ready 1.0), work 100 each, from t = 0: the SM is always busy
+    # (U = 1 - 0.5 * 0 = 1), shared 1 : 2, so job 1 ends at 150 with job 0 at 50; alone, job 0 runs
+    # at 0.5: its last 50 take 100 ns, end at 250.
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.5, 1.0], [0, 1], cb), [(0.0, 0, 100.0), (0.0, 1, 100.0)])
+    assert done == {1: pytest.approx(150.0), 0: pytest.approx(250.0)}
+
+
+def test_readiness_of_one_is_equal_sharing():
+    jobs = [(0.0, 0, 50.0), (10.0, 1, 80.0), (20.0, 2, 30.0), (200.0, 3, 10.0)]
+    ready = run_server(lambda c, cb: ReadinessSharedServer(c, [1.0, 1.0], [0, 1, 0, 1], cb), jobs)
+    shared = run_server(lambda c, cb: SharedServer(c, 1.0, cb), jobs)
+    assert ready == pytest.approx(shared)
+
+
+def test_readiness_in_a_spec_changes_only_kinds_that_give_it():
+    with pytest.raises(Exception, match="give one of them"):
+        TaskCost(block_sm_share=0.5, block_sm_ready=0.5)
+    with pytest.raises(Exception, match="block_sm_ready=0"):
+        TaskCost(block_sm_ready=0.0)
+    # The engine uses the readiness server for a launch with such a kind: 3 blocks of ready 0.5 on one
+    # SM run slower than with plain sharing (ready 1).
+    g, sched, _ = build(parse_layer("resnet-4"), Plan("nonfused"))
+    base = get_gpu("H200")
+    slow = dataclasses.replace(base, task_costs={**base.task_costs, "gemm": dataclasses.replace(
+        base.task_cost("gemm"), block_sm_ready=0.5)})
+    assert simulate(g, sched, slow).predicted_ns > simulate(g, sched, base).predicted_ns

@@ -40,7 +40,11 @@ class TaskCost:
     loads in flight over the memory latency; None = the spec's ``tb_max_dram_bw_gbps``, measured
     with a plain read loop) and the extra fixed time of a task when the megakernel runs it
     (``megakernel_fixed_ns``: its ticket, task-map read, counter check, and the fence and signal
-    after the task, which a kind's own kernel does not do)."""
+    after the task, which a kind's own kernel does not do).
+    Alternatively to ``block_sm_share``, ``block_sm_ready``: the fraction of the time one block of the
+    kind alone keeps its SM issuing; blocks then stall independently and share the SM by
+    ``megasim.sim.servers.ReadinessSharedServer``'s rule (throughput saturating smoothly with the
+    blocks resident) instead of water-filling under caps. A kind gives one of the two."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -49,8 +53,15 @@ class TaskCost:
     ns_per_step: float = 0.0
     block_dram_bw_gbps: float | None = None
     megakernel_fixed_ns: float = 0.0
+    block_sm_ready: float | None = None
 
     def __post_init__(self) -> None:
+        if self.block_sm_ready is not None:
+            if not (0.0 < self.block_sm_ready <= 1.0):
+                raise SpecError(f"block_sm_ready={self.block_sm_ready!r} is not allowed: it must be in (0, 1]")
+            if self.block_sm_share != 1.0:
+                raise SpecError(f"block_sm_share={self.block_sm_share!r} and block_sm_ready="
+                                f"{self.block_sm_ready!r}: give one of them (block_sm_share must stay 1)")
         if self.block_dram_bw_gbps is not None and not (self.block_dram_bw_gbps > 0.0):
             raise SpecError(f"block_dram_bw_gbps={self.block_dram_bw_gbps!r} is not allowed: it must be > 0")
         if not (self.megakernel_fixed_ns >= 0.0):

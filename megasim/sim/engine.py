@@ -26,7 +26,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op`` ns, shared equally by
   the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
-  gets its cap, the others share the rest equally; ``CappedSharedServer``).
+  gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give
+  ``block_sm_ready`` instead: its blocks stall independently, the SM is busy when any block is ready
+  and its cycles are shared in proportion to readiness (``ReadinessSharedServer``).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
@@ -59,7 +61,7 @@ from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.sim.result import SimResult
-from megasim.sim.servers import CappedSharedServer, SharedServer
+from megasim.sim.servers import CappedSharedServer, ReadinessSharedServer, SharedServer
 from megasim.taskgraph import TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
@@ -116,6 +118,12 @@ class _Run:
             compute_ns = compute_ns + graph.other_ops * per_op[graph.kind]
         self.compute_ns = compute_ns.tolist()
         self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
+        # Kinds that give block_sm_ready share their SM by the independent-stall rule
+        # (ReadinessSharedServer); a kind that does not counts as always ready (1) there.
+        ready = [spec.task_cost(k).block_sm_ready for k in graph.kind_names]
+        self.block_ready = [1.0 if r is None else r for r in ready]
+        self.ready_kinds = {k for k, r in enumerate(ready) if r is not None}
+        self._sms_ready: list | None = None
         fixed_ns = fixed[graph.kind]
         if graph.serial_steps is not None:
             per_step = np.array([spec.task_cost(k).ns_per_step for k in graph.kind_names])
@@ -225,7 +233,13 @@ class _Run:
         # DRAM bandwidth.
         kinds = np.unique(self.graph.kind[launch.order]).tolist()
         shares = {self.block_share[k] for k in kinds}
-        if len(shares) == 1:
+        if self.ready_kinds.intersection(kinds):
+            if self._sms_ready is None:
+                ready, class_of = self._class_of(self.block_ready)
+                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._finish)
+                                   for _ in range(self.spec.sm_count)]
+            self.sms = self._sms_ready
+        elif len(shares) == 1:
             self.sms = self._sms_one_cap
             share = shares.pop()
             for sm in self.sms:

@@ -161,13 +161,18 @@ class CappedSharedServer:
         """Work received per ns by each job of cap class `cls` now."""
         return self._rate[cls] if self._n[cls] else 0.0
 
+    def _one_class_rate(self, c: int) -> float:
+        """The rate of each job when all jobs present are of class c: SharedServer's min(cap, 1/n)."""
+        fair = 1.0 / self.n
+        cap = self.caps[c]
+        return fair if fair < cap else cap
+
     def _rates(self) -> None:
         """Water-filling: the rate of every class with jobs present."""
         active, rate, caps = self._active, self._rate, self.caps
         if len(active) == 1:            # one class: SharedServer's min(cap, 1/n)
             c = active[0]
-            fair = 1.0 / self.n
-            rate[c] = fair if fair < caps[c] else caps[c]
+            rate[c] = self._one_class_rate(c)
             return
         remaining, jobs, n = 1.0, self.n, self._n
         level = 0.0
@@ -224,10 +229,7 @@ class CappedSharedServer:
         n[c] += 1
         self.n += 1
         if len(active) == 1:            # one class present: SharedServer's arithmetic
-            cap = self.caps[c]
-            rate = 1.0 / self.n
-            if rate > cap:
-                rate = cap
+            rate = self._one_class_rate(c)
             self._rate[c] = rate
             delay = (self._heaps[c][0][0] - vt[c]) / rate
         else:
@@ -280,3 +282,44 @@ class CappedSharedServer:
         if done is not None:
             for job in done:
                 self.on_done(job)
+
+
+class ReadinessSharedServer(CappedSharedServer):
+    """An SM whose blocks stall independently: the SM issues whenever at least one of its computing
+    blocks is ready, and the issue cycles go to the blocks in proportion to their readiness.
+
+    A block of class c alone keeps the SM busy a fraction ``s_c`` of the time (``caps[c]``: the
+    kind's ``block_sm_ready``, < 1 when its few warps cannot hide their own latencies). With n_c
+    blocks of each class computing, the SM is busy ``U = 1 - prod_c (1 - s_c)^n_c`` of the time and a
+    block of class c receives ``s_c * U / sum_c n_c s_c`` of the SM. For one class this is
+    ``(1 - (1 - s)^n) / n``: throughput grows with each block resident but saturates smoothly, as a
+    GPU's does with occupancy, where ``CappedSharedServer``'s ``min(s, 1/n)`` saturates at n = 1/s.
+    It also means a block of another kind taking a slot costs the others about the issue share that
+    a block of their own kind would have used, which the min rule (a saturated SM has cycles to
+    spare) does not. With s = 1 for every class both rules are ``1/n``.
+
+    An arrival never raises a rate (adding a job of readiness s' to (U, S) gives (U + s'(1 - U)) /
+    (S + s') <= U / S because U >= 1 - exp(-S) >= S / (1 + S)), so the base class's event keeping holds.
+    """
+
+    __slots__ = ()
+
+    def _one_class_rate(self, c: int) -> float:
+        n = self.n
+        s = self.caps[c]
+        return (1.0 - (1.0 - s) ** n) / n
+
+    def _rates(self) -> None:
+        active, rate, ready, n = self._active, self._rate, self.caps, self._n
+        if len(active) == 1:
+            c = active[0]
+            rate[c] = self._one_class_rate(c)
+            return
+        idle = 1.0
+        total = 0.0
+        for c in active:
+            idle *= (1.0 - ready[c]) ** n[c]
+            total += n[c] * ready[c]
+        per_ready = (1.0 - idle) / total
+        for c in active:
+            rate[c] = ready[c] * per_ready
