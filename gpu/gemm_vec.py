@@ -58,9 +58,6 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
                          f"(want T, GK multiples of 8, NT = SK * T/8 * GK/8, KS a multiple of SK, "
                          f"T*KS and KS*GK multiples of NT)")
     KQ = KS // SK
-    if KQ > 8:
-        raise ValueError(f"no vector GEMM layout for KS={KS}, SK={SK}: at most 8 k-steps per thread set "
-                         f"and stage (KS / SK = {KQ})")
     AS = T + 4
     A_ST = KS * AS
     B_ST = KS * GK
@@ -100,19 +97,6 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
             store1(smem, buf * A_ST + kk * AS + r, ra[ll])
         for ll in range(LB):
             store1(smem, B0 + buf * B_ST + tid + ll * NT, rb[ll])
-
-    @cuda.jit(device=True)
-    def kstep(acc, smem, pa, pb):
-        """One k of the 8 x 8 register tile: two A and two B fragments (LDS.128 each), 64 FMAs."""
-        a0, a1, a2, a3 = load4(smem, pa)
-        a4, a5, a6, a7 = load4(smem, pa + HALF_R)
-        b0, b1, b2, b3 = load4(smem, pb)
-        b4, b5, b6, b7 = load4(smem, pb + HALF_C)
-        av = (a0, a1, a2, a3, a4, a5, a6, a7)
-        bv = (b0, b1, b2, b3, b4, b5, b6, b7)
-        for i in range(8):
-            for jj in range(8):
-                acc[i * 8 + jj] += av[i] * bv[jj]
 
     @cuda.jit(device=True)
     def gemm_vec(g, j, prm, V, U, M):
@@ -155,23 +139,16 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
             if active:
                 pa = a_thr + buf * A_ST
                 pb = b_thr + buf * B_ST
-                # The KQ k-steps of this stage written out (KQ <= 8; a constant, so the untaken calls
-                # fold away): a Numba range loop here costs ~10 integer instructions per 64 FMAs.
-                kstep(acc, smem, pa, pb)
-                if KQ > 1:
-                    kstep(acc, smem, pa + SK * AS, pb + SK * GK)
-                if KQ > 2:
-                    kstep(acc, smem, pa + 2 * SK * AS, pb + 2 * SK * GK)
-                if KQ > 3:
-                    kstep(acc, smem, pa + 3 * SK * AS, pb + 3 * SK * GK)
-                if KQ > 4:
-                    kstep(acc, smem, pa + 4 * SK * AS, pb + 4 * SK * GK)
-                if KQ > 5:
-                    kstep(acc, smem, pa + 5 * SK * AS, pb + 5 * SK * GK)
-                if KQ > 6:
-                    kstep(acc, smem, pa + 6 * SK * AS, pb + 6 * SK * GK)
-                if KQ > 7:
-                    kstep(acc, smem, pa + 7 * SK * AS, pb + 7 * SK * GK)
+                for kq in range(KQ):
+                    a0, a1, a2, a3 = load4(smem, pa + kq * (SK * AS))
+                    a4, a5, a6, a7 = load4(smem, pa + kq * (SK * AS) + HALF_R)
+                    b0, b1, b2, b3 = load4(smem, pb + kq * (SK * GK))
+                    b4, b5, b6, b7 = load4(smem, pb + kq * (SK * GK) + HALF_C)
+                    av = (a0, a1, a2, a3, a4, a5, a6, a7)
+                    bv = (b0, b1, b2, b3, b4, b5, b6, b7)
+                    for i in range(8):
+                        for jj in range(8):
+                            acc[i * 8 + jj] += av[i] * bv[jj]
             if more and active:  # the other buffer: last read in step s-1, which ended with a sync
                 registers_to_stage(smem, ra, rb, tid, 1 - buf)
             cuda.syncthreads()
