@@ -1,5 +1,5 @@
 """The second calibration round's fit (megasim.calibration): rows of each kind's tasks alone at several
-occupancies, timed with the host hidden, recover a known (compute_efficiency, fixed_ns, block_sm_share)."""
+occupancies, timed with the host hidden, recover a known (compute_efficiency, fixed_ns, block_sm_ready, ...)."""
 
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ def test_variant_case_occupancy():
 
 @pytest.mark.slow
 def test_fit_predicts_a_held_out_occupancy():
-    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_share=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
-             "itrans": TaskCost(0.2, 1500.0, block_sm_share=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
-             "gemm": TaskCost(0.45, 300.0, block_sm_share=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
-             "otrans": TaskCost(0.25, 900.0, block_sm_share=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
+    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
+             "itrans": TaskCost(0.2, 1500.0, block_sm_ready=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
+             "gemm": TaskCost(0.45, 300.0, block_sm_ready=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
+             "otrans": TaskCost(0.25, 900.0, block_sm_ready=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
     spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
     rows = []
     for kind, cases in kind_cases((LAYER,)).items():

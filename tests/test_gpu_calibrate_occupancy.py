@@ -61,3 +61,39 @@ def test_rows_for_every_kind_and_variant(monkeypatch):
         # The 46 KiB variant needs no opt-in: it runs on the simulator too.
         assert any(r["extra_shared_bytes"] == 46 * 1024 for r in mine)
     assert all(r["median_ms"] > 0 and r["tasks"] > 0 for r in rows)
+    assert all(r["plan_params"] == "t=2,gemm_k_tile=8,threads=32,gemm_threads=32" for r in rows)
+
+
+def test_transform_rows_at_the_fused_pair_count(monkeypatch):
+    monkeypatch.setattr(co, "time_queued", lambda fn, spin, **kw: (fn(0), (summarize([0.01]), 0.0))[1])
+    import gpu.timing as timing
+    monkeypatch.setattr(timing, "time_cuda", lambda fn, **kw: (fn(0), summarize([0.02]))[1])
+    params = co.fused_transform_params("t=2,gemm_k_tile=8,threads=32,gemm_threads=32")
+    assert params.endswith(",pairs=4")
+    assert co.fused_transform_params("pairs=2") is None        # given explicitly: measured as given
+    rows, _ = co.time_kinds_occupancy(["N=1,C=5,K=3,H=6,W=6"], params, spin=FakeSpin(), repeats=1,
+                                      kinds=co.TRANSFORM_KINDS)
+    assert {r["kind"] for r in rows} == {"ftrans", "itrans", "otrans"}
+    assert all(r["plan_params"] == params for r in rows)
+
+
+def test_fp32_probe_computes_in_float32():
+    # The probe once ran its chains in float64 (an int64 index times a float32 promoted them) and so
+    # measured the FP64 rate. Under the simulator the kernel is Python on NumPy scalars: a float32
+    # recurrence gives exactly the float32 result below, a float64 one would not.
+    import numpy as np
+    from numba import cuda
+
+    from gpu.calibrate import FMA_UNROLL, _fma
+    out = cuda.device_array(2, np.float32)
+    _fma[1, 2](out, 3, 1.0)
+    b, c = np.float32(0.999999), np.float32(1e-6)
+    for i in range(2):
+        x0 = np.float32(1.0) + np.float32(i) * np.float32(1e-7)
+        xs = [x0 + np.float32(k) for k in range(8)]
+        for _ in range(3 * FMA_UNROLL):
+            xs = [x * b + c for x in xs]
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        assert out.copy_to_host()[i] == total

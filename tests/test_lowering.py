@@ -209,3 +209,20 @@ def test_winograd_reference_matches_direct(m, shape):
     x = rng.standard_normal((n, c, h, w))
     wt = rng.standard_normal((k, c, 3, 3))
     assert np.allclose(winograd_conv2d_reference(x, wt, m, pad), direct_conv2d_reference(x, wt, pad), atol=1e-9)
+
+
+def test_pairs_per_thread_default_by_schedule():
+    from megasim.plan import Plan
+    assert Plan("fused").config.transform_pairs_per_thread == 4
+    assert Plan("naive").config.transform_pairs_per_thread == 4
+    assert Plan("nonfused").config.transform_pairs_per_thread == 1
+    assert "pairs=4" in Plan("fused").param_string() and "pairs=1" in Plan("nonfused").param_string()
+    assert Plan.parse("fused", "pairs=2").config.transform_pairs_per_thread == 2
+    p = parse_layer("N=2,C=33,K=65,H=7,W=13")
+    g1 = lower_winograd(p, WinogradConfig(transform_threads=32))
+    g3 = lower_winograd(p, WinogradConfig(transform_threads=32, transform_pairs_per_thread=3))
+    for kind in ("ftrans", "itrans", "otrans"):     # the same pairs, in tasks three times as large
+        t1, t3 = g1.tasks_of_kind(kind), g3.tasks_of_kind(kind)
+        assert len(t3) < len(t1)
+        assert g1.flops[t1].sum() == pytest.approx(g3.flops[t3].sum())
+    assert g1.flops.sum() == pytest.approx(g3.flops.sum())
