@@ -95,13 +95,16 @@ def _read4(a, reps, out):
     out[i] = s0 + s1 + s2 + s3
 
 
+FMA_UNROLL = 8     # steps per round of _fma
+
+
 @cuda.jit(fastmath=True)
 def _fma(out, iters, seed):
     """8 independent FMA chains per thread, ``iters`` rounds of FMA_UNROLL steps each: 16 * FMA_UNROLL
     flops per round per thread, all float32. (Until session 4 the chains were float64 by an int64 x
-    float32 promotion, so the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak.) The
-    rounds are unrolled FMA_UNROLL times by hand so that the loop's counter, compare and branch are a
-    few instructions per 64 FMAs."""
+    float32 promotion, so the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak.)
+    A round's FMA_UNROLL steps are unrolled, so the loop's counter, compare and branch are a few
+    instructions per 64 FMAs."""
     i = cuda.grid(1)
     x0 = float32(seed) + float32(i) * float32(1e-7)   # float32(i): an int64 times a float32 is float64
     x1 = x0 + float32(1.0)
@@ -114,70 +117,15 @@ def _fma(out, iters, seed):
     b = float32(0.999999)
     c = float32(1e-6)
     for _ in range(iters):
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
-        x0 = x0 * b + c
-        x1 = x1 * b + c
-        x2 = x2 * b + c
-        x3 = x3 * b + c
-        x4 = x4 * b + c
-        x5 = x5 * b + c
-        x6 = x6 * b + c
-        x7 = x7 * b + c
+        for _ in range(FMA_UNROLL):     # a constant trip count: unrolled by the compiler (PTX: 64 FMAs per round)
+            x0 = x0 * b + c
+            x1 = x1 * b + c
+            x2 = x2 * b + c
+            x3 = x3 * b + c
+            x4 = x4 * b + c
+            x5 = x5 * b + c
+            x6 = x6 * b + c
+            x7 = x7 * b + c
     out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
 
 
@@ -241,9 +189,6 @@ def probe_tb_dram() -> tuple[float, str]:
     out = cuda.device_array(128, np.float32)
     ms = _ms(lambda: _read4[1, 128](a, 1, out), warmup=1, repeats=5)
     return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
-
-
-FMA_UNROLL = 8     # steps per round of _fma (written out in its loop body)
 
 
 def probe_fp32(sm: int) -> tuple[float, str]:
