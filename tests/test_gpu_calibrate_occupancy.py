@@ -97,3 +97,23 @@ def test_fp32_probe_computes_in_float32():
         for x in xs[1:]:
             total = total + x
         assert out.copy_to_host()[i] == total
+
+
+def test_trace_mixed_runs_and_counts_coresidency(tmp_path):
+    import csv
+
+    import numpy as np
+
+    from gpu import trace_mixed as tm
+    # Hand example on one SM: GEMM task 0 runs [0, 10) beside a transform over [5, 15) (half its time):
+    # 0.5; GEMM task 1 runs [20, 30) beside two transforms for all of it: 2.
+    start = np.array([0, 5, 20, 18, 19.0])
+    end = np.array([10, 15, 30, 35, 40.0])
+    kind = np.array([2, 1, 2, 1, 1])
+    co = tm.coresidency(start, end, np.zeros(5, int), kind, 2, 1)
+    assert co[0] == 0.5 and co[2] == 2.0 and np.isnan(co[1])
+    assert tm.main(["--layers", "N=1,C=8,K=8,H=8,W=8", "--params",
+                    "t=2,gemm_k_tile=8,threads=32,gemm_threads=32,pairs=2", "--runs", "1", "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "trace_mixed.csv").open()))
+    assert {(r["run"], r["source"]) for r in rows} >= {("itrans+gemm", "measured"), ("itrans+gemm", "model"),
+                                                       ("gemm", "measured"), ("itrans", "model")}
