@@ -10,8 +10,10 @@ turns them into per-kind ``TaskCost`` entries of a spec:
   against the measured times (SciPy ``least_squares``, bounded, deterministic start).
 
 Which parameters a kind fits (``FREE``): the convolution kinds five (compute efficiency of the
-multiply-adds, SM time per scanned element, fixed time per block, a block's share of its SM, the
-latency of a channel chunk); the filter tile varies across the cases, so the multiply-adds (which
+multiply-adds, SM time per scanned element, fixed time per block, how blocks share their SM, the
+latency of a channel chunk); the sharing is either a cap on one block's share (``block_sm_share``,
+``sharing="share"``) or the independent-stall readiness of ``ReadinessSharedServer``
+(``block_sm_ready``, ``sharing="ready"``, the rule the Winograd kinds use); the filter tile varies across the cases, so the multiply-adds (which
 scale with it) and the scan (which does not) separate; ReLU and max-pool only their per-element
 time and fixed time (no flops).
 
@@ -48,17 +50,26 @@ CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
-CONV_FREE = ("compute_efficiency", "ns_per_other_op", "fixed_ns", "block_sm_share", "ns_per_step")
-FREE = {
-    "ecr": CONV_FREE, "pecr": CONV_FREE, "direct": CONV_FREE, "direct_fused": CONV_FREE,
-    "relu": ("ns_per_other_op", "fixed_ns"),
-    "maxpool": ("ns_per_other_op", "fixed_ns"),
-}
+CONV_KINDS = ("ecr", "pecr", "direct", "direct_fused")
+ELEMENTWISE_FREE = ("ns_per_other_op", "fixed_ns")
+SHARING_FIELD = {"share": "block_sm_share", "ready": "block_sm_ready"}
 BOUNDS = {"compute_efficiency": (0.005, 1.0), "ns_per_other_op": (1e-6, 10.0), "fixed_ns": (0.0, 100_000.0),
-          "block_sm_share": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0)}
+          "block_sm_share": (0.02, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0)}
 START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3,
-         "ns_per_step": 200.0}
+         "block_sm_ready": 0.3, "ns_per_step": 200.0}
 LINEAR = ("fixed_ns", "ns_per_step")     # fitted in us, linearly; the others in log space
+
+
+def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
+    """The TaskCost fields fitted for `kind` under the SM-sharing rule `sharing` ("share" or "ready")."""
+    if sharing not in SHARING_FIELD:
+        raise SpecError(f"sharing={sharing!r} is not allowed: use one of {', '.join(SHARING_FIELD)}")
+    if kind not in CONV_KINDS:
+        return ELEMENTWISE_FREE
+    return ("compute_efficiency", "ns_per_other_op", "fixed_ns", SHARING_FIELD[sharing], "ns_per_step")
+
+
+FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}
 
 
 def calibration_cases() -> list[dict[str, Any]]:
@@ -110,12 +121,15 @@ def _launch_us(result, schedule: Schedule) -> float:
     return (launch.end_ns - launch.start_ns) / 1e3
 
 
-def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200) -> dict[str, Any]:
+def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200,
+             sharing: str = "share") -> dict[str, Any]:
     """Fit the free parameters of `kind` (log space for positive scales, linear in us for the ns
     fields); returns the TaskCost, simulated and measured times, the error."""
-    free = FREE[kind]
+    free = free_fields(kind, sharing)
     meas = np.asarray(measured_us, float)
     base = spec.task_cost(kind) if kind in spec.task_costs else TaskCost(compute_efficiency=1.0)
+    if kind in CONV_KINDS:      # start from the other rule's neutral value, whichever the base spec used
+        base = dataclasses.replace(base, block_sm_share=1.0, block_sm_ready=None)
     evals = [0]
 
     def residuals(cost: TaskCost) -> np.ndarray:
@@ -129,12 +143,14 @@ def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200
 
 
 def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str,
-                     max_evals: int = 200) -> tuple[GPUSpec, dict[str, Any]]:
-    """`spec` with the sparse kinds' TaskCosts fitted to the measured `rows`; and a report."""
+                     max_evals: int = 200, sharing: str = "share") -> tuple[GPUSpec, dict[str, Any]]:
+    """`spec` with the sparse kinds' TaskCosts fitted to the measured `rows` (the convolution kinds
+    sharing their SMs by `sharing`: "share" or "ready"); and a report."""
     costs = dict(spec.task_costs)
     sources = dict(spec.sources)
-    report: dict[str, Any] = {"kinds": {}}
-    for kind, free in FREE.items():
+    report: dict[str, Any] = {"sharing": sharing, "kinds": {}}
+    for kind in FREE:
+        free = free_fields(kind, sharing)
         # Cases whose device time is shorter than the host's launch cost measure the host (the
         # launches queue no faster than Numba dispatches them): they are left out of the fit.
         floor_ms = HOST_BOUND_FACTOR * spec.kernel_launch_ns / 1e6
@@ -143,11 +159,14 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
             raise SpecError(f"sparse calibration: no measured rows of kind {kind!r} above the host-bound floor "
                             f"{floor_ms * 1e3:.1f} us")
         graphs = [case_graph(r, spec.sm_count) for r in kind_rows]
-        fit = fit_kind(spec, kind, graphs, [float(r["median_ms"]) * 1000.0 for r in kind_rows], max_evals)
+        fit = fit_kind(spec, kind, graphs, [float(r["median_ms"]) * 1000.0 for r in kind_rows], max_evals,
+                       sharing)
         costs[kind] = fit["cost"]
         how = (f"measured {date} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
                f"{len(kind_rows)} calibration cases (megasim.calibration_sparse, not VGG-19), fitted so "
                f"that megasim's simulation matches the measured medians, rms log error {fit['rms_log_error']:.3f}")
+        for name in SHARING_FIELD.values():     # the rule not fitted no longer has a source
+            sources.pop(f"task_costs.{kind}.{name}", None)
         for name in free:
             sources[f"task_costs.{kind}.{name}"] = how
         report["kinds"][kind] = {**dataclasses.asdict(fit["cost"]),

@@ -334,13 +334,15 @@ def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
     base = load_spec(args.spec)
     meta = data.get("meta", {})
     spec, report = calibrate_sparse(base, data["rows"], device=str(meta.get("device", "unknown device")),
-                                    date=str(meta.get("date_utc", "unknown date"))[:10])
+                                    date=str(meta.get("date_utc", "unknown date"))[:10], sharing=args.sharing)
     dump_spec(spec, args.out)
     Path(args.out).with_suffix(".sparse_fit.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
     for kind, fit in report["kinds"].items():
+        sharing = (f"ready {fit['block_sm_ready']:.2f}" if fit.get("block_sm_ready") is not None
+                   else f"share {fit['block_sm_share']:.2f}")
         print(f"  {kind:13s} eff {fit['compute_efficiency']:.3f}  ns/op {fit['ns_per_other_op']:.4f}  fixed "
-              f"{fit['fixed_ns']:8.1f} ns  share {fit['block_sm_share']:.2f}  rms log error {fit['rms_log_error']:.3f}")
+              f"{fit['fixed_ns']:8.1f} ns  {sharing}  rms log error {fit['rms_log_error']:.3f}")
     return 0
 
 
@@ -425,6 +427,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--measured", required=True, help="sparse_calibration.json from gpu.calibrate_sparse")
     p.add_argument("--spec", required=True, help="the spec to extend (e.g. megasim/hardware/calibrated/h200.json)")
     p.add_argument("--out", required=True, help="the spec file to write")
+    p.add_argument("--sharing", default="share", choices=("share", "ready"),
+                   help="how the convolution kinds' blocks share an SM: a per-block cap (block_sm_share) or "
+                        "independent stalls (block_sm_ready)")
     p.set_defaults(func=_cmd_calibrate_sparse)
     return parser
 

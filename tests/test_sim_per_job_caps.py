@@ -196,3 +196,17 @@ def test_readiness_in_a_spec_changes_only_kinds_that_give_it():
     slow = dataclasses.replace(base, task_costs={**base.task_costs, "gemm": dataclasses.replace(
         base.task_cost("gemm"), block_sm_ready=0.5)})
     assert simulate(g, sched, slow).predicted_ns > simulate(g, sched, base).predicted_ns
+
+
+def test_readiness_counts_blocks_that_are_loading():
+    # Job 0 (ready 0.5, work 100) computes from t = 0; job 1's block (same class) is present, moving
+    # its data, over [0, 50): U = 1 - 0.5 * 0.5 = 0.75 shared by readiness 0.5 + 0.5, so job 0 gets
+    # 0.375 and has 18.75 done at t = 50; alone then at 0.5, its last 81.25 take 162.5 ns: ends at 212.5.
+    clock = HeapClock()
+    done = {}
+    server = ReadinessSharedServer(clock, [0.5], [0, 0], lambda j: done.__setitem__(j, clock.now))
+    clock.after(0.0, lambda _: server.enter(1), None)
+    clock.after(0.0, lambda _: server.add(0, 100.0), None)
+    clock.after(50.0, lambda _: server.leave(1), None)
+    clock.run()
+    assert done == {0: pytest.approx(212.5)}

@@ -229,21 +229,32 @@ def test_block_sm_share_caps_a_lone_block():
     assert simulate(graph, one_launch([0, 1]), full).predicted_ns == pytest.approx(200.0)
 
 
-def test_sparse_calibration_recovers_known_costs():
-    """Times simulated with known costs are fitted back to those costs (the fit's own consistency)."""
-    from megasim.calibration_sparse import _simulated_us, calibration_cases, case_graph, fit_kind
+@pytest.mark.parametrize("sharing", ["share", "ready"])
+def test_sparse_calibration_recovers_known_costs(sharing):
+    """Times simulated with known costs are fitted back to those costs (the fit's own consistency),
+    under either SM-sharing rule."""
+    from megasim.calibration_sparse import SHARING_FIELD, _simulated_us, calibration_cases, case_graph, fit_kind
 
     spec = get_gpu("h200")
     ecr = [c for c in calibration_cases() if c["kind"] == "ecr"]
     cases = ecr[:8] + ecr[16:24]        # problems 1, 2, 5, 6: few and many chunks, few and many blocks
     graphs = [case_graph(c, spec.sm_count) for c in cases]
-    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, block_sm_share=0.35, ns_per_step=300.0)
+    field = SHARING_FIELD[sharing]
+    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, ns_per_step=300.0, **{field: 0.35})
     measured = _simulated_us(spec, "ecr", true, graphs)
-    fit = fit_kind(spec, "ecr", graphs, measured, max_evals=300)
+    fit = fit_kind(spec, "ecr", graphs, measured, max_evals=300, sharing=sharing)
     got = fit["cost"]
     assert fit["rms_log_error"] < 1e-4
-    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step"):
+    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", field, "ns_per_step"):
         assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-2)
+
+
+def test_sparse_calibration_rejects_unknown_sharing():
+    from megasim.calibration_sparse import free_fields
+    from megasim.errors import SpecError
+
+    with pytest.raises(SpecError, match="sharing='cap' is not allowed"):
+        free_fields("ecr", "cap")
 
 
 def test_calibration_cases_are_not_vgg19():

@@ -28,7 +28,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
   gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give
   ``block_sm_ready`` instead: its blocks stall independently, the SM is busy when any block is ready
-  and its cycles are shared in proportion to readiness (``ReadinessSharedServer``).
+  and its cycles are shared in proportion to readiness (``ReadinessSharedServer``); such blocks count
+  on their SM through their memory phase too (the kernels overlap loads and arithmetic).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
@@ -344,12 +345,16 @@ class _Run:
         work = self.mem_work[task]
         self.mem_start[task] = self.clock.now
         if work > 0.0:
+            if self.sms is self._sms_ready:     # the block competes for its SM while it loads too
+                self.sms[self.sm_of[task]].enter(task)
             self.mem.add(task, work)
         else:
             self._mem_done(task)
 
     def _mem_done(self, task: int) -> None:
         self.comp_start[task] = self.clock.now
+        if self.sms is self._sms_ready and self.mem_work[task] > 0.0:
+            self.sms[self.sm_of[task]].leave(task)
         work = self.compute_ns[task]
         if work > 0.0:
             self.sms[self.sm_of[task]].add(task, work)

@@ -285,29 +285,44 @@ class CappedSharedServer:
 
 
 class ReadinessSharedServer(CappedSharedServer):
-    """An SM whose blocks stall independently: the SM issues whenever at least one of its computing
-    blocks is ready, and the issue cycles go to the blocks in proportion to their readiness.
+    """An SM whose blocks stall independently: the SM issues whenever at least one of its blocks is
+    ready, and the issue cycles go to the blocks in proportion to their readiness.
 
     A block of class c alone keeps the SM busy a fraction ``s_c`` of the time (``caps[c]``: the
     kind's ``block_sm_ready``, < 1 when its few warps cannot hide their own latencies). With n_c
-    blocks of each class computing, the SM is busy ``U = 1 - prod_c (1 - s_c)^n_c`` of the time and a
-    block of class c receives ``s_c * U / sum_c n_c s_c`` of the SM. For one class this is
+    blocks of each class on the SM, the SM is busy ``U = 1 - prod_c (1 - s_c)^n_c`` of the time and a
+    computing block of class c receives ``s_c * U / sum_c n_c s_c`` of it. For one class this is
     ``(1 - (1 - s)^n) / n``: throughput grows with each block resident but saturates smoothly, as a
     GPU's does with occupancy, where ``CappedSharedServer``'s ``min(s, 1/n)`` saturates at n = 1/s.
-    It also means a block of another kind taking a slot costs the others about the issue share that
-    a block of their own kind would have used, which the min rule (a saturated SM has cycles to
-    spare) does not. With s = 1 for every class both rules are ``1/n``.
+    With s = 1 for every class both rules are ``1/n``.
 
-    An arrival never raises a rate (adding a job of readiness s' to (U, S) gives (U + s'(1 - U)) /
-    (S + s') <= U / S because U >= 1 - exp(-S) >= S / (1 + S)), so the base class's event keeping holds.
+    The n_c count the blocks that are moving their data as well (``enter(job)`` at the start of a
+    task's memory phase, ``leave(job)`` at its end): the kernels overlap their loads with their
+    arithmetic (the GEMM stages the next slice while it multiplies), so a block competes for its SM for
+    as long as it holds the slot, not only in the engine's compute phase. Without this, blocks whose
+    phases happen to be out of step (e.g. GEMMs interleaved with other kinds) would each get a larger
+    share than blocks in step, a speed-up the GPU does not show (``gpu.trace_mixed``). A present block
+    receives no work.
+
+    An arrival (of a job or a present block) never raises a rate (adding readiness s' to (U, S) gives
+    (U + s'(1 - U)) / (S + s') <= U / S because U >= 1 - exp(-S) >= S / (1 + S)), so the base class's
+    event keeping holds for ``add``; ``enter`` and ``leave`` re-arm the completion event.
     """
 
-    __slots__ = ()
+    __slots__ = ("_m", "_idle_present", "_sum_present")
+
+    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
+        super().__init__(clock, caps, class_of, on_done)
+        self._m = [0] * len(self.caps)
+        self._idle_present = 1.0    # prod over present blocks of (1 - s)
+        self._sum_present = 0.0     # sum over present blocks of s
 
     def _one_class_rate(self, c: int) -> float:
         n = self.n
         s = self.caps[c]
-        return (1.0 - (1.0 - s) ** n) / n
+        if self._sum_present == 0.0:
+            return (1.0 - (1.0 - s) ** n) / n
+        return s * (1.0 - (1.0 - s) ** n * self._idle_present) / (n * s + self._sum_present)
 
     def _rates(self) -> None:
         active, rate, ready, n = self._active, self._rate, self.caps, self._n
@@ -315,11 +330,38 @@ class ReadinessSharedServer(CappedSharedServer):
             c = active[0]
             rate[c] = self._one_class_rate(c)
             return
-        idle = 1.0
-        total = 0.0
+        idle = self._idle_present
+        total = self._sum_present
         for c in active:
             idle *= (1.0 - ready[c]) ** n[c]
             total += n[c] * ready[c]
         per_ready = (1.0 - idle) / total
         for c in active:
             rate[c] = ready[c] * per_ready
+
+    def _present(self, job: int, delta: int) -> None:
+        now = self.clock.now
+        if self.n:
+            self._advance(now)
+        self._m[self.class_of[job]] += delta
+        idle, total = 1.0, 0.0
+        for c, m in enumerate(self._m):
+            if m:
+                idle *= (1.0 - self.caps[c]) ** m
+                total += m * self.caps[c]
+        self._idle_present, self._sum_present = idle, total
+        if not self.n:
+            return
+        self._rates()
+        self._version += 1
+        delay = self._next()
+        self._due = now + (delay if delay > 0.0 else 0.0)
+        self.clock.after(self._due - now, self._fire, self._version)
+
+    def enter(self, job: int) -> None:
+        """Task ``job``'s block starts moving its data on this SM (present, receiving no work)."""
+        self._present(job, 1)
+
+    def leave(self, job: int) -> None:
+        """That block's memory phase ends (it joins with ``add`` when it has work to compute)."""
+        self._present(job, -1)
