@@ -111,6 +111,25 @@ def _kernels() -> dict:
     }
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
+    out.update(_sparse_kernels())
+    return out
+
+
+def _sparse_kernels() -> dict:
+    """gpu.sparse_kernels' convolution kernels for 3x3, stride 1, at each filter tile they are used with."""
+    from numba import types
+
+    from gpu import sparse_kernels as sk
+
+    f4 = types.Array(types.float32, 4, "C")
+    args = (f4, f4, f4, types.int64)
+    out = {}
+    for sparse, name in ((True, "ecr"), (False, "direct")):
+        for k_tile in (32, 16, 8, 4):
+            out[f"{name}_k{k_tile}"] = (sk.conv_kernel(sparse, k_tile, 4, 3, 3, 1).py_func, args)
+    for sparse, name in ((True, "pecr"), (False, "direct_fused")):
+        for k_tile in (8, 4, 2):
+            out[f"{name}_k{k_tile}"] = (sk.fused_kernel(sparse, k_tile, 2, 3, 3, 1, 2, 2).py_func, args)
     return out
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, int32
 
-from megasim.lowering.sparse_tiling import PIXELS_PER_BLOCK
+from gpu.vector_access import SHARED_ALIGNMENT, load4, store4
+from megasim.lowering.sparse_tiling import PIXELS_PER_BLOCK, weight_row_floats
 
 ELEMENTWISE_THREADS = 256
 ZERO = np.float32(0.0)
@@ -32,16 +33,18 @@ _POOL: dict[tuple, object] = {}
 
 
 def conv_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int) -> int:
-    """W_sh [c_chunk*R*S][k_tile+1] float32, plus F_val float32 and F_idx int32 [c_chunk*R*S][128]."""
+    """W_sh [c_chunk*R*S][weight_row_floats(k_tile)] float32, plus F_val float32 and F_idx int32
+    [c_chunk*R*S][128]."""
     rows = c_chunk * r * s
-    return rows * (k_tile + 1) * 4 + (rows * PIXELS_PER_BLOCK * 8 if sparse else 0)
+    return rows * weight_row_floats(k_tile) * 4 + (rows * PIXELS_PER_BLOCK * 8 if sparse else 0)
 
 
 def fused_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, pool: int) -> int:
-    """W_sh [c_chunk*R*S][k_tile+1] float32, plus F_val / F_idx [c_chunk*PH*PW][128] (PECR only)."""
+    """W_sh [c_chunk*R*S][weight_row_floats(k_tile)] float32, plus F_val / F_idx [c_chunk*PH*PW][128]
+    (PECR only)."""
     ph, pw = (pool - 1) * stride + r, (pool - 1) * stride + s
     elems = c_chunk * ph * pw
-    return c_chunk * r * s * (k_tile + 1) * 4 + (elems * PIXELS_PER_BLOCK * 8 if sparse else 0)
+    return c_chunk * r * s * weight_row_floats(k_tile) * 4 + (elems * PIXELS_PER_BLOCK * 8 if sparse else 0)
 
 
 MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3 convs: 4; PECR's 4x4 patch: 2)
@@ -126,28 +129,84 @@ def _compressor(c_chunk: int, rows: int, cols: int):
 def _weight_stager(k_tile: int, c_chunk: int, r: int, s: int):
     """A device function ``f(W_sh, w, k0, c0, K, C, t)``: the block's threads copy the filter tile
     w[k0:k0+k_tile, c0:c0+c_chunk] into W_sh[j][kk] (j = cc*R*S + r*S + s; 0 where k >= K or c >= C);
-    consecutive threads read consecutive j of one filter (coalesced). The caller synchronises."""
+    consecutive threads read consecutive j of one filter (coalesced). With k_tile a multiple of 4 a
+    thread reads the same j of 4 consecutive filters and writes them with one 128-bit store (rows of
+    k_tile + 4 floats: 8 consecutive j of a quarter-warp land on 8 distinct 4-bank groups, no
+    conflict); otherwise one scalar store each (rows of k_tile + 1). The caller synchronises."""
     key = (k_tile, c_chunk, r, s)
     if key in _STAGERS:
         return _STAGERS[key]
     RS, S, ROWS = r * s, s, c_chunk * r * s
     WLOAD, PPB = ROWS * k_tile, PIXELS_PER_BLOCK
+    WS = weight_row_floats(k_tile)
 
-    @cuda.jit(device=True, inline="always")
-    def stage(W_sh, w, k0, c0, K, C, t):
-        for idx in range(t, WLOAD, PPB):
-            kk = idx // ROWS
-            j = idx - kk * ROWS
-            cc = j // RS
-            rs = j - cc * RS
-            rr = rs // S
-            v = ZERO
-            if k0 + kk < K and c0 + cc < C:
-                v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
-            W_sh[j, kk] = v
+    if k_tile % 4 == 0:
+        QLOAD = ROWS * (k_tile // 4)
+
+        @cuda.jit(device=True, inline="always")
+        def stage(W_sh, w, k0, c0, K, C, t):
+            for idx in range(t, QLOAD, PPB):
+                kq = idx // ROWS
+                j = idx - kq * ROWS
+                cc = j // RS
+                rs = j - cc * RS
+                rr = rs // S
+                ss = rs - rr * S
+                k = k0 + 4 * kq
+                c_ok = c0 + cc < C
+                v0 = w[k, c0 + cc, rr, ss] if c_ok and k < K else ZERO
+                v1 = w[k + 1, c0 + cc, rr, ss] if c_ok and k + 1 < K else ZERO
+                v2 = w[k + 2, c0 + cc, rr, ss] if c_ok and k + 2 < K else ZERO
+                v3 = w[k + 3, c0 + cc, rr, ss] if c_ok and k + 3 < K else ZERO
+                store4(W_sh, j * WS + 4 * kq, v0, v1, v2, v3)
+    else:
+        @cuda.jit(device=True, inline="always")
+        def stage(W_sh, w, k0, c0, K, C, t):
+            for idx in range(t, WLOAD, PPB):
+                kk = idx // ROWS
+                j = idx - kk * ROWS
+                cc = j // RS
+                rs = j - cc * RS
+                rr = rs // S
+                v = ZERO
+                if k0 + kk < K and c0 + cc < C:
+                    v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
+                W_sh[j, kk] = v
 
     _STAGERS[key] = stage
     return stage
+
+
+_ROW_FMAS: dict[int, object] = {}
+
+
+def _row_fma(k_tile: int):
+    """A device function ``f(acc, base, W_sh, j, v)``: acc[base + kk] += v * W_sh[j, kk] for kk <
+    k_tile, the weight row read 4 filters per 128-bit shared load when k_tile is a multiple of 4
+    (one LDS.128 per 4 multiply-adds instead of one load each). Inlined with constant ``base`` so
+    that acc is indexed by constants and stays in registers."""
+    if k_tile in _ROW_FMAS:
+        return _ROW_FMAS[k_tile]
+    KT, WS = k_tile, weight_row_floats(k_tile)
+
+    if k_tile % 4 == 0:
+        @cuda.jit(device=True, inline="always")
+        def row_fma(acc, base, W_sh, j, v):
+            row = j * WS
+            for q in range(KT // 4):
+                w0, w1, w2, w3 = load4(W_sh, row + 4 * q)
+                acc[base + 4 * q] += v * w0
+                acc[base + 4 * q + 1] += v * w1
+                acc[base + 4 * q + 2] += v * w2
+                acc[base + 4 * q + 3] += v * w3
+    else:
+        @cuda.jit(device=True, inline="always")
+        def row_fma(acc, base, W_sh, j, v):
+            for kk in range(KT):
+                acc[base + kk] += v * W_sh[j, kk]
+
+    _ROW_FMAS[k_tile] = row_fma
+    return row_fma
 
 
 @cuda.jit(device=True, inline="always")
@@ -169,7 +228,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     register accumulator each). Threads with g >= N*P*Q take part in every barrier and do nothing else.
 
     Per chunk of ``c_chunk`` input channels: (1) the block stages w[k0:k0+k_tile, c0:c0+c_chunk] into
-    W_sh[j][kk], j = cc*R*S + r*S + s, rows padded to k_tile+1 floats (bank conflicts), zero where
+    W_sh[j][kk], j = cc*R*S + r*S + s (rows of ``weight_row_floats(k_tile)`` floats), zero where
     k >= K or c >= C; consecutive threads read consecutive j of one filter (coalesced); barrier.
     (2) ECR (Sec. IV-C, Algorithm 1): the thread loads its window (cc, r, s) from global memory into
     registers (padding and channels >= C read as 0), then appends every nonzero to its column of F_val[cnt][t] with its
@@ -186,7 +245,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK
     KT = k_tile
-    KT1 = k_tile + 1
+    WS = weight_row_floats(k_tile)
     CC = c_chunk
     R = r
     S = s
@@ -196,6 +255,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     WIN = ROWS if CC <= MAX_TWO_PHASE_CHUNK else 1        # the two-phase scan's registers
     compress = _compressor(CC if SPARSE else 1, R, S)              # unused by the dense twin
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
+    row_fma = _row_fma(k_tile)
 
     @cuda.jit
     def conv(x, w, y, pad):
@@ -220,7 +280,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
             ow = rem - oh * Q
         ih0 = oh * ST - pad
         iw0 = ow * ST - pad
-        W_sh = cuda.shared.array((ROWS, KT1), float32)
+        W_sh = cuda.shared.array((ROWS, WS), float32, alignment=SHARED_ALIGNMENT)
         if SPARSE:
             F_val = cuda.shared.array((ROWS, PPB), float32)
             F_idx = cuda.shared.array((ROWS, PPB), int32)
@@ -235,10 +295,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
             if SPARSE:
                 cnt = compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 for i in range(cnt):
-                    v = F_val[i, t]
-                    j = F_idx[i, t]
-                    for kk in range(KT):
-                        acc[kk] += v * W_sh[j, kk]
+                    row_fma(acc, 0, W_sh, F_idx[i, t], F_val[i, t])
             else:
                 if active:
                     for cc in range(CC):
@@ -249,9 +306,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
                                 v = ZERO
                                 if c0 + cc < C and ih >= 0 and ih < H and iw >= 0 and iw < W:
                                     v = x[n, c0 + cc, ih, iw]
-                                j = cc * RS + rr * S + ss
-                                for kk in range(KT):
-                                    acc[kk] += v * W_sh[j, kk]
+                                row_fma(acc, 0, W_sh, cc * RS + rr * S + ss, v)
             cuda.syncthreads()
         if active:
             # Four calls covering at most 8 filters each, not one loop over KT: a loop of 32 stores
@@ -301,7 +356,7 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK
     KT = k_tile
-    KT1 = k_tile + 1
+    WS = weight_row_floats(k_tile)
     CC = c_chunk
     R = r
     S = s
@@ -318,6 +373,7 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     WIN = ELEMS if CC <= MAX_TWO_PHASE_CHUNK else 1
     compress = _compressor(CC if SPARSE else 1, PH, PW)            # unused by the dense twin
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
+    row_fma = _row_fma(k_tile)
 
     @cuda.jit(device=True, inline="always")
     def scatter_row(acc, W_sh, v, cc, py, px, dy):
@@ -326,10 +382,7 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
             for dx in range(POOL):
                 ss = px - dx * ST
                 if ss >= 0 and ss < S:
-                    j = cc * RS + rr * S + ss
-                    base = (dy * POOL + dx) * KT
-                    for kk in range(KT):
-                        acc[base + kk] += v * W_sh[j, kk]
+                    row_fma(acc, (dy * POOL + dx) * KT, W_sh, cc * RS + rr * S + ss, v)
 
     @cuda.jit(device=True, inline="always")
     def scatter(acc, W_sh, v, cc, py, px):
@@ -371,7 +424,7 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
             pw = rem - ph * QO
         ih0 = ph * PS * ST - pad
         iw0 = pw * PS * ST - pad
-        W_sh = cuda.shared.array((ROWS, KT1), float32)
+        W_sh = cuda.shared.array((ROWS, WS), float32, alignment=SHARED_ALIGNMENT)
         if SPARSE:
             F_val = cuda.shared.array((ELEMS, PPB), float32)
             F_idx = cuda.shared.array((ELEMS, PPB), int32)

@@ -8,8 +8,9 @@ Convolution kernels (``ecr`` and its dense twin ``direct``): a block owns ``pixe
 consecutive output pixels of the flattened (image, row, column) index, one thread each, and a tile of
 ``k_tile`` filters (each thread keeps ``k_tile`` accumulators). Grid x = pixel tiles (fastest), grid
 y = filter tiles. The input channels are visited in chunks of ``c_chunk`` channels; per chunk the
-block stages the chunk's weights in shared memory (``[c_chunk*R*S][k_tile + 1]``, rows padded by one
-float against bank conflicts), then
+block stages the chunk's weights in shared memory (``[c_chunk*R*S][weight_row_floats(k_tile)]``:
+rows of k_tile + 4 floats when k_tile is a multiple of 4, read 4 filters at a time by one 128-bit load
+and 16-byte aligned, else k_tile + 1; the padding spreads a warp's rows over the banks), then
 
 - ``ecr``: each thread scans its window (c_chunk x R x S values), writes the nonzeros and their
   weight-row index into shared memory (``[c_chunk*R*S][pixels_per_block]`` float32 and int32), and
@@ -43,6 +44,12 @@ CONV_K_TILES = (32, 16, 8, 4)
 FUSED_K_TILES = (8, 4, 2)
 WINDOW_ELEMENTS_PER_CHUNK = 36      # c_chunk * R * S (conv) or c_chunk * patch (fused) at most
 MIN_BLOCKS_PER_SM = 2
+
+
+def weight_row_floats(k_tile: int) -> int:
+    """Floats per staged weight row: k_tile + 4 when the kernels read the row 4 filters at a time
+    (k_tile a multiple of 4; rows stay 16-byte aligned), else k_tile + 1 (scalar reads)."""
+    return k_tile + 4 if k_tile % 4 == 0 else k_tile + 1
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class SparseTiling:
     def shared_bytes(self, problem: ConvProblem) -> int:
         """Static shared memory of one block: staged weights, plus the compressed window for the
         sparse kinds (values float32 + weight-row indices int32)."""
-        weights = self.weight_rows(problem) * (self.k_tile + 1) * 4
+        weights = self.weight_rows(problem) * weight_row_floats(self.k_tile) * 4
         if self.kind in ("ecr", "pecr"):
             return weights + self.chunk_elements * self.pixels_per_block * 8
         return weights
