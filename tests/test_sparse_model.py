@@ -343,3 +343,17 @@ def test_committed_sparse_predictions_are_reproduced():
         x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(float(r["sparsity"]), r["pattern"], seed=int(r["seed"])))
         graph, schedule, _ = lower_sparse(p, r["op"], spec.sm_count, x=x, k_tile=int(r["k_tile"]))
         assert kernel_us(simulate(graph, schedule, spec)) == pytest.approx(float(r["predicted_us"]), rel=1e-9)
+
+
+def test_sparse_bench_times_finds_close_cudnn_algorithms_itself():
+    """cuDNN's Find timing is one noisy sample: the bench re-times Find's successful algorithms within
+    1.5x of its fastest (at most 4), failures and slow ones left out."""
+    from experiments.sparse_bench import cudnn_candidates
+    from gpu.cudnn_legacy import AlgoResult
+
+    def r(algo, t, ok=True):
+        return AlgoResult(algo, "CUDNN_STATUS_SUCCESS" if ok else "CUDNN_STATUS_NOT_SUPPORTED", t, 0, "FMA", ok)
+
+    found = [r("FFT", 0.30), r("IMPLICIT_GEMM", 0.10), r("IMPLICIT_PRECOMP_GEMM", 0.12), r("GEMM", 0.14),
+             r("WINOGRAD", 0.05, ok=False), r("DIRECT", float("nan")), r("FFT_TILING", 0.149), r("WINOGRAD_NONFUSED", 0.16)]
+    assert cudnn_candidates(found) == ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "FFT_TILING"]
