@@ -155,6 +155,12 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
         # launches queue no faster than Numba dispatches them): they are left out of the fit.
         floor_ms = HOST_BOUND_FACTOR * spec.kernel_launch_ns / 1e6
         kind_rows = [r for r in rows if r["kind"] == kind and float(r["median_ms"]) >= floor_ms]
+        if kind not in CONV_KINDS:
+            # ReLU and max-pool: only the large map. On the calibration problems their device time is
+            # 1-5 us, below the host's launch cost, so those rows time the host, and one that a host
+            # stall pushed above the floor (57 us against 18-24 us, the first case of a run) would
+            # otherwise be fitted as device time.
+            kind_rows = [r for r in kind_rows if r["problem"] == ELEMENTWISE_PROBLEM]
         if not kind_rows:
             raise SpecError(f"sparse calibration: no measured rows of kind {kind!r} above the host-bound floor "
                             f"{floor_ms * 1e3:.1f} us")
