@@ -54,10 +54,11 @@ CONV_KINDS = ("ecr", "pecr", "direct", "direct_fused")
 ELEMENTWISE_FREE = ("ns_per_other_op", "fixed_ns")
 SHARING_FIELD = {"share": "block_sm_share", "ready": "block_sm_ready"}
 BOUNDS = {"compute_efficiency": (0.005, 1.0), "ns_per_other_op": (1e-6, 10.0), "fixed_ns": (0.0, 100_000.0),
-          "block_sm_share": (0.02, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0)}
+          "block_sm_share": (0.02, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0),
+          "ns_per_iteration": (0.0, 10_000.0)}
 START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3,
-         "block_sm_ready": 0.3, "ns_per_step": 200.0}
-LINEAR = ("fixed_ns", "ns_per_step")     # fitted in us, linearly; the others in log space
+         "block_sm_ready": 0.3, "ns_per_step": 200.0, "ns_per_iteration": 20.0}
+LINEAR = ("fixed_ns", "ns_per_step", "ns_per_iteration")     # fitted in us, linearly; the others in log space
 
 
 def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
@@ -66,7 +67,8 @@ def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
         raise SpecError(f"sharing={sharing!r} is not allowed: use one of {', '.join(SHARING_FIELD)}")
     if kind not in CONV_KINDS:
         return ELEMENTWISE_FREE
-    return ("compute_efficiency", "ns_per_other_op", "fixed_ns", SHARING_FIELD[sharing], "ns_per_step")
+    return ("compute_efficiency", "ns_per_other_op", "fixed_ns", SHARING_FIELD[sharing], "ns_per_step",
+            "ns_per_iteration")
 
 
 FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}

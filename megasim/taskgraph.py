@@ -17,6 +17,9 @@ memory regions they touch:
 - ``serial_steps[i]`` (optional, None = none): barrier-separated steps the task runs one after the
   other (e.g. the channel chunks of a sparse kernel); each adds the kind's ``TaskCost.ns_per_step`` of
   latency, which co-resident blocks hide (it delays the task, it does not occupy the SM).
+- ``serial_iterations[i]`` (optional, None = none): dependent loop iterations on the task's critical
+  path (e.g. a sparse kernel's busiest thread's stored nonzeros, summed over its chunks); each adds
+  the kind's ``TaskCost.ns_per_iteration`` of latency, hidden the same way.
 - Memory accesses, in CSR form: task i's accesses are rows ``access_ptr[i]:access_ptr[i+1]`` of
   ``access_region``, ``access_part_lo``, ``access_part_hi``, ``access_bytes``, ``access_write``.
   A *region* is a tensor slice that the L2 model tracks as a unit: it has ``region_parts[r]`` equal
@@ -80,6 +83,7 @@ class TaskGraph:
     persistent_registers: int = 0
     other_ops: np.ndarray | None = None   # float64 (T,) or None
     serial_steps: np.ndarray | None = None  # float64 (T,) or None
+    serial_iterations: np.ndarray | None = None  # float64 (T,) or None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -111,7 +115,7 @@ class TaskGraph:
     def validate(self) -> None:
         """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
         t = self.num_tasks
-        for name in ("other_ops", "serial_steps"):
+        for name in ("other_ops", "serial_steps", "serial_iterations"):
             arr = getattr(self, name)
             if arr is not None and (arr.shape != (t,) or np.any(arr < 0)):
                 raise MegasimError(f"TaskGraph.{name} must have shape ({t},) and be >= 0")
@@ -173,7 +177,7 @@ class TaskGraph:
                 h.update(str(arr.dtype).encode())
                 h.update(str(arr.shape).encode())
                 h.update(arr.tobytes())
-            for name in ("other_ops", "serial_steps"):   # absent from the hash when absent: older hashes hold
+            for name in ("other_ops", "serial_steps", "serial_iterations"):   # absent from the hash when absent: older hashes hold
                 if getattr(self, name) is not None:
                     h.update(name.encode())
                     h.update(np.ascontiguousarray(getattr(self, name), np.float64).tobytes())

@@ -84,9 +84,10 @@ def test_vgg19_layers():
 
 
 # --- lowering: counts against brute force ----------------------------------------------------------------
-def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: int, pool=None):
+def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: int, pool=None, loop=False):
     """Per block (in grid order): sum over warps and chunks of the busiest thread's multiply-add
-    iterations, counted with explicit loops over the kernel's threads."""
+    iterations, counted with explicit loops over the kernel's threads. ``loop``: instead, the sum over
+    chunks of the block's busiest thread's loop iterations (a fused kernel's patch element is one)."""
     t = choose_tiling(problem, kind, sm_count, pool=pool)
     sparse = kind in ("ecr", "pecr")
     fused = kind in ("pecr", "direct_fused")
@@ -124,12 +125,15 @@ def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: i
                                 continue
                             hits = sum(1 for dy in range(t.pool.size) for dx in range(t.pool.size)
                                        if 0 <= py - dy * st < problem.r and 0 <= px - dx * st < problem.s)
-                            total += hits
+                            total += 1 if loop else hits
             counts[g, ch] = total
     tiles_p, tiles_k = grid(problem, t)
     per_tile = []
     for bp in range(tiles_p):
         s = 0.0
+        if loop:
+            per_tile.append(counts[bp * t.threads:(bp + 1) * t.threads].max(axis=0).sum())
+            continue
         for w0 in range(bp * t.threads, (bp + 1) * t.threads, 32):
             warp = counts[w0:min(w0 + 32, pixels)]
             if warp.size:
@@ -159,6 +163,20 @@ def test_fused_issue_counts_match_brute_force(kind, stride, padding, pool):
     graph, _, _ = lower_sparse(p, kind, 4, x=x, pool=pool)
     expected, t = brute_conv_issue(p, x, kind, 4, pool=pool)
     assert np.allclose(graph.flops[graph.tasks_of_kind(kind)], 2 * 32 * t.k_tile * expected)
+
+
+@pytest.mark.parametrize("kind,pool", [("ecr", None), ("direct", None), ("pecr", PoolSpec(2, 2)),
+                                       ("direct_fused", PoolSpec(2, 1))])
+def test_serial_iterations_match_brute_force(kind, pool):
+    """serial_iterations: per block, the busiest thread's loop iterations summed over the chunks."""
+    p = ConvProblem(n=2, c=5, k=6, h=9, w=7, stride=1, padding=1)
+    x = sparse_feature_map((2, 5, 9, 7), SparsitySpec(0.6, seed=4))
+    x[0, :, :4, :4] = 0
+    graph, _, _ = lower_sparse(p, kind, 4, x=x, pool=pool)
+    expected, _ = brute_conv_issue(p, x, kind, 4, pool=pool, loop=True)
+    assert np.allclose(graph.serial_iterations[graph.tasks_of_kind(kind)], expected)
+    zero, _, _ = lower_sparse(p, kind, 4, x=np.zeros_like(x), pool=pool)
+    assert (zero.serial_iterations[zero.tasks_of_kind(kind)] == 0).all() == (kind in ("ecr", "pecr"))
 
 
 def test_dense_input_ecr_issues_as_much_as_direct():
@@ -290,6 +308,20 @@ def test_serial_steps_delay_a_task_but_do_not_occupy_the_sm():
     assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(230.0)
     with pytest.raises(Exception, match="serial_steps"):
         dataclasses.replace(base, serial_steps=np.array([1.0])).validate()
+
+
+def test_serial_iterations_are_priced_as_latency():
+    base = compute_graph([100.0, 100.0], kind_kw=dict(threads=128))
+    graph = dataclasses.replace(base, serial_iterations=np.array([4.0, 2.0]))
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2,
+                    task_costs={"default": TaskCost(1.0, 0.0, ns_per_iteration=10.0)})
+    # Block 0 waits 40 ns, block 1 20 ns: block 1 computes alone from 20 to 40 ns (20 of its 100), then
+    # both share the SM: block 1 finishes at 40 + 2 * 80 = 200 ns, block 0 then has 20 left: 220 ns.
+    assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(220.0)
+    with pytest.raises(Exception, match="serial_iterations"):
+        dataclasses.replace(base, serial_iterations=np.array([-1.0, 0.0])).validate()
+    with pytest.raises(Exception, match="ns_per_iteration=-1.0 is not allowed"):
+        TaskCost(1.0, 0.0, ns_per_iteration=-1.0)
 
 
 def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):

@@ -19,7 +19,10 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
 - **Serial steps** (``serial_steps``): the channel chunks, each a staged load, a barrier and a
   dependent scan-multiply sequence; ``TaskCost.ns_per_step`` is their latency, which other resident
   blocks hide (it matters where a layer gives few blocks per SM and many channels: deep layers at
-  batch 1).
+  batch 1). **Serial iterations** (``serial_iterations``): within a chunk the block waits for its
+  busiest thread's multiply loop (stored nonzeros for the sparse kinds, every element for the
+  dense twins), one dependent shared-memory round trip per iteration; summed over the chunks and
+  priced by ``TaskCost.ns_per_iteration`` (hidden the same way).
 - **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
   writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
   (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
@@ -131,20 +134,25 @@ def _per_warp_max(counts: np.ndarray, pixels: int) -> np.ndarray:
     return padded.reshape(chunks, warps, WARP).max(axis=2).sum(axis=0).astype(np.float64)
 
 
-def _conv_counts(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, sparse: bool) -> np.ndarray:
-    """(chunks, pixels) multiply-add iterations per thread, pixels flattened over (n, out row, out col)."""
+def _conv_counts(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, sparse: bool,
+                 loop: bool = False) -> np.ndarray:
+    """(chunks, pixels) multiply-add iterations per thread (``loop``: iterations of its multiply loop,
+    i.e. stored nonzeros or elements, each feeding 1..pool^2 outputs in the fused kinds), pixels
+    flattened over (n, out row, out col)."""
     if tiling.kind in CONV_KINDS:
         weights = np.ones((problem.r, problem.s), np.int32)
         out_hw, step = (problem.out_h, problem.out_w), problem.stride
     else:
         ph, pw = patch_hw(problem, tiling.pool)
         pool = tiling.pool.size
-        # How many of the pool x pool windows use patch position (py, px).
+        # How many of the pool x pool windows use patch position (py, px) (1 each for ``loop``).
         weights = np.zeros((ph, pw), np.int32)
         for dy in range(pool):
             for dx in range(pool):
                 weights[dy * problem.stride:dy * problem.stride + problem.r,
                         dx * problem.stride:dx * problem.stride + problem.s] += 1
+        if loop:
+            weights = np.ones((ph, pw), np.int32)
         out_hw, step = pooled_hw(problem, tiling.pool), problem.stride * tiling.pool.stride
     if not sparse:
         nz = np.ones_like(nz)
@@ -169,6 +177,7 @@ class _GraphParts:
         self.flops: list[np.ndarray] = []
         self.other: list[np.ndarray] = []
         self.steps: list[np.ndarray] = []
+        self.iterations: list[np.ndarray] = []
         self.acc: list[tuple[np.ndarray, ...]] = []     # per kind: task, region, lo, hi, bytes, write
 
     def add_kind(self, name: str, threads: int, registers: int, shared: int) -> int:
@@ -181,13 +190,14 @@ class _GraphParts:
         self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
         return len(self.regions) - 1
 
-    def add_tasks(self, kind: int, group, index, flops, other, accesses, steps=0.0) -> None:
+    def add_tasks(self, kind: int, group, index, flops, other, accesses, steps=0.0, iterations=0.0) -> None:
         self.kind.append(np.full(len(group), kind, np.int16))
         self.group.append(np.asarray(group, np.int32))
         self.index.append(np.asarray(index, np.int32))
         self.flops.append(np.asarray(flops, np.float64))
         self.other.append(np.asarray(other, np.float64))
         self.steps.append(np.broadcast_to(np.asarray(steps, np.float64), (len(group),)))
+        self.iterations.append(np.broadcast_to(np.asarray(iterations, np.float64), (len(group),)))
         self.acc.append(accesses)
 
     def build(self, meta: dict, megakernel_registers: int = 0) -> TaskGraph:
@@ -229,7 +239,8 @@ class _GraphParts:
             kind_registers=np.array([k[2] for k in self.kinds], np.int32),
             kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
             megakernel_registers=megakernel_registers,
-            other_ops=np.concatenate(self.other), serial_steps=np.concatenate(self.steps), meta=meta)
+            other_ops=np.concatenate(self.other), serial_steps=np.concatenate(self.steps),
+            serial_iterations=np.concatenate(self.iterations), meta=meta)
         graph.validate()
         return graph
 
@@ -243,6 +254,10 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     chunks, pixels = counts.shape
     per_warp = _per_warp_max(counts, pixels)
     tiles_p, tiles_k = grid(problem, tiling)
+    # The critical path: per chunk, the loop of the block's busiest thread, summed over the chunks.
+    loops = np.zeros((chunks, tiles_p * tiling.threads), np.int32)
+    loops[:, :pixels] = _conv_counts(problem, tiling, nz, sparse, loop=True)
+    iterations_p = loops.reshape(chunks, tiles_p, tiling.threads).max(axis=2).sum(axis=0).astype(np.float64)
     warps_per_block = tiling.threads // WARP
     padded = np.zeros(tiles_p * warps_per_block)
     padded[:per_warp.size] = per_warp
@@ -307,7 +322,7 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     acc_write.append(np.ones(tasks.size, bool))
     parts.add_tasks(kid, group, index, flops, other,
                     tuple(np.concatenate(v) for v in (acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write)),
-                    steps=float(chunks))
+                    steps=float(chunks), iterations=iterations_p[group])
 
 
 def _elementwise_tasks(parts: _GraphParts, name: str, outputs: int, in_region: int, out_region: int,

@@ -17,7 +17,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   through the L2 model (``L2Cache``) when it becomes ready: hits cost L2 bandwidth, misses and writes
   cost DRAM bandwidth too. The memory phase starts after the latency of its first access
   (``dram_latency_ns`` if any byte misses, else ``l2_latency_ns``) plus the kind's ``fixed_ns``
-  (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``; and the kind's
+  (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``, and ``ns_per_iteration``
+  per serial loop iteration, ``TaskGraph.serial_iterations``; and the kind's
   ``megakernel_fixed_ns`` when the megakernel runs the task: its ticket, counter check and signal),
   and is a job on one shared memory-system server (``SharedServer``) with work
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most its kind's
@@ -129,6 +130,9 @@ class _Run:
         if graph.serial_steps is not None:
             per_step = np.array([spec.task_cost(k).ns_per_step for k in graph.kind_names])
             fixed_ns = fixed_ns + graph.serial_steps * per_step[graph.kind]
+        if graph.serial_iterations is not None:
+            per_iter = np.array([spec.task_cost(k).ns_per_iteration for k in graph.kind_names])
+            fixed_ns = fixed_ns + graph.serial_iterations * per_iter[graph.kind]
         self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (ticket, counters, fence).
         mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.kind_names])
