@@ -389,3 +389,18 @@ def test_sparse_bench_times_finds_close_cudnn_algorithms_itself():
     found = [r("FFT", 0.30), r("IMPLICIT_GEMM", 0.10), r("IMPLICIT_PRECOMP_GEMM", 0.12), r("GEMM", 0.14),
              r("WINOGRAD", 0.05, ok=False), r("DIRECT", float("nan")), r("FFT_TILING", 0.149), r("WINOGRAD_NONFUSED", 0.16)]
     assert cudnn_candidates(found) == ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "FFT_TILING"]
+
+
+def test_row_conflict_counts_on_hand_made_warps():
+    """experiments.sparse_row_conflicts: same row -> 1 distinct row, one wavefront per quarter warp;
+    rows 0, 8, 16, 24 (one bank group at k_tile 32) -> 4 wavefronts per quarter; padding (-1) skipped."""
+    from experiments.sparse_row_conflicts import conflict_stats
+
+    same = np.zeros((32, 2), int)
+    same[:, 1] = -1
+    st = conflict_stats(same, 32)
+    assert st == {"warp_iterations": 1, "active_lanes": 32.0, "distinct_rows": 1.0, "wavefronts_per_load": 4.0}
+    clash = np.stack([8 * (np.arange(32) % 4), np.arange(32)], axis=1)   # iteration 1: rows 0..31, 8 groups
+    st = conflict_stats(clash, 32)
+    assert st["warp_iterations"] == 2 and st["distinct_rows"] == pytest.approx((4 + 32) / 2)
+    assert st["wavefronts_per_load"] == pytest.approx((4 * 4 + 4 * 1) / 2)
