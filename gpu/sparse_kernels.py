@@ -219,8 +219,14 @@ def store8(y, acc, kt, lo, n, k0, K, oh, ow):
             y[n, k0 + kk, oh, ow] = acc[kk]
 
 
-def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int):
+def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, *,
+                probe_same_row: bool = False):
     """The ECR (``sparse``) or direct convolution kernel for one block shape (cached).
+
+    ``probe_same_row`` (a timing probe, its output is WRONG): ECR multiplies every stored nonzero
+    with weight row 0, so all lanes of a warp read the same row each iteration (the row index is still
+    loaded, ``min(j, 0)``); timed beside the real kernel it prices the replays of the 128-bit weight
+    loads when lanes read different rows (``gpu.probe_sparse_rows``).
 
     Launch: ``kern[(ceil(N*P*Q / 128), ceil(K / k_tile)), 128](x, w, y, padding)``; x (N, C, H, W),
     w (K, C, R, S), y (N, K, P, Q), all float32 C-contiguous. Thread t of block (bx, by) owns output
@@ -238,9 +244,10 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     Finally acc[kk] -> y[n, k0+kk, oh, ow] for k < K. F_val / F_idx are written and read by their
     own thread only; the barriers order W_sh. Shared memory: ``conv_shared_bytes``.
     """
-    key = ("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride)
+    key = ("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride) + (("same_row",) if probe_same_row else ())
     if key in _CONV:
         return _CONV[key]
+    SAME_ROW = bool(probe_same_row)
     assert 1 <= k_tile <= 32, "the output stores cover at most 32 filters (four store8 calls)"
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK
@@ -295,7 +302,10 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
             if SPARSE:
                 cnt = compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t)
                 for i in range(cnt):
-                    row_fma(acc, 0, W_sh, F_idx[i, t], F_val[i, t])
+                    j = F_idx[i, t]
+                    if SAME_ROW:
+                        j = min(j, 0)
+                    row_fma(acc, 0, W_sh, j, F_val[i, t])
             else:
                 if active:
                     for cc in range(CC):

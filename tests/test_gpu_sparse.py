@@ -336,3 +336,24 @@ def test_references_agree_with_a_loop():
     np.testing.assert_allclose(ref, loop, rtol=1e-12, atol=1e-12)
     assert pooled_hw(ConvProblem(1, 2, 2, 5, 6, 2, 3, 2, 1), PoolSpec(2, 1)) == \
         sp.reference_conv_relu_maxpool(x, wt, 2, 1, 2, 1).shape[2:]
+
+
+def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
+    """gpu.probe_sparse_rows' probe build: every stored nonzero times weight row 0 of its chunk
+    (w[k, c0, 0, 0]); the same loop as ECR otherwise (checked against that float64 sum)."""
+    p = ConvProblem(n=1, c=6, k=5, h=7, w=6, stride=1, padding=1)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 6, 7, 6)).astype(np.float32)
+    x[rng.random(x.shape) < 0.5] = 0
+    w = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
+    t = choose_tiling(p, "ecr", 4)
+    y = cuda.device_array((1, 5, p.out_h, p.out_w), np.float32)
+    kern = sk.conv_kernel(True, t.k_tile, t.c_chunk, 3, 3, 1, probe_same_row=True)
+    kern[grid(p, t), t.threads](cuda.to_device(x), cuda.to_device(w), y, 1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 5, p.out_h, p.out_w))
+    for c0 in range(0, 6, t.c_chunk):
+        nz_sum = sum(xp[0, c, r:r + p.out_h, s:s + p.out_w] for c in range(c0, min(6, c0 + t.c_chunk))
+                     for r in range(3) for s in range(3))
+        ref[0] += w[:, c0, 0, 0].astype(np.float64)[:, None, None] * nz_sum
+    assert np.abs(y.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
