@@ -103,6 +103,7 @@ def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskG
         other_ops=None if graph.other_ops is None else graph.other_ops[ids],
         serial_steps=None if graph.serial_steps is None else graph.serial_steps[ids],
         serial_iterations=None if graph.serial_iterations is None else graph.serial_iterations[ids],
+        shared_replays=None if graph.shared_replays is None else graph.shared_replays[ids],
         meta={**graph.meta, "subgraph_of_kind": kind})
     local = new_id[np.asarray(order, np.int64)]
     if (local < 0).any():

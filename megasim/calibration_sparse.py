@@ -51,13 +51,15 @@ SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
 CONV_KINDS = ("ecr", "pecr", "direct", "direct_fused")
+REPLAY_KINDS = ("ecr",)         # the kinds whose lowering counts shared-memory replays
 ELEMENTWISE_FREE = ("ns_per_other_op", "fixed_ns")
 SHARING_FIELD = {"share": "block_sm_share", "ready": "block_sm_ready"}
 BOUNDS = {"compute_efficiency": (0.005, 1.0), "ns_per_other_op": (1e-6, 10.0), "fixed_ns": (0.0, 100_000.0),
           "block_sm_share": (0.02, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 100_000.0),
-          "ns_per_iteration": (0.0, 10_000.0)}
+          "ns_per_iteration": (0.0, 10_000.0), "ns_per_replay": (0.0, 100.0)}
 START = {"compute_efficiency": 0.3, "ns_per_other_op": 0.01, "fixed_ns": 1000.0, "block_sm_share": 0.3,
-         "block_sm_ready": 0.3, "ns_per_step": 200.0, "ns_per_iteration": 20.0}
+         "block_sm_ready": 0.3, "ns_per_step": 200.0, "ns_per_iteration": 20.0,
+         "ns_per_replay": 0.01}
 LINEAR = ("fixed_ns", "ns_per_step", "ns_per_iteration")     # fitted in us, linearly; the others in log space
 
 
@@ -67,8 +69,9 @@ def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
         raise SpecError(f"sharing={sharing!r} is not allowed: use one of {', '.join(SHARING_FIELD)}")
     if kind not in CONV_KINDS:
         return ELEMENTWISE_FREE
-    return ("compute_efficiency", "ns_per_other_op", "fixed_ns", SHARING_FIELD[sharing], "ns_per_step",
+    conv = ("compute_efficiency", "ns_per_other_op", "fixed_ns", SHARING_FIELD[sharing], "ns_per_step",
             "ns_per_iteration")
+    return conv + ("ns_per_replay",) if kind in REPLAY_KINDS else conv
 
 
 FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}

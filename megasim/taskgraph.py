@@ -17,6 +17,9 @@ memory regions they touch:
 - ``serial_steps[i]`` (optional, None = none): barrier-separated steps the task runs one after the
   other (e.g. the channel chunks of a sparse kernel); each adds the kind's ``TaskCost.ns_per_step`` of
   latency, which co-resident blocks hide (it delays the task, it does not occupy the SM).
+- ``shared_replays[i]`` (optional, None = none): shared-memory wavefronts the task's loads cost beyond
+  one per load (bank conflicts, lanes of a warp reading different rows); each adds the kind's
+  ``TaskCost.ns_per_replay`` of SM time to its compute phase.
 - ``serial_iterations[i]`` (optional, None = none): dependent loop iterations on the task's critical
   path (e.g. a sparse kernel's busiest thread's stored nonzeros, summed over its chunks); each adds
   the kind's ``TaskCost.ns_per_iteration`` of latency, hidden the same way.
@@ -84,6 +87,7 @@ class TaskGraph:
     other_ops: np.ndarray | None = None   # float64 (T,) or None
     serial_steps: np.ndarray | None = None  # float64 (T,) or None
     serial_iterations: np.ndarray | None = None  # float64 (T,) or None
+    shared_replays: np.ndarray | None = None  # float64 (T,) or None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -115,7 +119,7 @@ class TaskGraph:
     def validate(self) -> None:
         """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
         t = self.num_tasks
-        for name in ("other_ops", "serial_steps", "serial_iterations"):
+        for name in ("other_ops", "serial_steps", "serial_iterations", "shared_replays"):
             arr = getattr(self, name)
             if arr is not None and (arr.shape != (t,) or np.any(arr < 0)):
                 raise MegasimError(f"TaskGraph.{name} must have shape ({t},) and be >= 0")
@@ -177,7 +181,7 @@ class TaskGraph:
                 h.update(str(arr.dtype).encode())
                 h.update(str(arr.shape).encode())
                 h.update(arr.tobytes())
-            for name in ("other_ops", "serial_steps", "serial_iterations"):   # absent from the hash when absent: older hashes hold
+            for name in ("other_ops", "serial_steps", "serial_iterations", "shared_replays"):   # absent from the hash when absent: older hashes hold
                 if getattr(self, name) is not None:
                     h.update(name.encode())
                     h.update(np.ascontiguousarray(getattr(self, name), np.float64).tobytes())

@@ -404,3 +404,70 @@ def test_row_conflict_counts_on_hand_made_warps():
     st = conflict_stats(clash, 32)
     assert st["warp_iterations"] == 2 and st["distinct_rows"] == pytest.approx((4 + 32) / 2)
     assert st["wavefronts_per_load"] == pytest.approx((4 * 4 + 4 * 1) / 2)
+
+
+def brute_row_replays(problem: ConvProblem, x: np.ndarray, sm_count: int) -> tuple[np.ndarray, object]:
+    """Per ECR pixel tile, with explicit loops: per warp, chunk and iteration of the loop, the 128-bit
+    weight loads' wavefronts beyond one (a warp-uniform row: one; else per quarter warp the largest
+    count of distinct rows starting in one 4-bank group), times k_tile / 4 loads."""
+    from megasim.lowering.sparse_tiling import weight_row_floats
+
+    t = choose_tiling(problem, "ecr", sm_count)
+    stride = weight_row_floats(t.k_tile)
+    p_, q_ = problem.out_h, problem.out_w
+    pixels = problem.n * p_ * q_
+    tiles_p, _ = grid(problem, t)
+    out = np.zeros(tiles_p)
+    for c0 in range(0, problem.c, t.c_chunk):
+        lists = []
+        for g in range(pixels):
+            n, rem = divmod(g, p_ * q_)
+            oy, ox = divmod(rem, q_)
+            rows = []
+            for cc in range(t.c_chunk):
+                for r in range(problem.r):
+                    for s in range(problem.s):
+                        ih, iw = oy * problem.stride - problem.padding + r, ox * problem.stride - problem.padding + s
+                        c = c0 + cc
+                        if c < problem.c and 0 <= ih < problem.h and 0 <= iw < problem.w and x[n, c, ih, iw] != 0:
+                            rows.append(cc * problem.r * problem.s + r * problem.s + s)
+            lists.append(rows)
+        for w0 in range(0, pixels, 32):
+            lanes = lists[w0:w0 + 32] + [[]] * max(0, w0 + 32 - pixels)
+            for i in range(max(len(lane) for lane in lanes)):
+                col = [lane[i] if i < len(lane) else None for lane in lanes]
+                active = {j for j in col if j is not None}
+                if len(active) == 1:
+                    wf = 1
+                else:
+                    wf = 0
+                    for qt in range(4):
+                        distinct = {j for j in col[qt * 8:(qt + 1) * 8] if j is not None}
+                        if distinct:
+                            wf += max(sum(1 for j in distinct if (j * stride % 32) // 4 == g) for g in range(8))
+                out[w0 // t.threads] += (wf - 1) * (t.k_tile // 4)
+    return out, t
+
+
+@pytest.mark.parametrize("pattern", ["uniform", "clustered"])
+def test_row_replays_match_brute_force(pattern):
+    p = ConvProblem(n=2, c=9, k=40, h=11, w=13, stride=1, padding=1)
+    x = sparse_feature_map((2, 9, 11, 13), SparsitySpec(0.5, pattern, seed=6))
+    x[1, :, :5, :5] = 0
+    graph, _, _ = lower_sparse(p, "ecr", 4, x=x)
+    expected, t = brute_row_replays(p, x, 4)
+    assert t.k_tile % 4 == 0 and expected.sum() > 0
+    tiles_p, tiles_k = grid(p, t)
+    assert np.allclose(graph.shared_replays[graph.tasks_of_kind("ecr")], np.tile(expected, tiles_k))
+    direct, _, _ = lower_sparse(p, "direct", 4, x=x)
+    assert not direct.shared_replays.any()
+
+
+def test_shared_replays_are_priced_as_sm_time():
+    base = compute_graph([100.0], kind_kw=dict(threads=128))
+    graph = dataclasses.replace(base, shared_replays=np.array([30.0]))
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=1,
+                    task_costs={"default": TaskCost(1.0, 0.0, ns_per_replay=2.0)})
+    assert simulate(graph, one_launch([0]), spec).predicted_ns == pytest.approx(160.0)
+    with pytest.raises(Exception, match="ns_per_replay=-1.0 is not allowed"):
+        TaskCost(1.0, 0.0, ns_per_replay=-1.0)

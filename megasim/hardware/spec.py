@@ -37,7 +37,8 @@ class TaskCost:
     with one block resident runs below peak), and the latency of each of a task's serial steps
     (``TaskGraph.serial_steps``, ``ns_per_step``: a delay that other resident blocks hide) and of
     each dependent loop iteration on its critical path (``TaskGraph.serial_iterations``,
-    ``ns_per_iteration``, hidden the same way).
+    ``ns_per_iteration``, hidden the same way), and the SM time of each shared-memory replay
+    (``TaskGraph.shared_replays``, ``ns_per_replay``).
     Optionally, the DRAM bandwidth one block of the kind can sustain (``block_dram_bw_gbps``: its
     loads in flight over the memory latency; None = the spec's ``tb_max_dram_bw_gbps``, measured
     with a plain read loop) and the extra fixed time of a task when the megakernel runs it
@@ -57,6 +58,7 @@ class TaskCost:
     megakernel_fixed_ns: float = 0.0
     block_sm_ready: float | None = None
     ns_per_iteration: float = 0.0
+    ns_per_replay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.block_sm_ready is not None:
@@ -69,6 +71,8 @@ class TaskCost:
             raise SpecError(f"block_dram_bw_gbps={self.block_dram_bw_gbps!r} is not allowed: it must be > 0")
         if not (self.megakernel_fixed_ns >= 0.0):
             raise SpecError(f"megakernel_fixed_ns={self.megakernel_fixed_ns!r} is not allowed: it must be >= 0")
+        if not (self.ns_per_replay >= 0.0):
+            raise SpecError(f"ns_per_replay={self.ns_per_replay!r} is not allowed: it must be >= 0")
         if not (self.ns_per_iteration >= 0.0):
             raise SpecError(f"ns_per_iteration={self.ns_per_iteration!r} is not allowed: it must be >= 0")
         if not (self.ns_per_step >= 0.0):

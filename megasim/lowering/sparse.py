@@ -23,6 +23,11 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   busiest thread's multiply loop (stored nonzeros for the sparse kinds, every element for the
   dense twins), one dependent shared-memory round trip per iteration; summed over the chunks and
   priced by ``TaskCost.ns_per_iteration`` (hidden the same way).
+- **Shared-memory replays** (``shared_replays``, ECR only): the multiply loop reads each stored
+  nonzero's weight row with 128-bit shared loads; lanes of a warp that read different rows whose
+  starts share banks are served in extra wavefronts (``_row_replays``: counted per warp and loop
+  iteration from the map; ``TaskCost.ns_per_replay`` of SM time each). On a dense map the lanes read
+  one row (a broadcast), so the replays peak at mid sparsity (``gpu.probe_sparse_rows``).
 - **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
   writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
   (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
@@ -52,6 +57,7 @@ from megasim.lowering.sparse_tiling import (
     grid,
     patch_hw,
     pooled_hw,
+    weight_row_floats,
 )
 from megasim.mapping.schedule import Launch, Schedule
 from megasim.taskgraph import TaskGraph
@@ -164,6 +170,58 @@ def _conv_counts(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, spa
     return counts.transpose(1, 0, 2, 3).reshape(counts.shape[1], -1)
 
 
+def _window_bits(nz: np.ndarray, problem: ConvProblem, c_chunk: int, c0: int) -> np.ndarray:
+    """(pixels, c_chunk*R*S) uint64: each conv thread's i-th stored nonzero of the chunk at channel c0
+    as the bit (1 << weight row) (rows in the kernel's compression order cc, r, s), 0 past its count."""
+    n, c, h, w = nz.shape
+    pad, st, r, s = problem.padding, problem.stride, problem.r, problem.s
+    p, q = problem.out_h, problem.out_w
+    padded = np.zeros((n, c_chunk, h + 2 * pad, w + 2 * pad), bool)
+    hi = min(c, c0 + c_chunk)
+    padded[:, :hi - c0, pad:pad + h, pad:pad + w] = nz[:, c0:hi]
+    window = np.stack([padded[:, cc, rr:rr + st * (p - 1) + 1:st, ss:ss + st * (q - 1) + 1:st].reshape(-1)
+                       for cc in range(c_chunk) for rr in range(r) for ss in range(s)], axis=1)
+    rank = np.cumsum(window, axis=1, dtype=np.int8) - 1
+    bits = np.zeros(window.shape, np.uint64)
+    pix, elem = np.nonzero(window)
+    bits[pix, rank[pix, elem]] = np.left_shift(np.uint64(1), elem.astype(np.uint64))
+    return bits
+
+
+def _row_replays(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, tiles_p: int) -> np.ndarray:
+    """Per pixel tile: the shared-memory replays of ECR's 128-bit weight-row loads, summed over its
+    warps, chunks and loop iterations and multiplied by the loads per iteration (k_tile / 4).
+
+    Per warp and iteration, a row the same for every active lane costs one wavefront (a broadcast);
+    otherwise each quarter warp costs the largest number of its distinct rows that start in one 4-bank
+    group (row j starts at word j * weight_row_floats(k_tile)); the replays are the wavefronts beyond
+    one. (The rule fits gpu.probe_sparse_rows on the H200, docs/sparse.md.) Rows are handled as bit
+    sets (at most 64 rows per chunk). Scalar rows (k_tile not a multiple of 4) are not counted."""
+    out = np.zeros(tiles_p)
+    elems = tiling.c_chunk * problem.r * problem.s
+    if tiling.k_tile % 4 or elems > 64:
+        return out
+    stride = weight_row_floats(tiling.k_tile)
+    group_of = (np.arange(elems) * stride % 32) // 4
+    group_masks = [np.uint64(sum(1 << int(j) for j in np.flatnonzero(group_of == g))) for g in range(8)]
+    pixels = problem.n * problem.out_h * problem.out_w
+    warps = -(-pixels // WARP)
+    per_warp = np.zeros(warps)
+    for c0 in range(0, problem.c, tiling.c_chunk):
+        bits = np.zeros((warps * WARP, elems), np.uint64)
+        bits[:pixels] = _window_bits(nz, problem, tiling.c_chunk, c0)
+        quarter = np.bitwise_or.reduce(bits.reshape(warps, 4, 8, elems), axis=2)    # (warps, 4, iterations)
+        warp = np.bitwise_or.reduce(quarter, axis=1)                                  # (warps, iterations)
+        worst = np.zeros(quarter.shape, np.uint8)
+        for gm in group_masks:
+            np.maximum(worst, np.bitwise_count(quarter & gm), out=worst)
+        wavefronts = worst.sum(axis=1, dtype=np.int32)
+        wavefronts = np.where(np.bitwise_count(warp) == 1, 1, wavefronts)
+        per_warp += np.where(warp != 0, wavefronts - 1, 0).sum(axis=1)
+    np.add.at(out, np.arange(warps) * WARP // tiling.threads, per_warp)
+    return out * (tiling.k_tile // 4)
+
+
 class _GraphParts:
     """Accumulates tasks, accesses and regions of a (possibly multi-kernel) plain-kernel graph."""
 
@@ -178,6 +236,7 @@ class _GraphParts:
         self.other: list[np.ndarray] = []
         self.steps: list[np.ndarray] = []
         self.iterations: list[np.ndarray] = []
+        self.replays: list[np.ndarray] = []
         self.acc: list[tuple[np.ndarray, ...]] = []     # per kind: task, region, lo, hi, bytes, write
 
     def add_kind(self, name: str, threads: int, registers: int, shared: int) -> int:
@@ -190,7 +249,8 @@ class _GraphParts:
         self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
         return len(self.regions) - 1
 
-    def add_tasks(self, kind: int, group, index, flops, other, accesses, steps=0.0, iterations=0.0) -> None:
+    def add_tasks(self, kind: int, group, index, flops, other, accesses, steps=0.0, iterations=0.0,
+                  replays=0.0) -> None:
         self.kind.append(np.full(len(group), kind, np.int16))
         self.group.append(np.asarray(group, np.int32))
         self.index.append(np.asarray(index, np.int32))
@@ -198,6 +258,7 @@ class _GraphParts:
         self.other.append(np.asarray(other, np.float64))
         self.steps.append(np.broadcast_to(np.asarray(steps, np.float64), (len(group),)))
         self.iterations.append(np.broadcast_to(np.asarray(iterations, np.float64), (len(group),)))
+        self.replays.append(np.broadcast_to(np.asarray(replays, np.float64), (len(group),)))
         self.acc.append(accesses)
 
     def build(self, meta: dict, megakernel_registers: int = 0) -> TaskGraph:
@@ -240,7 +301,8 @@ class _GraphParts:
             kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
             megakernel_registers=megakernel_registers,
             other_ops=np.concatenate(self.other), serial_steps=np.concatenate(self.steps),
-            serial_iterations=np.concatenate(self.iterations), meta=meta)
+            serial_iterations=np.concatenate(self.iterations), shared_replays=np.concatenate(self.replays),
+            meta=meta)
         graph.validate()
         return graph
 
@@ -258,6 +320,7 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     loops = np.zeros((chunks, tiles_p * tiling.threads), np.int32)
     loops[:, :pixels] = _conv_counts(problem, tiling, nz, sparse, loop=True)
     iterations_p = loops.reshape(chunks, tiles_p, tiling.threads).max(axis=2).sum(axis=0).astype(np.float64)
+    replays_p = _row_replays(problem, tiling, nz, tiles_p) if tiling.kind == "ecr" else np.zeros(tiles_p)
     warps_per_block = tiling.threads // WARP
     padded = np.zeros(tiles_p * warps_per_block)
     padded[:per_warp.size] = per_warp
@@ -322,7 +385,7 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     acc_write.append(np.ones(tasks.size, bool))
     parts.add_tasks(kid, group, index, flops, other,
                     tuple(np.concatenate(v) for v in (acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write)),
-                    steps=float(chunks), iterations=iterations_p[group])
+                    steps=float(chunks), iterations=iterations_p[group], replays=replays_p[group])
 
 
 def _elementwise_tasks(parts: _GraphParts, name: str, outputs: int, in_region: int, out_region: int,

@@ -24,7 +24,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most its kind's
   ``block_dram_bw_gbps`` (default ``tb_max_dram_bw_gbps``) of it (water-filling, as below, when
   the kinds of a launch differ). The compute phase is a job on its SM's server, work
-  ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op`` ns, shared equally by
+  ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op + shared_replays *
+  ns_per_replay`` ns, shared equally by
   the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
   gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give
@@ -118,6 +119,9 @@ class _Run:
         if graph.other_ops is not None:
             per_op = np.array([spec.task_cost(k).ns_per_other_op for k in graph.kind_names])
             compute_ns = compute_ns + graph.other_ops * per_op[graph.kind]
+        if graph.shared_replays is not None:
+            per_replay = np.array([spec.task_cost(k).ns_per_replay for k in graph.kind_names])
+            compute_ns = compute_ns + graph.shared_replays * per_replay[graph.kind]
         self.compute_ns = compute_ns.tolist()
         self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
         # Kinds that give block_sm_ready share their SM by the independent-stall rule
