@@ -258,12 +258,14 @@ def test_sparse_calibration_recovers_known_costs(sharing):
     cases = ecr[:8] + ecr[16:24]        # problems 1, 2, 5, 6: few and many chunks, few and many blocks
     graphs = [case_graph(c, spec.sm_count) for c in cases]
     field = SHARING_FIELD[sharing]
-    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, ns_per_step=300.0, **{field: 0.35})
+    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, ns_per_step=300.0, ns_per_iteration=20.0,
+                    ns_per_replay=0.2, **{field: 0.35})
     measured = _simulated_us(spec, "ecr", true, graphs)
     fit = fit_kind(spec, "ecr", graphs, measured, max_evals=300, sharing=sharing)
     got = fit["cost"]
     assert fit["rms_log_error"] < 1e-4
-    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", field, "ns_per_step"):
+    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", field, "ns_per_step", "ns_per_iteration",
+                 "ns_per_replay"):
         assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-2)
 
 
