@@ -140,18 +140,23 @@ def _weight_stager(k_tile: int, c_chunk: int, r: int, s: int):
     WLOAD, PPB = ROWS * k_tile, PIXELS_PER_BLOCK
     WS = weight_row_floats(k_tile)
 
+    @cuda.jit(device=True, inline="always")
+    def slot(idx):
+        """idx -> (filter slot, weight row j, its channel cc, filter row rr, filter column ss), j fastest."""
+        f = idx // ROWS
+        j = idx - f * ROWS
+        cc = j // RS
+        rs = j - cc * RS
+        rr = rs // S
+        return f, j, cc, rr, rs - rr * S
+
     if k_tile % 4 == 0:
         QLOAD = ROWS * (k_tile // 4)
 
         @cuda.jit(device=True, inline="always")
         def stage(W_sh, w, k0, c0, K, C, t):
             for idx in range(t, QLOAD, PPB):
-                kq = idx // ROWS
-                j = idx - kq * ROWS
-                cc = j // RS
-                rs = j - cc * RS
-                rr = rs // S
-                ss = rs - rr * S
+                kq, j, cc, rr, ss = slot(idx)
                 k = k0 + 4 * kq
                 c_ok = c0 + cc < C
                 v0 = w[k, c0 + cc, rr, ss] if c_ok and k < K else ZERO
@@ -163,14 +168,10 @@ def _weight_stager(k_tile: int, c_chunk: int, r: int, s: int):
         @cuda.jit(device=True, inline="always")
         def stage(W_sh, w, k0, c0, K, C, t):
             for idx in range(t, WLOAD, PPB):
-                kk = idx // ROWS
-                j = idx - kk * ROWS
-                cc = j // RS
-                rs = j - cc * RS
-                rr = rs // S
+                kk, j, cc, rr, ss = slot(idx)
                 v = ZERO
                 if k0 + kk < K and c0 + cc < C:
-                    v = w[k0 + kk, c0 + cc, rr, rs - rr * S]
+                    v = w[k0 + kk, c0 + cc, rr, ss]
                 W_sh[j, kk] = v
 
     _STAGERS[key] = stage

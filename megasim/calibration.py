@@ -40,7 +40,7 @@ from megasim.hardware.spec import OPTIONAL_FIELDS, GPUSpec, TaskCost, spec_field
 from megasim.mapping import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import simulate
-from megasim.taskgraph import TaskGraph
+from megasim.taskgraph import OPTIONAL_TASK_ARRAYS, TaskGraph
 from megasim.workloads import parse_layer
 
 CALIBRATION_LAYERS = ("resnet-1", "vgg-3")   # small C / large C; the diagnose layers of issue 3
@@ -100,10 +100,7 @@ def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskG
         access_region=graph.access_region[rows], access_part_lo=graph.access_part_lo[rows],
         access_part_hi=graph.access_part_hi[rows], access_part_step=graph.access_part_step[rows],
         access_bytes=graph.access_bytes[rows], access_write=graph.access_write[rows],
-        other_ops=None if graph.other_ops is None else graph.other_ops[ids],
-        serial_steps=None if graph.serial_steps is None else graph.serial_steps[ids],
-        serial_iterations=None if graph.serial_iterations is None else graph.serial_iterations[ids],
-        shared_replays=None if graph.shared_replays is None else graph.shared_replays[ids],
+        **{name: None if getattr(graph, name) is None else getattr(graph, name)[ids] for name in OPTIONAL_TASK_ARRAYS},
         meta={**graph.meta, "subgraph_of_kind": kind})
     local = new_id[np.asarray(order, np.int64)]
     if (local < 0).any():

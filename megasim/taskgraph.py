@@ -57,6 +57,12 @@ import numpy as np
 
 from megasim.errors import MegasimError
 
+# The optional per-task cost arrays, each with the TaskCost field that prices it: the SM costs add SM
+# time to the task's compute phase, the latencies delay its memory phase (``megasim.sim.engine``).
+PER_TASK_SM_COSTS = (("other_ops", "ns_per_other_op"), ("shared_replays", "ns_per_replay"))
+PER_TASK_LATENCIES = (("serial_steps", "ns_per_step"), ("serial_iterations", "ns_per_iteration"))
+OPTIONAL_TASK_ARRAYS = ("other_ops", "serial_steps", "serial_iterations", "shared_replays")   # hash order
+
 
 @dataclass(frozen=True, eq=False)
 class TaskGraph:
@@ -119,7 +125,7 @@ class TaskGraph:
     def validate(self) -> None:
         """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
         t = self.num_tasks
-        for name in ("other_ops", "serial_steps", "serial_iterations", "shared_replays"):
+        for name in OPTIONAL_TASK_ARRAYS:
             arr = getattr(self, name)
             if arr is not None and (arr.shape != (t,) or np.any(arr < 0)):
                 raise MegasimError(f"TaskGraph.{name} must have shape ({t},) and be >= 0")
@@ -181,7 +187,7 @@ class TaskGraph:
                 h.update(str(arr.dtype).encode())
                 h.update(str(arr.shape).encode())
                 h.update(arr.tobytes())
-            for name in ("other_ops", "serial_steps", "serial_iterations", "shared_replays"):   # absent from the hash when absent: older hashes hold
+            for name in OPTIONAL_TASK_ARRAYS:   # absent from the hash when absent: older hashes hold
                 if getattr(self, name) is not None:
                     h.update(name.encode())
                     h.update(np.ascontiguousarray(getattr(self, name), np.float64).tobytes())

@@ -318,7 +318,8 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     tiles_p, tiles_k = grid(problem, tiling)
     # The critical path: per chunk, the loop of the block's busiest thread, summed over the chunks.
     loops = np.zeros((chunks, tiles_p * tiling.threads), np.int32)
-    loops[:, :pixels] = _conv_counts(problem, tiling, nz, sparse, loop=True)
+    # (for the conv kinds the loop count is the multiply-add count itself)
+    loops[:, :pixels] = counts if tiling.kind in CONV_KINDS else _conv_counts(problem, tiling, nz, sparse, loop=True)
     iterations_p = loops.reshape(chunks, tiles_p, tiling.threads).max(axis=2).sum(axis=0).astype(np.float64)
     replays_p = _row_replays(problem, tiling, nz, tiles_p) if tiling.kind == "ecr" else np.zeros(tiles_p)
     warps_per_block = tiling.threads // WARP

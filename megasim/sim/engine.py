@@ -65,7 +65,7 @@ from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.sim.result import SimResult
 from megasim.sim.servers import CappedSharedServer, ReadinessSharedServer, SharedServer
-from megasim.taskgraph import TaskGraph
+from megasim.taskgraph import PER_TASK_LATENCIES, PER_TASK_SM_COSTS, TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
 
@@ -106,6 +106,18 @@ def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOp
     return _Run(graph, spec, options or SimOptions()).run(schedule, wall)
 
 
+def _priced(graph: TaskGraph, spec: GPUSpec, pairs) -> np.ndarray | float:
+    """Sum over (per-task array, TaskCost field) pairs of array * the task's kind's price (ns); the
+    arrays a graph does not give add nothing."""
+    total = 0.0
+    for name, field in pairs:
+        arr = getattr(graph, name)
+        if arr is not None:
+            price = np.array([getattr(spec.task_cost(k), field) for k in graph.kind_names])
+            total = total + arr * price[graph.kind]
+    return total
+
+
 class _Run:
     """The mutable state of one simulation; used once."""
 
@@ -115,13 +127,7 @@ class _Run:
         t = graph.num_tasks
         eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.kind_names])
         fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.kind_names])
-        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind])
-        if graph.other_ops is not None:
-            per_op = np.array([spec.task_cost(k).ns_per_other_op for k in graph.kind_names])
-            compute_ns = compute_ns + graph.other_ops * per_op[graph.kind]
-        if graph.shared_replays is not None:
-            per_replay = np.array([spec.task_cost(k).ns_per_replay for k in graph.kind_names])
-            compute_ns = compute_ns + graph.shared_replays * per_replay[graph.kind]
+        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, spec, PER_TASK_SM_COSTS)
         self.compute_ns = compute_ns.tolist()
         self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
         # Kinds that give block_sm_ready share their SM by the independent-stall rule
@@ -130,13 +136,7 @@ class _Run:
         self.block_ready = [1.0 if r is None else r for r in ready]
         self.ready_kinds = {k for k, r in enumerate(ready) if r is not None}
         self._sms_ready: list | None = None
-        fixed_ns = fixed[graph.kind]
-        if graph.serial_steps is not None:
-            per_step = np.array([spec.task_cost(k).ns_per_step for k in graph.kind_names])
-            fixed_ns = fixed_ns + graph.serial_steps * per_step[graph.kind]
-        if graph.serial_iterations is not None:
-            per_iter = np.array([spec.task_cost(k).ns_per_iteration for k in graph.kind_names])
-            fixed_ns = fixed_ns + graph.serial_iterations * per_iter[graph.kind]
+        fixed_ns = fixed[graph.kind] + _priced(graph, spec, PER_TASK_LATENCIES)
         self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (ticket, counters, fence).
         mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.kind_names])
