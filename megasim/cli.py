@@ -260,13 +260,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
     if args.mappings < 1:
         raise MegasimError(f"--mappings {args.mappings} is not allowed: it must be at least 1")
+    for name in ("repeats", "rounds"):
+        if getattr(args, name) < 1:
+            raise MegasimError(f"--{name} {getattr(args, name)} is not allowed: it must be at least 1")
     if args.measured:
         rows = [r for r in read_rows(args.measured) if r["layer"] in layers]
         device = rows[0]["device"] if rows else "unknown"
     else:
         validate = _gpu_module("validate")
         device = validate.device_name()
-        rows = validate.measure(layers, args.mappings, repeats=args.repeats)
+        rows = validate.measure(layers, args.mappings, repeats=args.repeats, rounds=args.rounds)
     import re
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") or "unknown-device"
     out = Path(args.out or f"experiments/results/{slug}")
@@ -402,7 +405,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")
     p.add_argument("--spec", required=True, help="the GPU spec file the predictions use")
     p.add_argument("--mappings", type=int, default=16, help="mappings per layer (default 16)")
-    p.add_argument("--repeats", type=int, default=10, help="timed runs per mapping (default 10)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs per mapping and round (default 10)")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="rounds over a layer's mappings, timed round-robin (default 6; the summary's "
+                        "measurement repeatability needs >= 2)")
     p.add_argument("--out", help="results folder (default experiments/results/<device>)")
     p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")

@@ -5,6 +5,8 @@
   default parameters, an Algorithm 1 grid (M at its tightest D_IG/D_GO; D_IG and D_GO widened at
   M = 4), t = 32 and a persistent grid at the defaults, then Algorithm 1 with random parameters within
   the valid ranges (M from 1..16, D_IG and D_GO 1-8x / 1-4x their smallest valid values for that M).
+  Parameter sets that give the same program (TaskGraph and task maps) are measured once: the first
+  label keeps it.
 - metrics on (predicted, measured) pairs: MAPE, max error, Kendall tau, pairwise ranking accuracy,
   regret of the model's choice, and the fused-over-non-fused speedup, per layer and overall
   (``summarize``). CPU-only; `gpu.validate` supplies the measurements.
@@ -21,37 +23,39 @@ import numpy as np
 from megasim.errors import MappingError
 from megasim.lowering.winograd import lower_winograd
 from megasim.mapping import Algorithm1Params, algorithm1, default_params
-from megasim.plan import Plan
+from megasim.plan import Plan, build
 from megasim.workloads.problem import ConvProblem
 
 TARGETS = {"points": 200, "mape": 0.10, "pairwise_accuracy": 0.85, "regret": 0.05, "speedup_error": 0.10}
 CSV_COLUMNS = ("layer", "schedule", "label", "params", "spec", "predicted_us", "measured_us", "spread_us",
-               "min_us", "max_us", "repeats", "taskgraph_hash", "device", "git_sha")
+               "min_us", "max_us", "repeats", "taskgraph_hash", "device", "git_sha", "round_us")
 
 
-def _plan_key(plan: Plan) -> tuple[str, str]:
-    return plan.schedule, plan.param_string()
+def program_key(problem: ConvProblem, plan: Plan) -> tuple[str, str]:
+    """What the GPU runs for ``plan``: the TaskGraph's hash and the schedule's (its task maps, execution
+    style and dispatch). Two parameter sets with the same key are one program: Algorithm 1's D_IG or
+    D_GO beyond the layer's tile or k-tile count change the parameters but not the map."""
+    graph, schedule, _ = build(problem, plan)
+    return graph.hash, schedule.hash
 
 
 def validation_plans(problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Plan]]:
-    """Up to ``n`` distinct (label, resolved Plan) of one layer, in a fixed order (deterministic)."""
-    base = Plan()
-    graph = lower_winograd(problem, base.config)
+    """Up to ``n`` (label, resolved Plan) of one layer, each a different program (``program_key``), in
+    a fixed order (deterministic)."""
     out: list[tuple[str, Plan]] = []
     seen: set = set()
+    graph = lower_winograd(problem, Plan().config)
 
     def add(label: str, plan: Plan) -> None:
         if len(out) >= n:
             return
         try:
-            g = graph if plan.config == base.config else lower_winograd(problem, plan.config)
-            plan = plan.resolved(g)
-            if plan.schedule == "fused":
-                algorithm1(g, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
+            built, schedule, plan = build(problem, plan)
         except MappingError:
             return
-        if _plan_key(plan) not in seen:
-            seen.add(_plan_key(plan))
+        key = (built.hash, schedule.hash)
+        if key not in seen:
+            seen.add(key)
             out.append((label, plan))
 
     def scaled(m: int, x_ig: float, x_go: float) -> Plan | None:
@@ -122,12 +126,48 @@ def pairwise_accuracy(pred, meas) -> float:
     predicted tie counts a half); nan when no pair differs."""
     p, m = _arrays(pred, meas)
     i, j = np.triu_indices(p.size, 1)
-    dm, dp = np.sign(m[i] - m[j]), np.sign(p[i] - p[j])
-    keep = dm != 0
+    keep = m[i] != m[j]
     if not keep.any():
         return math.nan
-    score = np.where(dp[keep] == dm[keep], 1.0, np.where(dp[keep] == 0, 0.5, 0.0))
-    return float(score.mean())
+    return _paired_accuracy(p[i[keep]], p[j[keep]], m[i[keep]], m[j[keep]])
+
+
+def round_medians(row: dict) -> list[float]:
+    """The per-round medians of a measured row (``round_us``, ';'-separated; empty when not recorded)."""
+    text = str(row.get("round_us") or "")
+    return [float(v) for v in text.split(";") if v.strip()]
+
+
+def split_half_agreement(rounds: Sequence[Sequence[float]]) -> float:
+    """How well the measurement orders its own points: the medians of the even rounds against those of
+    the odd rounds, scored as ``pairwise_accuracy`` (1.0: both halves order every pair alike). nan with
+    fewer than 2 rounds."""
+    if len(rounds) < 2 or min(len(r) for r in rounds) < 2:
+        return math.nan
+    even = [float(np.median(r[0::2])) for r in rounds]
+    odd = [float(np.median(r[1::2])) for r in rounds]
+    return pairwise_accuracy(odd, even)
+
+
+def resolved_pairwise_accuracy(pred, meas, rounds: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """``pairwise_accuracy`` over the pairs the measurement resolves: every round of one point faster
+    than every round of the other (the rounds are interleaved, so drift falls on both alike). Returns
+    (accuracy, number of such pairs); (nan, 0) without rounds."""
+    p, m = _arrays(pred, meas)
+    if len(rounds) != p.size or p.size < 2 or min(len(r) for r in rounds) < 2:
+        return math.nan, 0
+    lo = np.array([min(r) for r in rounds])
+    hi = np.array([max(r) for r in rounds])
+    i, j = np.triu_indices(p.size, 1)
+    keep = (hi[i] < lo[j]) | (hi[j] < lo[i])
+    if not keep.any():
+        return math.nan, 0
+    return _paired_accuracy(p[i[keep]], p[j[keep]], m[i[keep]], m[j[keep]]), int(keep.sum())
+
+
+def _paired_accuracy(pa, pb, ma, mb) -> float:
+    dm, dp = np.sign(ma - mb), np.sign(pa - pb)
+    return float(np.where(dp == dm, 1.0, np.where(dp == 0, 0.5, 0.0)).mean())
 
 
 def regret(pred, meas) -> float:
@@ -163,11 +203,19 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         # trivially when the non-fused schedule is the fastest of all (as on the H200).
         fused = [r for r in rs if r.get("schedule") == "fused"]
         if len(fused) >= 2:
-            fused_regret = {"regret_fused": regret([_f(r, "predicted_us") for r in fused],
-                                                   [_f(r, "measured_us") for r in fused]), "fused_points": len(fused)}
+            extra = {"regret_fused": regret([_f(r, "predicted_us") for r in fused],
+                                            [_f(r, "measured_us") for r in fused]), "fused_points": len(fused)}
         else:
-            fused_regret = {}
-        per_layer[layer] = {**fused_regret,"points": len(rs), "mape": mape(p, m), "max_error": max_error(p, m),
+            extra = {}
+        # With interleaved rounds: how well the measurement orders its own points, and the model's
+        # accuracy on the pairs it resolves (context for pairwise_accuracy, which scores every pair).
+        rounds = [round_medians(r) for r in rs]
+        if all(len(r) >= 2 for r in rounds):
+            resolved, n_resolved = resolved_pairwise_accuracy(p, m, rounds)
+            extra.update({"pairwise_repeatability": split_half_agreement(rounds),
+                          "pairwise_accuracy_resolved": resolved, "pairs_resolved": n_resolved,
+                          "pairs": len(rs) * (len(rs) - 1) // 2})
+        per_layer[layer] = {**extra, "points": len(rs), "mape": mape(p, m), "max_error": max_error(p, m),
                             "kendall_tau": kendall_tau(p, m), "pairwise_accuracy": pairwise_accuracy(p, m),
                             "regret": regret(p, m), "model_choice": best_pred["label"] + " " + best_pred["params"],
                             "measured_best": rs[int(np.argmin(m))]["label"], **speed}
@@ -181,6 +229,11 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
                         "pairwise_accuracy_min": float(np.nanmin([v["pairwise_accuracy"] for v in per_layer.values()])),
                         "regret_max": max(v["regret"] for v in per_layer.values()),
                         "regret_mean": float(np.mean([v["regret"] for v in per_layer.values()]))})
+        repeat = [v["pairwise_repeatability"] for v in per_layer.values() if "pairwise_repeatability" in v]
+        if repeat:
+            overall["pairwise_repeatability_min"] = float(np.nanmin(repeat))
+            overall["pairwise_accuracy_resolved_min"] = float(np.nanmin(
+                [v["pairwise_accuracy_resolved"] for v in per_layer.values() if "pairwise_accuracy_resolved" in v]))
         fused_regrets = [v["regret_fused"] for v in per_layer.values() if "regret_fused" in v]
         if fused_regrets:
             overall["regret_fused_max"] = max(fused_regrets)

@@ -13,8 +13,8 @@ from megasim.calibration import kind_subgraph, sanity_rules
 from megasim.cli import main
 from megasim.hardware import dump_spec, get_gpu, load_spec
 from megasim.plan import Plan, build
-from megasim.validation import (kendall_tau, mape, max_error, pairwise_accuracy, regret, summarize,
-                                validation_plans)
+from megasim.validation import (kendall_tau, mape, max_error, pairwise_accuracy, program_key, regret,
+                                resolved_pairwise_accuracy, split_half_agreement, summarize, validation_plans)
 from megasim.workloads import parse_layer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,6 +62,39 @@ def test_validation_plans_distinct_and_valid():
     assert len(set(keys)) == len(keys) and keys[0][0] == "nonfused" and keys[1][0] == "naive"
     for _, p in plans:
         build(problem, Plan.parse(p.schedule, p.param_string()))   # the param string rebuilds it
+
+
+def test_validation_plans_are_distinct_programs():
+    # resnet-4 has few tiles and k-tiles: widened D_IG / D_GO saturate, and before plans were keyed by
+    # their program, 7 of its 16 parameter sets ran the same task map (measured 7 times, scored as pairs)
+    problem = parse_layer("resnet-4")
+    plans = validation_plans(problem, 16)
+    programs = [program_key(problem, p) for _, p in plans]
+    assert len(plans) == 16 and len(set(programs)) == 16
+    same = [Plan("fused", d_ig=p.d_ig * 4, d_go=p.d_go * 4, m=p.m) for label, p in plans if label == "a1_default"]
+    assert program_key(problem, same[0]) == program_key(problem, plans[2][1])   # saturated: one program
+
+
+def test_split_half_agreement_and_resolved_pairs():
+    # three points: a and b 1% apart with rounds that overlap, c far away
+    rounds = [[100.0, 101.5, 100.2, 101.4], [101.0, 100.1, 101.2, 100.3], [120.0, 120.5, 119.8, 120.1]]
+    med = [float(np.median(r)) for r in rounds]
+    assert split_half_agreement(rounds) == pytest.approx(2 / 3)   # even rounds: a < b; odd: b < a
+    acc, n = resolved_pairwise_accuracy([1.0, 2.0, 3.0], med, rounds)
+    assert n == 2 and acc == 1.0                                   # only (a, c) and (b, c) are resolved
+    acc, n = resolved_pairwise_accuracy([3.0, 2.0, 1.0], med, rounds)
+    assert n == 2 and acc == 0.0
+    assert math.isnan(split_half_agreement([[1.0], [2.0]]))
+    assert resolved_pairwise_accuracy([1.0, 2.0], [1.0, 2.0], [[1.0], [2.0]])[1] == 0
+
+
+def test_summarize_reports_repeatability_with_rounds():
+    rows = [{"layer": "L", "schedule": "fused", "label": f"m{i}", "params": str(i), "predicted_us": 100 + i,
+             "measured_us": 100 + 10 * i, "round_us": ";".join(str(100 + 10 * i + d) for d in (0, 1, 0, 1))}
+            for i in range(4)]
+    v = summarize(rows)["per_layer"]["L"]
+    assert v["pairwise_repeatability"] == 1.0 and v["pairwise_accuracy_resolved"] == 1.0
+    assert v["pairs_resolved"] == v["pairs"] == 6
 
 
 def test_kind_subgraph_keeps_tasks_and_bytes():
