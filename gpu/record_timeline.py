@@ -1,6 +1,7 @@
 """Record a measured task timeline of the megakernel and put it beside the simulated one.
 
-Runs one layer's fused schedule (Algorithm 1, default parameters) on the GPU with tracing on: thread 0
+Runs one layer's fused schedule (Algorithm 1, default parameters, or the mapping of ``--param``) on
+the GPU with tracing on: thread 0
 of each block writes the global-timer nanoseconds at which it claimed its task, saw its parents done
 and finished, and its SM id (gpu/trace.py). The same TaskGraph and schedule are simulated with a spec
 (default: the calibrated H200 spec). Writes to DIR (default $OUT or experiments/results/<device>):
@@ -10,12 +11,16 @@ the SM ids are not the same SMs: the model numbers its SMs in placement order). 
 what `python -m experiments.fig03_task_timeline --measured FILE` reads.
 
     bash gpu/on_device.sh python -m gpu.record_timeline --layer resnet-1
+    bash gpu/on_device.sh python -m gpu.record_timeline --layer yolov3-3 --param D_IG=64,D_GO=2560,M=4 --tag go4
+
+With ``--tag T`` the files are named timeline_T_measured.csv, timeline_T_simulated.csv, timeline_T_gantt.png.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -39,6 +44,18 @@ def _write(path: Path, rows) -> None:
         w.writerows(rows)
 
 
+def kind_summary(table: np.ndarray, kind_names) -> dict[str, dict[str, float]]:
+    """Per task kind of a timeline (rows of COLUMNS): tasks, mean wait (claim -> parents done) and mean
+    run time (parents done -> end), in us."""
+    out = {}
+    for k, name in enumerate(kind_names):
+        sel = table[:, 1] == k
+        if sel.any():
+            out[name] = {"tasks": int(sel.sum()), "wait_us": float((table[sel, 3] - table[sel, 2]).mean() / 1e3),
+                         "run_us": float((table[sel, 4] - table[sel, 3]).mean() / 1e3)}
+    return out
+
+
 def _gantt(ax, start, end, sm, kind, kinds, sms, title, colors) -> None:
     for row, s in enumerate(sms):
         sel = np.flatnonzero(sm == s)
@@ -56,10 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--layer", default="resnet-1")
     ap.add_argument("--spec", default="megasim/hardware/calibrated/h200.json")
     ap.add_argument("--sms", type=int, default=6, help="SMs drawn in the Gantt chart")
+    ap.add_argument("--param", default="", help="the fused mapping's --param string (default: Algorithm 1's defaults)")
+    ap.add_argument("--tag", default="", help="a name put into the output file names")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     problem = parse_layer(args.layer)
-    graph, schedule, plan = build(problem, Plan("fused"))
+    graph, schedule, plan = build(problem, Plan.parse("fused", args.param))
     wplan = ex.make_plan(problem, plan.config, graph)
     rng = np.random.default_rng(5)
     x = cuda.to_device(rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32))
@@ -81,11 +100,21 @@ def main(argv: list[str] | None = None) -> None:
                                  sim.end_ns - s0, sim.sm])
     out = Path(args.out or os.environ.get("OUT") or "experiments/results/gpu")
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "timeline_measured.csv", measured[np.argsort(measured[:, 0])].astype(np.int64).tolist())
-    _write(out / "timeline_simulated.csv", np.round(simulated).astype(np.int64).tolist())
+    stem = f"timeline_{args.tag}_" if args.tag else "timeline_"
+    _write(out / f"{stem}measured.csv", measured[np.argsort(measured[:, 0])].astype(np.int64).tolist())
+    _write(out / f"{stem}simulated.csv", np.round(simulated).astype(np.int64).tolist())
     span_m = (trace[:, 2].max() - t0) / 1e3
     print(f"{args.layer} fused {plan.param_string()}: measured span {span_m:,.1f} us (one traced run), "
           f"simulated {sim.predicted_us:,.1f} us; {graph.num_tasks} tasks on {len(np.unique(trace[:, 3]))} SMs")
+    summary = {"layer": args.layer, "params": plan.param_string(), "measured_span_us": span_m,
+               "predicted_us": sim.predicted_us, "measured": kind_summary(measured, graph.kind_names),
+               "simulated": kind_summary(simulated, graph.kind_names)}
+    for name in graph.kind_names:
+        m, p = summary["measured"].get(name), summary["simulated"].get(name)
+        if m and p:
+            print(f"  {name:7s} wait {m['wait_us']:7.2f} us (model {p['wait_us']:7.2f})  "
+                  f"run {m['run_us']:7.2f} us (model {p['run_us']:7.2f})")
+    (out / f"{stem}summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -101,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     handles = [matplotlib.patches.Patch(color=colors[k], label=n) for k, n in enumerate(graph.kind_names)]
     axes[0].legend(handles=handles, loc="upper right", ncol=4, fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "timeline_gantt.png", dpi=150)
-    print(f"wrote {out / 'timeline_measured.csv'}, {out / 'timeline_simulated.csv'}, {out / 'timeline_gantt.png'}")
+    fig.savefig(out / f"{stem}gantt.png", dpi=150)
+    plt.close(fig)
+    print(f"wrote {out / (stem + 'measured.csv')}, {out / (stem + 'simulated.csv')}, {out / (stem + 'gantt.png')}")
 
 
 if __name__ == "__main__":
