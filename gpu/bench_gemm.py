@@ -8,8 +8,11 @@ times with CUDA events (median of ``--repeats``):
 - ``prod``: ``gpu.megakernel.gemm_kernel`` with the default WinogradConfig (what the executors run:
   ``gemm_task``, which dispatches to the specialised path for the default config);
 - ``generic``: ``gpu.winograd_device.gemm_generic`` in the same launch (the runtime-sized path);
-- ``vec_TxGKxKSxNTxSK[rR]``: ``gpu.gemm_vec.make_gemm_vec(T, GK, KS, NT, SK)`` variants
-  (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread).
+- ``vec_TxGKxKSxNTxSK[S][rR]``: ``gpu.gemm_vec.make_gemm_vec(T, GK, KS, NT, SK)`` variants
+  (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread); with a
+  staging suffix S, ``gpu.gemm_vec.make_gemm_staged`` (issue #3's staging experiments): ``v`` 128-bit
+  global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
+  (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+.
 
 Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
 checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
@@ -17,6 +20,7 @@ kernels' resource report (registers, shared memory, local memory, occupancy, PTX
 and writes ``gemm_bench.{csv,json}`` and ``gemm_resources.{csv,json}`` to ``--out`` (default $OUT).
 
     bash gpu/on_device.sh python -m gpu.bench_gemm --vec-variants 128x64x8x128x1 64x64x8x128x2r128
+    bash gpu/on_device.sh python -m gpu.bench_gemm --vec-variants 64x64x8x128x2 64x64x8x128x2v 64x64x8x128x2c3
 """
 
 from __future__ import annotations
@@ -40,6 +44,22 @@ def parse_config(s: str) -> tuple[int, int, int, int]:
     if len(v) != 4:
         raise SystemExit(f"config {s!r} is not allowed: want TxGKxKSxNT, e.g. 64x64x8x128")
     return v
+
+
+VARIANT_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(?:(v)|([ac])(\d))?(?:r(\d+))?$")
+
+
+def parse_variant(s: str) -> tuple[tuple[int, int, int, int, int], str | None, int, int | None]:
+    """'TxGKxKSxNTxSK[v|aN|cN][rR]' -> ((T, GK, KS, NT, SK), staging or None, stages, register cap or
+    None), or a one-line exit."""
+    m = VARIANT_RE.match(s)
+    if not m:
+        raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[v|aN|cN][rR], "
+                         f"e.g. 64x64x8x128x2r128, 64x64x8x128x2v, 64x64x16x128x2c3")
+    layout = tuple(int(m.group(i)) for i in range(1, 6))
+    staging = m.group(6) or m.group(7)
+    stages = int(m.group(8)) if m.group(8) else 2
+    return layout, staging, stages, int(m.group(9)) if m.group(9) else None
 
 
 def occupancy(regs: int, smem: int, threads: int) -> int:
@@ -71,7 +91,7 @@ def main(argv=None) -> int:
     from gpu import executor as ex
     from gpu import megakernel as mk
     from gpu import winograd_device as dev
-    from gpu.gemm_vec import make_gemm_vec
+    from gpu.gemm_vec import make_gemm_staged, make_gemm_vec
     from gpu.baselines import fp32_torch_flags, gemm_phase_shape
     from gpu.timing import time_cuda
     from megasim.lowering.winograd import WinogradConfig, winograd_shape
@@ -104,13 +124,12 @@ def main(argv=None) -> int:
                                                     default.gemm_k_step, 0))
 
     for s in args.vec_variants:
-        body, _, regs = s.partition("r")
+        (T, GK, KS, NT, SK), staging, stages, regs_cap = parse_variant(s)
         try:
-            T, GK, KS, NT, SK = (int(x) for x in body.split("x"))
-            regs_cap = int(regs) if regs else None
-        except ValueError:
-            raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[rR], e.g. 64x64x8x128x2r128")
-        fn = make_gemm_vec(T, GK, KS, NT, SK)
+            fn = (make_gemm_staged(T, GK, KS, NT, SK, staging, stages) if staging
+                  else make_gemm_vec(T, GK, KS, NT, SK))
+        except ValueError as exc:
+            raise SystemExit(f"--vec-variants {s!r}: {exc}")
         kernels[f"vec_{s}"] = (wrap(fn, regs_cap), T, GK, KS, NT, fn.shared_bytes)
 
     dv = cuda.get_current_device()
@@ -179,7 +198,8 @@ def main(argv=None) -> int:
         sys.stdout.flush()
 
     # resource report
-    print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared")
+    print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared"
+          "  cp.async ld.global.v4")
     reports = dict(kernels)
     reports["megakernel"] = (mk.megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
                              kernels["prod"][5])
@@ -197,13 +217,15 @@ def main(argv=None) -> int:
                     fh.write(ptx)
             counts = {k: len(re.findall(pat, ptx)) for k, pat in
                       (("ld_local", r"ld\.local"), ("st_local", r"st\.local"), ("ffma", r"fma\.rn\.f32"),
-                       ("ld_shared", r"ld\.shared"))}
+                       ("ld_shared", r"ld\.shared"), ("cp_async", r"cp\.async\.c[ag]\b"),
+                       ("ld_global_v4", r"ld\.global(?:\.\w+)*\.v4"))}
             blocks = occupancy(regs, smem + static, NT)
             r = dict(kernel=kname, regs=regs, shared_dynamic=smem, shared_static=static, local_bytes=local,
                      threads=NT, blocks_per_sm=blocks, warps_per_sm=blocks * NT // 32, **counts)
             res_rows.append(r)
             print(f"{kname:22s} {regs:4d} {smem:9d} {local:6d} {blocks:10d} {blocks * NT // 32:9d} "
-                  f"{counts['ld_local']:8d} {counts['st_local']:8d} {counts['ffma']:9d} {counts['ld_shared']:9d}")
+                  f"{counts['ld_local']:8d} {counts['st_local']:8d} {counts['ffma']:9d} {counts['ld_shared']:9d}"
+                  f" {counts['cp_async']:9d} {counts['ld_global_v4']:13d}")
         except Exception as exc:  # noqa: BLE001
             traceback.print_exc()
             print(kname, "resource report failed:", exc)

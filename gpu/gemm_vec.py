@@ -186,3 +186,392 @@ def make_gemm_vec(T: int, GK: int, KS: int, NT: int, SK: int):
     gemm_vec.shared_bytes = gemm_vec_shared_bytes(T, GK, KS, NT, SK)
     gemm_vec.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True)
     return gemm_vec
+
+
+# --- staging experiments (issue #3): bench-only variants of make_gemm_vec ------------------------
+
+STAGINGS = ("v", "a", "c")
+
+
+def gemm_staged_shared_bytes(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v",
+                             stages: int = 2) -> int:
+    """Dynamic shared memory of ``make_gemm_staged``: the A and B stage buffers ("v": 2 + 2, "a": 2
+    A + ``stages`` B, "c": ``stages`` of each with A rows of KS + 4), or the k-split hand-off if
+    larger."""
+    if staging == "c":
+        stage = stages * (T * (KS + 4) + KS * GK)
+    else:
+        stage = 2 * KS * (T + 4) + (stages if staging == "a" else 2) * KS * GK
+    return 4 * max(stage, (SK - 1) * 64 * (NT // SK))
+
+
+def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2):
+    """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiment;
+    the benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; not used by the executors). Same
+    contract, 8 x 8 register tile, k-split and epilogue; what differs is how a stage reaches shared
+    memory:
+
+    - ``"v"``: 128-bit global loads (``load4``: LDG.128). A: a thread loads 4 consecutive k of one
+      row (quads k-fastest, so KS/4 threads cover a row's 4*KS contiguous bytes) and stores them
+      transposed, As[kk, r] (4 scalar shared stores); B: 4 consecutive columns of one k row, stored
+      with one 128-bit shared store (Bs[kk, n] flat is the quad index * 4). Where the operand is not
+      16-byte aligned (C % 4 for A, K % 4 for B: a uniform run-time branch) the same quads are
+      loaded element by element, each zero-padded. Otherwise as the production kernel: global ->
+      registers one stage ahead -> shared after the FMAs, two buffers, one barrier per stage.
+    - ``"a"``: B bypasses registers: ``cp.async.cg`` 16-byte copies (``gpu.async_copy``) straight
+      into a ring of ``stages`` (2-4) B buffers, issued ``stages - 1`` stages ahead, one
+      ``commit_group`` per stage (empty past the end) and ``wait_group(stages - 2)`` + the stage's
+      barrier before the next stage is read. Out-of-range rows/columns are zero-filled by the copy
+      (src-size 0, source clamped to element 0); K % 4 != 0 falls back to 4-byte ``cp.async.ca`` per
+      element. A is staged as in ``"v"`` (registers, one stage ahead, two buffers).
+    - ``"c"``: both operands by cp.async into a ``stages``-deep ring, nothing staged through
+      registers, no shared stores in the loop. A is copied as it lies, As[r, kk] (row stride KS + 4:
+      16-byte rows, and a warp's fragment reads of 4 rows fall in 2 bank groups instead of 1), so a
+      fragment read (LDS.128) now gives 4 consecutive k of one row: per 4 k-steps a thread reads its 8
+      rows (8 LDS.128, 32 registers) then 2 B fragments per k: the same 4 LDS.128 per 64 FMAs.
+      The k-split gives set q the k quads q, q + SK, ... (KS a multiple of 4 * SK). C % 4 != 0 falls
+      back to 4-byte copies of A.
+
+    "a" and "c" need sm_80+ (inline PTX). Under the CUDA simulator the copies are synchronous
+    (``gpu.async_copy``): indices, edges and the ring rotation are checked there, the asynchronous
+    ordering (waits and barriers) only on the GPU.
+
+    Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"). Raises ValueError for a layout it
+    cannot tile."""
+    if staging not in STAGINGS:
+        raise ValueError(f"staging {staging!r}: want one of {STAGINGS}")
+    if staging in ("a", "c") and stages not in (2, 3, 4):
+        raise ValueError(f"stages={stages}: want 2, 3 or 4")
+    if staging == "v" and stages != 2:
+        raise ValueError("staging 'v' is double buffered (stages=2)")
+    TX = GK // 8
+    TY = T // 8
+    P = TX * TY
+    if (T % 8 or GK % 8 or P * SK != NT or KS % SK or KS % 4 or NT > 1024
+            or (staging == "c" and KS % (4 * SK))):
+        raise ValueError(f"no staged vector GEMM layout for T={T}, GK={GK}, KS={KS}, NT={NT}, SK={SK} "
+                         f"(want T, GK multiples of 8, NT = SK * T/8 * GK/8, KS a multiple of SK and 4"
+                         f"{', and of 4 * SK' if staging == 'c' else ''})")
+    from gpu.async_copy import (
+        cp_async4,
+        cp_async16,
+        cp_async_commit,
+        cp_async_wait_group,
+    )
+
+    NS = stages if staging != "v" else 2
+    ASYNC_B = staging in ("a", "c")
+    ASYNC_A = staging == "c"
+    KQ = KS // SK
+    AS = T + 4                    # transposed A (v, a): As[kk, r]
+    AS2 = KS + 4                  # A as it lies (c): As[r, kk]
+    A_ST = T * AS2 if ASYNC_A else KS * AS
+    NA = NS if ASYNC_A else 2     # A buffers
+    B_ST = KS * GK
+    B0 = NA * A_ST
+    HALF_R = T // 2
+    HALF_C = GK // 2
+    KQ4 = KS // 4                 # A quads per row per stage
+    GQ = GK // 4                  # B quads per k row
+    QA = T * KQ4                  # A quads per stage
+    QB = KS * GQ                  # B quads per stage
+    LA4 = -(-QA // NT)            # quads per thread
+    LB4 = -(-QB // NT)
+    RA = 4 * LA4                  # staging registers
+    RB = 4 * LB4
+    MQ = KQ4 // SK                # k quads per set per stage (c)
+    wait_ring = cp_async_wait_group(NS - 2)
+    wait_all = cp_async_wait_group(0)
+
+    @cuda.jit(device=True)
+    def a_to_registers(ra, V, tid, active, v_base, rows, c, C, vec):
+        """Quads (r, 4 consecutive k of the C-slice [c, c + KS)) of this task's A rows, zero-padded."""
+        for ll in range(LA4):
+            idx = tid + ll * NT
+            r = idx // KQ4
+            k0 = c + (idx - r * KQ4) * 4
+            ok = active and idx < QA and r < rows
+            v0 = ZERO
+            v1 = ZERO
+            v2 = ZERO
+            v3 = ZERO
+            if vec:
+                if ok and k0 < C:   # C % 4 == 0: the quad is all in or all out
+                    v0, v1, v2, v3 = load4(V, v_base + r * C + k0)
+            elif ok:
+                g = v_base + r * C + k0
+                if k0 < C:
+                    v0 = load1(V, g)
+                if k0 + 1 < C:
+                    v1 = load1(V, g + 1)
+                if k0 + 2 < C:
+                    v2 = load1(V, g + 2)
+                if k0 + 3 < C:
+                    v3 = load1(V, g + 3)
+            ra[4 * ll] = v0
+            ra[4 * ll + 1] = v1
+            ra[4 * ll + 2] = v2
+            ra[4 * ll + 3] = v3
+
+    @cuda.jit(device=True)
+    def a_to_stage(smem, ra, tid, buf):
+        """Registers into A buffer ``buf``, transposed: As[kk, r]."""
+        for ll in range(LA4):
+            idx = tid + ll * NT
+            if idx < QA:
+                r = idx // KQ4
+                p = buf * A_ST + (idx - r * KQ4) * (4 * AS) + r
+                for i in range(4):
+                    store1(smem, p + i * AS, ra[4 * ll + i])
+
+    @cuda.jit(device=True)
+    def a_async(smem, V, tid, active, v_base, rows, c, C, slot, vec):
+        """cp.async of the C-slice [c, c + KS) of this task's A rows into ring slot ``slot`` as
+        As[r, kk] (row stride AS2), zero-filled (not committed)."""
+        for ll in range(LA4):
+            idx = tid + ll * NT
+            if active and idx < QA:
+                r = idx // KQ4
+                kq = idx - r * KQ4
+                k0 = c + kq * 4
+                d = slot * A_ST + r * AS2 + kq * 4
+                g = v_base + r * C + k0
+                rok = r < rows
+                if vec:
+                    if rok and k0 < C:
+                        cp_async16(smem, d, V, g, 16)
+                    else:
+                        cp_async16(smem, d, V, 0, 0)
+                else:
+                    for i in range(4):
+                        if rok and k0 + i < C:
+                            cp_async4(smem, d + i, V, g + i, 4)
+                        else:
+                            cp_async4(smem, d + i, V, 0, 0)
+
+    @cuda.jit(device=True)
+    def b_to_registers(rb, U, tid, active, u_base, width, c, C, K, vec):
+        """Quads (k row, 4 consecutive columns) of the C-slice [c, c + KS) of this task's B, zero-padded."""
+        for ll in range(LB4):
+            idx = tid + ll * NT
+            kk = idx // GQ
+            n0 = (idx - kk * GQ) * 4
+            ok = active and idx < QB and c + kk < C
+            v0 = ZERO
+            v1 = ZERO
+            v2 = ZERO
+            v3 = ZERO
+            if vec:
+                if ok and n0 < width:   # K % 4 == 0: width too, so the quad is all in or all out
+                    v0, v1, v2, v3 = load4(U, u_base + (c + kk) * K + n0)
+            elif ok:
+                g = u_base + (c + kk) * K + n0
+                if n0 < width:
+                    v0 = load1(U, g)
+                if n0 + 1 < width:
+                    v1 = load1(U, g + 1)
+                if n0 + 2 < width:
+                    v2 = load1(U, g + 2)
+                if n0 + 3 < width:
+                    v3 = load1(U, g + 3)
+            rb[4 * ll] = v0
+            rb[4 * ll + 1] = v1
+            rb[4 * ll + 2] = v2
+            rb[4 * ll + 3] = v3
+
+    @cuda.jit(device=True)
+    def b_to_stage(smem, rb, tid, buf):
+        """Registers into B buffer ``buf`` (Bs[kk, n] flat is the quad index * 4): 128-bit stores."""
+        for ll in range(LB4):
+            idx = tid + ll * NT
+            if idx < QB:
+                store4(smem, B0 + buf * B_ST + idx * 4, rb[4 * ll], rb[4 * ll + 1], rb[4 * ll + 2], rb[4 * ll + 3])
+
+    @cuda.jit(device=True)
+    def b_async(smem, U, tid, active, u_base, width, c, C, K, slot, vec):
+        """cp.async of the C-slice [c, c + KS) of this task's B into ring slot ``slot``, zero-filled
+        (not committed)."""
+        for ll in range(LB4):
+            idx = tid + ll * NT
+            if active and idx < QB:
+                kk = idx // GQ
+                n0 = (idx - kk * GQ) * 4
+                d = B0 + slot * B_ST + idx * 4
+                krow = c + kk < C
+                g = u_base + (c + kk) * K + n0
+                if vec:
+                    if krow and n0 < width:
+                        cp_async16(smem, d, U, g, 16)
+                    else:
+                        cp_async16(smem, d, U, 0, 0)
+                else:
+                    for i in range(4):
+                        if krow and n0 + i < width:
+                            cp_async4(smem, d + i, U, g + i, 4)
+                        else:
+                            cp_async4(smem, d + i, U, 0, 0)
+
+    @cuda.jit(device=True)
+    def issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, c, C, K, slot, vec_a, vec_b):
+        """One stage's cp.async copies (B, and A for "c"), committed as one group."""
+        if ASYNC_A:
+            a_async(smem, V, tid, active, v_base, rows, c, C, slot, vec_a)
+        b_async(smem, U, tid, active, u_base, width, c, C, K, slot, vec_b)
+
+    @cuda.jit(device=True)
+    def k_step(acc, smem, qb, av):
+        """One k of "c": the thread's two B fragments at Bs offset ``qb``, times the A column ``av``."""
+        b0, b1, b2, b3 = load4(smem, qb)
+        b4, b5, b6, b7 = load4(smem, qb + HALF_C)
+        bv = (b0, b1, b2, b3, b4, b5, b6, b7)
+        for i in range(8):
+            for jj in range(8):
+                acc[i * 8 + jj] += av[i] * bv[jj]
+
+    @cuda.jit(device=True)
+    def gemm_staged(g, j, prm, V, U, M):
+        tid = cuda.threadIdx.x
+        C = prm[_P_C]
+        K = prm[_P_K]
+        tiles = prm[_P_TILES]
+        kts = prm[_P_KTILES]
+        e = j // kts
+        kt = j - e * kts
+        row0 = g * T
+        rows = min(T, tiles - row0)
+        col0 = kt * GK
+        width = min(GK, K - col0)
+        nsteps = (C + KS - 1) // KS
+        v_base = (e * tiles + row0) * C          # flat index of V[e, row0, 0]
+        u_base = e * C * K + col0                # U[e, 0, col0]
+        vec_a = C % 4 == 0                       # A rows 16-byte aligned (device arrays are)
+        vec_b = K % 4 == 0                       # B rows 16-byte aligned
+        smem = cuda.shared.array(0, float32, alignment=SHARED_ALIGNMENT)
+        acc = cuda.local.array(64, float32)
+        ra = cuda.local.array(RA, float32)
+        rb = cuda.local.array(RB, float32)
+        active = tid < NT
+        sub = tid // P
+        lt = tid - sub * P
+        tx = lt % TX
+        ty = lt // TX
+        for q in range(64):
+            acc[q] = ZERO
+        # prologue: stage 0 (and, with a cp.async ring, stages 1 .. NS-2)
+        if ASYNC_B:
+            for p in range(NS - 1):
+                if p < nsteps:
+                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, p * KS, C, K, p,
+                                vec_a, vec_b)
+                cp_async_commit()
+        else:
+            b_to_registers(rb, U, tid, active, u_base, width, 0, C, K, vec_b)
+        if not ASYNC_A:
+            a_to_registers(ra, V, tid, active, v_base, rows, 0, C, vec_a)
+            if active:
+                a_to_stage(smem, ra, tid, 0)
+                if not ASYNC_B:
+                    b_to_stage(smem, rb, tid, 0)
+        if ASYNC_B:
+            wait_ring()
+        cuda.syncthreads()
+        if ASYNC_A:
+            a_thr = ty * 4 * AS2 + sub * 4       # row ty*4, this set's first k quad
+            b_thr = B0 + sub * 4 * GK + tx * 4
+        else:
+            a_thr = sub * AS + ty * 4
+            b_thr = B0 + sub * GK + tx * 4
+        slot = 0                                 # ring slot read in this step (B; A too for "c")
+        wslot = NS - 1                           # ring slot the step's cp.async writes
+        for s in range(nsteps):
+            buf = s & 1
+            more = s + 1 < nsteps
+            if ASYNC_B:   # stage s + NS - 1 into the slot last read in step s - 1
+                if s + NS - 1 < nsteps:
+                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, (s + NS - 1) * KS, C,
+                                K, wslot, vec_a, vec_b)
+                cp_async_commit()                # (an empty group past the end keeps the count)
+            if more:  # next stage's register-staged global loads, in flight during the FMAs below
+                if not ASYNC_A:
+                    a_to_registers(ra, V, tid, active, v_base, rows, (s + 1) * KS, C, vec_a)
+                if not ASYNC_B:
+                    b_to_registers(rb, U, tid, active, u_base, width, (s + 1) * KS, C, K, vec_b)
+            if active:
+                if ASYNC_A:
+                    pa = a_thr + slot * A_ST
+                    pb = b_thr + slot * B_ST
+                    for m in range(MQ):
+                        qa = pa + m * (SK * 4)
+                        x0 = load4(smem, qa)
+                        x1 = load4(smem, qa + AS2)
+                        x2 = load4(smem, qa + 2 * AS2)
+                        x3 = load4(smem, qa + 3 * AS2)
+                        x4 = load4(smem, qa + HALF_R * AS2)
+                        x5 = load4(smem, qa + (HALF_R + 1) * AS2)
+                        x6 = load4(smem, qa + (HALF_R + 2) * AS2)
+                        x7 = load4(smem, qa + (HALF_R + 3) * AS2)
+                        qb = pb + m * (SK * 4 * GK)
+                        # the 4 k of the quad written out: a tuple indexed by a loop variable
+                        # compiles to a branch chain when the loop is not unrolled
+                        k_step(acc, smem, qb, (x0[0], x1[0], x2[0], x3[0], x4[0], x5[0], x6[0], x7[0]))
+                        k_step(acc, smem, qb + GK, (x0[1], x1[1], x2[1], x3[1], x4[1], x5[1], x6[1], x7[1]))
+                        k_step(acc, smem, qb + 2 * GK, (x0[2], x1[2], x2[2], x3[2], x4[2], x5[2], x6[2], x7[2]))
+                        k_step(acc, smem, qb + 3 * GK, (x0[3], x1[3], x2[3], x3[3], x4[3], x5[3], x6[3], x7[3]))
+                else:
+                    pa = a_thr + buf * A_ST
+                    pb = b_thr + slot * B_ST
+                    for kq in range(KQ):
+                        a0, a1, a2, a3 = load4(smem, pa + kq * (SK * AS))
+                        a4, a5, a6, a7 = load4(smem, pa + kq * (SK * AS) + HALF_R)
+                        b0, b1, b2, b3 = load4(smem, pb + kq * (SK * GK))
+                        b4, b5, b6, b7 = load4(smem, pb + kq * (SK * GK) + HALF_C)
+                        av = (a0, a1, a2, a3, a4, a5, a6, a7)
+                        bv = (b0, b1, b2, b3, b4, b5, b6, b7)
+                        for i in range(8):
+                            for jj in range(8):
+                                acc[i * 8 + jj] += av[i] * bv[jj]
+            if more and active:  # register-staged operands into the other buffer (last read in s-1)
+                if not ASYNC_A:
+                    a_to_stage(smem, ra, tid, 1 - buf)
+                if not ASYNC_B:
+                    b_to_stage(smem, rb, tid, 1 - buf)
+            if ASYNC_B:
+                wait_ring()                      # this thread's copies of stage s + 1 have landed
+            cuda.syncthreads()                   # ... and everyone's
+            slot = slot + 1 if slot + 1 < NS else 0
+            wslot = wslot + 1 if wslot + 1 < NS else 0
+        if ASYNC_B:
+            wait_all()                           # (only empty groups can be left) before smem reuse
+        if SK > 1:  # as make_gemm_vec: sets 1..SK-1 hand their sums to set 0
+            if active and sub > 0:
+                for q4 in range(16):
+                    store4(smem, (((sub - 1) * 16 + q4) * P + lt) * 4, acc[4 * q4], acc[4 * q4 + 1],
+                           acc[4 * q4 + 2], acc[4 * q4 + 3])
+            cuda.syncthreads()
+            if active and sub == 0:
+                for q2 in range(SK - 1):
+                    for q4 in range(16):
+                        h0, h1, h2, h3 = load4(smem, ((q2 * 16 + q4) * P + lt) * 4)
+                        acc[4 * q4] += h0
+                        acc[4 * q4 + 1] += h1
+                        acc[4 * q4 + 2] += h2
+                        acc[4 * q4 + 3] += h3
+        if active and sub == 0:
+            m_base = (e * tiles + row0) * K + col0
+            full = width == GK and K % 4 == 0
+            for i in range(8):
+                r = ty * 4 + (i & 3) + (i >> 2) * HALF_R
+                if r < rows:
+                    for h in range(2):
+                        n0 = tx * 4 + h * HALF_C
+                        q = i * 8 + h * 4
+                        if full:
+                            store4(M, m_base + r * K + n0, acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
+                        else:
+                            for jj in range(4):
+                                if n0 + jj < width:
+                                    store1(M, m_base + r * K + n0 + jj, acc[q + jj])
+
+    gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS)
+    gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS)
+    return gemm_staged

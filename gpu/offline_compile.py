@@ -26,6 +26,9 @@ PTX_COUNTS = {
     "ld_shared_v4": r"\bld\.shared\.v4",
     "st_shared": r"\bst\.shared",
     "ld_global": r"\bld\.global",
+    "ld_global_v4": r"\bld\.global(?:\.\w+)*\.v4",
+    "cp_async": r"\bcp\.async\.c[ag]\b",
+    "bar_sync": r"\bbar\.sync|\bbarrier\.sync",
     "ld_local": r"\bld\.local",
     "st_local": r"\bst\.local",
     "int_ops": r"\b(?:add|sub|mul|mad|shl|shr|and|or|selp|setp)\.(?:s|u|b|lo\.s|lo\.u|wide\.s|wide\.u)(?:32|64)",
@@ -92,7 +95,7 @@ def _kernels() -> dict:
     from numba import types
 
     from gpu import megakernel as mk
-    from gpu.gemm_vec import make_gemm_vec
+    from gpu.gemm_vec import make_gemm_staged, make_gemm_vec
 
     i32_2 = types.Array(types.int32, 2, "C")
     i32_1 = types.Array(types.int32, 1, "C")
@@ -111,6 +114,11 @@ def _kernels() -> dict:
     }
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
+    # issue #3's staging experiments (gpu.gemm_vec.make_gemm_staged; bench_gemm's variant suffixes)
+    for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (128, 64, 16, 128, 1)):
+        for staging, stages, suffix in (("v", 2, "v"), ("a", 2, "a2"), ("a", 3, "a3"), ("c", 2, "c2"), ("c", 3, "c3")):
+            out["gemm_vec_" + "x".join(map(str, layout)) + suffix] = (
+                _one_block_per_task(make_gemm_staged(*layout, staging=staging, stages=stages)), gemm_args)
     out.update(_sparse_kernels())
     return out
 
@@ -153,7 +161,7 @@ def main(argv=None) -> int:
         print(f"error: unknown kernel {unknown[0]!r}; known: {', '.join(kernels)}", file=sys.stderr)
         return 2
     cols = ["registers", "spill_stores", "spill_loads", "ffma", "ld_shared", "ld_shared_v4", "st_shared",
-            "ld_global", "int_ops", "ld_local"]
+            "ld_global", "ld_global_v4", "cp_async", "bar_sync", "int_ops", "ld_local"]
     print(f"{'kernel':28s} " + " ".join(f"{c:>12s}" for c in cols))
     for n in names:
         fn, sig = kernels[n]

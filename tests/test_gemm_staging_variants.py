@@ -1,0 +1,132 @@
+"""The GEMM staging experiments of issue #3 (gpu.gemm_vec.make_gemm_staged) against a float64 bmm.
+
+Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with MEGASIM_REAL_GPU=1. Variant "v"
+(128-bit global loads, scalar fallback) is fully checked here. Variants "a" (cp.async ring for B) and "c"
+(cp.async ring for A and B, A untransposed) run here with gpu.async_copy's synchronous stand-in:
+their indices, zero fill, 4-byte fallbacks and ring rotation are checked, not their asynchronous
+ordering (that needs the GPU). Shapes are tiny and awkward:
+C and K not multiples of 4 or of the tile, fewer rows than T, more k-steps than ring slots and fewer.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+from numba import cuda  # (after conftest has chosen simulator or GPU)
+
+if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
+    pytest.skip("neither the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) nor a CUDA GPU is available",
+                allow_module_level=True)
+
+from gpu import gemm_vec
+from gpu.gemm_vec import make_gemm_staged
+
+pytestmark = pytest.mark.cudasim
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_simulator_barriers():
+    old = sys.getswitchinterval()
+    if numba.config.ENABLE_CUDASIM:
+        sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def run_gemm(fn, layout, batch, tiles, C, K, seed=0):
+    """M = V @ U through ``fn`` (one block per task, NT threads), and the float64 reference."""
+    T, GK, NT = layout[0], layout[1], layout[3]
+    groups = -(-tiles // T)
+    kts = -(-K // GK)
+    prm = np.zeros(16, np.int32)
+    prm[gemm_vec._P_C], prm[gemm_vec._P_K] = C, K
+    prm[gemm_vec._P_TILES], prm[gemm_vec._P_KTILES] = tiles, kts
+    rng = np.random.default_rng(seed)
+    V = rng.standard_normal((batch, tiles, C)).astype(np.float32)
+    U = rng.standard_normal((batch, C, K)).astype(np.float32)
+    M = np.full((batch, tiles, K), np.nan, np.float32)
+    table = np.array([(0, g, e * kts + kt) for e in range(batch) for g in range(groups) for kt in range(kts)],
+                     np.int32)
+
+    @cuda.jit
+    def kern(table, prm, V, U, M):
+        b = cuda.blockIdx.x
+        fn(table[b, 1], table[b, 2], prm, V, U, M)
+
+    kern[len(table), NT, 0, fn.shared_bytes](table, prm, V, U, M)
+    ref = np.einsum("etc,eck->etk", V.astype(np.float64), U.astype(np.float64))
+    return M, ref
+
+
+def rel_err(m, ref):
+    return float(np.linalg.norm(m.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+# (layout T, GK, KS, NT, SK), (batch, tiles, C, K)
+CASES = [
+    ((16, 16, 8, 8, 2), (2, 11, 13, 9)),      # rows < T, C and K odd: both scalar fallbacks
+    ((16, 16, 8, 8, 2), (1, 9, 20, 20)),      # C, K % 4 == 0: vector paths; k-tile 2 is 4 columns wide
+    ((16, 16, 8, 8, 2), (1, 7, 12, 7)),       # vector A, scalar B
+    ((16, 16, 8, 8, 2), (1, 17, 7, 24)),      # scalar A, vector B; 2 row groups, one stage only
+    ((16, 16, 8, 16, 4), (1, 5, 29, 18)),     # 4-way k-split
+    ((8, 16, 4, 4, 2), (1, 6, 21, 7)),        # KS = 4: one quad per A row
+    ((8, 64, 4, 16, 2), (1, 5, 10, 52)),      # fewer A quads (8) than threads (16): guarded
+    ((16, 16, 16, 8, 2), (1, 10, 36, 12)),    # KS = 16
+]
+
+
+@pytest.mark.parametrize("layout, shape", CASES)
+def test_v_variant_matches_float64(layout, shape):
+    fn = make_gemm_staged(*layout, staging="v")
+    M, ref = run_gemm(fn, layout, *shape)
+    assert not np.isnan(M).any()
+    assert rel_err(M, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("layout, shape", [CASES[0], CASES[1], CASES[4], CASES[7],
+                                           ((16, 16, 8, 8, 2), (1, 6, 44, 16))])   # 6 k-steps
+def test_a_variant_indices_match_float64(layout, shape, stages):
+    fn = make_gemm_staged(*layout, staging="a", stages=stages)
+    M, ref = run_gemm(fn, layout, *shape)
+    assert not np.isnan(M).any()
+    assert rel_err(M, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("layout, shape", [
+    ((16, 16, 8, 8, 2), (2, 11, 13, 9)),      # both scalar fallbacks (4-byte copies)
+    ((16, 16, 8, 8, 2), (1, 9, 20, 20)),      # 16-byte copies, zero-filled rows and k rows
+    ((16, 16, 8, 8, 2), (1, 17, 7, 24)),      # scalar A, vector B, one stage only
+    ((16, 16, 8, 8, 2), (1, 6, 44, 16)),      # 6 k-steps through the ring
+    ((16, 16, 16, 16, 4), (1, 5, 29, 18)),    # 4-way k-split: set q takes k quad q
+    ((16, 16, 16, 8, 2), (1, 10, 36, 12)),    # KS = 16: 2 k quads per set
+    ((8, 128, 8, 32, 2), (1, 5, 12, 132)),    # fewer A quads (16) than threads (32): guarded
+])
+def test_c_variant_indices_match_float64(layout, shape, stages):
+    fn = make_gemm_staged(*layout, staging="c", stages=stages)
+    M, ref = run_gemm(fn, layout, *shape)
+    assert not np.isnan(M).any()
+    assert rel_err(M, ref) <= 1e-5
+
+
+def test_staged_shared_bytes():
+    prod = gemm_vec.make_gemm_vec(64, 64, 8, 128, 2)
+    assert make_gemm_staged(64, 64, 8, 128, 2, "v").shared_bytes == prod.shared_bytes
+    assert make_gemm_staged(64, 64, 16, 128, 2, "a", 3).shared_bytes == 4 * (2 * 16 * 68 + 3 * 16 * 64)
+    assert make_gemm_staged(64, 64, 16, 128, 2, "c", 3).shared_bytes == 4 * 3 * (64 * 20 + 16 * 64)
+
+
+def test_staged_rejects_bad_layouts():
+    with pytest.raises(ValueError, match="KS a multiple of SK and 4"):
+        make_gemm_staged(8, 8, 2, 2, 2, "v")
+    with pytest.raises(ValueError, match="and of 4 \\* SK"):
+        make_gemm_staged(16, 16, 8, 16, 4, "c")
+    with pytest.raises(ValueError, match="staging"):
+        make_gemm_staged(64, 64, 8, 128, 2, "x")
+    with pytest.raises(ValueError, match="stages"):
+        make_gemm_staged(64, 64, 8, 128, 2, "a", 5)
