@@ -231,7 +231,14 @@ def itrans_kernel(table, prm, x, V):
     itrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, x, V)
 
 
-@cuda.jit
+# The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
+# takes 193 registers for them (2 blocks per SM) where the t = 64 path alone needs 167: capped like the
+# megakernel, 3 blocks of 128 threads per SM (``python -m gpu.offline_compile gemm_kernel``).
+GEMM_KERNEL_MAX_REGISTERS = 168
+_gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
+
+
+@_gemm_jit
 def gemm_kernel(table, prm, V, U, M):
     """Non-fused batched GEMM: block b runs the gemm task in table row b.
     Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""

@@ -144,7 +144,7 @@ def _sparse_kernels() -> dict:
 def _own_cap(name: str) -> int | None:
     """The register cap a kernel is compiled with on the device (``cuda.jit(max_registers=...)``)."""
     from gpu import megakernel as mk
-    return mk.MEGAKERNEL_MAX_REGISTERS if name == "megakernel" else None
+    return {"megakernel": mk.MEGAKERNEL_MAX_REGISTERS, "gemm_kernel": mk.GEMM_KERNEL_MAX_REGISTERS}.get(name)
 
 
 def main(argv=None) -> int:
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("kernels", nargs="*", help="names (default: all)")
     ap.add_argument("--ptx-dir", default=None, help="write each kernel's PTX here")
     ap.add_argument("--max-registers", type=int, default=None, help="register cap per thread (ptxas; default: "
-                    "the kernel's own, 168 for the per-task megakernel)")
+                    "the kernel's own, 168 for the per-task megakernel and the GEMM kernel)")
     args = ap.parse_args(argv)
     kernels = _kernels()
     names = args.kernels or list(kernels)

@@ -16,11 +16,11 @@ Consecutive threads take consecutive channels (itrans) or consecutive k (ftrans,
 x, V, M, U and Y accesses of a warp are contiguous (coalesced); only ftrans's 9 weight reads are
 strided (a small, one-off tensor).
 
-The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes, double
-buffered). Configs listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 8, 128 threads)
-run a compile-time specialised path with an 8 x 8 register tile per thread and 128-bit shared
-fragments (``gpu.gemm_vec.make_gemm_vec``); any other config runs ``gemm_generic`` (runtime sizes,
-4 x 4 register tile). A device function may return
+The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes). Configs
+listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 16, 128 threads) run a
+compile-time specialised path with an 8 x 8 register tile per thread, 128-bit shared fragments and
+cp.async copies into a 3-stage ring (``gpu.gemm_vec.make_gemm_staged``, staging "c"); any other
+config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). A device function may return
 early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from gpu.gemm_vec import make_gemm_vec
+from gpu.gemm_vec import make_gemm_staged
 from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
                             otrans_pair_m2, otrans_pair_m4)
 
@@ -248,14 +248,16 @@ def gemm_generic(g, j, prm, V, U, M):
                             M[e, row0 + r, col0 + nn] = acc[i * TILE_C + jj]
 
 
-# The compile-time specialised GEMMs: (t, gemm_k_tile, gemm_k_step, gemm_threads, k-split SK) of
-# gpu.gemm_vec.make_gemm_vec (8 x 8 register tile, 128-bit shared fragments). gemm_task runs
-# gemm_fast_a / gemm_fast_b for those configs and gemm_generic for any other. (The scalar-fragment
-# make_gemm_fast they replaced, 28% of cuBLAS, is in git history before commit 4aae690.)
-FAST_A = (32, 64, 8, 128, 4)
-FAST_B = (64, 64, 8, 128, 2)
-gemm_fast_a = make_gemm_vec(*FAST_A)
-gemm_fast_b = make_gemm_vec(*FAST_B)
+# The compile-time specialised GEMMs. gemm_task runs gemm_fast_a / gemm_fast_b for those configs and
+# gemm_generic for any other. (The scalar-fragment make_gemm_fast, 28% of cuBLAS, is in git history
+# before commit 4aae690; the register-staged make_gemm_vec stays in gpu.gemm_vec for the benchmark.)
+# The specialised paths: (T, GK, KS, NT, SK, staging, stages) of ``make_gemm_staged``. Both operands
+# reach shared memory by cp.async into a 3-deep ring, 16 k per stage (gpu/bench_gemm.py on the H200,
+# docs/winograd_gpu.md: 76.6% of cuBLAS against 55.0% for the register-staged make_gemm_vec at KS 8).
+FAST_A = (32, 64, 16, 128, 4, "c", 3)
+FAST_B = (64, 64, 16, 128, 2, "c", 3)
+gemm_fast_a = make_gemm_staged(*FAST_A)
+gemm_fast_b = make_gemm_staged(*FAST_B)
 _FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
 _A_T, _A_GK, _A_KS, _A_NT = FAST_A[:4]
 _B_T, _B_GK, _B_KS, _B_NT = FAST_B[:4]
@@ -271,8 +273,8 @@ def gemm_task(g, j, prm, V, U, M):
     """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
     kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
 
-    Configs in ``_FAST`` run their specialised ``make_gemm_vec`` function (compile-time tile sizes,
-    8 x 8 register tile, k-split, software pipelined; the first gemm_threads threads compute), any
+    Configs in ``_FAST`` run their specialised ``make_gemm_staged`` function (compile-time tile sizes,
+    8 x 8 register tile, k-split, cp.async ring; the first gemm_threads threads compute), any
     other runs ``gemm_generic``. All stage operands through dynamic shared memory
     (``gemm_shared_bytes``) and call ``cuda.syncthreads()``, so every thread of the block must call
     this (the megakernel does).

@@ -60,11 +60,12 @@ FLOAT_BYTES = 4
 # Resources of gpu/'s kernels, from ptxas for sm_90 (numba-cuda 0.30.4; ``python -m gpu.offline_compile``,
 # the same counts the H200's driver reports in gpu/bench_gemm.py). The GEMM: the specialised paths, keyed
 # by (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
-# generic path; gpu.megakernel.gemm_kernel compiles every path into one kernel, so it allocates 163
-# registers whichever path runs. Shared bytes follow gemm_shared_bytes below; a test checks both against
-# gpu/'s own sizing, so the model's occupancy is the real kernel's.
-GEMM_FAST_PATHS = {(32, 64, 8, 128): (163, 24576), (64, 64, 8, 128): (163, 16384)}
-GEMM_GENERIC_REGISTERS = 163
+# generic path; gpu.megakernel.gemm_kernel compiles every path into one kernel, capped at 168 registers
+# (3 blocks of 128 threads per SM), so it allocates 168 whichever path runs. Shared bytes follow
+# gemm_shared_bytes below; a test checks both against gpu/'s own sizing, so the model's occupancy is the
+# real kernel's.
+GEMM_FAST_PATHS = {(32, 64, 16, 128): (168, 24576), (64, 64, 16, 128): (168, 27648)}
+GEMM_GENERIC_REGISTERS = 168
 # The megakernels (gpu/megakernel.py): the per-task one capped at 168 registers per thread (3 blocks of
 # 128 threads per SM) and the persistent one at 228 (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 168
@@ -94,7 +95,7 @@ class WinogradConfig:
     transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn
     gemm_k_tile: int = 64           # columns of K per GEMM task
     gemm_threads: int = 128
-    gemm_k_step: int = 8            # C-slice per shared-memory stage of the GEMM (double buffered)
+    gemm_k_step: int = 16           # C-slice per shared-memory stage of the GEMM
     transform_registers: int | None = None   # None: each transform kernel's own (TRANSFORM_REGISTERS)
     gemm_registers: int | None = None
     megakernel_registers: int = MEGAKERNEL_REGISTERS
