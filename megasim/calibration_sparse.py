@@ -20,6 +20,12 @@ time and fixed time (no flops).
 The calibration problems are NOT VGG-19 layers, the problems the model is judged on: the cases span
 many and few blocks per SM (the share), and sparsities 0 to 0.95 (the scan against the multiply-adds).
 Cases shorter than 1.5x the host's launch cost (``kernel_launch_ns``) are host-bound and not fitted.
+
+Rounds: ``CAL_PROBLEMS`` (rounds 1 and 2) give every kind its cases; ``TAIL_PROBLEMS`` (round 3) give
+only ECR (at ``SPARSE_SPARSITIES``) and its dense twin (at 0.5), 15 cases, appended after the others so
+that every earlier case keeps its index (the GPU side seeds each case's weights by it). A GPU run can
+time a subset (``select_cases``) and merge it into an earlier run's measurements
+(``merge_measurements``): the earlier rows and meta stay as they were, each new row names its run.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from megasim.calibration import kind_subgraph, least_squares_cost
-from megasim.errors import SpecError
+from megasim.errors import MegasimError, SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.lowering.sparse import lower_sparse
 from megasim.lowering.sparse_tiling import PoolSpec
@@ -47,6 +53,18 @@ from megasim.workloads.sparse import SparsitySpec
 CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32,K=128,H=33,W=33",
                 "N=1,C=48,K=64,H=150,W=150", "N=1,C=384,K=384,H=12,W=12", "N=2,C=192,K=192,H=40,W=40",
                 "N=1,C=16,K=32,H=200,W=200", "N=1,C=320,K=416,H=30,W=30", "N=1,C=224,K=352,H=50,W=50")
+# Round 3 (ECR and its dense twin only): ECR's grid just past one wave of 3 blocks per SM (396 slots on
+# the H200), so 3-7 tail blocks run nearly alone after the wave, as in VGG-19's conv3_x at batch 1
+# (k_tile 16, 400 blocks, 64 chunks) and conv5_x at batch 16 (k_tile 32, 400 blocks, 128 chunks on a
+# 14x14 map), whose last pixel tile holds 64 of 128 pixels; the two rounds before had one such grid
+# (440 blocks, 44 tail blocks). Per problem (checked in tests/test_sparse_calibration_rounds.py):
+# (pixel tiles x filter tiles)
+#   k_tile 16, 13 x 31 = 403 blocks (7 tail), 66 chunks, last tile 64 pixels (2 of 4 warps);
+#   k_tile 32, 21 x 19 = 399 blocks (3 tail), 120 chunks, 18x18 maps, last tile 32 pixels (1 warp);
+#   k_tile 32, 16 x 25 = 400 blocks (4 tail), 112 chunks, 16x16 maps, no partial tile (the contrast:
+#   the tail alone, without a partial block that frees its slot early).
+TAIL_PROBLEMS = ("N=1,C=264,K=496,H=40,W=40", "N=8,C=480,K=608,H=18,W=18", "N=8,C=448,K=800,H=16,W=16")
+TAIL_SEED0 = 20                 # the round-3 maps' seeds: 20, 21, 22
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
@@ -100,7 +118,75 @@ def calibration_cases() -> list[dict[str, Any]]:
     cases.append({"op": "pecr", "kind": "pecr", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8, "pool": [2, 1]})
     cases.append({"op": "direct_fused", "kind": "direct_fused", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8,
                       "pool": [2, 1]})
+    # Round 3, last (the cases above keep their indices).
+    for pi, prob in enumerate(TAIL_PROBLEMS):
+        for s in SPARSE_SPARSITIES:
+            cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform",
+                          "seed": TAIL_SEED0 + pi, "pool": None})
+        cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
+                      "seed": TAIL_SEED0 + pi, "pool": None})
     return cases
+
+
+def _problem_key(text: str) -> str:
+    return parse_layer(text).spec_string()
+
+
+def select_cases(problems=None) -> list[tuple[int, dict[str, Any]]]:
+    """(index in ``calibration_cases()``, case) of every case, or of the cases whose problem is one of
+    `problems` (spec strings, compared as parsed problems; ``"round3"`` stands for ``TAIL_PROBLEMS``).
+    An unknown or unreadable problem is an error (SpecError, one line)."""
+    cases = list(enumerate(calibration_cases()))
+    if not problems:
+        return cases
+    known = {_problem_key(c["problem"]) for _, c in cases}
+    wanted = set()
+    for text in problems:
+        for prob in (TAIL_PROBLEMS if text.strip() == "round3" else (text,)):
+            try:
+                key = _problem_key(prob)
+            except MegasimError as err:
+                raise SpecError(f"problem {prob!r} cannot be read: {err}") from None
+            if key not in known:
+                raise SpecError(f"problem {prob!r} is not a calibration problem (allowed: round3, "
+                                f"{', '.join(dict.fromkeys(c['problem'] for _, c in cases))})")
+            wanted.add(key)
+    return [(i, c) for i, c in cases if _problem_key(c["problem"]) in wanted]
+
+
+CASE_KEY = ("op", "kind", "problem", "sparsity", "pattern", "seed", "pool")
+
+
+def _case_key(row: dict[str, Any]) -> tuple:
+    pool = row.get("pool")
+    return (row["op"], row["kind"], _problem_key(row["problem"]), float(row["sparsity"]), row["pattern"],
+            int(row["seed"]), tuple(pool) if pool else None)
+
+
+def merge_measurements(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`base` (``{"meta", "rows"}``, possibly merged before) with the rows of the run `new` appended.
+
+    Provenance: base's meta and rows are kept unchanged; `new`'s meta goes to ``base["merged"]`` (a
+    list, one entry per merged run, with the number of rows it added) and each of its rows gets
+    ``merged_run`` (its index there), ``date_utc`` and ``git_sha`` of that run. Rows without
+    ``merged_run`` come from ``meta``. A new row measuring a case already present is an error
+    (SpecError): nothing is overwritten."""
+    for name, data in (("base", base), ("new", new)):
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not isinstance(data.get("meta"), dict):
+            raise SpecError(f"the {name} measurements are not allowed: they must be a {{'meta', 'rows'}} object "
+                            f"as gpu.calibrate_sparse writes")
+    have = {_case_key(r): r for r in base["rows"]}
+    for r in new["rows"]:
+        if _case_key(r) in have:
+            raise SpecError(f"the new run measures a case already in the base measurements, which is not "
+                            f"overwritten: {', '.join(f'{k}={r.get(k)}' for k in CASE_KEY)}")
+    merged = list(base.get("merged", []))
+    run = len(merged)
+    meta = new["meta"]
+    merged.append({**meta, "rows_added": len(new["rows"])})
+    rows = list(base["rows"]) + [{**r, "merged_run": run, "date_utc": meta.get("date_utc"),
+                                  "git_sha": meta.get("git_sha")} for r in new["rows"]]
+    return {**base, "merged": merged, "rows": rows}
 
 
 def case_graph(case: dict[str, Any], sm_count: int) -> tuple[TaskGraph, Schedule]:
@@ -147,6 +233,12 @@ def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200
             "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
 
 
+def run_dates(rows: list[dict[str, Any]], date: str) -> str:
+    """The days the rows were measured: their own ``date_utc`` (rows merged from a later run,
+    ``merge_measurements``), else `date` (the measurements' meta)."""
+    return " and ".join(sorted({str(r.get("date_utc") or date)[:10] for r in rows}))
+
+
 def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str,
                      max_evals: int = 200, sharing: str = "share") -> tuple[GPUSpec, dict[str, Any]]:
     """`spec` with the sparse kinds' TaskCosts fitted to the measured `rows` (the convolution kinds
@@ -173,7 +265,7 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
         fit = fit_kind(spec, kind, graphs, [float(r["median_ms"]) * 1000.0 for r in kind_rows], max_evals,
                        sharing)
         costs[kind] = fit["cost"]
-        how = (f"measured {date} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
+        how = (f"measured {run_dates(kind_rows, date)} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
                f"{len(kind_rows)} calibration cases (megasim.calibration_sparse, not VGG-19), fitted so "
                f"that megasim's simulation matches the measured medians, rms log error {fit['rms_log_error']:.3f}")
         for name in SHARING_FIELD.values():     # the rule not fitted no longer has a source

@@ -138,7 +138,7 @@ def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: i
             warp = counts[w0:min(w0 + 32, pixels)]
             if warp.size:
                 s += warp.max(axis=0).sum()
-        per_tile.append(s)
+        per_tile.append(s * warp_slot_scale(bp, pixels, t))
     return np.array([per_tile[bp] for bk in range(tiles_k) for bp in range(tiles_p)]), t
 
 
@@ -408,6 +408,12 @@ def test_row_conflict_counts_on_hand_made_warps():
     assert st["wavefronts_per_load"] == pytest.approx((4 * 4 + 4 * 1) / 2)
 
 
+def warp_slot_scale(tile: int, pixels: int, t) -> float:
+    """A partial pixel tile is priced as a full block: its warps' counts times warps / active warps."""
+    active = -(-min(t.threads, pixels - tile * t.threads) // 32)
+    return (t.threads // 32) / active
+
+
 def brute_row_replays(problem: ConvProblem, x: np.ndarray, sm_count: int) -> tuple[np.ndarray, object]:
     """Per ECR pixel tile, with explicit loops: per warp, chunk and iteration of the loop, the 128-bit
     weight loads' wavefronts beyond one (a warp-uniform row: one; else per quarter warp the largest
@@ -448,7 +454,7 @@ def brute_row_replays(problem: ConvProblem, x: np.ndarray, sm_count: int) -> tup
                         if distinct:
                             wf += max(sum(1 for j in distinct if (j * stride % 32) // 4 == g) for g in range(8))
                 out[w0 // t.threads] += (wf - 1) * (t.k_tile // 4)
-    return out, t
+    return out * np.array([warp_slot_scale(bp, pixels, t) for bp in range(tiles_p)]), t
 
 
 @pytest.mark.parametrize("pattern", ["uniform", "clustered"])

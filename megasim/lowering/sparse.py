@@ -28,6 +28,16 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   starts share banks are served in extra wavefronts (``_row_replays``: counted per warp and loop
   iteration from the map; ``TaskCost.ns_per_replay`` of SM time each). On a dense map the lanes read
   one row (a broadcast), so the replays peak at mid sparsity (``gpu.probe_sparse_rows``).
+- **Partial pixel tiles** (the last block of each filter tile when the pixels are not a multiple of
+  the block's): its multiply-adds, scan and replays are priced per warp slot, i.e. its active warps'
+  counts scaled by ``warps / active warps``, as if it were full. Each warp of a block runs on one of
+  the SM's four schedulers, next to one warp of every co-resident block, and the block meets at a
+  barrier every chunk, so a block with two active warps advances at the rate of its warps, not twice
+  as fast: on the GPU it ends with the full blocks of its wave. Priced by its active warps alone it
+  would end at about half time in the simulation (one SM server shared by blocks) and free its slot
+  early; with a grid just past a whole number of waves the tail blocks then start on those slots at
+  half time instead of after the wave (VGG-19 conv3_x at batch 1 and conv5_x at batch 16: 400 blocks,
+  3 per SM, last tile 64 of 128 pixels; predicted 21-28% fast without this rule, docs/sparse.md).
 - **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
   writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
   (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
@@ -328,8 +338,12 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     issued = padded.reshape(tiles_p, warps_per_block).sum(axis=1)       # per pixel tile
     active_warps = np.minimum(warps_per_block,
                               np.maximum(0, -(-(pixels - np.arange(tiles_p) * tiling.threads) // WARP)))
-    flops_p = 2.0 * WARP * tiling.k_tile * issued
-    scan_p = WARP * active_warps * tiling.chunk_elements * chunks
+    # Priced per warp slot: the last pixel tile's block (fewer active warps) costs as a full one (see
+    # the module docstring, "Partial pixel tiles"). Every tile holds at least one active warp.
+    slot_scale = warps_per_block / np.maximum(active_warps, 1)
+    flops_p = 2.0 * WARP * tiling.k_tile * issued * slot_scale
+    scan_p = WARP * active_warps * tiling.chunk_elements * chunks * slot_scale
+    replays_p = replays_p * slot_scale
     weights_staged = chunks * tiling.weight_rows(problem) * tiling.k_tile
     group = np.repeat(np.arange(tiles_p), tiles_k)
     index = np.tile(np.arange(tiles_k), tiles_p)
