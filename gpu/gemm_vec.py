@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
+from gpu.async_copy import cp_async4, cp_async16, cp_async_commit, cp_async_wait_group
 from gpu.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
 
 ZERO = np.float32(0.0)
@@ -205,6 +206,30 @@ def gemm_staged_shared_bytes(T: int, GK: int, KS: int, NT: int, SK: int, staging
     return 4 * max(stage, (SK - 1) * 64 * (NT // SK))
 
 
+@cuda.jit(device=True)
+def load_quad(arr, g, avail, ok, vec):
+    """arr[g:g + 4] with the elements at or past ``avail`` (all of them when not ``ok``) zero. ``vec``:
+    one 128-bit load, for an operand whose quads are all in or all out (a row length % 4 == 0)."""
+    v0 = ZERO
+    v1 = ZERO
+    v2 = ZERO
+    v3 = ZERO
+    if ok:
+        if vec:
+            if avail > 0:
+                v0, v1, v2, v3 = load4(arr, g)
+        else:
+            if avail > 0:
+                v0 = load1(arr, g)
+            if avail > 1:
+                v1 = load1(arr, g + 1)
+            if avail > 2:
+                v2 = load1(arr, g + 2)
+            if avail > 3:
+                v3 = load1(arr, g + 3)
+    return v0, v1, v2, v3
+
+
 def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2):
     """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiment;
     the benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; not used by the executors). Same
@@ -252,13 +277,6 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         raise ValueError(f"no staged vector GEMM layout for T={T}, GK={GK}, KS={KS}, NT={NT}, SK={SK} "
                          f"(want T, GK multiples of 8, NT = SK * T/8 * GK/8, KS a multiple of SK and 4"
                          f"{', and of 4 * SK' if staging == 'c' else ''})")
-    from gpu.async_copy import (
-        cp_async4,
-        cp_async16,
-        cp_async_commit,
-        cp_async_wait_group,
-    )
-
     NS = stages if staging != "v" else 2
     ASYNC_B = staging in ("a", "c")
     ASYNC_A = staging == "c"
@@ -291,23 +309,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
             r = idx // KQ4
             k0 = c + (idx - r * KQ4) * 4
             ok = active and idx < QA and r < rows
-            v0 = ZERO
-            v1 = ZERO
-            v2 = ZERO
-            v3 = ZERO
-            if vec:
-                if ok and k0 < C:   # C % 4 == 0: the quad is all in or all out
-                    v0, v1, v2, v3 = load4(V, v_base + r * C + k0)
-            elif ok:
-                g = v_base + r * C + k0
-                if k0 < C:
-                    v0 = load1(V, g)
-                if k0 + 1 < C:
-                    v1 = load1(V, g + 1)
-                if k0 + 2 < C:
-                    v2 = load1(V, g + 2)
-                if k0 + 3 < C:
-                    v3 = load1(V, g + 3)
+            v0, v1, v2, v3 = load_quad(V, v_base + r * C + k0, C - k0, ok, vec)
             ra[4 * ll] = v0
             ra[4 * ll + 1] = v1
             ra[4 * ll + 2] = v2
@@ -357,23 +359,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
             kk = idx // GQ
             n0 = (idx - kk * GQ) * 4
             ok = active and idx < QB and c + kk < C
-            v0 = ZERO
-            v1 = ZERO
-            v2 = ZERO
-            v3 = ZERO
-            if vec:
-                if ok and n0 < width:   # K % 4 == 0: width too, so the quad is all in or all out
-                    v0, v1, v2, v3 = load4(U, u_base + (c + kk) * K + n0)
-            elif ok:
-                g = u_base + (c + kk) * K + n0
-                if n0 < width:
-                    v0 = load1(U, g)
-                if n0 + 1 < width:
-                    v1 = load1(U, g + 1)
-                if n0 + 2 < width:
-                    v2 = load1(U, g + 2)
-                if n0 + 3 < width:
-                    v3 = load1(U, g + 3)
+            v0, v1, v2, v3 = load_quad(U, u_base + (c + kk) * K + n0, width - n0, ok, vec)
             rb[4 * ll] = v0
             rb[4 * ll + 1] = v1
             rb[4 * ll + 2] = v2
