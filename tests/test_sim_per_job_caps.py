@@ -170,11 +170,25 @@ def test_readiness_identical_jobs(n, s):
 
 
 def test_readiness_two_classes_by_hand():
-    # Job 0 (ready 0.5) and job 1 (ready 1.0), work 100 each, from t = 0: the SM is always busy
-    # (U = 1 - 0.5 * 0 = 1), shared 1 : 2, so job 1 ends at 150 with job 0 at 50; alone, job 0 runs
-    # at 0.5: its last 50 take 100 ns, end at 250.
-    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.5, 1.0], [0, 1], cb), [(0.0, 0, 100.0), (0.0, 1, 100.0)])
-    assert done == {1: pytest.approx(150.0), 0: pytest.approx(250.0)}
+    # Job 0 (ready 0.25) and job 1 (ready 1.0), work 100 each, from t = 0: the SM is always busy
+    # (U = 1 - 0.75 * 0 = 1); job 0 asks for less than the fair half, so it gets all it asks for (0.25)
+    # and job 1 the rest (0.75): job 1 ends at 133.3 with job 0 at 33.3; alone, job 0 still runs at
+    # 0.25: its last 66.7 take 266.7 ns, end at 400. (In proportion to readiness, the rule of
+    # sessions 4-6, job 0 would have received 0.2 and ended at 425.)
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.25, 1.0], [0, 1], cb), [(0.0, 0, 100.0), (0.0, 1, 100.0)])
+    assert done == {1: pytest.approx(400.0 / 3.0), 0: pytest.approx(400.0)}
+
+
+def test_readiness_three_classes_water_level():
+    # Ready 0.1, 0.5, 0.9, one job each, work 1000: U = 1 - 0.9 * 0.5 * 0.1 = 0.955. The 0.1 job gets
+    # 0.1; the fair level of the other two, (0.955 - 0.1) / 2 = 0.4275, is below both demands, so each
+    # gets 0.4275. The 0.5 and 0.9 jobs end together at t = 1000 / 0.4275 = 2339.2; by then the 0.1
+    # job has done 0.1 * 2339.2 = 233.9 and, alone at 0.1, needs (1000 - 233.9) / 0.1 ns more.
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.1, 0.5, 0.9], [0, 1, 2], cb),
+                      [(0.0, 0, 1000.0), (0.0, 1, 1000.0), (0.0, 2, 1000.0)])
+    t12 = 1000.0 / 0.4275
+    assert done[1] == pytest.approx(t12) and done[2] == pytest.approx(t12)
+    assert done[0] == pytest.approx(t12 + (1000.0 - 0.1 * t12) / 0.1)
 
 
 def test_readiness_of_one_is_equal_sharing():
@@ -200,7 +214,7 @@ def test_readiness_in_a_spec_changes_only_kinds_that_give_it():
 
 def test_readiness_counts_blocks_that_are_loading():
     # Job 0 (ready 0.5, work 100) computes from t = 0; job 1's block (same class) is present, moving
-    # its data, over [0, 50): U = 1 - 0.5 * 0.5 = 0.75 shared by readiness 0.5 + 0.5, so job 0 gets
+    # its data, over [0, 50): U = 1 - 0.5 * 0.5 = 0.75 shared by the two blocks, so job 0 gets
     # 0.375 and has 18.75 done at t = 50; alone then at 0.5, its last 81.25 take 162.5 ns: ends at 212.5.
     clock = HeapClock()
     done = {}

@@ -30,7 +30,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
   gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give
   ``block_sm_ready`` instead: its blocks stall independently, the SM is busy when any block is ready
-  and its cycles are shared in proportion to readiness (``ReadinessSharedServer``); such blocks count
+  and its busy fraction is split by water-filling over the blocks' readiness (``ReadinessSharedServer``: a block
+  that asks for less than the fair level gets all it asks for); such blocks count
   on their SM through their memory phase too (the kernels overlap loads and arithmetic).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource

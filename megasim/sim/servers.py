@@ -286,15 +286,24 @@ class CappedSharedServer:
 
 class ReadinessSharedServer(CappedSharedServer):
     """An SM whose blocks stall independently: the SM issues whenever at least one of its blocks is
-    ready, and the issue cycles go to the blocks in proportion to their readiness.
+    ready, and the issue cycles go first to the blocks that ask for least (max-min fairness).
 
     A block of class c alone keeps the SM busy a fraction ``s_c`` of the time (``caps[c]``: the
     kind's ``block_sm_ready``, < 1 when its few warps cannot hide their own latencies). With n_c
-    blocks of each class on the SM, the SM is busy ``U = 1 - prod_c (1 - s_c)^n_c`` of the time and a
-    computing block of class c receives ``s_c * U / sum_c n_c s_c`` of it. For one class this is
-    ``(1 - (1 - s)^n) / n``: throughput grows with each block resident but saturates smoothly, as a
-    GPU's does with occupancy, where ``CappedSharedServer``'s ``min(s, 1/n)`` saturates at n = 1/s.
-    With s = 1 for every class both rules are ``1/n``.
+    blocks of each class on the SM, the SM is busy ``U = 1 - prod_c (1 - s_c)^n_c`` of the time, and
+    ``U`` is split by water-filling over the blocks' demands ``s_c``: a block that asks for less than
+    the fair level receives all it asks for, the others share the rest equally. For one class every
+    block receives ``(1 - (1 - s)^n) / n``: throughput grows with each block resident but saturates
+    smoothly, as a GPU's does with occupancy, where ``CappedSharedServer``'s ``min(s, 1/n)``
+    saturates at n = 1/s. With s = 1 for every class both rules are ``1/n``.
+
+    Why max-min across kinds (session 7; sessions 4-6 split ``U`` in proportion to readiness, so a
+    rarely-ready transform block beside two GEMM blocks ran ~60% slower than alone): a warp scheduler
+    picks among its ready warps in turn, so a warp that is seldom ready issues almost as soon as it
+    is, and the blocks that could use every cycle (the GEMM) absorb the contention. On the GPU a
+    transform task takes about the same time wherever it sits among GEMMs (``gpu.record_timeline``,
+    docs/validation.md). For a single kind the two rules are the same, so the single-kind fit does
+    not change.
 
     The n_c count the blocks that are moving their data as well (``enter(job)`` at the start of a
     task's memory phase, ``leave(job)`` at its end): the kernels overlap their loads with their
@@ -302,54 +311,54 @@ class ReadinessSharedServer(CappedSharedServer):
     as long as it holds the slot, not only in the engine's compute phase. Without this, blocks whose
     phases happen to be out of step (e.g. GEMMs interleaved with other kinds) would each get a larger
     share than blocks in step, a speed-up the GPU does not show (``gpu.trace_mixed``). A present block
-    receives no work.
+    takes its share of ``U`` like a computing one but receives no work.
 
-    An arrival (of a job or a present block) never raises a rate (adding readiness s' to (U, S) gives
-    (U + s'(1 - U)) / (S + s') <= U / S because U >= 1 - exp(-S) >= S / (1 + S)), so the base class's
-    event keeping holds for ``add``; ``enter`` and ``leave`` re-arm the completion event.
+    Rates are recomputed at every arrival, departure, ``enter`` and ``leave`` (O(classes)); the
+    base class keeps a pending completion event only when it is not later than the new one, and
+    ``_fire`` re-arms an event that fires early, so correctness does not depend on arrivals never
+    raising a rate.
     """
 
-    __slots__ = ("_m", "_idle_present", "_sum_present")
+    __slots__ = ("_m",)
 
     def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
         super().__init__(clock, caps, class_of, on_done)
-        self._m = [0] * len(self.caps)
-        self._idle_present = 1.0    # prod over present blocks of (1 - s)
-        self._sum_present = 0.0     # sum over present blocks of s
+        self._m = [0] * len(self.caps)   # blocks present (moving data) per class
 
     def _one_class_rate(self, c: int) -> float:
-        n = self.n
-        s = self.caps[c]
-        if self._sum_present == 0.0:
-            return (1.0 - (1.0 - s) ** n) / n
-        return s * (1.0 - (1.0 - s) ** n * self._idle_present) / (n * s + self._sum_present)
+        self._rates()
+        return self._rate[c]
 
     def _rates(self) -> None:
-        active, rate, ready, n = self._active, self._rate, self.caps, self._n
-        if len(active) == 1:
-            c = active[0]
-            rate[c] = self._one_class_rate(c)
-            return
-        idle = self._idle_present
-        total = self._sum_present
-        for c in active:
-            idle *= (1.0 - ready[c]) ** n[c]
-            total += n[c] * ready[c]
-        per_ready = (1.0 - idle) / total
-        for c in active:
-            rate[c] = ready[c] * per_ready
+        """Water-filling of the busy fraction U over the demands of the blocks computing and present."""
+        ready, n, m, rate = self.caps, self._n, self._m, self._rate
+        idle, blocks = 1.0, 0
+        for c in self._order:
+            k = n[c] + m[c]
+            if k:
+                idle *= (1.0 - ready[c]) ** k
+                blocks += k
+        remaining = 1.0 - idle
+        level = -1.0
+        for c in self._order:            # smallest demand first
+            k = n[c] + m[c]
+            if not k:
+                continue
+            if level < 0.0:
+                fair = remaining / blocks
+                if ready[c] <= fair:
+                    rate[c] = ready[c]
+                    remaining -= k * ready[c]
+                    blocks -= k
+                    continue
+                level = fair
+            rate[c] = level
 
     def _present(self, job: int, delta: int) -> None:
         now = self.clock.now
         if self.n:
             self._advance(now)
         self._m[self.class_of[job]] += delta
-        idle, total = 1.0, 0.0
-        for c, m in enumerate(self._m):
-            if m:
-                idle *= (1.0 - self.caps[c]) ** m
-                total += m * self.caps[c]
-        self._idle_present, self._sum_present = idle, total
         if not self.n:
             return
         self._rates()
