@@ -25,8 +25,10 @@ What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused
   forcing 4 / 2 / 1 blocks per SM (46 KiB, 100 KiB, 160 KiB; above 48 KiB the kernel is opted in
   with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; only values below the natural occupancy);
   the ``megakernel`` running only that kind's tasks per task (168 registers: 3 blocks per SM) and
-  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 228 registers). Counters start at zero (the kind's parents
-  ran before), as in ``gpu.diagnose``.
+  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 255 registers). Counters start at zero (the kind's parents
+  ran before), as in ``gpu.diagnose``. The persistent grid of 1 block per SM is also run once traced
+  (``traced_parts``): the mean per task of claim -> ready, the body and the signal, so the
+  megakernel's claim (``TaskCost.megakernel_claim_ns``) is measured rather than fitted.
   Also the per-kind kernel at natural occupancy timed as ``gpu.calibrate.time_kinds`` does
   (``timing: events``: CUDA events around each run, host cost included when it dominates), to
   compare with the first round.
@@ -225,12 +227,32 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
                 prep.run(wss[0])
                 prep.check()
                 st, host = time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
-                record({"kernel": "megakernel", "style": style, "blocks_per_sm": bps, "extra_shared_bytes": 0,
-                        "timing": "queued"}, st, host)
+                variant = {"kernel": "megakernel", "style": style, "blocks_per_sm": bps, "extra_shared_bytes": 0,
+                           "timing": "queued"}
+                if (style, bps) == ("persistent", 1):
+                    variant.update(traced_parts(wplan, one, zeros, wss))
+                record(variant, st, host)
             del d_table
         del wss
     notes["spin_iters"] = spin.iters
     return rows, notes
+
+
+def traced_parts(wplan, schedule, counters_init, wss) -> dict[str, float]:
+    """Where a megakernel task's time goes, from a traced run of ``schedule`` (the inputs rotated over
+    ``wss``; the last run kept): the mean per task of ready - claim (``trace_claim_ns``: ticket, table
+    row, counter look, acquire fence), done - ready (``trace_body_ns``) and end - done
+    (``trace_signal_ns``: release fence, decrement). gpu/megakernel.py's ``TRACE_COLS``."""
+    from gpu.prepared import PreparedSchedule
+    prep = PreparedSchedule(wplan, schedule, kernels="megakernel", check=False, trace=True)
+    prep.d_counters_init = counters_init
+    for i in range(len(wss) + 1):
+        prep.run(wss[i % len(wss)])
+    cuda.synchronize()
+    prep.check()
+    tr = prep.traces()[0].astype(np.float64)      # claim, ready, end, sm, done
+    return {"trace_claim_ns": float((tr[:, 1] - tr[:, 0]).mean()), "trace_body_ns": float((tr[:, 4] - tr[:, 1]).mean()),
+            "trace_signal_ns": float((tr[:, 2] - tr[:, 4]).mean())}
 
 
 def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10) -> list[dict]:

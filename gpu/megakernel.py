@@ -50,9 +50,12 @@ TABLE_COLS = 8
 # Control array layout.
 CTL_TICKET, CTL_NTASKS, CTL_DISPATCH, CTL_PERSISTENT, CTL_POLL_LIMIT = 0, 1, 2, 3, 4
 CTL_ERR_CODE, CTL_ERR_POS, CTL_ERR_TASK, CTL_ERR_COUNTER, CTL_ERR_VALUE = 5, 6, 7, 8, 9
-CTL_TRACE = 10                # 1: record (claim, ready, end, SM) of every map position into `trace`
+CTL_TRACE = 10                # 1: record (claim, ready, end, SM, body done) of every map position into `trace`
 CTL_SIZE = 16
-TRACE_COLS = 4                # trace[pos] = claim_ns, ready_ns, end_ns, sm (globaltimer / %smid)
+# trace[pos] = claim_ns, ready_ns, end_ns, sm, done_ns (globaltimer / %smid): done is the end of the task's
+# body (after the block's closing barrier), before thread 0's release fence and signal, so end - done
+# is what the signal costs.
+TRACE_COLS = 5
 
 DISPATCH_TICKET, DISPATCH_BLOCKIDX = 0, 1
 ERR_NONE, ERR_WAIT_TIMEOUT = 0, 1
@@ -153,6 +156,8 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
         ftrans_task(g, idx, prm, w, U)
     cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
     if tid == 0:
+        if tracing:
+            trace[pos, 4] = globaltimer()
         sig = table[pos, T_SIGNAL]
         if sig >= 0:
             cuda.threadfence()  # release
@@ -174,10 +179,11 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     of static shared memory; after the task, thread 0 signals. Dynamic shared memory:
     ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the module docstring.
     Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
-    nanoseconds and the SM id; ``trace`` needs a row per map position then (else one dummy row).
+    nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
 
     A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~60 more registers
-    live (ptxas, sm_90: 168 (capped) against 228 per thread, i.e. 3 blocks of 128 threads per SM, not 2).
+    live (ptxas, sm_90: 168 (capped) against 255 per thread, i.e. 3 blocks of 128 threads per SM, not 2;
+    capped at 168 the persistent one spills ~290 registers).
     """
     sh = cuda.shared.array(2, int32)
     _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
@@ -188,9 +194,13 @@ def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
     each claiming positions by ticket until the map is used up."""
     sh = cuda.shared.array(2, int32)
-    first = True
-    while _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace) == 1:
-        first = False
+    # Every claim passes first=False (persistent launches claim by ticket only: the host refuses
+    # dispatch='blockidx' with them) and the call sits in the loop's body, not its condition: the
+    # earlier form (`while _claim_run_signal(first, ...) == 1: first = False`) compiled every task body
+    # twice, 1284 FFMA instead of 642, and spilled ~300 registers (ptxas sm_90, 255 registers either way).
+    running = 1
+    while running == 1:
+        running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
         cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
 
 

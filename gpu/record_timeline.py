@@ -5,8 +5,8 @@ the GPU with tracing on: thread 0
 of each block writes the global-timer nanoseconds at which it claimed its task, saw its parents done
 and finished, and its SM id (gpu/trace.py). The same TaskGraph and schedule are simulated with a spec
 (default: the calibrated H200 spec). Writes to DIR (default $OUT or experiments/results/<device>):
-timeline_measured.csv and timeline_simulated.csv (task, kind, start_ns, ready_ns, end_ns, sm; times
-from the first claim) and timeline_gantt.png (per-SM Gantt charts, a few SMs, measured above simulated;
+timeline_measured.csv and timeline_simulated.csv (task, kind, start_ns, ready_ns, end_ns, sm, done_ns;
+times from the first claim; done: the task's body finished, before its signal, = end in the model) and timeline_gantt.png (per-SM Gantt charts, a few SMs, measured above simulated;
 the SM ids are not the same SMs: the model numbers its SMs in placement order). The measured CSV is
 what `python -m experiments.fig03_task_timeline --measured FILE` reads.
 
@@ -38,7 +38,7 @@ from megasim.plan import Plan, build
 from megasim.sim import simulate
 from megasim.workloads import parse_layer
 
-COLUMNS = ("task", "kind", "start_ns", "ready_ns", "end_ns", "sm")
+COLUMNS = ("task", "kind", "start_ns", "ready_ns", "end_ns", "sm", "done_ns")
 
 
 def _write(path: Path, rows) -> None:
@@ -49,14 +49,16 @@ def _write(path: Path, rows) -> None:
 
 
 def kind_summary(table: np.ndarray, kind_names) -> dict[str, dict[str, float]]:
-    """Per task kind of a timeline (rows of COLUMNS): tasks, mean wait (claim -> parents done) and mean
-    run time (parents done -> end), in us."""
+    """Per task kind of a timeline (rows of COLUMNS): tasks, mean wait (claim -> parents done), mean
+    run time (parents done -> end) and of it the signal (body done -> end: release fence and
+    decrement; 0 in the model, whose run includes it), in us."""
     out = {}
     for k, name in enumerate(kind_names):
         sel = table[:, 1] == k
         if sel.any():
             out[name] = {"tasks": int(sel.sum()), "wait_us": float((table[sel, 3] - table[sel, 2]).mean() / 1e3),
-                         "run_us": float((table[sel, 4] - table[sel, 3]).mean() / 1e3)}
+                         "run_us": float((table[sel, 4] - table[sel, 3]).mean() / 1e3),
+                         "signal_us": float((table[sel, 4] - table[sel, 6]).mean() / 1e3)}
     return out
 
 
@@ -105,11 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     order = np.asarray(schedule.launches[0].order)
     t0 = trace[:, 0].min()
     measured = np.column_stack([order, graph.kind[order], trace[:, 0] - t0, trace[:, 1] - t0,
-                                trace[:, 2] - t0, trace[:, 3]])
+                                trace[:, 2] - t0, trace[:, 3], trace[:, 4] - t0])
     sim = simulate(graph, schedule, load_spec(args.spec))
     s0 = np.nanmin(sim.claim_ns)
     simulated = np.column_stack([np.arange(graph.num_tasks), graph.kind, sim.claim_ns - s0, sim.ready_ns - s0,
-                                 sim.end_ns - s0, sim.sm])
+                                 sim.end_ns - s0, sim.sm, sim.end_ns - s0])
     out = Path(args.out or os.environ.get("OUT") or "experiments/results/gpu")
     out.mkdir(parents=True, exist_ok=True)
     stem = f"timeline_{args.tag}_" if args.tag else "timeline_"
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         m, p = summary["measured"].get(name), summary["simulated"].get(name)
         if m and p:
             print(f"  {name:7s} wait {m['wait_us']:7.2f} us (model {p['wait_us']:7.2f})  "
-                  f"run {m['run_us']:7.2f} us (model {p['run_us']:7.2f})")
+                  f"run {m['run_us']:7.2f} us (model {p['run_us']:7.2f}; measured signal {m['signal_us']:5.2f})")
     (out / f"{stem}summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     import matplotlib
     matplotlib.use("Agg")

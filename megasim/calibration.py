@@ -21,6 +21,12 @@ host's launch cost hidden; ``calibrated_spec`` then fits five costs per kind on 
 (efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
 simulating each run as it was measured (``variant_case``, ``simulated_us``).
 
+Each kind's ``megakernel_claim_ns`` (a megakernel block's claim of a task: ticket, table row,
+counter look, acquire fence) is not fitted: it is the mean claim -> ready time of the kind's traced
+persistent run of 1 block per SM, so the fitted ``megakernel_fixed_ns`` is what the megakernel adds
+once the task is ready (session 8: before, the whole overhead sat after ready, where it also delayed
+tasks whose claim overlapped a wait on their parents).
+
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
 megakernel runs used hold one kind's tasks.
 Everything here is CPU-only; ``refit`` re-runs the fit from a saved measurements file.
@@ -352,6 +358,22 @@ def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
     return dataclasses.replace(preset, sources=sources, **kwargs)
 
 
+def with_measured_claim(spec: GPUSpec, kind: str, rows: list[dict[str, Any]]) -> tuple[GPUSpec, dict[str, Any] | None]:
+    """``spec`` with ``kind``'s ``megakernel_claim_ns`` set to the mean claim -> ready time of its
+    traced megakernel rows (``trace_claim_ns``, gpu.calibrate_occupancy.traced_parts), and how it was
+    measured; ``spec`` unchanged and None when no row was traced (measurements before session 8)."""
+    traced = [r for r in rows if r.get("trace_claim_ns") is not None]
+    if not traced:
+        return spec, None
+    value = float(np.mean([r["trace_claim_ns"] for r in traced]))
+    where = ", ".join(f"{r['layer']}{' [' + r['plan_params'] + ']' if r.get('plan_params') else ''}" for r in traced)
+    method = (f"mean over the tasks of {kind}'s traced megakernel runs alone as a persistent grid of 1 block per "
+              f"SM ({where}; counters at zero) of ready - claim: ticket, task-table row, counter look and acquire "
+              f"fence (globaltimer, gpu.calibrate_occupancy.traced_parts)")
+    cost = dataclasses.replace(spec.task_cost(kind), megakernel_claim_ns=value)
+    return dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost}), {"value": value, "method": method}
+
+
 def _fit_job(job: dict[str, Any]) -> dict[str, Any]:
     """One kind's fit and its check simulations (a process pool's unit of work)."""
     fit = fit_kind(job["spec"], job["kind"], job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"])
@@ -406,7 +428,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
                 if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
-        jobs.append({"spec": base, "kind": kind, "cases": [case_of(r) for r in fitted_rows],
+        kind_spec, claim = with_measured_claim(base, kind, rows)
+        jobs.append({"spec": kind_spec, "kind": kind, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
                      "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
                      "n_rows": len(fitted_rows), "checks": [case_of(r) for r in checks],
@@ -437,7 +460,10 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                    f"the measured median, rms log error {fit['rms_log_error']:.3f}")
         for name in free:
             sources[f"task_costs.{kind}.{name}"] = source(m, how)
+        if job["claim"] is not None:
+            sources[f"task_costs.{kind}.megakernel_claim_ns"] = source(m, job["claim"]["method"])
         report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
+                                 "megakernel_claim_ns": fit["cost"].megakernel_claim_ns,
                                  "block_sm_share": fit["cost"].block_sm_share,
                                  "block_sm_ready": fit["cost"].block_sm_ready,
                                  "cases": [c[0] for c in job["cases"]],

@@ -114,3 +114,15 @@ def test_mixed_order_names_a_missing_kind():
     graph, schedule, _ = build(parse_layer(LAYER), Plan.parse("nonfused", ""))
     with pytest.raises(SpecError, match="no launch of kind 'stencil'"):
         mixed_order(graph, schedule, ("itrans", "stencil"))
+
+
+def test_measured_claim_is_the_mean_of_the_traced_rows():
+    from megasim.calibration import with_measured_claim
+    spec = small_h200()
+    rows = [{"layer": "a", "kind": "gemm", "trace_claim_ns": 1000.0},
+            {"layer": "b", "kind": "gemm", "plan_params": "pairs=4", "trace_claim_ns": 2000.0},
+            {"layer": "a", "kind": "gemm"}]                                     # an untraced row
+    got, claim = with_measured_claim(spec, "gemm", rows)
+    assert got.task_cost("gemm").megakernel_claim_ns == 1500.0 == claim["value"]
+    assert "a, b [pairs=4]" in claim["method"] and got.task_cost("itrans") == spec.task_cost("itrans")
+    assert with_measured_claim(spec, "gemm", rows[2:]) == (spec, None)           # old measurements

@@ -62,6 +62,12 @@ def test_rows_for_every_kind_and_variant(monkeypatch):
         assert any(r["extra_shared_bytes"] == 46 * 1024 for r in mine)
     assert all(r["median_ms"] > 0 and r["tasks"] > 0 for r in rows)
     assert all(r["plan_params"] == "t=2,gemm_k_tile=8,threads=32,gemm_threads=32" for r in rows)
+    # The persistent grid of 1 block per SM is traced too: its claim, body and signal per task.
+    for r in rows:
+        traced = (r["kernel"], r["style"], r.get("blocks_per_sm")) == ("megakernel", "persistent", 1)
+        assert ("trace_claim_ns" in r) == traced
+        if traced:
+            assert r["trace_claim_ns"] > 0 and r["trace_body_ns"] > 0 and r["trace_signal_ns"] >= 0
 
 
 def test_transform_rows_at_the_fused_pair_count(monkeypatch):
@@ -117,3 +123,34 @@ def test_trace_mixed_runs_and_counts_coresidency(tmp_path):
     rows = list(csv.DictReader((tmp_path / "trace_mixed.csv").open()))
     assert {(r["run"], r["source"]) for r in rows} >= {("itrans+gemm", "measured"), ("itrans+gemm", "model"),
                                                        ("gemm", "measured"), ("itrans", "model")}
+
+
+def test_trace_kinds_splits_a_task_and_chains_persistent_blocks(tmp_path):
+    import csv
+
+    import numpy as np
+
+    from gpu import trace_kinds as tk
+    # One SM, two persistent blocks: tasks claimed at 0 and 1 end at 10 and 12; the task claimed at 11
+    # continues the block that ended at 10 (the only one free), the one claimed at 13 the block that
+    # ended at 12 (the later of the two free ones).
+    claim = np.array([0, 1, 11, 13.0])
+    end = np.array([10, 12, 20, 25.0])
+    sm = np.zeros(4, int)
+    slot = tk.block_slots(claim, end, sm)
+    assert slot.tolist() == [0, 1, 0, 1]
+    gap = tk.persistent_gaps(claim, end, sm, slot)
+    assert np.isnan(gap[:2]).all() and gap[2:].tolist() == [1.0, 1.0]
+    rows = tk.summarise("L", "r", "measured", ["a", "b"], np.array([0, 0, 1, 1]), claim, claim + 1,
+                        end - 2, end, sm, slot)
+    a, b = rows
+    assert (a["kind"], a["tasks"]) == ("a", 2) and a["claim_us"] == 1e-3 and a["signal_us"] == 2e-3
+    assert a["body_us"] == ((10 - 2 - 1) + (12 - 2 - 2)) / 2 / 1e3 and b["gap_us"] == 1e-3
+    assert tk.main(["--layers", "N=1,C=8,K=8,H=8,W=8", "--params", "t=2,gemm_k_tile=8,threads=32,gemm_threads=32,pairs=2",
+                    "--kinds", "itrans", "--pairs", "itrans+gemm", "--runs", "1", "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "trace_kinds.csv").open()))
+    assert {(r["run"], r["source"], r["kind"]) for r in rows} == {
+        (f"itrans {s}", src, "itrans") for s in ("persistent x1", "persistent x2", "per_task") for src in ("measured", "model")
+    } | {("itrans+gemm per_task", src, k) for src in ("measured", "model") for k in ("itrans", "gemm")}
+    measured = [r for r in rows if r["source"] == "measured"]
+    assert all(float(r["claim_us"]) > 0 and float(r["body_us"]) > 0 and float(r["signal_us"]) >= 0 for r in measured)

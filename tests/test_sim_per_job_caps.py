@@ -224,3 +224,28 @@ def test_readiness_counts_blocks_that_are_loading():
     clock.after(50.0, lambda _: server.leave(1), None)
     clock.run()
     assert done == {0: pytest.approx(212.5)}
+
+
+def test_megakernel_claim_ns_overlaps_the_wait_on_parents():
+    # dep_graph: t0 (100 flops) signals c; t1 (10 flops) waits on c; t2 (50) is independent. One block per
+    # SM on two SMs, 1 FLOP/ns per SM, atomic 2, dispatch 3. The megakernel (a persistent grid) claims a
+    # task in the kind's megakernel_claim_ns = 20, in place of the ticket and counter atomics (2 + 2).
+    from tests.test_sim_scenarios import dep_graph
+    spec = toy_spec(atomic_latency_ns=2.0, block_dispatch_ns=3.0,
+                    task_costs={"default": TaskCost(1.0, 0.0, megakernel_fixed_ns=5.0, megakernel_claim_ns=20.0)})
+    persistent = Schedule("s", (Launch(np.array([0, 1, 2]), style="persistent", blocks_per_sm=1),))
+    r = simulate(dep_graph(), persistent, spec)
+    # t0: SM 0, ready 20, end 20 + 5 + 100 = 125. t1: SM 1, claim 0, its claim done at 20 while t0 runs,
+    # so it waits; ready an atomic after t0's signal (127), end 127 + 5 + 10 = 142: the claim overlapped
+    # the wait. t2: SM 0's block, free first, after t0 (persistent: no dispatch), ready 125 + 20, end
+    # 145 + 5 + 50 = 200.
+    assert_rows(r, [(0, 0, 0, 0, 20, 125), (1, 1, 0, 0, 127, 142), (2, 0, 0, 125, 145, 200)])
+    assert r.wait_ns.tolist() == [0.0, 107.0, 0.0]
+    # Per-task launches add the dispatch before the claim; the kind's own kernel ignores the claim time.
+    per_task = simulate(dep_graph(), Schedule("s", (Launch(np.array([0, 2]), kernel="megakernel"),
+                                                    Launch(np.array([1]), kernel="megakernel"))), spec)
+    assert per_task.ready_ns[[0, 2]].tolist() == [23.0, 23.0]
+    own = simulate(dep_graph(), Schedule("s", (Launch(np.array([0, 2])), Launch(np.array([1])))), spec)
+    assert own.ready_ns[[0, 2]].tolist() == [5.0, 5.0] and own.end_ns[[0, 2]].tolist() == [105.0, 55.0]
+    with pytest.raises(Exception, match="megakernel_claim_ns=-1.0 is not allowed"):
+        TaskCost(megakernel_claim_ns=-1.0)

@@ -42,8 +42,13 @@ class TaskCost:
     Optionally, the DRAM bandwidth one block of the kind can sustain (``block_dram_bw_gbps``: its
     loads in flight over the memory latency; None = the spec's ``tb_max_dram_bw_gbps``, measured
     with a plain read loop) and the extra fixed time of a task when the megakernel runs it
-    (``megakernel_fixed_ns``: its ticket, task-map read, counter check, and the fence and signal
-    after the task, which a kind's own kernel does not do).
+    (``megakernel_fixed_ns``: what the megakernel adds after the task is ready: the fence and signal
+    after its body, and any slowdown of the body in the megakernel's code, which a kind's own kernel
+    does not pay) and the time a megakernel block takes to claim a task of the kind
+    (``megakernel_claim_ns``: its ticket, task-table row, first counter look and acquire fence, from
+    the claim to the task being ready when its parents are done; None = the spec's
+    ``atomic_latency_ns`` for the ticket plus one for the counter look). The claim runs before the
+    task is ready, so it overlaps a wait on parents; ``megakernel_fixed_ns`` runs after.
     Alternatively to ``block_sm_share``, ``block_sm_ready``: the fraction of the time one block of the
     kind alone keeps its SM issuing; blocks then stall independently and share the SM by
     ``megasim.sim.servers.ReadinessSharedServer``'s rule (throughput saturating smoothly with the
@@ -59,6 +64,7 @@ class TaskCost:
     block_sm_ready: float | None = None
     ns_per_iteration: float = 0.0
     ns_per_replay: float = 0.0
+    megakernel_claim_ns: float | None = None
 
     def __post_init__(self) -> None:
         if self.block_sm_ready is not None:
@@ -69,6 +75,8 @@ class TaskCost:
                                 f"{self.block_sm_ready!r}: give one of them (block_sm_share must stay 1)")
         if self.block_dram_bw_gbps is not None and not (self.block_dram_bw_gbps > 0.0):
             raise SpecError(f"block_dram_bw_gbps={self.block_dram_bw_gbps!r} is not allowed: it must be > 0")
+        if self.megakernel_claim_ns is not None and not (self.megakernel_claim_ns >= 0.0):
+            raise SpecError(f"megakernel_claim_ns={self.megakernel_claim_ns!r} is not allowed: it must be >= 0 or None")
         if not (self.megakernel_fixed_ns >= 0.0):
             raise SpecError(f"megakernel_fixed_ns={self.megakernel_fixed_ns!r} is not allowed: it must be >= 0")
         if not (self.ns_per_replay >= 0.0):

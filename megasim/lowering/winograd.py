@@ -67,9 +67,9 @@ FLOAT_BYTES = 4
 GEMM_FAST_PATHS = {(32, 64, 16, 128): (168, 24576), (64, 64, 16, 128): (168, 27648)}
 GEMM_GENERIC_REGISTERS = 168
 # The megakernels (gpu/megakernel.py): the per-task one capped at 168 registers per thread (3 blocks of
-# 128 threads per SM) and the persistent one at 228 (its claim loop keeps more live: 2 blocks per SM).
+# 128 threads per SM) and the persistent one at 255 (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 168
-PERSISTENT_MEGAKERNEL_REGISTERS = 228
+PERSISTENT_MEGAKERNEL_REGISTERS = 255
 # The transform kernels (ftrans, itrans, otrans).
 TRANSFORM_REGISTERS = (48, 72, 80)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16

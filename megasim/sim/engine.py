@@ -10,6 +10,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   spreads a grid) or SM by SM (``"fill"``); afterwards a slot that frees takes the next block after
   ``block_dispatch_ns`` (one block per task) or claims the next ticket after ``atomic_latency_ns``
   (persistent grid). Both read the task map and check the task's counters, one atomic round trip.
+  In a megakernel launch whose kind gives ``megakernel_claim_ns`` (measured from traced runs), that
+  replaces the ticket and the check: claim -> ready takes ``block_dispatch_ns`` (per-task launches
+  only) plus the kind's claim time, when the parents are done by then.
 - **Dependency waits.** A task whose counters are not yet zero keeps its slot and polls; it resumes
   an atomic round trip after the last parent signals (the paper's Listing 2). Parents signal when
   they end.
@@ -19,7 +22,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   (``dram_latency_ns`` if any byte misses, else ``l2_latency_ns``) plus the kind's ``fixed_ns``
   (and ``ns_per_step`` per serial step of the task, ``TaskGraph.serial_steps``, and ``ns_per_iteration``
   per serial loop iteration, ``TaskGraph.serial_iterations``; and the kind's
-  ``megakernel_fixed_ns`` when the megakernel runs the task: its ticket, counter check and signal),
+  ``megakernel_fixed_ns`` when the megakernel runs the task: its fence and signal, and its ticket
+  and counter check unless the kind gives ``megakernel_claim_ns``),
   and is a job on one shared memory-system server (``SharedServer``) with work
   ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most its kind's
   ``block_dram_bw_gbps`` (default ``tb_max_dram_bw_gbps``) of it (water-filling, as below, when
@@ -139,9 +143,13 @@ class _Run:
         self._sms_ready: list | None = None
         fixed_ns = fixed[graph.kind] + _priced(graph, spec, PER_TASK_LATENCIES)
         self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
-        # A task the megakernel runs also pays its kind's megakernel_fixed_ns (ticket, counters, fence).
+        # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
         mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.kind_names])
         self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
+        # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
+        # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
+        self.mk_claim = [spec.task_cost(k).megakernel_claim_ns for k in graph.kind_names]
+        self.kind_of = graph.kind.tolist()
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
         self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
@@ -181,6 +189,7 @@ class _Run:
         self.sm_of = [-1] * t
         self.slot_of = [-1] * t
         self.check_at = [0.0] * t
+        self.claim_cost = [0.0] * t        # claim -> ready when the parents are done (dispatch, ticket, look)
         self.mem_work = [0.0] * t
 
     # --- scheduling helpers ----------------------------------------------------------------------
@@ -275,8 +284,13 @@ class _Run:
         self.cur_len = len(self.cur_order)
         self.cur_next = 0
         self.cur_done = 0
-        self.cur_check_ns = (self.spec.atomic_latency_ns if launch.style == "persistent"
-                             else self.spec.block_dispatch_ns) + self.spec.atomic_latency_ns
+        # Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
+        # and the counter look, or the kind's measured megakernel claim in a megakernel launch.
+        dispatch = 0.0 if launch.style == "persistent" else self.spec.block_dispatch_ns
+        atomic = self.spec.atomic_latency_ns
+        plain = (atomic if launch.style == "persistent" else dispatch) + atomic
+        mega = self._is_megakernel(launch)
+        self.cur_check_ns = [plain if not mega or c is None else dispatch + c for c in self.mk_claim]
         start = self.clock.now + delay
         self.launch_log.append({"name": launch.name, "style": launch.style, "start_ns": start, "end_ns": np.nan,
                                 "blocks_per_sm": per_sm, "limited_by": occ.limited_by,
@@ -308,7 +322,9 @@ class _Run:
         self.claim[task] = now
         self.sm_of[task] = sm
         self.slot_of[task] = slot
-        checked = now + self.cur_check_ns
+        cost = self.cur_check_ns[self.kind_of[task]]
+        self.claim_cost[task] = cost
+        checked = now + cost
         remaining = self.remaining
         for c in self.waits[task]:
             if c >= 0 and remaining[c] > 0:

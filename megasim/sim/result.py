@@ -75,10 +75,7 @@ class SimResult:
         n_t = len(g.tensor_names)
         owner = np.repeat(np.arange(g.num_tasks), np.diff(g.access_ptr))[tracked]
         task_dram = np.bincount(owner, weights=miss, minlength=g.num_tasks)
-        claim_cost = np.zeros(g.num_tasks)
-        for rec, launch in zip(launches, schedule.launches):
-            claim_cost[launch.order] = (spec.atomic_latency_ns if rec.style == "persistent"
-                                        else spec.block_dispatch_ns) + spec.atomic_latency_ns
+        claim_cost = np.fromiter(run.claim_cost, np.float64, len(run.claim_cost))
         return cls(
             gpu=spec.name, schedule=schedule.name, params=dict(schedule.params),
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
