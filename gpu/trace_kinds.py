@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
     from gpu.calibrate import nonfused_workspaces
     from gpu.prepared import PreparedSchedule
+    from gpu.validate import device_name
     from megasim.calibration import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
     from megasim.mapping import Launch, Schedule
@@ -120,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         ap.error(f"--runs {args.runs} is not allowed: it must be at least 1")
     spec = load_spec(args.spec)
-    dev = cuda.get_current_device()
-    name = getattr(dev, "name", "CUDA simulator")
-    device = name.decode() if isinstance(name, bytes) else str(name)
+    device = device_name()
     out = Path(args.out or Path(os.environ.get("OUT", "experiments/results/nvidia-h200")) / "trace_kinds")
     rows: list[dict] = []
     rng = np.random.default_rng(11)

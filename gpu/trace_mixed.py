@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
     from gpu.calibrate import nonfused_workspaces
     from gpu.prepared import PreparedSchedule
+    from gpu.validate import device_name
     from megasim.calibration import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
     from megasim.mapping import Launch, Schedule
@@ -91,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pair = tuple(args.pair.split("+"))
     spec = load_spec(args.spec)
-    dev = cuda.get_current_device()
-    name = getattr(dev, "name", "CUDA simulator")
-    device = name.decode() if isinstance(name, bytes) else str(name)
+    device = device_name()
     out = Path(args.out or Path(os.environ.get("OUT", "experiments/results/nvidia-h200")) / "trace_mixed")
     rows: list[dict] = []
     rng = np.random.default_rng(9)

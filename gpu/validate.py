@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 
 def device_name() -> str:
-    dev = cuda.get_current_device()
-    return dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    """The current device's name ("CUDA simulator" under Numba's simulator, whose device has none)."""
+    name = getattr(cuda.get_current_device(), "name", "CUDA simulator")
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup: int = 2,
