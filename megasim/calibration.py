@@ -231,11 +231,15 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
 # ``block_sm_share`` (a hard cap, min(share, 1/n)); it saturates at 1/share blocks, so a block of
 # another kind in a saturated SM's free slot cost the others nothing, and the mixed-kind runs showed
 # otherwise (docs/notes.md, session 4).
-FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns")
+# ``coresident_stretch`` (session 9): how a block's memory phase slows with the other blocks on its SM;
+# its single-kind runs at 1, 2 and 3 blocks per SM pin it, and how kinds slow each other follows from it.
+FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns",
+               "coresident_stretch")
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
-          "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0)}
+          "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
+          "coresident_stretch": (0.0, 0.95)}
 START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
-         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0}
+         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
 

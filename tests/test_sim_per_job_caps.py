@@ -249,3 +249,30 @@ def test_megakernel_claim_ns_overlaps_the_wait_on_parents():
     assert own.ready_ns[[0, 2]].tolist() == [5.0, 5.0] and own.end_ns[[0, 2]].tolist() == [105.0, 55.0]
     with pytest.raises(Exception, match="megakernel_claim_ns=-1.0 is not allowed"):
         TaskCost(megakernel_claim_ns=-1.0)
+
+
+def test_coresident_stretch_slows_a_memory_phase_by_its_sms_other_blocks():
+    # One SM (fill placement), 2 blocks per SM, DRAM 1 B/ns. Kind a: 100 B at its cap of 0.25 B/ns =
+    # 400 ns alone; coresident_stretch 0.5. Kind b (block_sm_ready 0.5, 1000 B, cap 1) starts its memory
+    # phase first (map order b, a), so a's phase starts beside it: U_others = 0.5, a moves at
+    # 0.25 * (1 - 0.5 * 0.5) = 0.1875 B/ns: ends at 533.33. b gets the remaining 0.8125 B/ns until then
+    # (433.33 B), then 1 B/ns: ends at 1100.
+    costs = {"a": TaskCost(1.0, 0.0, block_dram_bw_gbps=0.25, block_sm_ready=1.0, coresident_stretch=0.5),
+             "b": TaskCost(1.0, 0.0, block_sm_ready=0.5)}
+    spec = toy_spec(max_blocks_per_sm=2, task_costs=costs)
+    g = two_kind_mem_graph((100, 1000))
+    r = simulate(g, Schedule("s", (Launch(np.array([1, 0])),)), spec, SimOptions(placement="fill"))
+    assert r.end_ns.tolist() == pytest.approx([1600.0 / 3.0, 1100.0])
+    # Alone on its SM (round robin: one block per SM here) a takes its 400 ns: nothing to stretch.
+    alone = simulate(g, Schedule("s", (Launch(np.array([1, 0])),)), spec)
+    assert alone.end_ns[0] == pytest.approx(400.0)
+    # gamma = 0 is the rule without the stretch, as is a spec that does not give it: a at 0.25 B/ns ends at
+    # 400, b at 0.75 B/ns until then (300 B), then 1 B/ns: ends at 1100.
+    off = {k: dataclasses.replace(c, coresident_stretch=0.0) for k, c in costs.items()}
+    plain = {"a": TaskCost(1.0, 0.0, block_dram_bw_gbps=0.25, block_sm_ready=1.0), "b": costs["b"]}
+    for o in (off, plain):
+        r0 = simulate(g, Schedule("s", (Launch(np.array([1, 0])),)), toy_spec(max_blocks_per_sm=2, task_costs=o),
+                      SimOptions(placement="fill"))
+        assert r0.end_ns.tolist() == pytest.approx([400.0, 1100.0])
+    with pytest.raises(Exception, match="coresident_stretch=1.0 is not allowed"):
+        TaskCost(coresident_stretch=1.0)

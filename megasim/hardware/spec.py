@@ -52,7 +52,13 @@ class TaskCost:
     Alternatively to ``block_sm_share``, ``block_sm_ready``: the fraction of the time one block of the
     kind alone keeps its SM issuing; blocks then stall independently and share the SM by
     ``megasim.sim.servers.ReadinessSharedServer``'s rule (throughput saturating smoothly with the
-    blocks resident) instead of water-filling under caps. A kind gives one of the two."""
+    blocks resident) instead of water-filling under caps. A kind gives one of the two.
+    ``coresident_stretch`` (gamma, in [0, 1), default 0 = off; session 9): how much the block's memory
+    phase slows with the other blocks resident on its SM. A transform's loads are latency-bound (few
+    in flight, each waiting for its issue slot and load/store queue, which co-resident warps share),
+    so its memory phase runs at ``1 - gamma * U_others`` of its rate alone, ``U_others = 1 - prod
+    (1 - block_sm_ready)`` over the other blocks resident on its SM when the phase starts (a kind
+    without ``block_sm_ready`` counts as always ready)."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -65,8 +71,11 @@ class TaskCost:
     ns_per_iteration: float = 0.0
     ns_per_replay: float = 0.0
     megakernel_claim_ns: float | None = None
+    coresident_stretch: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (0.0 <= self.coresident_stretch < 1.0):
+            raise SpecError(f"coresident_stretch={self.coresident_stretch!r} is not allowed: it must be in [0, 1)")
         if self.block_sm_ready is not None:
             if not (0.0 < self.block_sm_ready <= 1.0):
                 raise SpecError(f"block_sm_ready={self.block_sm_ready!r} is not allowed: it must be in (0, 1]")

@@ -134,7 +134,7 @@ class CappedSharedServer:
     """
 
     __slots__ = ("clock", "caps", "class_of", "on_done", "_vt", "_heaps", "_n", "_rate", "_order", "_active",
-                 "_t", "_seq", "_version", "_due", "n")
+                 "_t", "_seq", "_version", "_due", "n", "_in_order")
 
     def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
         caps = [float(c) for c in caps]
@@ -146,6 +146,9 @@ class CappedSharedServer:
         self.on_done = on_done
         k = len(caps)
         self._order = sorted(range(k), key=caps.__getitem__)   # classes by cap, smallest first
+        # With caps given in ascending order the active classes (kept sorted by index) are in cap order
+        # too, so water-filling visits only them (the engine's many-class memory server).
+        self._in_order = self._order == list(range(k))
         self._active: list[int] = []    # classes with jobs present, in class order
         self._vt = [0.0] * k
         self._heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]
@@ -176,7 +179,7 @@ class CappedSharedServer:
             return
         remaining, jobs, n = 1.0, self.n, self._n
         level = 0.0
-        for c in self._order:
+        for c in (active if self._in_order else self._order):
             if not n[c]:
                 continue
             if level:
