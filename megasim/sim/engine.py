@@ -38,6 +38,11 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   that asks for less than the fair level gets all it asks for); such blocks count
   on their SM through their memory phase too (the kernels overlap loads and arithmetic).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
+  A kind with ``coresident_stretch`` gamma > 0 moves its data at ``1 - gamma * U_others`` of its
+  capped rate, ``U_others = 1 - prod(1 - block_sm_ready)`` over the other blocks of its SM in a memory
+  or compute phase when its memory phase starts (a latency-bound block's loads wait for the issue
+  slots and load/store queue its neighbours take); the factor is fixed for the phase, in steps of
+  1/``STRETCH_LEVELS``, and the memory server then water-fills over (kind, factor) cap classes.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
