@@ -276,3 +276,5 @@ def test_coresident_stretch_slows_a_memory_phase_by_its_sms_other_blocks():
         assert r0.end_ns.tolist() == pytest.approx([400.0, 1100.0])
     with pytest.raises(Exception, match="coresident_stretch=1.0 is not allowed"):
         TaskCost(coresident_stretch=1.0)
+    with pytest.raises(Exception, match="coresident_stretch=0.5 needs block_sm_ready"):
+        TaskCost(coresident_stretch=0.5)

@@ -57,8 +57,9 @@ class TaskCost:
     phase slows with the other blocks resident on its SM. A transform's loads are latency-bound (few
     in flight, each waiting for its issue slot and load/store queue, which co-resident warps share),
     so its memory phase runs at ``1 - gamma * U_others`` of its rate alone, ``U_others = 1 - prod
-    (1 - block_sm_ready)`` over the other blocks resident on its SM when the phase starts (a kind
-    without ``block_sm_ready`` counts as always ready)."""
+    (1 - block_sm_ready)`` over the other blocks on its SM that move data or compute when the phase
+    starts (a kind without ``block_sm_ready`` counts as always ready). A kind that stretches gives
+    ``block_sm_ready``."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -76,6 +77,9 @@ class TaskCost:
     def __post_init__(self) -> None:
         if not (0.0 <= self.coresident_stretch < 1.0):
             raise SpecError(f"coresident_stretch={self.coresident_stretch!r} is not allowed: it must be in [0, 1)")
+        if self.coresident_stretch > 0.0 and self.block_sm_ready is None:
+            raise SpecError(f"coresident_stretch={self.coresident_stretch!r} needs block_sm_ready (the rule reads "
+                            f"the readiness of the blocks beside it); give block_sm_ready or a stretch of 0")
         if self.block_sm_ready is not None:
             if not (0.0 < self.block_sm_ready <= 1.0):
                 raise SpecError(f"block_sm_ready={self.block_sm_ready!r} is not allowed: it must be in (0, 1]")

@@ -185,18 +185,16 @@ class _Run:
         self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
                          for c in map(spec.task_cost, graph.kind_names)]
         # Co-residence stretch (TaskCost.coresident_stretch): a kind with gamma > 0 moves its data at
-        # 1 - gamma * U_others of its rate alone, U_others from the blocks resident on its SM. The
-        # memory system then gets a cap class per (kind, level of that factor, in 1/STRETCH_LEVELS steps).
+        # 1 - gamma * U_others of its rate alone, U_others from the busy blocks beside it on its SM (read
+        # from its ReadinessSharedServer). The memory system then gets a cap class per (kind, level of
+        # that factor, in 1/STRETCH_LEVELS steps).
         self.stretch = [spec.task_cost(k).coresident_stretch for k in graph.kind_names]
         self.stretch_on = any(g > 0.0 for g in self.stretch)
         if self.stretch_on:
-            nk = len(graph.kind_names)
-            self.resident = [[0] * nk for _ in range(spec.sm_count)]
-            self.idle_of = [1.0 - r for r in self.block_ready]
-            levels = [(k, lv) for k in range(nk) for lv in range(1, STRETCH_LEVELS + 1)]
-            caps = sorted({self.mem_caps[k] * lv / STRETCH_LEVELS for k, lv in levels})
-            self.mem_class = [[0] + [caps.index(self.mem_caps[k] * lv / STRETCH_LEVELS)
-                                     for lv in range(1, STRETCH_LEVELS + 1)] for k in range(nk)]
+            levels = range(1, STRETCH_LEVELS + 1)
+            caps = sorted({cap * lv / STRETCH_LEVELS for cap in self.mem_caps for lv in levels})
+            index = {c: i for i, c in enumerate(caps)}
+            self.mem_class = [[0] + [index[cap * lv / STRETCH_LEVELS] for lv in levels] for cap in self.mem_caps]
             self.mem_class_of = [0] * t
             self._mem_stretch = CappedSharedServer(self.clock, caps, self.mem_class_of, self._mem_done)
         self.sms = self._sms_one_cap = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
@@ -396,26 +394,21 @@ class _Run:
             if self.sms is self._sms_ready:     # the block competes for its SM while it loads too
                 self.sms[self.sm_of[task]].enter(task)
             if self.stretch_on:
-                self.resident[self.sm_of[task]][self.kind_of[task]] += 1
                 self.mem_class_of[task] = self._stretch_class(task)
             self.mem.add(task, work)
         else:
             self._mem_done(task)
 
     def _stretch_class(self, task: int) -> int:
-        """The memory system's cap class of `task`'s memory phase: its kind's cap times
-        1 - gamma * U_others, U_others = 1 - prod(1 - ready) over the other blocks resident on its SM."""
+        """The memory system's cap class of `task`'s memory phase (the task has entered its SM): its
+        kind's cap times 1 - gamma * U_others, U_others = 1 - prod(1 - ready) over the other blocks on
+        its SM that move data or compute. A stretching kind gives block_sm_ready (TaskCost), so its
+        SMs are ReadinessSharedServers."""
         kind = self.kind_of[task]
         gamma = self.stretch[kind]
         if gamma <= 0.0:
             return self.mem_class[kind][STRETCH_LEVELS]
-        idle = 1.0
-        counts = self.resident[self.sm_of[task]]
-        for k, n in enumerate(counts):
-            if k == kind:
-                n -= 1
-            if n > 0:
-                idle *= self.idle_of[k] ** n
+        idle = self.sms[self.sm_of[task]].idle_beside(task)
         level = int(round((1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
         return self.mem_class[kind][level if level > 1 else 1]
 
@@ -432,8 +425,6 @@ class _Run:
     def _finish(self, task: int) -> None:
         now = self.clock.now
         self.end[task] = now
-        if self.stretch_on and self.mem_work[task] > 0.0:
-            self.resident[self.sm_of[task]][self.kind_of[task]] -= 1
         remaining = self.remaining
         for c in self.signals[task]:
             if c < 0:

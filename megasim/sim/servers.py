@@ -357,6 +357,17 @@ class ReadinessSharedServer(CappedSharedServer):
                 level = fair
             rate[c] = level
 
+    def idle_beside(self, job: int) -> float:
+        """``prod (1 - ready)`` over the blocks on this SM that are moving data or computing, ``job``'s
+        own block left out: the fraction of the time its neighbours leave the SM idle."""
+        own = self.class_of[job]
+        idle = 1.0
+        for c, (n, m) in enumerate(zip(self._n, self._m)):
+            k = n + m - (c == own)
+            if k > 0:
+                idle *= (1.0 - self.caps[c]) ** k
+        return idle
+
     def _present(self, job: int, delta: int) -> None:
         now = self.clock.now
         if self.n:
