@@ -235,11 +235,16 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
 # its single-kind runs at 1, 2 and 3 blocks per SM pin it, and how kinds slow each other follows from it.
 FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns",
                "coresident_stretch")
+# ``memory_overlap`` (session 10): the kinds whose kernel pipelines its loads (the GEMM's cp.async double
+# buffer loads the next k-step while it computes this one) also fit how much of their memory phase runs
+# beside their compute phase; the transforms load, then compute.
+PIPELINED_KINDS = ("gemm",)
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
           "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
-          "coresident_stretch": (0.0, 0.95)}
+          "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0)}
 START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
-         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3}
+         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3,
+         "memory_overlap": 0.5}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
 
@@ -430,6 +435,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         round2 = bool(queued)
         free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
+                + (("memory_overlap",) if kind in PIPELINED_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, kind, rows)

@@ -59,7 +59,11 @@ class TaskCost:
     so its memory phase runs at ``1 - gamma * U_others`` of its rate alone, ``U_others = 1 - prod
     (1 - block_sm_ready)`` over the other blocks on its SM that move data or compute when the phase
     starts (a kind without ``block_sm_ready`` counts as always ready). A kind that stretches gives
-    ``block_sm_ready``."""
+    ``block_sm_ready``.
+    ``memory_overlap`` (in [0, 1], default 0; session 10): the fraction of the block's memory work that
+    runs beside its compute phase rather than before it. A kernel that pipelines its loads (the GEMM's
+    cp.async double buffer fetches the next k-step while it computes this one) starts computing after
+    its first stage has arrived; the task ends when both its compute and the rest of its loads have."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -73,8 +77,11 @@ class TaskCost:
     ns_per_replay: float = 0.0
     megakernel_claim_ns: float | None = None
     coresident_stretch: float = 0.0
+    memory_overlap: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (0.0 <= self.memory_overlap <= 1.0):
+            raise SpecError(f"memory_overlap={self.memory_overlap!r} is not allowed: it must be in [0, 1]")
         if not (0.0 <= self.coresident_stretch < 1.0):
             raise SpecError(f"coresident_stretch={self.coresident_stretch!r} is not allowed: it must be in [0, 1)")
         if self.coresident_stretch > 0.0 and self.block_sm_ready is None:

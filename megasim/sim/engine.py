@@ -43,6 +43,9 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   or compute phase when its memory phase starts (a latency-bound block's loads wait for the issue
   slots and load/store queue its neighbours take); the factor is fixed for the phase, in steps of
   1/``STRETCH_LEVELS``, and the memory server then water-fills over (kind, factor) cap classes.
+  A kind with ``memory_overlap`` o > 0 (a pipelined kernel) moves only ``1 - o`` of its memory work
+  before it computes; the rest is a second job on the memory server that runs beside its compute
+  job, and the task ends when both have.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
@@ -55,7 +58,8 @@ What it models (times in ns, data in bytes; all costs from the GPUSpec):
   delay instead, and the prediction is the longer of the device's time and the host's issue time
   (the sum of the launches' ``kernel_launch_ns`` / ``megakernel_launch_ns``).
 
-Events per task: a claim, a memory-phase start, and the completions of its two phases (plus the
+Events per task: a claim, a memory-phase start, and the completions of its two phases (three with an
+overlapped rest of the memory phase; plus the
 rescheduling of the two servers' next completions when it joins and leaves them). Tasks are not
 SimPy processes: callbacks on SimPy events keep the cost near one heap operation per event.
 """
@@ -197,7 +201,14 @@ class _Run:
             self.mem_class = [[0] + [index[cap * lv / STRETCH_LEVELS] for lv in levels] for cap in self.mem_caps]
             self.mem_class_of = [0] * t
             self._mem_stretch = CappedSharedServer(self.clock, caps, self.mem_class_of, self._mem_done)
-        self.sms = self._sms_one_cap = [SharedServer(self.clock, 1.0, self._finish) for _ in range(spec.sm_count)]
+        # Memory/compute overlap (TaskCost.memory_overlap): that fraction of a task's memory work runs
+        # beside its compute phase (a pipelined kernel's loads of the next stage); the task ends when both end.
+        self.overlap = [spec.task_cost(k).memory_overlap for k in graph.kind_names]
+        self.overlap_on = any(o > 0.0 for o in self.overlap)
+        self.mem_rest = [0.0] * t
+        self.pending = [0] * t
+        self._comp_done = self._join if self.overlap_on else self._finish
+        self.sms = self._sms_one_cap = [SharedServer(self.clock, 1.0, self._comp_done) for _ in range(spec.sm_count)]
         self._sms_per_job: list | None = None     # CappedSharedServers, made for the first launch that needs them
         # Per-task records.
         self.claim = [np.nan] * t
@@ -274,7 +285,7 @@ class _Run:
         if self.ready_kinds.intersection(kinds):
             if self._sms_ready is None:
                 ready, class_of = self._class_of(self.block_ready)
-                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._finish)
+                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done)
                                    for _ in range(self.spec.sm_count)]
             self.sms = self._sms_ready
         elif len(shares) == 1:
@@ -285,7 +296,7 @@ class _Run:
         else:
             if self._sms_per_job is None:
                 caps, class_of = self._class_of(self.block_share)
-                self._sms_per_job = [CappedSharedServer(self.clock, caps, class_of, self._finish)
+                self._sms_per_job = [CappedSharedServer(self.clock, caps, class_of, self._comp_done)
                                      for _ in range(self.spec.sm_count)]
             self.sms = self._sms_per_job
         mem_caps = {self.mem_caps[k] for k in kinds}
@@ -384,6 +395,11 @@ class _Run:
         if l2_bytes * self.inv_l2_bw > work:
             work = l2_bytes * self.inv_l2_bw
         latency = (self.dram_latency if dram > 0.0 else self.l2_latency) if l2_bytes > 0.0 else 0.0
+        if self.overlap_on:
+            o = self.overlap[self.kind_of[task]]
+            if o > 0.0:
+                self.mem_rest[task] = o * work
+                work -= o * work
         self.mem_work[task] = work
         self.clock.after(at - self.clock.now + latency + self.fixed_ns[task], self._on_mem_start, task)
 
@@ -413,12 +429,27 @@ class _Run:
         return self.mem_class[kind][level if level > 1 else 1]
 
     def _mem_done(self, task: int) -> None:
+        rest = self.mem_rest[task]
+        if rest < 0.0:                      # the overlapped rest of the memory phase ended
+            self._join(task)
+            return
         self.comp_start[task] = self.clock.now
         if self.sms is self._sms_ready and self.mem_work[task] > 0.0:
             self.sms[self.sm_of[task]].leave(task)
+        if rest > 0.0:                      # the rest of its memory work runs beside its compute
+            self.mem_rest[task] = -1.0
+            self.pending[task] = 1
+            self.mem.add(task, rest)
         work = self.compute_ns[task]
         if work > 0.0:
             self.sms[self.sm_of[task]].add(task, work)
+        else:
+            self._comp_done(task)
+
+    def _join(self, task: int) -> None:
+        """One of a task's overlapped phases ended; the task ends with the last."""
+        if self.pending[task]:
+            self.pending[task] -= 1
         else:
             self._finish(task)
 
