@@ -61,6 +61,23 @@ def crossover(sparsities, a, b) -> float | None:
     return None
 
 
+def sustained_crossover(sparsities, a, b) -> float | None:
+    """The sparsity from which time a <= time b at every swept sparsity above it (linear interpolation
+    across the last sign change of a - b): where a overtakes b for good. The same as ``crossover``
+    when the difference changes sign once; later when a is faster at low sparsity, slower again in
+    the middle and faster at the end (curves within noise of each other at low sparsity). None if a is
+    slower at the highest swept sparsity."""
+    s = np.asarray(sparsities, float)
+    d = np.asarray(a, float) - np.asarray(b, float)
+    slower = np.flatnonzero(d > 0)
+    if slower.size == 0:
+        return float(s[0])
+    i = int(slower[-1])
+    if i == len(s) - 1:
+        return None
+    return float(s[i] + (s[i + 1] - s[i]) * d[i] / (d[i] - d[i + 1]))
+
+
 def _predict_group(job) -> list[dict]:
     """The rows of one (layer, batch, sparsity, pattern, seed): one map, every op predicted."""
     (layer, batch, s, pattern, seed), rs, spec = job
@@ -114,13 +131,19 @@ def crossovers(measured: list[dict], predicted: list[dict]) -> list[dict]:
                     else meas[(layer, batch, pattern, vs, s)] for s in ss]
             m_x = crossover(ss, m_op, m_vs)
             p_x = crossover(ss, p_op, p_vs) if not any(map(math.isnan, p_op + p_vs)) else None
+            m_sx = sustained_crossover(ss, m_op, m_vs)
+            p_sx = sustained_crossover(ss, p_op, p_vs) if not any(map(math.isnan, p_op + p_vs)) else None
             row = {"layer": layer, "batch": batch, "pattern": pattern, "op": op, "vs": vs,
                    "measured_crossover": m_x, "predicted_crossover": p_x,
+                   "measured_sustained": m_sx, "predicted_sustained": p_sx,
                    "measured_speedup_at_max": m_vs[-1] / m_op[-1], "predicted_speedup_at_max": p_vs[-1] / p_op[-1],
                    "max_sparsity": ss[-1]}
             if m_x is not None and p_x is not None:
                 row["abs_error"] = abs(p_x - m_x)
                 row["rel_error"] = abs(p_x - m_x) / m_x if m_x > 0 else (0.0 if p_x == 0 else math.inf)
+            if m_sx is not None and p_sx is not None:
+                row["sustained_rel_error"] = (abs(p_sx - m_sx) / m_sx if m_sx > 0
+                                              else (0.0 if p_sx == 0 else math.inf))
             out.append(row)
     return out
 
@@ -136,6 +159,7 @@ def summary(predicted: list[dict], cross: list[dict]) -> dict:
         rows = [c for c in cross if c["op"] == op and c["vs"] == vs]
         both = [c for c in rows if c["measured_crossover"] is not None and c["predicted_crossover"] is not None]
         agree_none = [c for c in rows if c["measured_crossover"] is None and c["predicted_crossover"] is None]
+        sustained = [c for c in rows if c["measured_sustained"] is not None and c["predicted_sustained"] is not None]
         out["crossovers"][f"{op}_vs_{vs}"] = {
             "cases": len(rows),
             "both_found": len(both),
@@ -144,6 +168,9 @@ def summary(predicted: list[dict], cross: list[dict]) -> dict:
             "within_10pct": sum(1 for c in both if c["rel_error"] <= 0.10),
             "within_0.05": sum(1 for c in both if c["abs_error"] <= 0.05),
             "median_abs_error": float(np.median([c["abs_error"] for c in both])) if both else None,
+            # The same for where op overtakes vs for good (sustained_crossover), a second reading.
+            "sustained_both_found": len(sustained),
+            "sustained_within_10pct": sum(1 for c in sustained if c["sustained_rel_error"] <= 0.10),
         }
     return out
 

@@ -334,12 +334,20 @@ def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from experiments.provenance import write_results
-    from experiments.sparse_validate import crossover, main
+    from experiments.sparse_validate import crossover, main, sustained_crossover
 
     assert crossover([0.0, 0.5, 1.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
     assert crossover([0.0, 0.5], [1.0, 1.0], [2.0, 2.0]) == 0.0
     assert crossover([0.5, 0.8], [1.0, 1.0], [2.0, 2.0]) == 0.5
     assert crossover([0.0, 0.5], [3.0, 3.0], [2.0, 2.0]) is None
+    # Faster at 0, slower at 0.2 and 0.4 (by 1 and 2), faster at 0.6 (by 2): the first crossing is 0,
+    # the sustained one where the last slower point's difference meets zero, 0.4 + 0.2 * 2 / 4 = 0.5.
+    s, a, b = [0.0, 0.2, 0.4, 0.6], [1.9, 3.0, 4.0, 0.0], [2.0, 2.0, 2.0, 2.0]
+    assert crossover(s, a, b) == 0.0
+    assert sustained_crossover(s, a, b) == pytest.approx(0.5)
+    assert sustained_crossover([0.0, 0.5, 1.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
+    assert sustained_crossover([0.0, 0.5], [1.0, 1.0], [2.0, 2.0]) == 0.0
+    assert sustained_crossover([0.0, 0.5], [1.0, 3.0], [2.0, 2.0]) is None
     rows = []
     for layer, c, k, hw in (("vgg19/conv5_4", 512, 512, 14),):
         for s in (0.0, 0.5, 0.9):
