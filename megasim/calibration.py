@@ -414,32 +414,42 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
     cases = {p: kind_cases(layers, p) for p in param_sets}
     jobs = []
-    for kind in cases[m.plan_params]:
-        natural = {(layer, p): (sub, sched) for p in param_sets for layer, sub, sched in cases[p].get(kind, ())}
-        rows = [r for r in m.kind_times if r["kind"] == kind and (r["layer"], params_of(r)) in natural]
+    # Each row fits the cost of its kind under its graph's cost name (TaskGraph.cost_names): an
+    # implementation variant (e.g. gemm@t32, the GEMM at t = 32) is fitted on its own rows.
+    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
+    for p in param_sets:
+        for kind, subs in cases[p].items():
+            for layer, sub, sched in subs:
+                name = sub.cost_names[sub.kind_id(kind)]
+                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
+    for name, natural in natural_of.items():
+        rows = [r for r in m.kind_times if natural.get((r["layer"], params_of(r)), ("",))[0] == r["kind"]]
+        if not rows and "@" in name:
+            continue                      # a variant the measurements do not time: priced as its kind
         queued = [r for r in rows if r.get("timing") == "queued"]
         fitted_rows = queued or [r for r in rows if r.get("timing", "events") == "events"]
         for layer in layers:
             if not any(r["layer"] == layer for r in fitted_rows):
-                raise SpecError(f"measurements: no time of kind {kind!r} on layer {layer!r}")
+                raise SpecError(f"measurements: no time of kind {name!r} on layer {layer!r}")
         if not queued:
             for layer in layers:
                 if sum(r["layer"] == layer for r in fitted_rows) != 1:
-                    raise SpecError(f"measurements: need one time of kind {kind!r} on layer {layer!r}")
+                    raise SpecError(f"measurements: need one time of kind {name!r} on layer {layer!r}")
 
         def case_of(r, natural=natural):
-            g, sch = variant_case(*natural[(r["layer"], params_of(r))], r)
+            g, sch = variant_case(*natural[(r["layer"], params_of(r))][1:], r)
             at = f" [{params_of(r)}]" if params_of(r) != m.plan_params else ""
             return (f"{r['layer']} {row_label(r)}{at}", g, sch, r.get("timing", "events"))
 
         round2 = bool(queued)
         free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
-                + (("memory_overlap",) if kind in PIPELINED_KINDS else ())
+                + (("memory_overlap",) if name.split("@", 1)[0] in PIPELINED_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
-        kind_spec, claim = with_measured_claim(base, kind, rows)
-        jobs.append({"spec": kind_spec, "kind": kind, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
+        kind_spec, claim = with_measured_claim(base, name, rows)
+        jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
+                     "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
                      "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
                      "n_rows": len(fitted_rows), "checks": [case_of(r) for r in checks],
@@ -457,8 +467,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         kind, free = job["kind"], job["free"]
         costs[kind] = fit["cost"]
         if job["round2"]:
-            at = " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in queued))
-            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {at}: "
+            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {job['params']}: "
                    f"{job['n_rows']} runs (its non-fused kernel at its own and at forced lower occupancy, the "
                    f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
                    f"SM), timed with the host's launch cost hidden (gpu.calibrate_occupancy); "

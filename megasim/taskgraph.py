@@ -114,6 +114,15 @@ class TaskGraph:
         except ValueError:
             raise MegasimError(f"task kind {name!r} is not in this graph (kinds: {', '.join(self.kind_names)})") from None
 
+    @property
+    def cost_names(self) -> tuple[str, ...]:
+        """The name under which each kind's cost is looked up in a GPUSpec: the kind's own name, or
+        an implementation variant of it (``kind@variant``, e.g. ``gemm@t32``, given by the lowering in
+        ``meta["cost_names"]``), which ``GPUSpec.task_cost`` resolves to the kind's entry when the
+        spec has none of its own. Not part of the hash: the tasks are the same, only their price is."""
+        variants = self.meta.get("cost_names", {})
+        return tuple(variants.get(k, k) for k in self.kind_names)
+
     def tasks_of_kind(self, name: str) -> np.ndarray:
         return np.flatnonzero(self.kind == self.kind_id(name))
 

@@ -176,3 +176,26 @@ def test_task_cost_fallbacks():
     assert spec.task_cost("gemm") == TaskCost()
     spec = dataclasses.replace(spec, task_costs={"default": TaskCost(0.25, 3.0)})
     assert spec.task_cost("gemm") == TaskCost(0.25, 3.0)
+
+
+def test_an_implementation_variant_is_priced_by_its_own_entry_or_its_kinds():
+    # The Winograd lowering names the t = 32 GEMM's cost gemm@t32 (TaskGraph.cost_names, in meta: the
+    # graph's hash is the tasks', not their price). A spec without a gemm@t32 entry prices it as the
+    # GEMM; one with an entry uses it, and only for the t = 32 graph.
+    from megasim.plan import Plan, build
+    from megasim.sim import simulate
+    from megasim.workloads import parse_layer
+
+    problem = parse_layer("resnet-4")
+    g32, s32, _ = build(problem, Plan.parse("fused", "t=32"))
+    g64, s64, _ = build(problem, Plan.parse("fused", ""))
+    assert g32.cost_names == ("ftrans", "itrans", "gemm@t32", "otrans")
+    assert g64.cost_names == g64.kind_names
+    spec = get_gpu("H200")
+    assert spec.task_cost("gemm@t32") is spec.task_cost("gemm")
+    assert spec.task_cost("nothing@t32") is spec.task_cost("nothing")      # the default entry
+    slow = dataclasses.replace(spec.task_cost("gemm"), compute_efficiency=spec.task_cost("gemm").compute_efficiency / 2)
+    spec2 = dataclasses.replace(spec, task_costs={**spec.task_costs, "gemm@t32": slow})
+    assert spec2.task_cost("gemm@t32") is slow
+    assert simulate(g32, s32, spec2).predicted_ns > simulate(g32, s32, spec).predicted_ns
+    assert simulate(g64, s64, spec2).predicted_ns == simulate(g64, s64, spec).predicted_ns

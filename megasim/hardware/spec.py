@@ -190,9 +190,14 @@ class GPUSpec:
         return self.kernel_launch_ns
 
     def task_cost(self, kind: str) -> TaskCost:
-        """The cost entry of a task kind, falling back to the 'default' entry, then to TaskCost()."""
+        """The cost entry of a task kind, falling back to the 'default' entry, then to TaskCost(). An
+        implementation variant ``kind@variant`` (``TaskGraph.cost_names``) without an entry of its own
+        falls back to its kind's entry first."""
         if kind in self.task_costs:
             return self.task_costs[kind]
+        base = kind.split("@", 1)[0]
+        if base in self.task_costs:
+            return self.task_costs[base]
         return self.task_costs.get("default", TaskCost())
 
 

@@ -53,6 +53,7 @@ from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
 
 KINDS = ("ftrans", "itrans", "gemm", "otrans")
+DEFAULT_TILES_PER_GROUP = 64
 TENSORS = ("input", "weights", "transformed_filter", "transformed_input", "products", "output")
 FLOAT_BYTES = 4
 
@@ -90,7 +91,7 @@ class WinogradConfig:
     ``gemm_registers`` None means the registers of gpu/'s kernel for this config (GEMM_FAST_PATHS)."""
 
     m: int = 4                      # output tile: F(4x4,3x3) or F(2x2,3x3)
-    tiles_per_group: int = 64       # t: tiles per task group (rows of each GEMM task)
+    tiles_per_group: int = DEFAULT_TILES_PER_GROUP   # t: tiles per task group (rows of each GEMM task)
     transform_threads: int = 128    # threads per transform block
     transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn
     gemm_k_tile: int = 64           # columns of K per GEMM task
@@ -371,6 +372,10 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     ptr = np.zeros(num + 1, np.int64)
     ptr[1:] = np.cumsum(np.bincount(at, minlength=num))
     meta = {"lowering": "winograd", "problem": asdict(problem), "config": asdict(cfg), "shape": asdict(sh)}
+    if cfg.tiles_per_group != DEFAULT_TILES_PER_GROUP:
+        # Another GEMM specialisation (a t x gemm_k_tile tile): priced as its own variant where a spec
+        # calibrated it, else as the GEMM (GPUSpec.task_cost).
+        meta["cost_names"] = {"gemm": f"gemm@t{cfg.tiles_per_group}"}
     graph = TaskGraph(
         kind_names=KINDS, kind=kind.astype(np.int16), group=group.astype(np.int32),
         index_in_group=index.astype(np.int32), wait_counters=waits, signal_counters=sigs,

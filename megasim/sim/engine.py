@@ -1,6 +1,8 @@
 """The discrete-event engine: a TaskGraph, run in a Schedule's order, on a GPUSpec.
 
-What it models (times in ns, data in bytes; all costs from the GPUSpec):
+What it models (times in ns, data in bytes; all costs from the GPUSpec, each kind's from the entry
+of its cost name, ``TaskGraph.cost_names``: the kind, or an implementation variant of it such as the
+GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
 
 - **SMs and occupancy.** Each launch fits ``blocks_per_sm`` blocks on every SM (``occupancy``), the
   limit set by its largest task kind. A block holds its slot from dispatch until its task ends,
@@ -128,7 +130,7 @@ def _priced(graph: TaskGraph, spec: GPUSpec, pairs) -> np.ndarray | float:
     for name, field in pairs:
         arr = getattr(graph, name)
         if arr is not None:
-            price = np.array([getattr(spec.task_cost(k), field) for k in graph.kind_names])
+            price = np.array([getattr(spec.task_cost(k), field) for k in graph.cost_names])
             total = total + arr * price[graph.kind]
     return total
 
@@ -140,25 +142,25 @@ class _Run:
         self.graph, self.spec, self.options = graph, spec, options
         self.clock = CLOCKS[options.clock]()
         t = graph.num_tasks
-        eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.kind_names])
-        fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.kind_names])
+        eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.cost_names])
+        fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.cost_names])
         compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, spec, PER_TASK_SM_COSTS)
         self.compute_ns = compute_ns.tolist()
-        self.block_share = [spec.task_cost(k).block_sm_share for k in graph.kind_names]
+        self.block_share = [spec.task_cost(k).block_sm_share for k in graph.cost_names]
         # Kinds that give block_sm_ready share their SM by the independent-stall rule
         # (ReadinessSharedServer); a kind that does not counts as always ready (1) there.
-        ready = [spec.task_cost(k).block_sm_ready for k in graph.kind_names]
+        ready = [spec.task_cost(k).block_sm_ready for k in graph.cost_names]
         self.block_ready = [1.0 if r is None else r for r in ready]
         self.ready_kinds = {k for k, r in enumerate(ready) if r is not None}
         self._sms_ready: list | None = None
         fixed_ns = fixed[graph.kind] + _priced(graph, spec, PER_TASK_LATENCIES)
         self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
-        mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.kind_names])
+        mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.cost_names])
         self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
         # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
         # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
-        self.mk_claim = [spec.task_cost(k).megakernel_claim_ns for k in graph.kind_names]
+        self.mk_claim = [spec.task_cost(k).megakernel_claim_ns for k in graph.cost_names]
         self.kind_of = graph.kind.tolist()
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
@@ -187,12 +189,12 @@ class _Run:
         self.mem = self._mem_one_cap = SharedServer(self.clock, self.mem_cap, self._mem_done)
         self._mem_per_job: CappedSharedServer | None = None
         self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
-                         for c in map(spec.task_cost, graph.kind_names)]
+                         for c in map(spec.task_cost, graph.cost_names)]
         # Co-residence stretch (TaskCost.coresident_stretch): a kind with gamma > 0 moves its data at
         # 1 - gamma * U_others of its rate alone, U_others from the busy blocks beside it on its SM (read
         # from its ReadinessSharedServer). The memory system then gets a cap class per (kind, level of
         # that factor, in 1/STRETCH_LEVELS steps).
-        self.stretch = [spec.task_cost(k).coresident_stretch for k in graph.kind_names]
+        self.stretch = [spec.task_cost(k).coresident_stretch for k in graph.cost_names]
         self.stretch_on = any(g > 0.0 for g in self.stretch)
         if self.stretch_on:
             levels = range(1, STRETCH_LEVELS + 1)
@@ -203,7 +205,7 @@ class _Run:
             self._mem_stretch = CappedSharedServer(self.clock, caps, self.mem_class_of, self._mem_done)
         # Memory/compute overlap (TaskCost.memory_overlap): that fraction of a task's memory work runs
         # beside its compute phase (a pipelined kernel's loads of the next stage); the task ends when both end.
-        self.overlap = [spec.task_cost(k).memory_overlap for k in graph.kind_names]
+        self.overlap = [spec.task_cost(k).memory_overlap for k in graph.cost_names]
         self.overlap_on = any(o > 0.0 for o in self.overlap)
         self.mem_rest = [0.0] * t
         self.pending = [0] * t
