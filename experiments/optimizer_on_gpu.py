@@ -104,9 +104,10 @@ def repredict(spec_path: str, out: Path, layers: list[str]) -> list[dict]:
                         "measured_us": float(p["measured_us"])} for p, t in mine]
         print(f"{layer:11s} {len(mine):4d} points  model choice measures {float(choice['measured_us']):9.1f} us, "
               f"best {float(best['measured_us']):9.1f} us: regret {regret:+.1%}", flush=True)
+    # Who measured the points: the measuring run's own provenance, kept through any number of re-predictions.
+    measured_by = old_meta.get("measured_by") or {k: old_meta.get(k) for k in ("git_sha", "date_utc", "device")}
     meta = provenance({"script": "experiments.optimizer_on_gpu --repredict", "spec": spec_path, "space": "default",
-                       "device": old_meta.get("device"), "measured_by": {k: old_meta.get(k) for k in
-                                                                          ("git_sha", "date_utc", "device")}})
+                       "device": old_meta.get("device"), "measured_by": measured_by})
     write_results(rows, out, "optimizer_on_gpu", meta)
     write_results(new_points, out, "optimizer_on_gpu_points", meta)
     print(f"worst regret {max(r['regret'] for r in rows):+.1%} over {len(rows)} layers (target <= 5%)")
