@@ -284,12 +284,12 @@ def test_memory_overlap_runs_the_rest_of_a_memory_phase_beside_compute():
     # One task: 100 B at DRAM 1 B/ns (100 ns of memory work) and F flops at 1 flop/ns (2 GFLOP/s over
     # 2 SMs). memory_overlap 0.75: a prologue of 25 ns of memory work, then its compute and the other
     # 75 ns of memory work side by side; the task ends with the later of the two.
-    def run(flops, overlap):
+    def run(flops, overlap, **kw):
         b = TaskGraphBuilder()
         b.add_kind("k")
         reg = b.add_region("r", parts=1, part_bytes=100)
         b.add_task("k", flops=flops, accesses=[(reg, 0, 1, 100, False)])
-        spec = toy_spec(task_costs={"default": TaskCost(1.0, 0.0, memory_overlap=overlap)})
+        spec = toy_spec(task_costs={"default": TaskCost(1.0, 0.0, memory_overlap=overlap, **kw)})
         return simulate(b.build(), one_launch([0]), spec)
 
     assert run(300, 0.0).end_ns[0] == pytest.approx(400.0)        # memory, then compute
@@ -298,5 +298,8 @@ def test_memory_overlap_runs_the_rest_of_a_memory_phase_beside_compute():
     assert r.end_ns[0] == pytest.approx(325.0)                     # compute-bound: 25 + 300
     assert run(50, 0.75).end_ns[0] == pytest.approx(100.0)         # memory-bound: 25 + 75
     assert run(0, 1.0).end_ns[0] == pytest.approx(100.0)           # no compute: the memory work alone
+    # All of it overlapped, on a readiness-shared SM with the stretch on: alone on its SM, nothing
+    # stretches it, and the memory work runs at its full rate beside the 50 ns of compute.
+    assert run(50, 1.0, block_sm_ready=1.0, coresident_stretch=0.5).end_ns[0] == pytest.approx(100.0)
     with pytest.raises(Exception, match="memory_overlap=1.5 is not allowed"):
         TaskCost(memory_overlap=1.5)

@@ -408,11 +408,12 @@ class _Run:
     def _on_mem_start(self, task: int) -> None:
         work = self.mem_work[task]
         self.mem_start[task] = self.clock.now
-        if work > 0.0:
+        if work > 0.0 or self.mem_rest[task] > 0.0:
             if self.sms is self._sms_ready:     # the block competes for its SM while it loads too
                 self.sms[self.sm_of[task]].enter(task)
-            if self.stretch_on:
+            if self.stretch_on:                 # (the overlapped rest keeps this class)
                 self.mem_class_of[task] = self._stretch_class(task)
+        if work > 0.0:
             self.mem.add(task, work)
         else:
             self._mem_done(task)
@@ -436,7 +437,7 @@ class _Run:
             self._join(task)
             return
         self.comp_start[task] = self.clock.now
-        if self.sms is self._sms_ready and self.mem_work[task] > 0.0:
+        if self.sms is self._sms_ready and (self.mem_work[task] > 0.0 or rest > 0.0):
             self.sms[self.sm_of[task]].leave(task)
         if rest > 0.0:                      # the rest of its memory work runs beside its compute
             self.mem_rest[task] = -1.0
