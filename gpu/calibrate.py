@@ -335,6 +335,29 @@ def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
     return graph, schedule, wplan, wss
 
 
+def launch_orders(graph, schedule) -> dict[str, np.ndarray]:
+    """Each launch of a non-fused schedule (one kind each): its kind's name -> its task order."""
+    return {graph.kind_names[int(graph.kind[int(la.order[0])])]: np.asarray(la.order, np.int64)
+            for la in schedule.launches}
+
+
+def traced_alone(wplan, wss, order, name: str, style: str = "per_task", blocks_per_sm: int | None = None,
+                 runs: int = 3) -> np.ndarray:
+    """The megakernel running only the tasks of ``order`` (counters at zero: their parents ran before),
+    traced: ``runs`` runs with the workspaces ``wss`` rotated, the last kept. Returns its trace as
+    float64, a row per map position (gpu.megakernel.TRACE_COLS: claim, ready, end, sm, done)."""
+    from gpu.prepared import PreparedSchedule
+    from megasim.mapping import Launch, Schedule
+    one = Schedule(name, (Launch(np.asarray(order, np.int64), name, style, "ticket", blocks_per_sm),))
+    prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
+    prep.d_counters_init = cuda.to_device(np.zeros(wplan.graph.num_counters, np.int32))
+    for i in range(runs):
+        prep.run(wss[i % len(wss)])
+    cuda.synchronize()
+    prep.check()
+    return prep.traces()[0].astype(np.float64)
+
+
 def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:
     """Each launch of the non-fused schedule (per-kind kernels) timed alone, inputs rotated over 3 sets."""
     from gpu.prepared import PreparedSchedule

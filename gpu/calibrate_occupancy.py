@@ -260,7 +260,7 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     interleaved (``megasim.calibration.mixed_order``) in one per-task megakernel launch, counters zeroed
     (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
     kinds' single-kind megakernel runs, timed the same way, beside it."""
-    from gpu.calibrate import nonfused_workspaces
+    from gpu.calibrate import launch_orders, nonfused_workspaces
     from gpu.prepared import PreparedSchedule
     from megasim.calibration import MIXED_PAIRS, mixed_order
     from megasim.mapping import Launch, Schedule
@@ -279,10 +279,7 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
             prep.check()
             return time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
 
-        singles = {}
-        for launch in schedule.launches:
-            kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
-            singles[kind] = timed(launch.order, kind)[0].median_ms * 1e3
+        singles = {kind: timed(order, kind)[0].median_ms * 1e3 for kind, order in launch_orders(graph, schedule).items()}
         for pair in MIXED_PAIRS:
             st, host = timed(mixed_order(graph, schedule, pair), "+".join(pair))
             rows.append({"layer": name, "kind": "+".join(pair), "plan_params": plan_params,

@@ -34,7 +34,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numba import cuda
 
 # (style, blocks per SM) of the single-kind runs
 ALONE_RUNS = (("persistent", 1), ("persistent", 2), ("per_task", None))
@@ -101,12 +100,10 @@ def _line(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
-    from gpu.calibrate import nonfused_workspaces
-    from gpu.prepared import PreparedSchedule
+    from gpu.calibrate import launch_orders, nonfused_workspaces, traced_alone
     from gpu.validate import device_name
     from megasim.calibration import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
-    from megasim.mapping import Launch, Schedule
     from megasim.sim import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -127,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(11)
     for layer in args.layers:
         graph, schedule, wplan, wss = nonfused_workspaces(layer, args.params, rng)
-        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
         names = list(graph.kind_names)
-        orders = {names[int(graph.kind[int(la.order[0])])]: np.asarray(la.order, np.int64) for la in schedule.launches}
+        orders = launch_orders(graph, schedule)
         alone = list(orders) if args.kinds is None else args.kinds
         if not set(alone) <= set(orders):
             raise SystemExit(f"--kinds {' '.join(alone)} is not allowed: choose from {', '.join(orders)}")
@@ -143,14 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         cut = kind_cases((layer,), args.params)          # each kind's launch cut out: [(layer, graph, schedule)]
         kind_case = {k: cut[k][0][1:] for k in orders}
         for run, kinds, order, style, bps in cases:
-            one = Schedule(run, (Launch(order, run, style, "ticket", bps),))
-            prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
-            prep.d_counters_init = zeros
-            for i in range(args.runs):
-                prep.run(wss[i % len(wss)])
-            cuda.synchronize()
-            prep.check()
-            tr = prep.traces()[0].astype(np.float64)   # per map position: claim, ready, end, sm, done
+            tr = traced_alone(wplan, wss, order, run, style, bps, args.runs)   # claim, ready, end, sm, done
             kind = graph.kind[order]
             sm = tr[:, 3].astype(np.int64)
             t0 = tr[:, 0].min()

@@ -23,7 +23,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numba import cuda
 
 BUCKETS = (0.5, 1.5)          # co-resident other-kind tasks: < 0.5, 0.5-1.5, >= 1.5 (time-weighted)
 
@@ -74,12 +73,10 @@ def summarise(layer: str, run: str, source: str, names, kind, start, ready, end,
 
 def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
-    from gpu.calibrate import nonfused_workspaces
-    from gpu.prepared import PreparedSchedule
+    from gpu.calibrate import launch_orders, nonfused_workspaces, traced_alone
     from gpu.validate import device_name
     from megasim.calibration import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
-    from megasim.mapping import Launch, Schedule
     from megasim.sim import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -98,20 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(9)
     for layer in args.layers:
         graph, schedule, wplan, wss = nonfused_workspaces(layer, args.params, rng)
-        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
-        orders = {graph.kind_names[int(graph.kind[int(la.order[0])])]: np.asarray(la.order, np.int64)
-                  for la in schedule.launches}
+        orders = launch_orders(graph, schedule)
         cases = {k: orders[k] for k in pair}
         cases[args.pair] = mixed_order(graph, schedule, pair)
         for run, order in cases.items():
-            one = Schedule(run, (Launch(order, run, "per_task", "ticket", None),))
-            prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
-            prep.d_counters_init = zeros
-            for i in range(args.runs):
-                prep.run(wss[i % len(wss)])
-            cuda.synchronize()
-            prep.check()
-            tr = prep.traces()[0].astype(np.float64)            # per map position: claim, ready, end, sm
+            tr = traced_alone(wplan, wss, order, run, runs=args.runs)   # per map position: claim, ready, end, sm
             kind = graph.kind[order]
             t0 = tr[:, 0].min()
             rows += summarise(layer, run, "measured", list(graph.kind_names), kind, tr[:, 0] - t0, tr[:, 1] - t0,

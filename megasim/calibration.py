@@ -42,7 +42,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from megasim.errors import SpecError
-from megasim.hardware.spec import OPTIONAL_FIELDS, GPUSpec, TaskCost, spec_field_names
+from megasim.hardware.spec import (
+    OPTIONAL_FIELDS,
+    GPUSpec,
+    TaskCost,
+    base_kind,
+    spec_field_names,
+)
 from megasim.mapping import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import simulate
@@ -423,7 +429,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                 name = sub.cost_names[sub.kind_id(kind)]
                 natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
     for name, natural in natural_of.items():
-        rows = [r for r in m.kind_times if natural.get((r["layer"], params_of(r)), ("",))[0] == r["kind"]]
+        rows = [r for r in m.kind_times
+                if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
         if not rows and "@" in name:
             continue                      # a variant the measurements do not time: priced as its kind
         queued = [r for r in rows if r.get("timing") == "queued"]
@@ -444,7 +451,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         round2 = bool(queued)
         free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
-                + (("memory_overlap",) if name.split("@", 1)[0] in PIPELINED_KINDS else ())
+                + (("memory_overlap",) if base_kind(name) in PIPELINED_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, name, rows)

@@ -195,10 +195,15 @@ class GPUSpec:
         falls back to its kind's entry first."""
         if kind in self.task_costs:
             return self.task_costs[kind]
-        base = kind.split("@", 1)[0]
+        base = base_kind(kind)
         if base in self.task_costs:
             return self.task_costs[base]
         return self.task_costs.get("default", TaskCost())
+
+
+def base_kind(cost_name: str) -> str:
+    """The kind of a cost name (``TaskGraph.cost_names``): ``gemm`` for ``gemm@t32`` and for ``gemm``."""
+    return cost_name.split("@", 1)[0]
 
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
