@@ -239,18 +239,21 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
 # otherwise (docs/notes.md, session 4).
 # ``coresident_stretch`` (session 9): how a block's memory phase slows with the other blocks on its SM;
 # its single-kind runs at 1, 2 and 3 blocks per SM pin it, and how kinds slow each other follows from it.
+# ``further_block_sm_ready`` (session 11): the readiness of a kind's blocks after the first on an SM, so
+# that the gain of a second and of a third block are fitted apart (one parameter ties them together;
+# the GEMM gains more from its third block than that allows).
 FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns",
-               "coresident_stretch")
+               "coresident_stretch", "further_block_sm_ready")
 # ``memory_overlap`` (session 10): the kinds whose kernel pipelines its loads (the GEMM's cp.async double
 # buffer loads the next k-step while it computes this one) also fit how much of their memory phase runs
 # beside their compute phase; the transforms load, then compute.
 PIPELINED_KINDS = ("gemm",)
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
           "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
-          "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0)}
+          "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0), "further_block_sm_ready": SHARE_BOUNDS}
 START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
          "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3,
-         "memory_overlap": 0.5}
+         "memory_overlap": 0.5, "further_block_sm_ready": 0.5}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 
 
@@ -492,6 +495,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                                  "megakernel_claim_ns": fit["cost"].megakernel_claim_ns,
                                  "block_sm_share": fit["cost"].block_sm_share,
                                  "block_sm_ready": fit["cost"].block_sm_ready,
+                                 "further_block_sm_ready": fit["cost"].further_block_sm_ready,
                                  "cases": [c[0] for c in job["cases"]],
                                  "measured_us": fit["measured_us"],
                                  "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],

@@ -191,6 +191,49 @@ def test_readiness_three_classes_water_level():
     assert done[0] == pytest.approx(t12 + (1000.0 - 0.1 * t12) / 0.1)
 
 
+@pytest.mark.parametrize("n,s,f", [(1, 0.54, 0.375), (2, 0.54, 0.375), (3, 0.54, 0.375), (3, 0.3, 0.9)])
+def test_readiness_further_blocks(n, s, f):
+    # n equal jobs of one class whose first block is ready s and each further one f: the SM is busy
+    # U = 1 - (1 - s)(1 - f)^(n - 1), split equally but never above a block's rate alone, s (the
+    # last case: U / 3 = 0.331 > 0.3), so all end at 100 / min(s, U / n).
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [s], [0] * n, cb, [f]), [(0.0, j, 100.0) for j in range(n)])
+    u = 1.0 - (1.0 - s) * (1.0 - f) ** (n - 1)
+    for t in done.values():
+        assert t == pytest.approx(100.0 / min(s, u / n))
+
+
+def test_readiness_further_blocks_by_hand_mixed():
+    # Class 1 (s 0.5, f 0.2): two jobs, work 100; class 0 (s 0.25): one job, work 100. Busy
+    # U = 1 - (0.5 * 0.8) * 0.75 = 0.7; the fair level 0.7 / 3 = 0.233 is below every demand (0.25,
+    # 0.5), so all three get it and end together at 300 / 0.7. The second block's readiness (0.2, not
+    # 0.5) is what makes U 0.7 rather than 1 - 0.5 * 0.5 * 0.75 = 0.8125.
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.25, 0.5], [1, 1, 0], cb, [0.25, 0.2]),
+                      [(0.0, 0, 100.0), (0.0, 1, 100.0), (0.0, 2, 100.0)])
+    for t in done.values():
+        assert t == pytest.approx(300.0 / 0.7)
+    with pytest.raises(ValueError, match="further="):
+        ReadinessSharedServer(None, [0.5], [0], None, [0.0])
+
+
+def test_further_readiness_in_a_spec():
+    with pytest.raises(Exception, match="further_block_sm_ready=0.5 needs block_sm_ready"):
+        TaskCost(further_block_sm_ready=0.5)
+    with pytest.raises(Exception, match="further_block_sm_ready=1.5 is not allowed"):
+        TaskCost(block_sm_ready=0.5, further_block_sm_ready=1.5)
+    # In the engine: the GEMM's non-fused kernel (3 blocks per SM on the H200) runs faster when its
+    # further blocks are more ready, and a further readiness equal to the first changes nothing.
+    g, sched, _ = build(parse_layer("resnet-4"), Plan("nonfused"))
+    base = get_gpu("H200")
+
+    def with_gemm(**kw):
+        return dataclasses.replace(base, task_costs={**base.task_costs, "gemm": dataclasses.replace(
+            base.task_cost("gemm"), block_sm_ready=0.5, **kw)})
+    one = simulate(g, sched, with_gemm()).predicted_ns
+    assert simulate(g, sched, with_gemm(further_block_sm_ready=0.5)).predicted_ns == one
+    assert simulate(g, sched, with_gemm(further_block_sm_ready=0.9)).predicted_ns < one
+    assert simulate(g, sched, with_gemm(further_block_sm_ready=0.2)).predicted_ns > one
+
+
 def test_readiness_of_one_is_equal_sharing():
     jobs = [(0.0, 0, 50.0), (10.0, 1, 80.0), (20.0, 2, 30.0), (200.0, 3, 10.0)]
     ready = run_server(lambda c, cb: ReadinessSharedServer(c, [1.0, 1.0], [0, 1, 0, 1], cb), jobs)

@@ -63,7 +63,11 @@ class TaskCost:
     ``memory_overlap`` (in [0, 1], default 0; session 10): the fraction of the block's memory work that
     runs beside its compute phase rather than before it. A kernel that pipelines its loads (the GEMM's
     cp.async double buffer fetches the next k-step while it computes this one) starts computing after
-    its first stage has arrived; the task ends when both its compute and the rest of its loads have."""
+    its first stage has arrived; the task ends when both its compute and the rest of its loads have.
+    ``further_block_sm_ready`` (in (0, 1], default None = ``block_sm_ready``; session 11): the
+    readiness of each block of the kind on an SM after the first, which keeps ``block_sm_ready``
+    (``ReadinessSharedServer``): with n blocks of the kind alone an SM is busy
+    ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -78,6 +82,7 @@ class TaskCost:
     megakernel_claim_ns: float | None = None
     coresident_stretch: float = 0.0
     memory_overlap: float = 0.0
+    further_block_sm_ready: float | None = None
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.memory_overlap <= 1.0):
@@ -87,6 +92,13 @@ class TaskCost:
         if self.coresident_stretch > 0.0 and self.block_sm_ready is None:
             raise SpecError(f"coresident_stretch={self.coresident_stretch!r} needs block_sm_ready (the rule reads "
                             f"the readiness of the blocks beside it); give block_sm_ready or a stretch of 0")
+        if self.further_block_sm_ready is not None:
+            if self.block_sm_ready is None:
+                raise SpecError(f"further_block_sm_ready={self.further_block_sm_ready!r} needs block_sm_ready (it is "
+                                f"the readiness of the kind's blocks after the first); give block_sm_ready or None")
+            if not (0.0 < self.further_block_sm_ready <= 1.0):
+                raise SpecError(f"further_block_sm_ready={self.further_block_sm_ready!r} is not allowed: it must be "
+                                f"in (0, 1] or None")
         if self.block_sm_ready is not None:
             if not (0.0 < self.block_sm_ready <= 1.0):
                 raise SpecError(f"block_sm_ready={self.block_sm_ready!r} is not allowed: it must be in (0, 1]")

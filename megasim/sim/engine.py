@@ -36,6 +36,7 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
   gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give
   ``block_sm_ready`` instead: its blocks stall independently, the SM is busy when any block is ready
+  (a kind's blocks after the first on an SM at its ``further_block_sm_ready``, if it gives one)
   and its busy fraction is split by water-filling over the blocks' readiness (``ReadinessSharedServer``: a block
   that asks for less than the fair level gets all it asks for); such blocks count
   on their SM through their memory phase too (the kernels overlap loads and arithmetic).
@@ -149,8 +150,10 @@ class _Run:
         self.block_share = [spec.task_cost(k).block_sm_share for k in graph.cost_names]
         # Kinds that give block_sm_ready share their SM by the independent-stall rule
         # (ReadinessSharedServer); a kind that does not counts as always ready (1) there.
+        # A class is (readiness of the kind's first block on an SM, of each further one).
         ready = [spec.task_cost(k).block_sm_ready for k in graph.cost_names]
-        self.block_ready = [1.0 if r is None else r for r in ready]
+        further = [spec.task_cost(k).further_block_sm_ready for k in graph.cost_names]
+        self.block_ready = [(1.0, 1.0) if r is None else (r, r if f is None else f) for r, f in zip(ready, further)]
         self.ready_kinds = {k for k, r in enumerate(ready) if r is not None}
         self._sms_ready: list | None = None
         fixed_ns = fixed[graph.kind] + _priced(graph, spec, PER_TASK_LATENCIES)
@@ -286,8 +289,9 @@ class _Run:
         shares = {self.block_share[k] for k in kinds}
         if self.ready_kinds.intersection(kinds):
             if self._sms_ready is None:
-                ready, class_of = self._class_of(self.block_ready)
-                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done)
+                classes, class_of = self._class_of(self.block_ready)
+                ready, further = [c[0] for c in classes], [c[1] for c in classes]
+                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further)
                                    for _ in range(self.spec.sm_count)]
             self.sms = self._sms_ready
         elif len(shares) == 1:

@@ -300,6 +300,14 @@ class ReadinessSharedServer(CappedSharedServer):
     smoothly, as a GPU's does with occupancy, where ``CappedSharedServer``'s ``min(s, 1/n)``
     saturates at n = 1/s. With s = 1 for every class both rules are ``1/n``.
 
+    A class may give a second readiness ``further[c]`` = f_c (session 11; default s_c): the first
+    block of the class on the SM is ready ``s_c`` of the time, each further one ``f_c``, so
+    ``U = 1 - prod_c (1 - s_c) (1 - f_c)^(n_c - 1)``. One parameter ties the gain of every extra block
+    to the first block's stalls: ``U(2)/U(1) = 2 - s`` fixes ``U(3)/U(1)``. The GEMM's kernel, timed
+    alone at 1, 2 and 3 blocks per SM on the H200, gains 1.32x and 1.52x, where the one-parameter
+    curve through 1.32x gives 1.42x; the second parameter lets both ratios be met. A block's demand
+    in the water-filling stays ``s_c``, its rate alone.
+
     Why max-min across kinds (session 7; sessions 4-6 split ``U`` in proportion to readiness, so a
     rarely-ready transform block beside two GEMM blocks ran ~60% slower than alone): a warp scheduler
     picks among its ready warps in turn, so a warp that is seldom ready issues almost as soon as it
@@ -322,11 +330,24 @@ class ReadinessSharedServer(CappedSharedServer):
     raising a rate.
     """
 
-    __slots__ = ("_m",)
+    __slots__ = ("_m", "further")
 
-    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None]) -> None:
+    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None], further=None) -> None:
         super().__init__(clock, caps, class_of, on_done)
         self._m = [0] * len(self.caps)   # blocks present (moving data) per class
+        further = list(self.caps) if further is None else [float(f) for f in further]
+        if len(further) != len(self.caps) or not all(0.0 < f <= 1.0 for f in further):
+            raise ValueError(f"further={further!r} must give one readiness in (0, 1] per class of caps={self.caps!r}")
+        self.further = further           # readiness of each further block of the class on the SM
+
+    def _idle(self, counts) -> float:
+        """``prod_c (1 - s_c) (1 - f_c)^(k_c - 1)`` over the classes with k_c > 0 blocks: the fraction
+        of the time all of them stall at once."""
+        idle = 1.0
+        for c, k in enumerate(counts):
+            if k > 0:
+                idle *= (1.0 - self.caps[c]) * (1.0 - self.further[c]) ** (k - 1)
+        return idle
 
     def _one_class_rate(self, c: int) -> float:
         self._rates()
@@ -335,13 +356,9 @@ class ReadinessSharedServer(CappedSharedServer):
     def _rates(self) -> None:
         """Water-filling of the busy fraction U over the demands of the blocks computing and present."""
         ready, n, m, rate = self.caps, self._n, self._m, self._rate
-        idle, blocks = 1.0, 0
-        for c in self._order:
-            k = n[c] + m[c]
-            if k:
-                idle *= (1.0 - ready[c]) ** k
-                blocks += k
-        remaining = 1.0 - idle
+        counts = [a + b for a, b in zip(n, m)]
+        blocks = sum(counts)
+        remaining = 1.0 - self._idle(counts)
         level = -1.0
         for c in self._order:            # smallest demand first
             k = n[c] + m[c]
@@ -361,12 +378,7 @@ class ReadinessSharedServer(CappedSharedServer):
         """``prod (1 - ready)`` over the blocks on this SM that are moving data or computing, ``job``'s
         own block left out: the fraction of the time its neighbours leave the SM idle."""
         own = self.class_of[job]
-        idle = 1.0
-        for c, (n, m) in enumerate(zip(self._n, self._m)):
-            k = n + m - (c == own)
-            if k > 0:
-                idle *= (1.0 - self.caps[c]) ** k
-        return idle
+        return self._idle([n + m - (c == own) for c, (n, m) in enumerate(zip(self._n, self._m))])
 
     def _present(self, job: int, delta: int) -> None:
         now = self.clock.now
