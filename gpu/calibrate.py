@@ -13,7 +13,9 @@ default stream; what it measures and how a spec value follows from it:
 - ``fp32_peak_gflops``: 132 x 8 blocks of 256 threads, 8 independent FMA chains per thread
   (fastmath: one FFMA each), 2 flops per FMA / time.
 - ``dram_latency_ns`` / ``l2_latency_ns``: one thread chasing a random cyclic permutation of
-  1 GiB / 4 MiB of int32 indices; time / steps.
+  1 GiB / 4 MiB of int32 indices; time / steps. The DRAM probe starts each timed run at a new random
+  element (since session 11; before, every run walked the same path, which the warm-up had left in
+  L2, so it measured an L2 hit).
 - ``atomic_latency_ns``: one thread doing 20,000 dependent ``atomic.add`` on a global counter (the
   next address depends on the returned value); time / steps.
 - ``kernel_launch_ns``: one launch of an empty kernel with 4 array arguments (the per-kind kernels'
@@ -130,9 +132,9 @@ def _fma(out, iters, seed):
 
 
 @cuda.jit
-def _chase(nxt, steps, out):
-    """One thread: j = nxt[j], ``steps`` times (dependent loads)."""
-    j = 0
+def _chase(nxt, start, steps, out):
+    """One thread: j = nxt[j], ``steps`` times (dependent loads), from j = ``start``."""
+    j = start
     for _ in range(steps):
         j = nxt[j]
     out[0] = j
@@ -202,7 +204,12 @@ def probe_fp32(sm: int) -> tuple[float, str]:
                                          "2 flops per FMA / (time - time of a 1-round launch)")
 
 
-def probe_chase(nbytes: int, steps: int) -> float:
+def probe_chase(nbytes: int, steps: int, fresh: bool) -> float:
+    """ns per dependent load of one thread chasing a random cycle through ``nbytes``. ``fresh``: every
+    timed run starts at a new random element, so its path was not loaded by an earlier run (a DRAM
+    probe). Session 11 found that runs from the same start walk the same ``steps`` elements (20,000 x
+    32 B, in L2 after the warm-up), so the 1 GiB probe measured an L2 hit: 158 ns on the H200, where a
+    fresh start gives about 350 ns."""
     n = nbytes // 4
     rng = np.random.default_rng(1)
     perm = rng.permutation(n).astype(np.int32)
@@ -210,9 +217,13 @@ def probe_chase(nbytes: int, steps: int) -> float:
     nxt[perm] = np.roll(perm, -1)                  # one cycle through every element
     d = cuda.to_device(nxt)
     out = cuda.device_array(1, np.int32)
-    _chase[1, 1](d, 10, out)
-    ms = _ms(lambda: _chase[1, 1](d, steps, out), warmup=1, repeats=5)
-    ms0 = _ms(lambda: _chase[1, 1](d, 1, out), warmup=1, repeats=5)
+    _chase[1, 1](d, 0, 10, out)
+    starts = iter(rng.integers(0, n, 64).tolist())
+
+    def start() -> int:
+        return next(starts) if fresh else 0
+    ms = _ms(lambda: _chase[1, 1](d, start(), steps, out), warmup=1, repeats=5)
+    ms0 = _ms(lambda: _chase[1, 1](d, start(), 1, out), warmup=1, repeats=5)
     return (ms - ms0) * 1e6 / (steps - 1)
 
 
@@ -401,8 +412,8 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
         ("l2_bw_gbps", lambda: probe_l2(sm)),
         ("tb_max_dram_bw_gbps", probe_tb_dram),
         ("fp32_peak_gflops", lambda: probe_fp32(sm)),
-        ("dram_latency_ns", lambda: (probe_chase(2 ** 30, 20000), "one thread chases a random cycle through 1 GiB of int32; (time - time of 1 step) / steps")),
-        ("l2_latency_ns", lambda: (probe_chase(4 * 2 ** 20, 50000), "one thread chases a random cycle through 4 MiB of int32 (in L2); (time - time of 1 step) / steps")),
+        ("dram_latency_ns", lambda: (probe_chase(2 ** 30, 20000, fresh=True), "one thread chases a random cycle through 1 GiB of int32, each timed run from a new random start; (time - time of 1 step) / steps")),
+        ("l2_latency_ns", lambda: (probe_chase(4 * 2 ** 20, 50000, fresh=False), "one thread chases a random cycle through 4 MiB of int32 (in L2); (time - time of 1 step) / steps")),
         ("atomic_latency_ns", probe_atomic),
         ("kernel_launch_ns", probe_launch),
         ("megakernel_launch_ns", lambda: probe_megakernel_launch(sm)),
