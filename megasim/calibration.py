@@ -431,12 +431,6 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     def params_of(r):
         return r.get("plan_params", m.plan_params)
 
-    # What a hit costs a block's own (latency-bound) memory rate against a miss: the ratio of the
-    # measured load latencies (session 11; TaskCost.l2_hit_cost), the same for every kind.
-    hit_cost = min(1.0, base.l2_latency_ns / base.dram_latency_ns)
-    hit_how = (f"l2_latency_ns / dram_latency_ns of this spec ({base.l2_latency_ns:.0f} / {base.dram_latency_ns:.0f} "
-               f"ns, at most 1): a block's own memory rate is its loads in flight over their latency, so a hit "
-               f"costs it that fraction of a miss")
     param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
     cases = {p: kind_cases(layers, p) for p in param_sets}
     jobs = []
@@ -476,8 +470,6 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                 if round2 else ("compute_efficiency", "fixed_ns"))
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, name, rows)
-        kind_spec = dataclasses.replace(kind_spec, task_costs={**kind_spec.task_costs, name: dataclasses.replace(
-            kind_spec.task_cost(name), l2_hit_cost=hit_cost)})
         jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
@@ -511,7 +503,6 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
             sources[f"task_costs.{kind}.{name}"] = source(m, how)
         if job["claim"] is not None:
             sources[f"task_costs.{kind}.megakernel_claim_ns"] = source(m, job["claim"]["method"])
-        sources[f"task_costs.{kind}.l2_hit_cost"] = source(m, hit_how)
         report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
                                  "megakernel_claim_ns": fit["cost"].megakernel_claim_ns,
                                  "block_sm_share": fit["cost"].block_sm_share,

@@ -323,31 +323,6 @@ def test_coresident_stretch_slows_a_memory_phase_by_its_sms_other_blocks():
         TaskCost(coresident_stretch=0.5)
 
 
-def test_l2_hit_cost_prices_a_blocks_hits_in_its_own_rate():
-    # One task reads 100 B twice (the second read hits) and nothing else; DRAM 1 B/ns, L2 2 B/ns, the
-    # block's cap 0.25 B/ns. Read 1 (a miss, task 0) alone: 100 / 0.25 = 400 ns either way. Read 2 (a
-    # hit, task 1, after task 0): without l2_hit_cost its 50 ns of L2 work at the cap's 0.25 of the
-    # device takes 200 ns (a hit costs dram_bw / l2_bw = 0.5 of a miss); with l2_hit_cost 1 it takes
-    # 400 ns like the miss, with 0.8 320 ns (its cap scaled by 0.5 / 0.8 = 40/64: the factor goes in
-    # steps of 1/64, as the stretch's does).
-    def run(hit_cost):
-        b = TaskGraphBuilder()
-        b.add_kind("k")
-        reg = b.add_region("r", parts=1, part_bytes=100)
-        b.add_task("k", accesses=[(reg, 0, 1, 100, False)])
-        b.add_task("k", accesses=[(reg, 0, 1, 100, False)])
-        cost = TaskCost(1.0, 0.0, block_dram_bw_gbps=0.25, l2_hit_cost=hit_cost)
-        r = simulate(b.build(), Schedule("s", (Launch(np.array([0])), Launch(np.array([1])))),
-                     toy_spec(task_costs={"default": cost}))
-        return (r.end_ns - r.mem_start_ns).tolist()
-
-    assert run(None) == pytest.approx([400.0, 200.0])
-    assert run(1.0) == pytest.approx([400.0, 400.0])
-    assert run(0.8) == pytest.approx([400.0, 320.0])
-    with pytest.raises(Exception, match="l2_hit_cost=0.0 is not allowed"):
-        TaskCost(l2_hit_cost=0.0)
-
-
 def test_memory_overlap_runs_the_rest_of_a_memory_phase_beside_compute():
     # One task: 100 B at DRAM 1 B/ns (100 ns of memory work) and F flops at 1 flop/ns (2 GFLOP/s over
     # 2 SMs). memory_overlap 0.75: a prologue of 25 ns of memory work, then its compute and the other

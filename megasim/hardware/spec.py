@@ -67,13 +67,7 @@ class TaskCost:
     ``further_block_sm_ready`` (in (0, 1], default None = ``block_sm_ready``; session 11): the
     readiness of each block of the kind on an SM after the first, which keeps ``block_sm_ready``
     (``ReadinessSharedServer``): with n blocks of the kind alone an SM is busy
-    ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time.
-    ``l2_hit_cost`` (in (0, 1], default None; session 11): what a byte that hits in L2 costs the block's
-    own rate (``block_dram_bw_gbps``, its loads in flight over their latency) as a fraction of a byte
-    that misses. None: ``dram_bw_gbps / l2_bw_gbps``, the ratio of the bandwidths the whole GPU shares
-    (the rule before session 11). A latency-bound block's rate follows its loads' latency, so the
-    calibration gives ``l2_latency_ns / dram_latency_ns``. The bandwidth the GPU shares is unchanged:
-    misses take DRAM's, all bytes L2's."""
+    ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -89,7 +83,6 @@ class TaskCost:
     coresident_stretch: float = 0.0
     memory_overlap: float = 0.0
     further_block_sm_ready: float | None = None
-    l2_hit_cost: float | None = None
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.memory_overlap <= 1.0):
@@ -99,8 +92,6 @@ class TaskCost:
         if self.coresident_stretch > 0.0 and self.block_sm_ready is None:
             raise SpecError(f"coresident_stretch={self.coresident_stretch!r} needs block_sm_ready (the rule reads "
                             f"the readiness of the blocks beside it); give block_sm_ready or a stretch of 0")
-        if self.l2_hit_cost is not None and not (0.0 < self.l2_hit_cost <= 1.0):
-            raise SpecError(f"l2_hit_cost={self.l2_hit_cost!r} is not allowed: it must be in (0, 1] or None")
         if self.further_block_sm_ready is not None:
             if self.block_sm_ready is None:
                 raise SpecError(f"further_block_sm_ready={self.further_block_sm_ready!r} needs block_sm_ready (it is "

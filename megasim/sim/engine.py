@@ -49,10 +49,6 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   A kind with ``memory_overlap`` o > 0 (a pipelined kernel) moves only ``1 - o`` of its memory work
   before it computes; the rest is a second job on the memory server that runs beside its compute
   job, and the task ends when both have.
-  A kind with ``l2_hit_cost`` c prices its hits at c of a miss in its block's own capped rate: the
-  cap is scaled by ``work * dram_bw / (misses + c * hits)`` (at most 1; with the stretch, in the same
-  steps), so alone the block takes ``(misses + c * hits) / block_dram_bw`` whatever the shared
-  bandwidths; without it a hit costs ``dram_bw / l2_bw`` of a miss there too.
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
@@ -202,11 +198,7 @@ class _Run:
         # from its ReadinessSharedServer). The memory system then gets a cap class per (kind, level of
         # that factor, in 1/STRETCH_LEVELS steps).
         self.stretch = [spec.task_cost(k).coresident_stretch for k in graph.cost_names]
-        # A kind's l2_hit_cost (TaskCost) scales its block's cap per task by the mix of hits and misses
-        # its accesses found (mem_factor), through the same cap classes as the stretch.
-        self.hit_cost = [spec.task_cost(k).l2_hit_cost for k in graph.cost_names]
-        self.mem_factor = [1.0] * t
-        self.stretch_on = any(g > 0.0 for g in self.stretch) or any(c is not None for c in self.hit_cost)
+        self.stretch_on = any(g > 0.0 for g in self.stretch)
         if self.stretch_on:
             levels = range(1, STRETCH_LEVELS + 1)
             caps = sorted({cap * lv / STRETCH_LEVELS for cap in self.mem_caps for lv in levels})
@@ -409,13 +401,6 @@ class _Run:
         if l2_bytes * self.inv_l2_bw > work:
             work = l2_bytes * self.inv_l2_bw
         latency = (self.dram_latency if dram > 0.0 else self.l2_latency) if l2_bytes > 0.0 else 0.0
-        hit_cost = self.hit_cost[self.kind_of[task]]
-        if hit_cost is not None and work > 0.0:
-            # The block's own rate prices a hit at hit_cost of a miss: alone it takes (misses + hit_cost
-            # * hits) / its cap's bytes per ns; its work on the shared server stays `work`.
-            hits = l2_bytes - dram if l2_bytes > dram else 0.0
-            factor = work * self.spec.dram_bw_gbps / (dram + hit_cost * hits)
-            self.mem_factor[task] = factor if factor < 1.0 else 1.0
         if self.overlap_on:
             o = self.overlap[self.kind_of[task]]
             if o > 0.0:
@@ -441,13 +426,13 @@ class _Run:
         """The memory system's cap class of `task`'s memory phase (the task has entered its SM): its
         kind's cap times 1 - gamma * U_others, U_others = 1 - prod(1 - ready) over the other blocks on
         its SM that move data or compute. A stretching kind gives block_sm_ready (TaskCost), so its
-        SMs are ReadinessSharedServers. A kind with l2_hit_cost also scales it by the task's mem_factor."""
+        SMs are ReadinessSharedServers."""
         kind = self.kind_of[task]
         gamma = self.stretch[kind]
-        factor = self.mem_factor[task]
-        if gamma > 0.0:
-            factor *= 1.0 - gamma * (1.0 - self.sms[self.sm_of[task]].idle_beside(task))
-        level = int(round(factor * STRETCH_LEVELS))
+        if gamma <= 0.0:
+            return self.mem_class[kind][STRETCH_LEVELS]
+        idle = self.sms[self.sm_of[task]].idle_beside(task)
+        level = int(round((1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
         return self.mem_class[kind][level if level > 1 else 1]
 
     def _mem_done(self, task: int) -> None:
