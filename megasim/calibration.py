@@ -253,7 +253,8 @@ PIPELINED_KINDS = ("gemm",)
 # every kind, the least squares stopped in worse minima (gemm@t32 rms 0.027 -> 0.063, itrans 0.069 ->
 # 0.074) and the transforms gained nothing (ftrans 0.097, otrans 0.153 either way).
 FURTHER_READY_KINDS = ("gemm",)
-STAGE2 = ("further_block_sm_ready",)
+# Fields fitted in a second stage, each started at the first stage's value of the field named beside it.
+STAGE2 = {"further_block_sm_ready": "block_sm_ready"}
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
           "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
           "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0), "further_block_sm_ready": SHARE_BOUNDS}
@@ -336,7 +337,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         best = least_squares_cost(start, first, BOUNDS, starts, LINEAR,
                                   lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
         if first != tuple(free):          # the second stage: all free, from the first stage's fit
-            starts = {**{f: getattr(best, f) for f in first}, "further_block_sm_ready": best.block_sm_ready}
+            starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}
             best = least_squares_cost(best, free, BOUNDS, starts, LINEAR,
                                       lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
         evaluations = evals[0]

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from megasim.errors import SimulationError
-from megasim.hardware.spec import GPUSpec
+from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.mapping.schedule import Launch, Schedule, check_valid
 from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
@@ -124,14 +124,14 @@ def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOp
     return _Run(graph, spec, options or SimOptions()).run(schedule, wall)
 
 
-def _priced(graph: TaskGraph, spec: GPUSpec, pairs) -> np.ndarray | float:
-    """Sum over (per-task array, TaskCost field) pairs of array * the task's kind's price (ns); the
-    arrays a graph does not give add nothing."""
+def _priced(graph: TaskGraph, costs: list[TaskCost], pairs) -> np.ndarray | float:
+    """Sum over (per-task array, TaskCost field) pairs of array * the task's kind's price (ns; ``costs``
+    per kind of ``graph``); the arrays a graph does not give add nothing."""
     total = 0.0
     for name, field in pairs:
         arr = getattr(graph, name)
         if arr is not None:
-            price = np.array([getattr(spec.task_cost(k), field) for k in graph.cost_names])
+            price = np.array([getattr(c, field) for c in costs])
             total = total + arr * price[graph.kind]
     return total
 
@@ -143,27 +143,28 @@ class _Run:
         self.graph, self.spec, self.options = graph, spec, options
         self.clock = CLOCKS[options.clock]()
         t = graph.num_tasks
-        eff = np.array([spec.task_cost(k).compute_efficiency for k in graph.cost_names])
-        fixed = np.array([spec.task_cost(k).fixed_ns for k in graph.cost_names])
-        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, spec, PER_TASK_SM_COSTS)
+        costs = [spec.task_cost(k) for k in graph.cost_names]     # per kind, under its cost name
+        eff = np.array([c.compute_efficiency for c in costs])
+        fixed = np.array([c.fixed_ns for c in costs])
+        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
         self.compute_ns = compute_ns.tolist()
-        self.block_share = [spec.task_cost(k).block_sm_share for k in graph.cost_names]
+        self.block_share = [c.block_sm_share for c in costs]
         # Kinds that give block_sm_ready share their SM by the independent-stall rule
         # (ReadinessSharedServer); a kind that does not counts as always ready (1) there.
         # A class is (readiness of the kind's first block on an SM, of each further one).
-        ready = [spec.task_cost(k).block_sm_ready for k in graph.cost_names]
-        further = [spec.task_cost(k).further_block_sm_ready for k in graph.cost_names]
-        self.block_ready = [(1.0, 1.0) if r is None else (r, r if f is None else f) for r, f in zip(ready, further)]
-        self.ready_kinds = {k for k, r in enumerate(ready) if r is not None}
+        self.block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
+                            (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
+                             else c.further_block_sm_ready) for c in costs]
+        self.ready_kinds = {k for k, c in enumerate(costs) if c.block_sm_ready is not None}
         self._sms_ready: list | None = None
-        fixed_ns = fixed[graph.kind] + _priced(graph, spec, PER_TASK_LATENCIES)
+        fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
         self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
-        mk_fixed = np.array([spec.task_cost(k).megakernel_fixed_ns for k in graph.cost_names])
+        mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
         self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
         # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
         # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
-        self.mk_claim = [spec.task_cost(k).megakernel_claim_ns for k in graph.cost_names]
+        self.mk_claim = [c.megakernel_claim_ns for c in costs]
         self.kind_of = graph.kind.tolist()
         # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
         self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
@@ -192,12 +193,12 @@ class _Run:
         self.mem = self._mem_one_cap = SharedServer(self.clock, self.mem_cap, self._mem_done)
         self._mem_per_job: CappedSharedServer | None = None
         self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
-                         for c in map(spec.task_cost, graph.cost_names)]
+                         for c in costs]
         # Co-residence stretch (TaskCost.coresident_stretch): a kind with gamma > 0 moves its data at
         # 1 - gamma * U_others of its rate alone, U_others from the busy blocks beside it on its SM (read
         # from its ReadinessSharedServer). The memory system then gets a cap class per (kind, level of
         # that factor, in 1/STRETCH_LEVELS steps).
-        self.stretch = [spec.task_cost(k).coresident_stretch for k in graph.cost_names]
+        self.stretch = [c.coresident_stretch for c in costs]
         self.stretch_on = any(g > 0.0 for g in self.stretch)
         if self.stretch_on:
             levels = range(1, STRETCH_LEVELS + 1)
@@ -208,7 +209,7 @@ class _Run:
             self._mem_stretch = CappedSharedServer(self.clock, caps, self.mem_class_of, self._mem_done)
         # Memory/compute overlap (TaskCost.memory_overlap): that fraction of a task's memory work runs
         # beside its compute phase (a pipelined kernel's loads of the next stage); the task ends when both end.
-        self.overlap = [spec.task_cost(k).memory_overlap for k in graph.cost_names]
+        self.overlap = [c.memory_overlap for c in costs]
         self.overlap_on = any(o > 0.0 for o in self.overlap)
         self.mem_rest = [0.0] * t
         self.pending = [0] * t

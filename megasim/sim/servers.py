@@ -355,13 +355,13 @@ class ReadinessSharedServer(CappedSharedServer):
 
     def _rates(self) -> None:
         """Water-filling of the busy fraction U over the demands of the blocks computing and present."""
-        ready, n, m, rate = self.caps, self._n, self._m, self._rate
-        counts = [a + b for a, b in zip(n, m)]
+        ready, rate = self.caps, self._rate
+        counts = [a + b for a, b in zip(self._n, self._m)]
         blocks = sum(counts)
         remaining = 1.0 - self._idle(counts)
         level = -1.0
         for c in self._order:            # smallest demand first
-            k = n[c] + m[c]
+            k = counts[c]
             if not k:
                 continue
             if level < 0.0:
