@@ -358,7 +358,7 @@ def forced_occupancy(row: Mapping[str, Any]) -> bool:
     transform takes 208 us in its own kernel and 135 us in the megakernel (resnet-1, pairs=4), a
     per-byte difference one TaskCost cannot express, and fitting both left the megakernel's output
     transform 10-35% slow (rms 0.153; 0.052 without them). Shared memory that leaves the occupancy
-    unchanged does not slow the kernel (gpu/probe_l1_carveout.py: within 3%), so the forced runs do
+    unchanged slows the kernel by at most 5% (gpu.probe_l1_carveout), so the forced runs do
     measure occupancy, of a kernel the fused predictions do not run."""
     return row.get("kernel") == "per_kind" and int(row.get("extra_shared_bytes") or 0) > 0
 
