@@ -186,6 +186,53 @@ def probe_l2(sm: int) -> tuple[float, str]:
         f"bytes of {reps - 1} reads / (time of {reps} - time of 1)")
 
 
+L2_SWEEP_MIB = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72, 80, 96, 128, 256)
+
+
+def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, reps: int = 6) -> list[dict[str, float]]:
+    """Read bandwidth of a buffer read again and again by the whole GPU, per buffer size: rows of
+    (mib, gbps); ``_read4`` with 132 x 16 blocks of 256 threads, (reps - 1) reads / (time of ``reps``
+    reads - time of 1)."""
+    grid, block = sm * 16, 256
+    out = cuda.device_array(grid * block, np.float32)
+    rows = []
+    for mib in sizes_mib:
+        a = cuda.to_device(np.random.default_rng(mib).random(mib * 2 ** 18, dtype=np.float32))
+        _read4[grid, block](a, 1, out)
+        ms = _ms(lambda: _read4[grid, block](a, reps, out), warmup=2, repeats=9)
+        ms1 = _ms(lambda: _read4[grid, block](a, 1, out), warmup=2, repeats=9)
+        rows.append({"mib": float(mib), "gbps": (reps - 1) * a.nbytes / (max(ms - ms1, 1e-6) * 1e6)})
+        del a
+    return rows
+
+
+def l2_capacity_from_sweep(rows: list[dict[str, float]]) -> float:
+    """The effective L2 capacity (bytes) of a read sweep: the largest buffer whose time per byte is
+    still nearer the L2's (the mean of the sweep's smallest two sizes) than DRAM's (its largest size);
+    halfway in time per byte, interpolated linearly between the sweep's sizes."""
+    rows = sorted(rows, key=lambda r: r["mib"])
+    if len(rows) < 4:
+        raise ValueError(f"an L2 sweep needs at least 4 sizes, got {len(rows)}")
+    t_l2 = float(np.mean([1.0 / r["gbps"] for r in rows[:2]]))
+    t_dram = 1.0 / rows[-1]["gbps"]
+    half = 0.5 * (t_l2 + t_dram)
+    for lo, hi in zip(rows, rows[1:]):
+        t_lo, t_hi = 1.0 / lo["gbps"], 1.0 / hi["gbps"]
+        if t_lo <= half < t_hi:
+            mib = lo["mib"] + (hi["mib"] - lo["mib"]) * (half - t_lo) / (t_hi - t_lo)
+            return mib * 2 ** 20
+    raise ValueError("the L2 sweep shows no step from L2 to DRAM read bandwidth")
+
+
+def probe_l2_capacity(sm: int) -> tuple[float, str, list[dict[str, float]]]:
+    rows = l2_read_sweep(sm)
+    return l2_capacity_from_sweep(rows), (
+        f"the whole GPU ({sm} x 16 blocks of 256 threads) reads a buffer again and again, at "
+        f"{len(rows)} sizes from {rows[0]['mib']:.0f} to {rows[-1]['mib']:.0f} MiB; the effective capacity is the "
+        f"size where the time per byte is halfway between the small buffers' (L2) and the largest's (DRAM) "
+        f"(the driver reports the nominal size, of which a buffer keeps less: session 12)"), rows
+
+
 def probe_tb_dram() -> tuple[float, str]:
     a = cuda.to_device(np.zeros(64 * 2 ** 20, np.float32))                               # 256 MiB
     out = cuda.device_array(128, np.float32)
