@@ -189,19 +189,20 @@ def probe_l2(sm: int) -> tuple[float, str]:
 L2_SWEEP_MIB = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72, 80, 96, 128, 256)
 
 
-def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, reps: int = 6) -> list[dict[str, float]]:
+def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, read_mib: int = 4096) -> list[dict[str, float]]:
     """Read bandwidth of a buffer read again and again by the whole GPU, per buffer size: rows of
-    (mib, gbps); ``_read4`` with 132 x 16 blocks of 256 threads, (reps - 1) reads / (time of ``reps``
-    reads - time of 1)."""
+    (mib, gbps); ``_read4`` with 132 x 16 blocks of 256 threads, reps reads of about ``read_mib`` MiB
+    in all (at least 6): (reps - 1) reads / (time of reps reads - time of 1)."""
     grid, block = sm * 16, 256
     out = cuda.device_array(grid * block, np.float32)
     rows = []
     for mib in sizes_mib:
+        reps = max(6, read_mib // mib)
         a = cuda.to_device(np.random.default_rng(mib).random(mib * 2 ** 18, dtype=np.float32))
         _read4[grid, block](a, 1, out)
         ms = _ms(lambda: _read4[grid, block](a, reps, out), warmup=2, repeats=9)
         ms1 = _ms(lambda: _read4[grid, block](a, 1, out), warmup=2, repeats=9)
-        rows.append({"mib": float(mib), "gbps": (reps - 1) * a.nbytes / (max(ms - ms1, 1e-6) * 1e6)})
+        rows.append({"mib": float(mib), "reps": reps, "gbps": (reps - 1) * a.nbytes / (max(ms - ms1, 1e-6) * 1e6)})
         del a
     return rows
 
