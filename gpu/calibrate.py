@@ -97,6 +97,31 @@ def _read4(a, reps, out):
     out[i] = s0 + s1 + s2 + s3
 
 
+@cuda.jit
+def _read_all(a, reps, out):
+    """``_read4`` that also reads the tail ``_read4`` leaves (fewer than 4 x grid-size elements):
+    every element ``reps`` times."""
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    n = a.size
+    s0 = float32(0.0)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
+    s3 = float32(0.0)
+    for _ in range(reps):
+        j = i
+        while j + 3 * stride < n:
+            s0 += a[j]
+            s1 += a[j + stride]
+            s2 += a[j + 2 * stride]
+            s3 += a[j + 3 * stride]
+            j += 4 * stride
+        while j < n:
+            s0 += a[j]
+            j += stride
+    out[i] = s0 + s1 + s2 + s3
+
+
 FMA_UNROLL = 8     # steps per round of _fma
 
 
@@ -191,7 +216,7 @@ L2_SWEEP_MIB = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72
 
 def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, read_mib: int = 4096) -> list[dict[str, float]]:
     """Read bandwidth of a buffer read again and again by the whole GPU, per buffer size: rows of
-    (mib, gbps); ``_read4`` with 132 x 16 blocks of 256 threads, reps reads of about ``read_mib`` MiB
+    (mib, gbps); ``_read_all`` with 132 x 16 blocks of 256 threads, reps reads of about ``read_mib`` MiB
     in all (at least 6): (reps - 1) reads / (time of reps reads - time of 1)."""
     grid, block = sm * 16, 256
     out = cuda.device_array(grid * block, np.float32)
@@ -199,9 +224,9 @@ def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, read_mib: int = 4096) -> list
     for mib in sizes_mib:
         reps = max(6, read_mib // mib)
         a = cuda.to_device(np.random.default_rng(mib).random(mib * 2 ** 18, dtype=np.float32))
-        _read4[grid, block](a, 1, out)
-        ms = _ms(lambda: _read4[grid, block](a, reps, out), warmup=2, repeats=9)
-        ms1 = _ms(lambda: _read4[grid, block](a, 1, out), warmup=2, repeats=9)
+        _read_all[grid, block](a, 1, out)
+        ms = _ms(lambda: _read_all[grid, block](a, reps, out), warmup=2, repeats=9)
+        ms1 = _ms(lambda: _read_all[grid, block](a, 1, out), warmup=2, repeats=9)
         rows.append({"mib": float(mib), "reps": reps, "gbps": (reps - 1) * a.nbytes / (max(ms - ms1, 1e-6) * 1e6)})
         del a
     return rows
