@@ -16,6 +16,10 @@ default stream; what it measures and how a spec value follows from it:
   1 GiB / 4 MiB of int32 indices; time / steps. The DRAM probe starts each timed run at a new random
   element (since session 11; before, every run walked the same path, which the warm-up had left in
   L2, so it measured an L2 hit).
+- ``l2_bytes``: the effective capacity, not the driver's nominal size (since session 12): one thread
+  chases a random cycle through a buffer the whole GPU has just read, at sizes from 8 to 512 MiB; a
+  load takes l2 + (dram - l2)(1 - C / S) ns for a buffer of S bytes of which the L2 keeps C
+  (``l2_capacity_from_chase``). On the H200 C is 33 MiB of the 60 MiB the driver reports.
 - ``atomic_latency_ns``: one thread doing 20,000 dependent ``atomic.add`` on a global counter (the
   next address depends on the returned value); time / steps.
 - ``kernel_launch_ns``: one launch of an empty kernel with 4 array arguments (the per-kind kernels'
@@ -211,52 +215,69 @@ def probe_l2(sm: int) -> tuple[float, str]:
         f"bytes of {reps - 1} reads / (time of {reps} - time of 1)")
 
 
-L2_SWEEP_MIB = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72, 80, 96, 128, 256)
+L2_SWEEP_MIB = (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 512)
 
 
-def l2_read_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, read_mib: int = 4096) -> list[dict[str, float]]:
-    """Read bandwidth of a buffer read again and again by the whole GPU, per buffer size: rows of
-    (mib, gbps); ``_read_all`` with 132 x 16 blocks of 256 threads, reps reads of about ``read_mib`` MiB
-    in all (at least 6): (reps - 1) reads / (time of reps reads - time of 1)."""
+def l2_chase_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, steps: int = 20000) -> list[dict[str, float]]:
+    """ns per dependent load of one thread chasing a random cycle through a buffer that the whole GPU
+    has just read (twice), per buffer size: rows of (mib, ns_per_load). Each timed chase starts at a
+    new random element; median of 8 runs, the time of a 1-step chase subtracted."""
     grid, block = sm * 16, 256
     out = cuda.device_array(grid * block, np.float32)
+    one = cuda.device_array(1, np.int32)
     rows = []
     for mib in sizes_mib:
-        reps = max(6, read_mib // mib)
-        a = cuda.to_device(np.random.default_rng(mib).random(mib * 2 ** 18, dtype=np.float32))
-        _read_all[grid, block](a, 1, out)
-        ms = _ms(lambda: _read_all[grid, block](a, reps, out), warmup=2, repeats=9)
-        ms1 = _ms(lambda: _read_all[grid, block](a, 1, out), warmup=2, repeats=9)
-        rows.append({"mib": float(mib), "reps": reps, "gbps": (reps - 1) * a.nbytes / (max(ms - ms1, 1e-6) * 1e6)})
-        del a
+        n = mib * 2 ** 18
+        rng = np.random.default_rng(mib)
+        perm = rng.permutation(n).astype(np.int32)
+        nxt = np.empty(n, np.int32)
+        nxt[perm] = np.roll(perm, -1)                 # one cycle through every element
+        d = cuda.to_device(nxt)
+        f = d.view(np.float32)
+        _chase[1, 1](d, 0, 10, one)
+        ms = {}
+        for k in (1, steps):
+            ts = []
+            for _ in range(9):
+                _read_all[grid, block](f, 2, out)     # the buffer in L2, as far as it fits
+                e0, e1 = cuda.event(), cuda.event()
+                e0.record()
+                _chase[1, 1](d, int(rng.integers(0, n)), k, one)
+                e1.record()
+                e1.synchronize()
+                ts.append(cuda.event_elapsed_time(e0, e1))
+            ms[k] = float(np.median(ts[1:]))
+        rows.append({"mib": float(mib), "ns_per_load": (ms[steps] - ms[1]) * 1e6 / (steps - 1)})
+        del d, f
     return rows
 
 
-def l2_capacity_from_sweep(rows: list[dict[str, float]]) -> float:
-    """The effective L2 capacity (bytes) of a read sweep: the largest buffer whose time per byte is
-    still nearer the L2's (the mean of the sweep's smallest two sizes) than DRAM's (its largest size);
-    halfway in time per byte, interpolated linearly between the sweep's sizes."""
+def l2_capacity_from_chase(rows: list[dict[str, float]], dram_latency_ns: float) -> float:
+    """The effective L2 capacity (bytes) of a chase sweep. A buffer of S bytes that the L2 keeps C of
+    hits C / S of its random loads, so a load takes l2 + (dram - l2)(1 - C / S) ns (l2: the mean of the
+    sweep's two smallest sizes; dram: ``dram_latency_ns``); C is the median over the sizes where the
+    hit fraction h is in (0.1, 0.9) of h x S."""
     rows = sorted(rows, key=lambda r: r["mib"])
-    if len(rows) < 4:
-        raise ValueError(f"an L2 sweep needs at least 4 sizes, got {len(rows)}")
-    t_l2 = float(np.mean([1.0 / r["gbps"] for r in rows[:2]]))
-    t_dram = 1.0 / rows[-1]["gbps"]
-    half = 0.5 * (t_l2 + t_dram)
-    for lo, hi in zip(rows, rows[1:]):
-        t_lo, t_hi = 1.0 / lo["gbps"], 1.0 / hi["gbps"]
-        if t_lo <= half < t_hi:
-            mib = lo["mib"] + (hi["mib"] - lo["mib"]) * (half - t_lo) / (t_hi - t_lo)
-            return mib * 2 ** 20
-    raise ValueError("the L2 sweep shows no step from L2 to DRAM read bandwidth")
+    l2 = float(np.mean([r["ns_per_load"] for r in rows[:2]]))
+    if not dram_latency_ns > l2:
+        raise ValueError(f"dram_latency_ns={dram_latency_ns!r} must exceed the sweep's L2 latency {l2:.1f} ns")
+    est = []
+    for r in rows:
+        h = (dram_latency_ns - r["ns_per_load"]) / (dram_latency_ns - l2)
+        if 0.1 < h < 0.9:
+            est.append(h * r["mib"] * 2 ** 20)
+    if not est:
+        raise ValueError("the L2 chase sweep shows no size that partly fits in L2")
+    return float(np.median(est))
 
 
-def probe_l2_capacity(sm: int) -> tuple[float, str, list[dict[str, float]]]:
-    rows = l2_read_sweep(sm)
-    return l2_capacity_from_sweep(rows), (
-        f"the whole GPU ({sm} x 16 blocks of 256 threads) reads a buffer again and again, at "
-        f"{len(rows)} sizes from {rows[0]['mib']:.0f} to {rows[-1]['mib']:.0f} MiB; the effective capacity is the "
-        f"size where the time per byte is halfway between the small buffers' (L2) and the largest's (DRAM) "
-        f"(the driver reports the nominal size, of which a buffer keeps less: session 12)"), rows
+def probe_l2_capacity(sm: int, dram_latency_ns: float) -> tuple[float, str, list[dict[str, float]]]:
+    rows = l2_chase_sweep(sm)
+    return l2_capacity_from_chase(rows, dram_latency_ns), (
+        f"one thread chases a random cycle through a buffer the whole GPU has just read, "
+        f"{rows[0]['mib']:.0f} to {rows[-1]['mib']:.0f} MiB ({len(rows)} sizes); a load takes "
+        f"l2 + (dram - l2)(1 - C/S) ns, C the effective capacity: the median of C over the sizes partly in L2 "
+        f"(the driver's size is the nominal one; a buffer keeps about half of it, session 12)"), rows
 
 
 def probe_tb_dram() -> tuple[float, str]:
@@ -468,6 +489,13 @@ def preset_for(device_name: str) -> str:
     raise SpecError(f"no preset for the detected GPU {device_name!r} (presets: H200, H100, A100, V100, RTX3090)")
 
 
+def _l2_capacity(m: Measurements, sm: int) -> tuple[float, str]:
+    """The effective L2 capacity, its sweep kept in ``m.extra``; needs the DRAM latency measured."""
+    value, method, rows = probe_l2_capacity(sm, m.values["dram_latency_ns"]["value"])
+    m.extra["l2_chase_sweep"] = rows
+    return value, method
+
+
 def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
     import torch
     dev = cuda.get_current_device()
@@ -476,8 +504,9 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
     m = Measurements(device=name, date=_dt.date.today().isoformat(), preset=preset_for(name), plan_params=plan_params)
     m.values["sm_count"] = {"value": sm, "method": "driver attribute MULTIPROCESSOR_COUNT"}
     try:
-        m.values["l2_bytes"] = {"value": int(torch.cuda.get_device_properties(0).L2_cache_size),
-                                "method": "driver: torch.cuda.get_device_properties().L2_cache_size"}
+        nominal = int(torch.cuda.get_device_properties(0).L2_cache_size)
+        m.values["l2_bytes"] = {"value": nominal, "method": "driver: torch.cuda.get_device_properties().L2_cache_size"}
+        m.extra["l2_bytes_driver"] = nominal      # replaced by the measured capacity below, if that probe works
     except Exception as err:  # noqa: BLE001 - keep the preset's
         log.warning("L2 size not read: %s", err)
     probes = [
@@ -487,6 +516,7 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
         ("fp32_peak_gflops", lambda: probe_fp32(sm)),
         ("dram_latency_ns", lambda: (probe_chase(2 ** 30, 20000, fresh=True), "one thread chases a random cycle through 1 GiB of int32, each timed run from a new random start; (time - time of 1 step) / steps")),
         ("l2_latency_ns", lambda: (probe_chase(4 * 2 ** 20, 50000, fresh=False), "one thread chases a random cycle through 4 MiB of int32 (in L2); (time - time of 1 step) / steps")),
+        ("l2_bytes", lambda: _l2_capacity(m, sm)),
         ("atomic_latency_ns", probe_atomic),
         ("kernel_launch_ns", probe_launch),
         ("megakernel_launch_ns", lambda: probe_megakernel_launch(sm)),
