@@ -42,7 +42,7 @@ default stream; what it measures and how a spec value follows from it:
   on its own to extend a saved measurements file). ``megasim.calibration`` then fits
   ``block_sm_share`` per kind as well.
 
-``sm_count`` and ``l2_bytes`` are read from the driver. Everything else stays the preset's.
+``sm_count`` is read from the driver (and ``l2_bytes`` when its probe fails). Everything else stays the preset's.
 """
 
 from __future__ import annotations
