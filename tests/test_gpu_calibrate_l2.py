@@ -10,7 +10,7 @@ numba = pytest.importorskip("numba")
 if not numba.config.ENABLE_CUDASIM:
     pytest.skip("runs on the CUDA simulator only (on a GPU, megasim calibrate)", allow_module_level=True)
 
-from gpu.calibrate import _read_all, l2_capacity_from_chase  # noqa: E402
+from gpu.calibrate import _read4, l2_capacity_from_chase  # noqa: E402
 
 pytestmark = [pytest.mark.cudasim]
 MIB = 2 ** 20
@@ -34,8 +34,8 @@ def test_refuses_a_sweep_without_a_step_or_a_dram_latency_below_l2():
         l2_capacity_from_chase(sweep(33.0, 155.0, 345.0), 150.0)
 
 
-def test_read_all_reads_every_element_including_the_tail():
+def test_read4_reads_every_element_including_the_tail():
     a = np.random.default_rng(0).random(1000).astype(np.float32)          # not a multiple of 4 x grid
     out = np.zeros(2 * 64, np.float32)
-    _read_all[2, 64](a, 3, out)
+    _read4[2, 64](a, 3, out)
     assert out.sum() == pytest.approx(3 * a.astype(np.float64).sum(), rel=1e-5)
