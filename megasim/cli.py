@@ -246,6 +246,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                                                                    "megakernel_fixed_ns") if name in fit)
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
               f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
+    if report.get("mixed_kinds_sm_factor") is not None:
+        errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
+        print(f"  mixed_kinds_sm_factor {report['mixed_kinds_sm_factor']:.3f} (mixed-kind runs: {errors})")
     return 0
 
 

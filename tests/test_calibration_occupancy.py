@@ -128,3 +128,24 @@ def test_measured_claim_is_the_mean_of_the_traced_rows():
     assert got.task_cost("gemm").megakernel_claim_ns == 1500.0 == claim["value"]
     assert "a, b [pairs=4]" in claim["method"] and got.task_cost("itrans") == spec.task_cost("itrans")
     assert with_measured_claim(spec, "gemm", rows[2:]) == (spec, None)           # old measurements
+
+
+def test_mixed_factor_is_recovered_from_mixed_runs():
+    """Mixed-kind runs simulated with a known mixed_kinds_sm_factor give it back (and the fit's
+    source names the runs)."""
+    from megasim.calibration import MIXED_PAIRS, fit_mixed_factor, mixed_case, mixed_checks
+    truth = {k: TaskCost(0.3, 500.0, block_sm_ready=r) for k, r in
+             (("ftrans", 0.5), ("itrans", 0.3), ("gemm", 0.6), ("otrans", 0.25))}
+    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
+    rows = []
+    for pair in MIXED_PAIRS:
+        g, s = mixed_case(LAYER, pair)
+        us = simulated_us(simulate(g, s, dataclasses.replace(spec, mixed_kinds_sm_factor=0.8)), "queued")
+        rows.append({"layer": LAYER, "kind": "+".join(pair), "median_ms": us / 1000.0})
+    factor, how = fit_mixed_factor(spec, rows)
+    # On so small a layer the times move in event-sized steps with the factor: near the truth, and
+    # the runs reproduced.
+    assert factor == pytest.approx(0.8, abs=0.05)
+    for c in mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=factor), rows):
+        assert abs(c["error"]) < 0.005, c
+    assert "2 mixed-kind runs" in how and "itrans+gemm" in how

@@ -6,6 +6,7 @@ one-cap server."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -346,3 +347,35 @@ def test_memory_overlap_runs_the_rest_of_a_memory_phase_beside_compute():
     assert run(50, 1.0, block_sm_ready=1.0, coresident_stretch=0.5).end_ns[0] == pytest.approx(100.0)
     with pytest.raises(Exception, match="memory_overlap=1.5 is not allowed"):
         TaskCost(memory_overlap=1.5)
+
+
+def test_mixed_kinds_factor_by_hand():
+    # Classes 0 (s 0.25) and 1 (s 0.5), one job each, work 100, mixed factor 0.8. Busy
+    # U = 1 - 0.75 * 0.5 = 0.625, times 0.8 while both are present: 0.5; fair level 0.25 = class 0's
+    # demand, so class 0 gets 0.25, class 1 the other 0.25: both end at 400. Alone (one class), a
+    # class is never penalised: a single job of class 1 ends at 100 / 0.5 = 200.
+    done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.25, 0.5], [0, 1], cb, mixed=0.8),
+                      [(0.0, 0, 100.0), (0.0, 1, 100.0)])
+    assert done[0] == pytest.approx(400.0) and done[1] == pytest.approx(400.0)
+    alone = run_server(lambda c, cb: ReadinessSharedServer(c, [0.25, 0.5], [1], cb, mixed=0.8), [(0.0, 0, 100.0)])
+    assert alone[0] == pytest.approx(200.0)
+    with pytest.raises(ValueError, match="mixed="):
+        ReadinessSharedServer(None, [0.5], [0], None, mixed=0.0)
+
+
+def test_mixed_kinds_factor_in_a_spec():
+    base = get_gpu("H200")
+    with pytest.raises(Exception, match="mixed_kinds_sm_factor=1.2 must be in"):
+        dataclasses.replace(base, mixed_kinds_sm_factor=1.2)
+    # In the engine: a fused schedule (kinds mixed on the SMs) slows with the factor; the non-fused
+    # schedule (one kind per launch) does not change at all. (Against a factor of 1, not None: a factor
+    # gives every kind a class of its own, which reorders ties and moves this schedule by 0.02%.)
+    from megasim.hardware import load_spec
+    problem = parse_layer("resnet-4")
+    calibrated = load_spec(Path(__file__).resolve().parents[1] / "megasim/hardware/calibrated/h200.json")
+    plain = dataclasses.replace(calibrated, mixed_kinds_sm_factor=1.0)
+    mixed = dataclasses.replace(plain, mixed_kinds_sm_factor=0.5)
+    g, sched, _ = build(problem, Plan("nonfused"))
+    assert simulate(g, sched, mixed).predicted_ns == simulate(g, sched, plain).predicted_ns
+    g, sched, _ = build(problem, Plan("fused"))
+    assert simulate(g, sched, mixed).predicted_ns > simulate(g, sched, plain).predicted_ns

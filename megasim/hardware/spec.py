@@ -166,6 +166,11 @@ class GPUSpec:
     # and its host issue time (the sum of its launches' costs). None = the host's launch cost is
     # paid before the first kernel, in series with the device work (a run on an idle GPU).
     queued_launch_ns: float | None = None
+    # Optional (session 12): the fraction of an SM's busy time that does useful work while blocks of two
+    # or more task kinds share it (a megakernel mixing kinds); what the rest is lost to (instruction
+    # fetch, the load/store queue, ...) is not separated. Fitted on the mixed-kind calibration runs
+    # (megasim.calibration.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
+    mixed_kinds_sm_factor: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -188,6 +193,8 @@ class GPUSpec:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be > 0")
+            if f.name == "mixed_kinds_sm_factor" and not value <= 1.0:
+                raise SpecError(f"GPU spec {self.name!r}: mixed_kinds_sm_factor={value!r} must be in (0, 1]")
 
     # Derived quantities (not stored, so they can never disagree with the fields).
     @property
@@ -219,7 +226,7 @@ def base_kind(cost_name: str) -> str:
 
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
-OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns")
+OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor")
 
 
 def spec_field_names() -> tuple[str, ...]:

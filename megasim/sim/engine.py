@@ -39,7 +39,9 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   (a kind's blocks after the first on an SM at its ``further_block_sm_ready``, if it gives one)
   and its busy fraction is split by water-filling over the blocks' readiness (``ReadinessSharedServer``: a block
   that asks for less than the fair level gets all it asks for); such blocks count
-  on their SM through their memory phase too (the kernels overlap loads and arithmetic).
+  on their SM through their memory phase too (the kernels overlap loads and arithmetic). With the
+  spec's ``mixed_kinds_sm_factor`` m, an SM holding blocks of two or more kinds does useful work only
+  m of its busy time (fitted on the mixed-kind calibration runs).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
   A kind with ``coresident_stretch`` gamma > 0 moves its data at ``1 - gamma * U_others`` of its
   capped rate, ``U_others = 1 - prod(1 - block_sm_ready)`` over the other blocks of its SM in a memory
@@ -290,9 +292,13 @@ class _Run:
         shares = {self.block_share[k] for k in kinds}
         if self.ready_kinds.intersection(kinds):
             if self._sms_ready is None:
-                classes, class_of = self._class_of(self.block_ready)
+                mixed = self.spec.mixed_kinds_sm_factor
+                # With a mixing factor, every kind is a class of its own (kinds are what mix).
+                keys = self.block_ready if mixed is None else [(*r, k) for k, r in enumerate(self.block_ready)]
+                classes, class_of = self._class_of(keys)
                 ready, further = [c[0] for c in classes], [c[1] for c in classes]
-                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further)
+                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further,
+                                                         1.0 if mixed is None else mixed)
                                    for _ in range(self.spec.sm_count)]
             self.sms = self._sms_ready
         elif len(shares) == 1:

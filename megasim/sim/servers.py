@@ -324,21 +324,29 @@ class ReadinessSharedServer(CappedSharedServer):
     share than blocks in step, a speed-up the GPU does not show (``gpu.trace_mixed``). A present block
     takes its share of ``U`` like a computing one but receives no work.
 
+    ``mixed`` (session 12; the spec's ``mixed_kinds_sm_factor``, default 1): while blocks of two or
+    more classes are on the SM, only that fraction of its busy time does useful work (``U`` above is
+    multiplied by it before the split). The engine gives every task kind its own class when it is set.
+
     Rates are recomputed at every arrival, departure, ``enter`` and ``leave`` (O(classes)); the
     base class keeps a pending completion event only when it is not later than the new one, and
     ``_fire`` re-arms an event that fires early, so correctness does not depend on arrivals never
     raising a rate.
     """
 
-    __slots__ = ("_m", "further")
+    __slots__ = ("_m", "further", "mixed")
 
-    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None], further=None) -> None:
+    def __init__(self, clock, caps, class_of, on_done: Callable[[int], None], further=None,
+                 mixed: float = 1.0) -> None:
         super().__init__(clock, caps, class_of, on_done)
         self._m = [0] * len(self.caps)   # blocks present (moving data) per class
         further = list(self.caps) if further is None else [float(f) for f in further]
         if len(further) != len(self.caps) or not all(0.0 < f <= 1.0 for f in further):
             raise ValueError(f"further={further!r} must give one readiness in (0, 1] per class of caps={self.caps!r}")
         self.further = further           # readiness of each further block of the class on the SM
+        if not 0.0 < mixed <= 1.0:
+            raise ValueError(f"mixed={mixed!r} must be in (0, 1]")
+        self.mixed = float(mixed)        # useful fraction of the busy time while classes mix
 
     def _idle(self, counts) -> float:
         """``prod_c (1 - s_c) (1 - f_c)^(k_c - 1)`` over the classes with k_c > 0 blocks: the fraction
@@ -359,6 +367,8 @@ class ReadinessSharedServer(CappedSharedServer):
         counts = [a + b for a, b in zip(self._n, self._m)]
         blocks = sum(counts)
         remaining = 1.0 - self._idle(counts)
+        if self.mixed < 1.0 and sum(1 for k in counts if k) > 1:
+            remaining *= self.mixed
         level = -1.0
         for c in self._order:            # smallest demand first
             k = counts[c]
