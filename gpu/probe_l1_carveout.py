@@ -13,12 +13,10 @@ occupancy and past it, with the driver's blocks per SM for each; host hidden beh
 
 from __future__ import annotations
 
-import datetime
-import json
-import os
-
 import numpy as np
 from numba import cuda
+
+from gpu.diagnostic_output import write_result
 
 LAYERS = ("resnet-1", "vgg-3")
 SHARED_PER_SM_BYTES = 228 * 1024      # H100 / H200: the largest shared-memory carve-out
@@ -27,7 +25,13 @@ SHARED_PER_SM_BYTES = 228 * 1024      # H100 / H200: the largest shared-memory c
 def main() -> None:
     from gpu import executor as ex
     from gpu.calibrate import nonfused_workspaces
-    from gpu.calibrate_occupancy import Spinner, _active_blocks, _opt_in, per_kind_launcher, time_queued
+    from gpu.calibrate_occupancy import (
+        Spinner,
+        _active_blocks,
+        _opt_in,
+        per_kind_launcher,
+        time_queued,
+    )
     spin = Spinner()
     rows = []
     for params in ("", "pairs=4"):
@@ -61,13 +65,7 @@ def main() -> None:
                     print(f"{name:9s} {params or 'defaults':8s} {kind:7s} smem {smem:6d} B  {row['blocks_per_sm']:2d} "
                           f"blocks/SM  {row['median_us']:8.1f} us")
             del wss
-    meta = {"device": str(cuda.get_current_device().name), "git_sha": os.environ.get("MEGASIM_GIT_SHA"),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "bash gpu/on_device.sh python -m gpu.probe_l1_carveout"}
-    path = os.path.join(os.environ.get("OUT", "."), "l1_carveout.json")
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(f"wrote {path}")
+    write_result("l1_carveout.json", rows, "gpu.probe_l1_carveout")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,10 @@ Median of 20 runs (two rounds of 10 after 2 warm-ups), CUDA events."""
 
 from __future__ import annotations
 
-import datetime
-import json
-import os
-
 import numpy as np
 from numba import cuda
+
+from gpu.diagnostic_output import write_result
 
 PROBLEMS = ("N=8,C=256,K=256,H=28,W=28", "N=16,C=128,K=128,H=28,W=28", "resnet-1")
 
@@ -69,12 +67,7 @@ def main() -> None:
                 print(f"{name:28s} {params:8s} {kind:7s} cold {row['cold_us']:8.1f} us  warm {row['warm_us']:8.1f} us  "
                       f"warm/cold {row['warm_us'] / row['cold_us']:.3f}")
             del wss
-    meta = {"device": str(cuda.get_current_device().name), "git_sha": os.environ.get("MEGASIM_GIT_SHA"),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    path = os.path.join(os.environ.get("OUT", "."), "warm_cold.json")
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(f"wrote {path}")
+    write_result("warm_cold.json", rows, "gpu.time_warm_cold")
 
 
 if __name__ == "__main__":

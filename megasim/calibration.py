@@ -474,7 +474,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         if not rows and "@" in name:
             continue                      # a variant the measurements do not time: priced as its kind
         queued = [r for r in rows if r.get("timing") == "queued"]
-        fitted_rows = ([r for r in queued if not (forced_occupancy(r) and base_kind(name) not in FORCED_FITTED_KINDS)]
+        forced_fitted = base_kind(name) in FORCED_FITTED_KINDS
+        fitted_rows = ([r for r in queued if forced_fitted or not forced_occupancy(r)]
                        or [r for r in rows if r.get("timing", "events") == "events"])
         for layer in layers:
             if not any(r["layer"] == layer for r in fitted_rows):
@@ -501,7 +502,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
                      "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
-                     "n_rows": len(fitted_rows), "checks": [case_of(r) for r in checks],
+                     "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     workers = min(len(jobs), workers or os.cpu_count() or 1)
     if workers > 1:
@@ -518,9 +519,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         if job["round2"]:
             how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {job['params']}: "
                    f"{job['n_rows']} runs (its non-fused kernel at its own "
-                   f"{'and at forced lower occupancy' if base_kind(kind) in FORCED_FITTED_KINDS else 'occupancy'}, the "
+                   f"{'and at forced lower occupancy' if job['forced_fitted'] else 'occupancy'}, the "
                    f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
-                   f"SM{'' if base_kind(kind) in FORCED_FITTED_KINDS else '; its kernel at forced lower occupancy is a check'}), timed with the host's launch cost hidden (gpu.calibrate_occupancy); "
+                   f"SM{'' if job['forced_fitted'] else '; its kernel at forced lower occupancy is a check'}), timed with the host's launch cost hidden (gpu.calibrate_occupancy); "
                    f"{', '.join(free)} fitted jointly so that megasim's simulation of each run matches its "
                    f"median, rms log error {fit['rms_log_error']:.3f}")
         else:
