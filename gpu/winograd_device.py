@@ -27,6 +27,8 @@ call it (the megakernel does).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import cuda, float32
 
@@ -254,8 +256,13 @@ def gemm_generic(g, j, prm, V, U, M):
 # The specialised paths: (T, GK, KS, NT, SK, staging, stages) of ``make_gemm_staged``. Both operands
 # reach shared memory by cp.async into a 3-deep ring, 16 k per stage (gpu/bench_gemm.py on the H200,
 # docs/winograd_gpu.md: 76.6% of cuBLAS against 55.0% for the register-staged make_gemm_vec at KS 8).
-FAST_A = (32, 64, 16, 128, 4, "c", 3)
-FAST_B = (64, 64, 16, 128, 2, "c", 3)
+# MEGASIM_GEMM_STAGING overrides the staging for experiments (read at import; "c3", "a3", "a2", "v2":
+# make_gemm_staged's staging letter and stage count; "a3" fits 128 registers without spilling).
+_STAGING = os.environ.get("MEGASIM_GEMM_STAGING", "c3")
+if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
+    raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
+FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
+FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 gemm_fast_a = make_gemm_staged(*FAST_A)
 gemm_fast_b = make_gemm_staged(*FAST_B)
 _FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
