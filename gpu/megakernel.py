@@ -244,7 +244,7 @@ def itrans_kernel(table, prm, x, V):
 # The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
 # takes 193 registers for them (2 blocks per SM) where the t = 64 path alone needs 167: capped like the
 # megakernel, 3 blocks of 128 threads per SM (``python -m gpu.offline_compile gemm_kernel``).
-GEMM_KERNEL_MAX_REGISTERS = 168
+GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "168"))
 _gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
 
 
