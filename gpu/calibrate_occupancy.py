@@ -24,8 +24,8 @@ What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused
   ``per_kind`` kernel at its natural occupancy; the same kernel with unused dynamic shared memory
   forcing 4 / 2 / 1 blocks per SM (46 KiB, 100 KiB, 160 KiB; above 48 KiB the kernel is opted in
   with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; only values below the natural occupancy);
-  the ``megakernel`` running only that kind's tasks per task (168 registers: 3 blocks per SM) and
-  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 255 registers). Counters start at zero (the kind's parents
+  the ``megakernel`` running only that kind's tasks per task (128 registers: 4 blocks per SM) and
+  as a persistent grid of 1 and of 2 blocks per SM (the persistent kernel: 216 registers). Counters start at zero (the kind's parents
   ran before), as in ``gpu.diagnose``. The persistent grid of 1 block per SM is also run once traced
   (``traced_parts``): the mean per task of claim -> ready, the body and the signal, so the
   megakernel's claim (``TaskCost.megakernel_claim_ns``) is measured rather than fitted.

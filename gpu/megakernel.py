@@ -110,12 +110,13 @@ def _claim_and_wait(table, ctl, counters, first):
     return pos, ok
 
 
-# Register cap of the per-task megakernel: 168, the most that lets 3 blocks of 128 threads share an SM
-# (65536 / 384 = 170, allocated in steps of 8). Uncapped, ptxas takes 194 since the transforms loop over
-# several pairs per thread (2 blocks per SM); at 168 it spills 4 registers (ptxas -v, sm_90:
-# ``python -m gpu.offline_compile megakernel``). MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for
-# experiments (read at import; 0: the compiler's choice). The persistent megakernel is not capped.
-MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "168")) or None
+# Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
+# (65536 / 512). Uncapped, ptxas takes 176; at 128 it spills 68 bytes (ptxas -v, sm_90:
+# ``python -m gpu.offline_compile megakernel``), and it runs 5-12% faster than at 168 (3 blocks per SM)
+# on the H200 (docs/winograd_gpu.md, session 13): a transform block finds a slot beside three GEMM
+# blocks. MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import; 0: the
+# compiler's choice). The persistent megakernel is not capped (216 registers: 2 blocks per SM).
+MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "128")) or None
 # (The CUDA simulator's jit takes no max_registers.)
 _megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
                    if MEGAKERNEL_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
@@ -181,9 +182,8 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
     nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
 
-    A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~60 more registers
-    live (ptxas, sm_90: 168 (capped) against 255 per thread, i.e. 3 blocks of 128 threads per SM, not 2;
-    capped at 168 the persistent one spills ~290 registers).
+    A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~40 more registers
+    live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
     """
     sh = cuda.shared.array(2, int32)
     _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
@@ -242,9 +242,10 @@ def itrans_kernel(table, prm, x, V):
 
 
 # The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
-# takes 193 registers for them (2 blocks per SM) where the t = 64 path alone needs 167: capped like the
-# megakernel, 3 blocks of 128 threads per SM (``python -m gpu.offline_compile gemm_kernel``).
-GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "168"))
+# takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128
+# threads per SM, 24 bytes spilled (``python -m gpu.offline_compile gemm_kernel``).
+# MEGASIM_GEMM_KERNEL_MAX_REGISTERS overrides it for experiments (read at import).
+GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "128"))
 _gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
 
 

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("kernels", nargs="*", help="names (default: all)")
     ap.add_argument("--ptx-dir", default=None, help="write each kernel's PTX here")
     ap.add_argument("--max-registers", type=int, default=None, help="register cap per thread (ptxas; default: "
-                    "the kernel's own, 168 for the per-task megakernel and the GEMM kernel)")
+                    "the kernel's own, 128 for the per-task megakernel and the GEMM kernel)")
     args = ap.parse_args(argv)
     kernels = _kernels()
     names = args.kernels or list(kernels)

@@ -253,12 +253,14 @@ def gemm_generic(g, j, prm, V, U, M):
 # The compile-time specialised GEMMs. gemm_task runs gemm_fast_a / gemm_fast_b for those configs and
 # gemm_generic for any other. (The scalar-fragment make_gemm_fast, 28% of cuBLAS, is in git history
 # before commit 4aae690; the register-staged make_gemm_vec stays in gpu.gemm_vec for the benchmark.)
-# The specialised paths: (T, GK, KS, NT, SK, staging, stages) of ``make_gemm_staged``. Both operands
-# reach shared memory by cp.async into a 3-deep ring, 16 k per stage (gpu/bench_gemm.py on the H200,
-# docs/winograd_gpu.md: 76.6% of cuBLAS against 55.0% for the register-staged make_gemm_vec at KS 8).
-# MEGASIM_GEMM_STAGING overrides the staging for experiments (read at import; "c3", "a3", "a2", "v2":
-# make_gemm_staged's staging letter and stage count; "a3" fits 128 registers without spilling).
-_STAGING = os.environ.get("MEGASIM_GEMM_STAGING", "c3")
+# The specialised paths: (T, GK, KS, NT, SK, staging, stages) of ``make_gemm_staged``: B reaches shared
+# memory by cp.async into a 4-deep ring, A through registers (two buffers), 16 k per stage. Alone, "c3"
+# (both operands by cp.async) is a point faster (gpu/bench_gemm.py on the H200: 76.7% of cuBLAS against
+# 75.6%), but it needs ~167 registers; "a4" fits the 128 that let 4 blocks of 128 threads share an SM,
+# which made the megakernel 5-12% faster and the non-fused GEMM kernel no slower (docs/winograd_gpu.md,
+# session 13). MEGASIM_GEMM_STAGING overrides the staging for experiments (read at import; "c3", "a3",
+# "a2", "v2": make_gemm_staged's staging letter and stage count).
+_STAGING = os.environ.get("MEGASIM_GEMM_STAGING", "a4")
 if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))

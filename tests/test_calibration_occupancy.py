@@ -44,9 +44,9 @@ def test_variant_case_occupancy():
     for v in VARIANTS:
         g, s = variant_case(sub, sched, v)
         per[str(v)] = simulate(g, s, spec).launches[0].blocks_per_sm
-    assert per[str(VARIANTS[0])] == 3 and per[str(VARIANTS[2])] == 2     # registers; shared memory
+    assert per[str(VARIANTS[0])] == 4 and per[str(VARIANTS[2])] == 2     # registers; shared memory
     assert per[str(VARIANTS[3])] == 1                                      # shared memory
-    assert per[str(VARIANTS[4])] == 3 and per[str(VARIANTS[5])] == 1     # megakernel: 168 registers; the grid
+    assert per[str(VARIANTS[4])] == 4 and per[str(VARIANTS[5])] == 1     # megakernel: 128 registers; the grid
 
 
 @pytest.mark.slow
@@ -149,5 +149,5 @@ def test_mixed_factor_is_recovered_from_mixed_runs():
     # the runs reproduced.
     assert factor == pytest.approx(0.8, abs=0.05)
     for c in mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=factor), rows):
-        assert abs(c["error"]) < 0.005, c
+        assert abs(c["error"]) < 0.01, c
     assert "2 mixed-kind runs" in how and "itrans+gemm" in how

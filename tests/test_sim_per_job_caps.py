@@ -371,7 +371,7 @@ def test_mixed_kinds_factor_in_a_spec():
     # schedule (one kind per launch) does not change at all. (Against a factor of 1, not None: a factor
     # gives every kind a class of its own, which reorders ties and moves this schedule by 0.02%.)
     from megasim.hardware import load_spec
-    problem = parse_layer("resnet-4")
+    problem = parse_layer("resnet-1")
     calibrated = load_spec(Path(__file__).resolve().parents[1] / "megasim/hardware/calibrated/h200.json")
     plain = dataclasses.replace(calibrated, mixed_kinds_sm_factor=1.0)
     mixed = dataclasses.replace(plain, mixed_kinds_sm_factor=0.5)

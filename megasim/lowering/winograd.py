@@ -61,16 +61,16 @@ FLOAT_BYTES = 4
 # Resources of gpu/'s kernels, from ptxas for sm_90 (numba-cuda 0.30.4; ``python -m gpu.offline_compile``,
 # the same counts the H200's driver reports in gpu/bench_gemm.py). The GEMM: the specialised paths, keyed
 # by (t, gemm_k_tile, gemm_k_step, gemm_threads) -> (registers per thread, dynamic shared bytes), and the
-# generic path; gpu.megakernel.gemm_kernel compiles every path into one kernel, capped at 168 registers
-# (3 blocks of 128 threads per SM), so it allocates 168 whichever path runs. Shared bytes follow
+# generic path; gpu.megakernel.gemm_kernel compiles every path into one kernel, capped at 128 registers
+# (4 blocks of 128 threads per SM), so it allocates 128 whichever path runs. Shared bytes follow
 # gemm_shared_bytes below; a test checks both against gpu/'s own sizing, so the model's occupancy is the
 # real kernel's.
-GEMM_FAST_PATHS = {(32, 64, 16, 128): (168, 24576), (64, 64, 16, 128): (168, 27648)}
-GEMM_GENERIC_REGISTERS = 168
-# The megakernels (gpu/megakernel.py): the per-task one capped at 168 registers per thread (3 blocks of
-# 128 threads per SM) and the persistent one at 255 (its claim loop keeps more live: 2 blocks per SM).
-MEGAKERNEL_REGISTERS = 168
-PERSISTENT_MEGAKERNEL_REGISTERS = 255
+GEMM_FAST_PATHS = {(32, 64, 16, 128): (128, 24576), (64, 64, 16, 128): (128, 25088)}
+GEMM_GENERIC_REGISTERS = 128
+# The megakernels (gpu/megakernel.py): the per-task one capped at 128 registers per thread (4 blocks of
+# 128 threads per SM) and the persistent one at 216 (its claim loop keeps more live: 2 blocks per SM).
+MEGAKERNEL_REGISTERS = 128
+PERSISTENT_MEGAKERNEL_REGISTERS = 216
 # The transform kernels (ftrans, itrans, otrans).
 TRANSFORM_REGISTERS = (48, 72, 80)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
