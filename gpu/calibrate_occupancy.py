@@ -308,10 +308,19 @@ def fused_transform_params(plan_params: str) -> str | None:
     return ",".join(p for p in (plan_params, f"pairs={pairs}") if p)
 
 
+def variant_gemm_params(plan_params: str = "") -> str | None:
+    """``plan_params`` with the GEMM at t = 32, the specialisation that has a cost of its own
+    (``gemm@t32``, megasim.lowering.winograd), or None when ``plan_params`` runs t = 32 already."""
+    from megasim.plan import Plan
+    if Plan.parse("nonfused", plan_params).tiles_per_group == 32:
+        return None
+    return ",".join([p for p in plan_params.split(",") if p and not p.strip().startswith("t=")] + ["t=32"])
+
+
 def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
     """(spec values, kind_times rows, extra notes) of this module's measurements: every kind at
-    ``plan_params``, and the transforms again at the fused schedule's pairs per thread (their tasks in
-    a fused run are that size)."""
+    ``plan_params``, the transforms again at the fused schedule's pairs per thread (their tasks in
+    a fused run are that size), and the GEMM again at t = 32 (``variant_gemm_params``)."""
     spin = Spinner()
     sm = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     q = probe_queued_launch(sm, spin)
@@ -319,12 +328,13 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
         "an empty 4-argument kernel queued behind a ~1 ms single-thread spin kernel, CUDA events after the spin "
         "and after the kernel (the host's launch cost hidden; median of 30)")}}
     rows, notes = time_kinds_occupancy(layers, plan_params, spin)
-    fused_params = fused_transform_params(plan_params)
-    if fused_params is not None:
-        more, more_notes = time_kinds_occupancy(layers, fused_params, spin, kinds=TRANSFORM_KINDS)
-        rows += more
-        notes["opt_in_failed"].update(more_notes["opt_in_failed"])
-        notes["host_not_hidden"] += more_notes["host_not_hidden"]
+    for params, kinds in ((fused_transform_params(plan_params), TRANSFORM_KINDS),
+                          (variant_gemm_params(plan_params), ("gemm",))):
+        if params is not None:
+            more, more_notes = time_kinds_occupancy(layers, params, spin, kinds=kinds)
+            rows += more
+            notes["opt_in_failed"].update(more_notes["opt_in_failed"])
+            notes["host_not_hidden"] += more_notes["host_not_hidden"]
     notes.update({k: v for k, v in q.items() if k != "queued_launch_ns"})
     return values, rows, notes
 

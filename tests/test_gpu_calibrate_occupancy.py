@@ -83,6 +83,18 @@ def test_transform_rows_at_the_fused_pair_count(monkeypatch):
     assert all(r["plan_params"] == params for r in rows)
 
 
+def test_gemm_rows_at_t32_have_their_own_params():
+    # gemm@t32 (the t = 32 GEMM specialisation) is fitted on its own single-kind runs: the calibration
+    # times the GEMM again at t = 32, other parameters kept, unless it runs t = 32 already.
+    assert co.variant_gemm_params("") == "t=32"
+    assert co.variant_gemm_params("pairs=2,t=64") == "pairs=2,t=32"
+    assert co.variant_gemm_params("t=32") is None
+    from megasim.plan import Plan, build
+    from megasim.workloads import parse_layer
+    graph, _, _ = build(parse_layer("resnet-1"), Plan.parse("nonfused", co.variant_gemm_params("")))
+    assert graph.cost_names[graph.kind_id("gemm")] == "gemm@t32"
+
+
 def test_fp32_probe_computes_in_float32():
     # The probe once ran its chains in float64 (an int64 index times a float32 promoted them) and so
     # measured the FP64 rate. Under the simulator the kernel is Python on NumPy scalars: a float32
