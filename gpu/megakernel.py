@@ -112,9 +112,9 @@ def _claim_and_wait(table, ctl, counters, first):
 
 # Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
 # (65536 / 512). Uncapped, ptxas takes 176; at 128 it spills 68 bytes (ptxas -v, sm_90:
-# ``python -m gpu.offline_compile megakernel``), and it runs 5-12% faster than at 168 (3 blocks per SM)
-# on the H200 (docs/winograd_gpu.md, session 13): a transform block finds a slot beside three GEMM
-# blocks. MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import; 0: the
+# ``python -m gpu.offline_compile megakernel``). The best fused mappings ran 6-14% faster than at 168
+# (3 blocks per SM) on four layers of the H200 (docs/winograd_gpu.md, session 13): a transform block
+# finds a slot beside three GEMM blocks. MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import; 0: the
 # compiler's choice). The persistent megakernel is not capped (216 registers: 2 blocks per SM).
 MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "128")) or None
 # (The CUDA simulator's jit takes no max_registers.)

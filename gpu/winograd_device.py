@@ -18,8 +18,9 @@ strided (a small, one-off tensor).
 
 The GEMM stages its operands through dynamic shared memory (``gemm_shared_bytes`` bytes). Configs
 listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 16, 128 threads) run a
-compile-time specialised path with an 8 x 8 register tile per thread, 128-bit shared fragments and
-cp.async copies into a 3-stage ring (``gpu.gemm_vec.make_gemm_staged``, staging "c"); any other
+compile-time specialised path with an 8 x 8 register tile per thread, 128-bit shared fragments, B
+by cp.async copies into a 4-stage ring and A through registers (``gpu.gemm_vec.make_gemm_staged``,
+staging "a", 4 stages: it fits 128 registers); any other
 config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). A device function may return
 early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
@@ -257,9 +258,9 @@ def gemm_generic(g, j, prm, V, U, M):
 # memory by cp.async into a 4-deep ring, A through registers (two buffers), 16 k per stage. Alone, "c3"
 # (both operands by cp.async) is a point faster (gpu/bench_gemm.py on the H200: 76.7% of cuBLAS against
 # 75.6%), but it needs ~167 registers; "a4" fits the 128 that let 4 blocks of 128 threads share an SM,
-# which made the megakernel 5-12% faster and the non-fused GEMM kernel no slower (docs/winograd_gpu.md,
-# session 13). MEGASIM_GEMM_STAGING overrides the staging for experiments (read at import; "c3", "a3",
-# "a2", "v2": make_gemm_staged's staging letter and stage count).
+# which made the best fused mappings 6-14% faster on four layers and the non-fused GEMM kernel no
+# slower (docs/winograd_gpu.md, session 13). MEGASIM_GEMM_STAGING overrides the staging for experiments
+# (read at import; "c3", "a3", "a2", "v2": make_gemm_staged's staging letter and stage count).
 _STAGING = os.environ.get("MEGASIM_GEMM_STAGING", "a4")
 if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
