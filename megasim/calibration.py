@@ -581,7 +581,7 @@ def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str
 
     res = minimize_scalar(loss, bounds=MIXED_FACTOR_BOUNDS, method="bounded", options={"xatol": 2e-3})
     factor = float(res.x)
-    rms = math.sqrt(loss(factor) / len(rows))
+    rms = math.sqrt(float(res.fun) / len(rows))    # the loss at res.x, not simulated again
     where = ", ".join(f"{r['layer']} {r['kind']}" for r in rows)
     return factor, (f"the {len(rows)} mixed-kind runs ({where}: two kinds' non-fused tasks interleaved in one "
                     f"megakernel launch, counters zeroed, host hidden; gpu.calibrate_occupancy.time_mixed_kinds) "
