@@ -528,6 +528,9 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
     # Checks, not fitted: two kinds interleaved in one megakernel launch, at the fused transform size.
     from gpu.calibrate_occupancy import fused_transform_params, time_mixed_kinds
     m.extra["mixed_kind_rows"] = time_mixed_kinds(layers, fused_transform_params(plan_params) or plan_params)
+    # The order in which an SM's blocks end (the schedulers favour older blocks): fits younger_block_weight.
+    from gpu.calibrate_occupancy import measure_block_end_order
+    m.extra["block_end_order"] = measure_block_end_order(layers, plan_params)
     return m
 
 

@@ -6,6 +6,9 @@ round of issue 4's calibration (``megasim.calibration`` fits ``block_sm_share`` 
     # only the mixed-kind runs (two kinds interleaved in one megakernel launch; checks, not fitted):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --mixed-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
+    # only the traced end order of an SM's first-wave GEMM blocks (fits younger_block_weight):
+    bash gpu/on_device.sh python -m gpu.calibrate_occupancy --end-order-only \
+        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
 
 What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused schedule):
 
@@ -292,6 +295,28 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     return rows
 
 
+def measure_block_end_order(layers, plan_params: str = "", kinds: tuple[str, ...] = ("gemm",),
+                             runs: int = 4) -> list[dict]:
+    """Rows of the order in which an SM's first-wave blocks end (``megasim.calibration_age``): each of
+    ``kinds``' non-fused launch run alone by the megakernel per task (counters at zero, inputs rotated,
+    the last of ``runs`` traced runs kept); ``end_us`` = ``block_end_order`` of its trace."""
+    from gpu.calibrate import launch_orders, nonfused_workspaces, traced_alone
+    from megasim.calibration_age import block_end_order
+    rng = np.random.default_rng(9)
+    rows = []
+    for name in layers:
+        graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
+        orders = launch_orders(graph, schedule)
+        for kind in kinds:
+            tr = traced_alone(wplan, wss, orders[kind], kind, "per_task", None, runs)   # claim, ready, end, sm, done
+            end_us, sms = block_end_order(tr[:, 0], tr[:, 2], tr[:, 3])
+            rows.append({"layer": name, "kind": kind, "plan_params": plan_params, "kernel": "megakernel",
+                         "style": "per_task", "end_us": end_us, "sms": sms, "tasks": int(len(orders[kind]))})
+            log.info("%s %s first-wave ends %s us (%d SMs)", name, kind, [round(e, 2) for e in end_us], sms)
+        del wss
+    return rows
+
+
 TRANSFORM_KINDS = ("ftrans", "itrans", "otrans")
 
 
@@ -351,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time two kinds interleaved in one megakernel launch (checks, not fitted)")
     ap.add_argument("--mixed-only", action="store_true",
                     help="only the mixed-kind runs, added to --base's measurements")
+    ap.add_argument("--end-order-only", action="store_true",
+                    help="only the traced end order of an SM's first-wave GEMM blocks, added to --base's measurements")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     m = Measurements.from_dict(json.loads(Path(args.base).read_text()))
@@ -358,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     date = dt.date.today().isoformat()
     t0 = time.perf_counter()
+    if args.end_order_only:
+        m.extra["block_end_order"] = measure_block_end_order(tuple(args.layers), m.plan_params)
+        m.extra["block_end_order_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+        for r in m.extra["block_end_order"]:
+            print(f"{r['layer']:9s} {r['kind']:6s} first-wave ends {[round(e, 2) for e in r['end_us']]} us ({r['sms']} SMs)")
+        return 0
     if args.mixed or args.mixed_only:
         m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), fused_transform_params(m.plan_params)
                                                       or m.plan_params)

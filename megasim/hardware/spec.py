@@ -171,6 +171,12 @@ class GPUSpec:
     # fetch, the load/store queue, ...) is not separated. Fitted on the mixed-kind calibration runs
     # (megasim.calibration.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
     mixed_kinds_sm_factor: float | None = None
+    # Optional (session 14): how the warp schedulers favour older blocks. Blocks on an SM whose kinds
+    # give block_sm_ready split its busy time by weighted water-filling, the k-th oldest weighing
+    # younger_block_weight**k (megasim.sim.servers.AgeWeightedReadinessServer). Fitted on a traced
+    # single-kind run: the order in which an SM's blocks, started together, end
+    # (megasim.calibration.fit_age_weight). None = 1, every block alike.
+    younger_block_weight: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -193,8 +199,8 @@ class GPUSpec:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be > 0")
-            if f.name == "mixed_kinds_sm_factor" and not value <= 1.0:
-                raise SpecError(f"GPU spec {self.name!r}: mixed_kinds_sm_factor={value!r} must be in (0, 1]")
+            if f.name in ("mixed_kinds_sm_factor", "younger_block_weight") and not value <= 1.0:
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be in (0, 1]")
 
     # Derived quantities (not stored, so they can never disagree with the fields).
     @property
@@ -226,7 +232,7 @@ def base_kind(cost_name: str) -> str:
 
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
-OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor")
+OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight")
 
 
 def spec_field_names() -> tuple[str, ...]:

@@ -83,7 +83,7 @@ from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.sim.result import SimResult
-from megasim.sim.servers import CappedSharedServer, ReadinessSharedServer, SharedServer
+from megasim.sim.servers import AgeWeightedReadinessServer, CappedSharedServer, ReadinessSharedServer, SharedServer
 from megasim.taskgraph import PER_TASK_LATENCIES, PER_TASK_SM_COSTS, TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
@@ -226,6 +226,11 @@ class _Run:
         self.end = [np.nan] * t
         self.sm_of = [-1] * t
         self.slot_of = [-1] * t
+        # A task's block's age on its SM (AgeWeightedReadinessServer): the dispatch sequence number of
+        # its block (a per-task launch's block per task; a persistent block's first claim).
+        self.age_of = [0] * t
+        self.blocks_dispatched = 0
+        self.block_age: dict[tuple[int, int], int] = {}     # persistent launch: (sm, slot) -> age
         self.check_at = [0.0] * t
         self.claim_cost = [0.0] * t        # claim -> ready when the parents are done (dispatch, ticket, look)
         self.mem_work = [0.0] * t
@@ -297,9 +302,16 @@ class _Run:
                 keys = self.block_ready if mixed is None else [(*r, k) for k, r in enumerate(self.block_ready)]
                 classes, class_of = self._class_of(keys)
                 ready, further = [c[0] for c in classes], [c[1] for c in classes]
-                self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further,
-                                                         1.0 if mixed is None else mixed)
-                                   for _ in range(self.spec.sm_count)]
+                rho = self.spec.younger_block_weight
+                if rho is None or rho == 1.0:
+                    self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further,
+                                                             1.0 if mixed is None else mixed)
+                                       for _ in range(self.spec.sm_count)]
+                else:
+                    self._sms_ready = [AgeWeightedReadinessServer(self.clock, ready, class_of, self.age_of,
+                                                                  self._comp_done, further,
+                                                                  1.0 if mixed is None else mixed, rho)
+                                       for _ in range(self.spec.sm_count)]
             self.sms = self._sms_ready
         elif len(shares) == 1:
             self.sms = self._sms_one_cap
@@ -325,6 +337,7 @@ class _Run:
             self.mem = self._mem_per_job
         self.fixed_ns = self._fixed_mega if self._is_megakernel(launch) else self._fixed_plain
         self.cur = launch
+        self.block_age.clear()
         self.cur_order = launch.order.tolist()
         self.cur_len = len(self.cur_order)
         self.cur_next = 0
@@ -367,6 +380,15 @@ class _Run:
         self.claim[task] = now
         self.sm_of[task] = sm
         self.slot_of[task] = slot
+        if self.cur.style == "persistent":
+            age = self.block_age.get((sm, slot))
+            if age is None:
+                age = self.block_age[(sm, slot)] = self.blocks_dispatched
+                self.blocks_dispatched += 1
+        else:
+            age = self.blocks_dispatched
+            self.blocks_dispatched += 1
+        self.age_of[task] = age
         cost = self.cur_check_ns[self.kind_of[task]]
         self.claim_cost[task] = cost
         checked = now + cost

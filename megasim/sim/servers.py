@@ -410,3 +410,166 @@ class ReadinessSharedServer(CappedSharedServer):
     def leave(self, job: int) -> None:
         """That block's memory phase ends (it joins with ``add`` when it has work to compute)."""
         self._present(job, -1)
+
+
+class AgeWeightedReadinessServer:
+    """``ReadinessSharedServer``'s SM, with older blocks favoured: the busy fraction ``U`` is split by
+    *weighted* water-filling, the k-th oldest block on the SM (k = 0, 1, ...) weighing ``rho**k``.
+
+    Why (session 14, ``docs/notes.md``): traced on the H200, the four GEMM blocks that start together
+    on an SM do not end together. Their ends, in order, fall at 0.92, 0.96, 1.02 and 1.10 of their
+    mean, the same on every SM (spread across SMs 0.3 us of 61 us) and on every layer: the warp
+    schedulers issue the older warps first (greedy-then-oldest), so a block's progress depends on its
+    age. So the slots of a wave free one at a time on every SM, and a grid's last partial wave spreads
+    over the SMs (96 blocks on 96 SMs on resnet-4), where equal sharing frees an SM's slots at once
+    and stacks the last wave three deep on a few SMs (0.2 waves predicted to take 0.8 of a wave).
+
+    A block's age is its key ``age_of[job]`` (the engine's: the time its block was dispatched, then its
+    slot), the same for its memory phase (``enter``/``leave``: present, receiving no work) and its
+    compute phase (``add``). Demands are as in ``ReadinessSharedServer`` (``caps``: a class's
+    ``block_sm_ready``; ``U = 1 - prod (1 - s_c)(1 - f_c)^(n_c - 1)``, times ``mixed`` while classes
+    mix): a block whose demand is below its weighted level ``lambda * w`` receives its demand, the
+    others ``lambda * w``. With ``rho = 1`` this is ``ReadinessSharedServer``'s rule; the engine uses
+    that server then (it keeps one virtual time per class; this one updates every job on the SM at
+    each event, O(blocks on the SM), a few).
+    """
+
+    __slots__ = ("clock", "caps", "further", "class_of", "age_of", "on_done", "rho", "mixed", "_jobs",
+                 "_rate", "_t", "_version", "_due", "n", "_weights")
+
+    def __init__(self, clock, caps, class_of, age_of, on_done: Callable[[int], None], further=None,
+                 mixed: float = 1.0, rho: float = 1.0) -> None:
+        caps = [float(c) for c in caps]
+        if not caps or not all(0.0 < c <= 1.0 for c in caps):
+            raise ValueError(f"caps={caps!r} must be in (0, 1]")
+        further = list(caps) if further is None else [float(f) for f in further]
+        if len(further) != len(caps) or not all(0.0 < f <= 1.0 for f in further):
+            raise ValueError(f"further={further!r} must give one readiness in (0, 1] per class of caps={caps!r}")
+        if not 0.0 < mixed <= 1.0:
+            raise ValueError(f"mixed={mixed!r} must be in (0, 1]")
+        if not 0.0 < rho <= 1.0:
+            raise ValueError(f"rho={rho!r} must be in (0, 1]")
+        self.clock = clock
+        self.caps, self.further = caps, further
+        self.class_of, self.age_of = class_of, age_of
+        self.on_done = on_done
+        self.rho, self.mixed = float(rho), float(mixed)
+        self._jobs: dict[int, float] = {}   # block on the SM -> remaining work (ns), -1.0 while only present
+        self._rate: dict[int, float] = {}   # job computing -> work received per ns
+        self._weights = [1.0]               # rho ** k, grown on demand
+        self._t = 0.0
+        self._version = 0
+        self._due = float("inf")
+        self.n = 0                          # jobs computing
+
+    def _idle(self, jobs, leave_out: int = -1) -> float:
+        counts: dict[int, int] = {}
+        for j in jobs:
+            if j != leave_out:
+                c = self.class_of[j]
+                counts[c] = counts.get(c, 0) + 1
+        idle = 1.0
+        for c, k in counts.items():
+            idle *= (1.0 - self.caps[c]) * (1.0 - self.further[c]) ** (k - 1)
+        return idle, len(counts)
+
+    def idle_beside(self, job: int) -> float:
+        """``prod (1 - ready)`` over the other blocks on this SM (as ``ReadinessSharedServer``)."""
+        return self._idle(self._jobs, job)[0]
+
+    def _rates(self) -> None:
+        """Weighted water-filling of U over every block on the SM (oldest weighs most)."""
+        jobs = self._jobs
+        rate = self._rate
+        rate.clear()
+        if not jobs:
+            return
+        idle, classes = self._idle(jobs)
+        remaining = 1.0 - idle
+        if self.mixed < 1.0 and classes > 1:
+            remaining *= self.mixed
+        by_age = sorted(jobs, key=self.age_of.__getitem__)
+        w = self._weights
+        while len(w) < len(by_age):
+            w.append(w[-1] * self.rho)
+        caps, class_of = self.caps, self.class_of
+        # Blocks in order of demand / weight: the first whose demand exceeds its weighted level sets
+        # lambda for itself and every block after it.
+        order = sorted(range(len(by_age)), key=lambda r: caps[class_of[by_age[r]]] / w[r])
+        total_w = sum(w[:len(by_age)])
+        level = -1.0
+        for r in order:
+            job = by_age[r]
+            if level < 0.0:
+                demand = caps[class_of[job]]
+                if demand * total_w <= remaining * w[r]:
+                    if jobs[job] >= 0.0:
+                        rate[job] = demand
+                    remaining -= demand
+                    total_w -= w[r]
+                    continue
+                level = remaining / total_w
+            if jobs[job] >= 0.0:
+                rate[job] = level * w[r]
+
+    def _advance(self, now: float) -> None:
+        dt = now - self._t
+        if dt > 0.0:
+            jobs = self._jobs
+            for job, r in self._rate.items():
+                jobs[job] -= dt * r
+        self._t = now
+
+    def _rearm(self, now: float) -> None:
+        self._rates()
+        self._version += 1
+        best = float("inf")
+        jobs = self._jobs
+        for job, r in self._rate.items():
+            d = jobs[job] / r
+            if d < best:
+                best = d
+        if best == float("inf"):
+            self._due = best
+            return
+        self._due = now + (best if best > 0.0 else 0.0)
+        self.clock.after(self._due - now, self._fire, self._version)
+
+    def _change(self, job: int, work: float | None) -> None:
+        now = self.clock.now
+        self._advance(now)
+        if work is None:
+            del self._jobs[job]
+        else:
+            self._jobs[job] = work
+        self._rearm(now)
+
+    def add(self, job: int, work_ns: float) -> None:
+        """Task ``job``'s block computes ``work_ns`` of whole-SM work."""
+        self.n += 1
+        self._change(job, float(work_ns))
+
+    def enter(self, job: int) -> None:
+        """Task ``job``'s block starts moving its data on this SM (present, receiving no work)."""
+        self._change(job, -1.0)
+
+    def leave(self, job: int) -> None:
+        """That block's memory phase ends (it joins with ``add`` when it has work to compute)."""
+        self._change(job, None)
+
+    def _fire(self, version: int) -> None:
+        if version != self._version:
+            return
+        now = self.clock.now
+        self._advance(now)
+        jobs = self._jobs
+        done = []
+        for job in self._rate:
+            if jobs[job] <= 1e-6:          # ns of work: the head, within rounding
+                done.append(job)
+        for job in done:
+            del jobs[job]
+        self.n -= len(done)
+        self._rearm(now)
+        for job in done:
+            self.on_done(job)
