@@ -43,6 +43,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from megasim.calibration_age import end_order_checks, fit_age_weight
 from megasim.errors import SpecError
 from megasim.hardware.spec import (
     OPTIONAL_FIELDS,
@@ -437,38 +438,17 @@ def _fit_job(job: dict[str, Any]) -> dict[str, Any]:
     return fit
 
 
-def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
-                    max_evals: int | None = None, workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
-    """The calibrated spec and a report of the per-kind fits.
-
-    A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
-    (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
-    alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
-    with ``block_sm_ready``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
-    rows are simulated and reported as a check. The kinds are fitted in parallel over ``workers``
-    processes (default: the CPU count; the result does not depend on it)."""
+def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
+               only: set[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone), in parallel
+    over ``workers`` processes."""
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    base = measured_base(preset, m)
-    layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
-    if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
-        raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
-    def params_of(r):
-        return r.get("plan_params", m.plan_params)
-
-    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
-    cases = {p: kind_cases(layers, p) for p in param_sets}
     jobs = []
-    # Each row fits the cost of its kind under its graph's cost name (TaskGraph.cost_names): an
-    # implementation variant (e.g. gemm@t32, the GEMM at t = 32) is fitted on its own rows.
-    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
-    for p in param_sets:
-        for kind, subs in cases[p].items():
-            for layer, sub, sched in subs:
-                name = sub.cost_names[sub.kind_id(kind)]
-                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
     for name, natural in natural_of.items():
+        if only is not None and name not in only:
+            continue
         rows = [r for r in m.kind_times
                 if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
         if not rows and "@" in name:
@@ -510,9 +490,58 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
             fits = list(pool.map(_fit_job, jobs))
     else:
         fits = [_fit_job(j) for j in jobs]
+    return jobs, fits
+
+
+def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
+                    max_evals: int | None = None, workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+    """The calibrated spec and a report of the per-kind fits.
+
+    A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
+    (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
+    alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
+    with ``block_sm_ready``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
+    rows are simulated and reported as a check. The kinds are fitted in parallel over ``workers``
+    processes (default: the CPU count; the result does not depend on it).
+
+    With traced end-order rows (``extra.block_end_order``), the spec's ``younger_block_weight`` is
+    fitted first (``megasim.calibration_age``) on a first fit of those rows' kinds at equal sharing,
+    and every kind is then fitted with it in place. ``mixed_kinds_sm_factor`` is fitted last."""
+    base = measured_base(preset, m)
+    layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
+    if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
+        raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
+    def params_of(r):
+        return r.get("plan_params", m.plan_params)
+
+    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
+    cases = {p: kind_cases(layers, p) for p in param_sets}
+    # Each row fits the cost of its kind under its graph's cost name (TaskGraph.cost_names): an
+    # implementation variant (e.g. gemm@t32, the GEMM at t = 32) is fitted on its own rows.
+    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
+    for p in param_sets:
+        for kind, subs in cases[p].items():
+            for layer, sub, sched in subs:
+                name = sub.cost_names[sub.kind_id(kind)]
+                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
+    report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
+    end_rows = m.extra.get("block_end_order") or []
+    if end_rows:
+        # The schedulers' preference for older blocks (megasim.calibration_age), fitted on the traced
+        # end order of the kinds' first-wave blocks, with those kinds fitted first at equal sharing;
+        # then every kind is fitted with it in place.
+        only = {r["kind"] for r in end_rows}
+        jobs, fits = _kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only)
+        first = dataclasses.replace(base, task_costs={**base.task_costs,
+                                                      **{j["kind"]: f["cost"] for j, f in zip(jobs, fits)}})
+        rho, how, checks = fit_age_weight(first, end_rows, m.plan_params)
+        base = dataclasses.replace(base, younger_block_weight=rho,
+                                   sources={**base.sources, "younger_block_weight": source(m, how)})
+        report["younger_block_weight"] = rho
+        report["end_order_checks_first_pass"] = checks
+    jobs, fits = _kind_fits(base, m, layers, natural_of, params_of, max_evals, workers)
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
-    report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
     for job, fit in zip(jobs, fits):
         kind, free = job["kind"], job["free"]
         costs[kind] = fit["cost"]
@@ -555,6 +584,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                                    sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
         report["mixed_kinds_sm_factor"] = factor
         report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params)
+    if end_rows:
+        report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params)
     return spec, report
 
 

@@ -69,6 +69,17 @@ def simulated_end_order(spec: GPUSpec, case) -> list[float]:
     return block_end_order(r.claim_ns, r.end_ns, r.sm)[0]
 
 
+def end_order_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "", cases=None) -> list[dict]:
+    """Per measured row: its end order over its mean, measured, simulated with ``spec`` and simulated
+    with every block alike (``younger_block_weight`` None)."""
+    cases = cases or [end_order_case(r, plan_params) for r in rows]
+    equal = dataclasses.replace(spec, younger_block_weight=None)
+    return [{"layer": r["layer"], "kind": r["kind"], "measured": normalised(r["end_us"]).round(4).tolist(),
+             "simulated": normalised(simulated_end_order(spec, c)).round(4).tolist(),
+             "simulated_equal_sharing": normalised(simulated_end_order(equal, c)).round(4).tolist()}
+            for r, c in zip(rows, cases)]
+
+
 def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> tuple[float, str, list[dict]]:
     """(``younger_block_weight``, how it was fitted, a check row per measured row). Each row gives
     ``layer, kind, kernel, style`` and ``end_us`` (``block_end_order`` of its trace); the loss is the
@@ -91,12 +102,7 @@ def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str =
 
     res = minimize_scalar(loss, bounds=AGE_WEIGHT_BOUNDS, method="bounded", options={"xatol": 2e-3})
     rho = float(res.x)
-    fitted = dataclasses.replace(spec, younger_block_weight=rho)
-    checks = [{"layer": r["layer"], "kind": r["kind"], "measured": normalised(r["end_us"]).round(4).tolist(),
-               "simulated": normalised(simulated_end_order(fitted, c)).round(4).tolist(),
-               "simulated_equal_sharing": normalised(simulated_end_order(
-                   dataclasses.replace(spec, younger_block_weight=None), c)).round(4).tolist()}
-              for r, c in zip(rows, cases)]
+    checks = end_order_checks(dataclasses.replace(spec, younger_block_weight=rho), rows, plan_params, cases)
     rms = math.sqrt(float(res.fun) / sum(len(m) for m in measured))
     where = ", ".join(f"{r['layer']} {r['kind']} ({r['kernel']} {r['style']})" for r in rows)
     how = (f"the end order of the blocks that start together on an SM, traced ({where}; "

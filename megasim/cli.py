@@ -249,6 +249,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if report.get("mixed_kinds_sm_factor") is not None:
         errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
         print(f"  mixed_kinds_sm_factor {report['mixed_kinds_sm_factor']:.3f} (mixed-kind runs: {errors})")
+    if report.get("younger_block_weight") is not None:
+        orders = "; ".join(f"{c['layer']} {c['kind']} measured {c['measured']} simulated {c['simulated']}"
+                           for c in report["end_order_checks"])
+        print(f"  younger_block_weight {report['younger_block_weight']:.3f} (first-wave end order / mean: {orders})")
     return 0
 
 
