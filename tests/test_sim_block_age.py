@@ -12,17 +12,8 @@ from megasim.hardware import TaskCost
 from megasim.sim import SimOptions, simulate
 from megasim.sim.clock import HeapClock
 from megasim.sim.servers import AgeWeightedReadinessServer, ReadinessSharedServer
+from tests.test_sim_per_job_caps import run_server as run_aged
 from tests.test_sim_scenarios import compute_graph, one_launch, toy_spec
-
-
-def run_aged(factory, jobs):
-    """jobs: (arrival ns, job id, work ns); ages = arrival order. Returns {job: finish ns}."""
-    clock, done = HeapClock(), {}
-    server = factory(clock, lambda j: done.__setitem__(j, clock.now))
-    for at, job, work in jobs:
-        clock.after(at, lambda jw: server.add(*jw), (job, work))
-    clock.run()
-    return done
 
 
 def test_weight_one_is_the_readiness_rule():
