@@ -364,6 +364,11 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
     return values, rows, notes
 
 
+def _write_measurements(m, out: str) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     import datetime as dt
 
@@ -388,8 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.end_order_only:
         m.extra["block_end_order"] = measure_block_end_order(tuple(args.layers), m.plan_params)
         m.extra["block_end_order_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+        _write_measurements(m, args.out)
         for r in m.extra["block_end_order"]:
             print(f"{r['layer']:9s} {r['kind']:6s} first-wave ends {[round(e, 2) for e in r['end_us']]} us ({r['sms']} SMs)")
         return 0
@@ -398,8 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       or m.plan_params)
         m.extra["mixed_kind_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
     if args.mixed_only:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+        _write_measurements(m, args.out)
         for r in m.extra["mixed_kind_rows"]:
             print(f"{r['layer']:9s} {r['kind']:12s} mixed {r['median_ms'] * 1e3:9.1f} us  "
                   f"single-kind sum {r['single_kind_sum_us']:9.1f} us")
@@ -414,8 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     m.kind_times.extend(rows)
     m.extra["occupancy_round"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
                                   "seconds": round(time.perf_counter() - t0, 1), **notes}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+    _write_measurements(m, args.out)
     print(f"wrote {args.out}: {len(rows)} rows; queued launch {values['queued_launch_ns']['value']:.0f} ns")
     for r in rows:
         print(f"{r['layer']:9s} {r['kind']:7s} {r['kernel']:10s} {r['style']:10s} bps={str(r.get('blocks_per_sm')):4s} "

@@ -1,5 +1,6 @@
 """The simulator's shared-array allocation is serialised (tests/cudasim_shared_lock.py)."""
 
+import contextlib
 import os
 import threading
 import time
@@ -54,17 +55,9 @@ def test_the_slowed_allocation_does_race_without_the_lock(monkeypatch):
     from numba.cuda.simulator.kernelapi import FakeCUDAShared
 
     monkeypatch.setattr(cudasim_shared_lock, "np", _SlowNumpy())
-    monkeypatch.setattr(cudasim_shared_lock, "_LOCK", _NoLock())
+    monkeypatch.setattr(cudasim_shared_lock, "_LOCK", contextlib.nullcontext())
     got = _allocate_from_threads(FakeCUDAShared(0))
     assert len({id(a) for a in got}) > 1
-
-
-class _NoLock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_distinct_call_sites_get_distinct_arrays():

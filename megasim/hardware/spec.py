@@ -175,7 +175,7 @@ class GPUSpec:
     # give block_sm_ready split its busy time by weighted water-filling, the k-th oldest weighing
     # younger_block_weight**k (megasim.sim.servers.AgeWeightedReadinessServer). Fitted on a traced
     # single-kind run: the order in which an SM's blocks, started together, end
-    # (megasim.calibration.fit_age_weight). None = 1, every block alike.
+    # (megasim.calibration_age.fit_age_weight). None = 1, every block alike.
     younger_block_weight: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -41,7 +41,9 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   that asks for less than the fair level gets all it asks for); such blocks count
   on their SM through their memory phase too (the kernels overlap loads and arithmetic). With the
   spec's ``mixed_kinds_sm_factor`` m, an SM holding blocks of two or more kinds does useful work only
-  m of its busy time (fitted on the mixed-kind calibration runs).
+  m of its busy time (fitted on the mixed-kind calibration runs). With the spec's
+  ``younger_block_weight`` rho the split is weighted by age, the k-th oldest block on the SM weighing
+  rho^k (``AgeWeightedReadinessServer``; the warp schedulers favour older warps).
   Overlap of memory and compute comes from co-resident blocks, as on the GPU.
   A kind with ``coresident_stretch`` gamma > 0 moves its data at ``1 - gamma * U_others`` of its
   capped rate, ``U_others = 1 - prod(1 - block_sm_ready)`` over the other blocks of its SM in a memory
@@ -229,6 +231,7 @@ class _Run:
         # A task's block's age on its SM (AgeWeightedReadinessServer): the dispatch sequence number of
         # its block (a per-task launch's block per task; a persistent block's first claim).
         self.age_of = [0] * t
+        self.track_age = spec.younger_block_weight not in (None, 1.0)
         self.blocks_dispatched = 0
         self.block_age: dict[tuple[int, int], int] = {}     # persistent launch: (sm, slot) -> age
         self.check_at = [0.0] * t
@@ -302,15 +305,15 @@ class _Run:
                 keys = self.block_ready if mixed is None else [(*r, k) for k, r in enumerate(self.block_ready)]
                 classes, class_of = self._class_of(keys)
                 ready, further = [c[0] for c in classes], [c[1] for c in classes]
-                rho = self.spec.younger_block_weight
-                if rho is None or rho == 1.0:
+                if not self.track_age:
                     self._sms_ready = [ReadinessSharedServer(self.clock, ready, class_of, self._comp_done, further,
                                                              1.0 if mixed is None else mixed)
                                        for _ in range(self.spec.sm_count)]
                 else:
                     self._sms_ready = [AgeWeightedReadinessServer(self.clock, ready, class_of, self.age_of,
                                                                   self._comp_done, further,
-                                                                  1.0 if mixed is None else mixed, rho)
+                                                                  1.0 if mixed is None else mixed,
+                                                                  self.spec.younger_block_weight)
                                        for _ in range(self.spec.sm_count)]
             self.sms = self._sms_ready
         elif len(shares) == 1:
@@ -380,15 +383,8 @@ class _Run:
         self.claim[task] = now
         self.sm_of[task] = sm
         self.slot_of[task] = slot
-        if self.cur.style == "persistent":
-            age = self.block_age.get((sm, slot))
-            if age is None:
-                age = self.block_age[(sm, slot)] = self.blocks_dispatched
-                self.blocks_dispatched += 1
-        else:
-            age = self.blocks_dispatched
-            self.blocks_dispatched += 1
-        self.age_of[task] = age
+        if self.track_age:
+            self._record_age(task, sm, slot)
         cost = self.cur_check_ns[self.kind_of[task]]
         self.claim_cost[task] = cost
         checked = now + cost
@@ -399,6 +395,18 @@ class _Run:
                 self.check_at[task] = checked
                 return
         self._ready(task, checked)
+
+    def _record_age(self, task: int, sm: int, slot: int) -> None:
+        """``age_of[task]``: its block's dispatch sequence number (a persistent block keeps its first)."""
+        if self.cur.style == "persistent":
+            age = self.block_age.get((sm, slot))
+            if age is None:
+                age = self.block_age[(sm, slot)] = self.blocks_dispatched
+                self.blocks_dispatched += 1
+        else:
+            age = self.blocks_dispatched
+            self.blocks_dispatched += 1
+        self.age_of[task] = age
 
     def _release(self, task: int, now: float) -> None:
         """A counter task waits on reached zero at `now`. If its other counters are zero too, the

@@ -424,8 +424,8 @@ class AgeWeightedReadinessServer:
     over the SMs (96 blocks on 96 SMs on resnet-4), where equal sharing frees an SM's slots at once
     and stacks the last wave three deep on a few SMs (0.2 waves predicted to take 0.8 of a wave).
 
-    A block's age is its key ``age_of[job]`` (the engine's: the time its block was dispatched, then its
-    slot), the same for its memory phase (``enter``/``leave``: present, receiving no work) and its
+    A block's age is its key ``age_of[job]`` (the engine's: the sequence number of its block's dispatch,
+    so earlier and, at one instant, lower slots first), the same for its memory phase (``enter``/``leave``: present, receiving no work) and its
     compute phase (``add``). Demands are as in ``ReadinessSharedServer`` (``caps``: a class's
     ``block_sm_ready``; ``U = 1 - prod (1 - s_c)(1 - f_c)^(n_c - 1)``, times ``mixed`` while classes
     mix): a block whose demand is below its weighted level ``lambda * w`` receives its demand, the
@@ -462,7 +462,9 @@ class AgeWeightedReadinessServer:
         self._due = float("inf")
         self.n = 0                          # jobs computing
 
-    def _idle(self, jobs, leave_out: int = -1) -> float:
+    def _idle(self, jobs, leave_out: int = -1) -> tuple[float, int]:
+        """(``prod (1 - s_c)(1 - f_c)^(k_c - 1)`` over the blocks in ``jobs`` but ``leave_out``, the
+        number of classes among them)."""
         counts: dict[int, int] = {}
         for j in jobs:
             if j != leave_out:
