@@ -93,3 +93,37 @@ def test_fit_recovers_a_weight_from_its_own_simulation(monkeypatch):
     rho, how, checks = fit_age_weight(dataclasses.replace(aged_spec(None)), [row])
     assert rho == pytest.approx(0.8, abs=0.01)
     assert "bounded search" in how and checks[0]["simulated_equal_sharing"] == pytest.approx([1.0] * 4)
+
+
+def test_start_computing_is_leave_then_add():
+    # Blocks that move data first (enter), then compute: the one-change start_computing gives the
+    # finish times of leave followed by add, with mixed classes and rho < 1.
+    rng = np.random.default_rng(11)
+    n = 10
+    enter_at = rng.uniform(0, 200, n)
+    compute_at = enter_at + rng.uniform(5, 80, n)
+    work = rng.uniform(50, 300, n)
+    class_of = [j % 3 for j in range(n)]
+    ages = list(np.argsort(np.argsort(enter_at)))
+
+    def run(combined: bool) -> dict[int, float]:
+        clock = HeapClock()
+        done: dict[int, float] = {}
+        sm = AgeWeightedReadinessServer(clock, [0.4, 0.7, 0.9], class_of, ages,
+                                        lambda j: done.__setitem__(j, clock.now), [0.3, 0.5, 0.8], rho=0.8)
+
+        def start(j):
+            if combined:
+                sm.start_computing(j, float(work[j]))
+            else:
+                sm.leave(j)
+                sm.add(j, float(work[j]))
+        for j in range(n):
+            clock.after(float(enter_at[j]), sm.enter, j)
+            clock.after(float(compute_at[j]), start, j)
+        clock.run()
+        return done
+
+    separate = run(False)
+    assert len(separate) == n
+    assert run(True) == pytest.approx(separate, rel=1e-12)

@@ -478,15 +478,22 @@ class _Run:
             self._join(task)
             return
         self.comp_start[task] = self.clock.now
-        if self.sms is self._sms_ready and (self.mem_work[task] > 0.0 or rest > 0.0):
-            self.sms[self.sm_of[task]].leave(task)
+        sm = self.sms[self.sm_of[task]]
+        work = self.compute_ns[task]
+        present = self.sms is self._sms_ready and (self.mem_work[task] > 0.0 or rest > 0.0)
+        # The age-weighted SM turns a present block into a computing one in one change (its
+        # leave-then-add would post an event that the add at once supersedes).
+        if present and not (self.track_age and work > 0.0):
+            sm.leave(task)
         if rest > 0.0:                      # the rest of its memory work runs beside its compute
             self.mem_rest[task] = -1.0
             self.pending[task] = 1
             self.mem.add(task, rest)
-        work = self.compute_ns[task]
         if work > 0.0:
-            self.sms[self.sm_of[task]].add(task, work)
+            if present and self.track_age:
+                sm.start_computing(task, work)
+            else:
+                sm.add(task, work)
         else:
             self._comp_done(task)
 

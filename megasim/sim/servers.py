@@ -16,6 +16,7 @@ recognised by a version number.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from typing import Callable
 
@@ -435,7 +436,7 @@ class AgeWeightedReadinessServer:
     """
 
     __slots__ = ("clock", "caps", "further", "class_of", "age_of", "on_done", "rho", "mixed", "_jobs",
-                 "_rate", "_t", "_version", "_due", "n", "_weights")
+                 "_by_age", "_ages", "_count", "_rate", "_t", "_version", "n", "_weights", "_weight_sums")
 
     def __init__(self, clock, caps, class_of, age_of, on_done: Callable[[int], None], further=None,
                  mixed: float = 1.0, rho: float = 1.0) -> None:
@@ -455,50 +456,56 @@ class AgeWeightedReadinessServer:
         self.on_done = on_done
         self.rho, self.mixed = float(rho), float(mixed)
         self._jobs: dict[int, float] = {}   # block on the SM -> remaining work (ns), -1.0 while only present
+        self._by_age: list[int] = []        # the blocks on the SM, oldest first (ties: first come first)
+        self._ages: list[int] = []          # their ages, for bisect
+        self._count: dict[int, int] = {}    # blocks on the SM per class present
         self._rate: dict[int, float] = {}   # job computing -> work received per ns
         self._weights = [1.0]               # rho ** k, grown on demand
+        self._weight_sums = [0.0, 1.0]      # sum of the first k weights
         self._t = 0.0
         self._version = 0
-        self._due = float("inf")
         self.n = 0                          # jobs computing
 
-    def _idle(self, jobs, leave_out: int = -1) -> tuple[float, int]:
-        """(``prod (1 - s_c)(1 - f_c)^(k_c - 1)`` over the blocks in ``jobs`` but ``leave_out``, the
-        number of classes among them)."""
-        counts: dict[int, int] = {}
-        for j in jobs:
-            if j != leave_out:
-                c = self.class_of[j]
-                counts[c] = counts.get(c, 0) + 1
+    def _idle(self, leave_out_class: int = -1) -> float:
+        """``prod (1 - s_c)(1 - f_c)^(k_c - 1)`` over the blocks on the SM, one of class
+        ``leave_out_class`` left out."""
         idle = 1.0
-        for c, k in counts.items():
-            idle *= (1.0 - self.caps[c]) * (1.0 - self.further[c]) ** (k - 1)
-        return idle, len(counts)
+        caps, further = self.caps, self.further
+        for c, k in self._count.items():
+            if c == leave_out_class:
+                k -= 1
+                if not k:
+                    continue
+            idle *= (1.0 - caps[c]) * (1.0 - further[c]) ** (k - 1)
+        return idle
 
     def idle_beside(self, job: int) -> float:
         """``prod (1 - ready)`` over the other blocks on this SM (as ``ReadinessSharedServer``)."""
-        return self._idle(self._jobs, job)[0]
+        return self._idle(self.class_of[job] if job in self._jobs else -1)
 
     def _rates(self) -> None:
         """Weighted water-filling of U over every block on the SM (oldest weighs most)."""
-        jobs = self._jobs
-        rate = self._rate
+        jobs, by_age, rate = self._jobs, self._by_age, self._rate
         rate.clear()
-        if not jobs:
+        n = len(by_age)
+        if not n:
             return
-        idle, classes = self._idle(jobs)
-        remaining = 1.0 - idle
-        if self.mixed < 1.0 and classes > 1:
+        remaining = 1.0 - self._idle()
+        if self.mixed < 1.0 and len(self._count) > 1:
             remaining *= self.mixed
-        by_age = sorted(jobs, key=self.age_of.__getitem__)
         w = self._weights
-        while len(w) < len(by_age):
+        while len(w) < n:
             w.append(w[-1] * self.rho)
+            self._weight_sums.append(self._weight_sums[-1] + w[-1])
         caps, class_of = self.caps, self.class_of
         # Blocks in order of demand / weight: the first whose demand exceeds its weighted level sets
-        # lambda for itself and every block after it.
-        order = sorted(range(len(by_age)), key=lambda r: caps[class_of[by_age[r]]] / w[r])
-        total_w = sum(w[:len(by_age)])
+        # lambda for itself and every block after it. With one class that order is the age order
+        # (the weights fall with age).
+        if len(self._count) == 1:
+            order = range(n)
+        else:
+            order = sorted(range(n), key=lambda r: caps[class_of[by_age[r]]] / w[r])
+        total_w = self._weight_sums[n]
         level = -1.0
         for r in order:
             job = by_age[r]
@@ -523,7 +530,9 @@ class AgeWeightedReadinessServer:
         self._t = now
 
     def _rearm(self, now: float) -> None:
-        self._rates()
+        """Schedule the next completion at the current rates (superseding any pending one: keeping an
+        earlier pending event, as ``SharedServer`` does, saved no events here, since most changes
+        move the head earlier or later at random, and it reordered simultaneous events)."""
         self._version += 1
         best = float("inf")
         jobs = self._jobs
@@ -531,33 +540,63 @@ class AgeWeightedReadinessServer:
             d = jobs[job] / r
             if d < best:
                 best = d
-        if best == float("inf"):
-            self._due = best
-            return
-        self._due = now + (best if best > 0.0 else 0.0)
-        self.clock.after(self._due - now, self._fire, self._version)
+        if best != float("inf"):
+            self.clock.after(best if best > 0.0 else 0.0, self._fire, self._version)
 
-    def _change(self, job: int, work: float | None) -> None:
-        now = self.clock.now
-        self._advance(now)
-        if work is None:
-            del self._jobs[job]
+    def _insert(self, job: int) -> None:
+        age = self.age_of[job]
+        i = bisect.bisect_right(self._ages, age)
+        self._ages.insert(i, age)
+        self._by_age.insert(i, job)
+        c = self.class_of[job]
+        self._count[c] = self._count.get(c, 0) + 1
+
+    def _remove(self, job: int) -> None:
+        i = self._by_age.index(job)
+        del self._by_age[i], self._ages[i]
+        c = self.class_of[job]
+        k = self._count[c] - 1
+        if k:
+            self._count[c] = k
         else:
-            self._jobs[job] = work
-        self._rearm(now)
+            del self._count[c]
 
     def add(self, job: int, work_ns: float) -> None:
         """Task ``job``'s block computes ``work_ns`` of whole-SM work."""
+        now = self.clock.now
+        self._advance(now)
         self.n += 1
-        self._change(job, float(work_ns))
+        self._jobs[job] = float(work_ns)
+        self._insert(job)
+        self._rates()
+        self._rearm(now)
 
     def enter(self, job: int) -> None:
         """Task ``job``'s block starts moving its data on this SM (present, receiving no work)."""
-        self._change(job, -1.0)
+        now = self.clock.now
+        self._advance(now)
+        self._jobs[job] = -1.0
+        self._insert(job)
+        self._rates()
+        self._rearm(now)
 
     def leave(self, job: int) -> None:
         """That block's memory phase ends (it joins with ``add`` when it has work to compute)."""
-        self._change(job, None)
+        now = self.clock.now
+        self._advance(now)
+        del self._jobs[job]
+        self._remove(job)
+        self._rates()
+        self._rearm(now)
+
+    def start_computing(self, job: int, work_ns: float) -> None:
+        """``leave(job)`` then ``add(job, work_ns)`` in one change: the block stays on the SM, at its age."""
+        now = self.clock.now
+        self._advance(now)
+        self.n += 1
+        self._jobs[job] = float(work_ns)
+        self._rates()
+        self._rearm(now)
 
     def _fire(self, version: int) -> None:
         if version != self._version:
@@ -565,13 +604,13 @@ class AgeWeightedReadinessServer:
         now = self.clock.now
         self._advance(now)
         jobs = self._jobs
-        done = []
-        for job in self._rate:
-            if jobs[job] <= 1e-6:          # ns of work: the head, within rounding
-                done.append(job)
+        done = [job for job in self._rate if jobs[job] <= 1e-6]   # ns of work: the head, within rounding
         for job in done:
             del jobs[job]
-        self.n -= len(done)
+            self._remove(job)
+        if done:
+            self.n -= len(done)
+            self._rates()
         self._rearm(now)
         for job in done:
             self.on_done(job)
