@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     span_m = (trace[:, 2].max() - t0) / 1e3
     print(f"{args.layer} fused {plan.param_string()}: measured span {span_m:,.1f} us (one traced run), "
           f"simulated {sim.predicted_us:,.1f} us; {graph.num_tasks} tasks on {len(np.unique(trace[:, 3]))} SMs")
-    summary = {"layer": args.layer, "params": plan.param_string(), "measured_span_us": span_m,
+    from megasim.validation import run_meta
+    meta = run_meta({"device": str(cuda.get_current_device().name), "spec": args.spec, "sets": args.sets,
+                     "command": "bash gpu/on_device.sh python -m gpu.record_timeline " + " ".join(argv or sys.argv[1:])})
+    summary = {"meta": meta, "layer": args.layer, "params": plan.param_string(), "measured_span_us": span_m,
                "predicted_us": sim.predicted_us, "measured": kind_summary(measured, graph.kind_names),
                "simulated": kind_summary(simulated, graph.kind_names)}
     for name in graph.kind_names:
