@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from megasim.calibration_age import end_order_checks, fit_age_weight
+from megasim.calibration_pool import CasePool, simulate_case
 from megasim.errors import SpecError
 from megasim.hardware.spec import (
     OPTIONAL_FIELDS,
@@ -225,12 +226,7 @@ def simulated_us(result, timing: str) -> float:
 def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[float]:
     """Simulated times of a kind's cases: (label, graph, schedule[, timing]) each."""
     s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
-    out = []
-    for case in cases:
-        g, sch = case[1], case[2]
-        timing = case[3] if len(case) > 3 else "events"
-        out.append(simulated_us(simulate(g, sch, s), timing))
-    return out
+    return [simulate_case(case, s) for case in cases]
 
 
 # Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
@@ -295,20 +291,27 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
 
 
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
-             free: tuple[str, ...] = ("compute_efficiency", "fixed_ns")) -> dict[str, Any]:
+             free: tuple[str, ...] = ("compute_efficiency", "fixed_ns"),
+             simulate_cost: Callable[[TaskCost], list[float]] | None = None) -> dict[str, Any]:
     """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
     ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
 
     (compute_efficiency, fixed_ns), the first round: Nelder-Mead on log(efficiency) and fixed_ns,
     bounded by clipping. More free fields (the second round): scipy's bounded least_squares (trust
-    region) in log space (fixed times in us, linearly), started from ``START``."""
+    region) in log space (fixed times in us, linearly), started from ``START``.
+
+    ``simulate_cost(cost)`` gives the cases' simulated times (default: ``simulated_kind_us`` here;
+    ``_kind_fits`` passes a ``CasePool``'s, the same numbers computed over processes)."""
     meas = np.asarray(measured_us, float)
     start = spec.task_cost(kind)
     evals = [0]
+    if simulate_cost is None:
+        def simulate_cost(cost: TaskCost) -> list[float]:
+            return simulated_kind_us(spec, kind, cost, cases)
 
     def sim_of(cost: TaskCost) -> np.ndarray:
         evals[0] += 1
-        return np.asarray(simulated_kind_us(spec, kind, cost, cases))
+        return np.asarray(simulate_cost(cost))
 
     if tuple(free) == ("compute_efficiency", "fixed_ns"):
         from scipy.optimize import minimize
@@ -344,7 +347,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
             best = least_squares_cost(best, free, BOUNDS, starts, LINEAR,
                                       lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
         evaluations = evals[0]
-    sim = simulated_kind_us(spec, kind, best, cases)
+    sim = list(simulate_cost(best))
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
             "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
             "evaluations": evaluations}
@@ -430,20 +433,23 @@ def with_measured_claim(spec: GPUSpec, kind: str, rows: list[dict[str, Any]]) ->
     return dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost}), {"value": value, "method": method}
 
 
-def _fit_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One kind's fit and its check simulations (a process pool's unit of work)."""
-    fit = fit_kind(job["spec"], job["kind"], job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"])
-    fit["check_simulated_us"] = (simulated_kind_us(job["spec"], job["kind"], fit["cost"], job["checks"])
-                                 if job["checks"] else [])
+def _fit_job(job: dict[str, Any], pool: CasePool) -> dict[str, Any]:
+    """One kind's fit and its check simulations (a thread's unit of work; the simulations run on ``pool``,
+    under the keys ``kind`` and ``kind + " checks"``)."""
+    spec, kind = job["spec"], job["kind"]
+    fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
+                   simulate_cost=lambda cost: pool.simulate(kind, spec, kind, cost))
+    fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     return fit
 
 
 def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
                only: set[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone), in parallel
-    over ``workers`` processes."""
+    """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
+    in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
+    on ``workers``)."""
     import os
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
     jobs = []
     for name, natural in natural_of.items():
@@ -484,12 +490,16 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
                      "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            fits = list(pool.map(_fit_job, jobs))
-    else:
-        fits = [_fit_job(j) for j in jobs]
+    cases_by_key = {}
+    for j in jobs:
+        cases_by_key[j["kind"]] = j["cases"]
+        cases_by_key[f"{j['kind']} checks"] = j["checks"]
+    with CasePool(cases_by_key, workers or os.cpu_count() or 1) as pool:
+        if len(jobs) > 1:
+            with ThreadPoolExecutor(len(jobs)) as threads:
+                fits = list(threads.map(lambda j: _fit_job(j, pool), jobs))
+        else:
+            fits = [_fit_job(j, pool) for j in jobs]
     return jobs, fits
 
 
@@ -501,8 +511,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate_occupancy``: its tasks
     alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
     with ``block_sm_ready``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
-    rows are simulated and reported as a check. The kinds are fitted in parallel over ``workers``
-    processes (default: the CPU count; the result does not depend on it).
+    rows are simulated and reported as a check. The kinds are fitted side by side, each evaluation's
+    simulations spread over ``workers`` processes (``megasim.calibration_pool``; default: the CPU
+    count; the result does not depend on it).
 
     With traced end-order rows (``extra.block_end_order``), the spec's ``younger_block_weight`` is
     fitted first (``megasim.calibration_age``) on a first fit of those rows' kinds at equal sharing,

@@ -151,3 +151,25 @@ def test_mixed_factor_is_recovered_from_mixed_runs():
     for c in mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=factor), rows):
         assert abs(c["error"]) < 0.01, c
     assert "2 mixed-kind runs" in how and "itrans+gemm" in how
+
+
+# --- the case pool: the calibration's simulations over processes give the numbers of one process ---
+
+def test_case_pool_matches_one_process_and_keeps_order():
+    from megasim.calibration_pool import CasePool
+    spec = small_h200()
+    (_, sub, sched), = kind_cases((LAYER,))["gemm"]
+    cases = []
+    for v in VARIANTS:
+        g, s = variant_case(sub, sched, v)
+        cases.append((str(v), g, s, v["timing"]))
+    cost = TaskCost(0.4, 700.0, block_sm_ready=0.4, block_dram_bw_gbps=9.0, megakernel_fixed_ns=2500.0)
+    with CasePool({"gemm": cases}, workers=1) as one, CasePool({"gemm": cases}, workers=2) as two:
+        serial = one.simulate("gemm", spec, "gemm", cost)
+        pooled = two.simulate("gemm", spec, "gemm", cost)
+        again = two.simulate("gemm", spec, "gemm", dataclasses.replace(cost, compute_efficiency=0.2))
+    assert pooled == serial                       # bit for bit, in the cases' order
+    assert len(set(serial)) > 1                   # the cases differ, so the order is tested
+    assert all(a > b for a, b in zip(again, serial))   # a slower kind: every case slower (no stale cost)
+    with pytest.raises(ValueError, match="workers=0"):
+        CasePool({"gemm": cases}, workers=0)
