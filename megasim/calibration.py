@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from megasim.calibration_age import end_order_checks, fit_age_weight
-from megasim.calibration_pool import CasePool, simulate_case
+from megasim.calibration_pool import CasePool, simulated_kind_us, simulated_us
 from megasim.errors import SpecError
 from megasim.hardware.spec import (
     OPTIONAL_FIELDS,
@@ -209,24 +209,6 @@ def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any]) -> tup
         launch = Launch(launch.order, launch.name, style, "ticket", None if bps is None else int(bps),
                         "megakernel" if kernel == "megakernel" else None)
     return g, Schedule(sched.name, (launch,), {})
-
-
-def simulated_us(result, timing: str) -> float:
-    """What a measurement of ``timing`` sees of a simulated run: ``events`` (CUDA events around
-    back-to-back runs) the prediction, host issue time included when it is longer; ``queued`` (the
-    measured work queued behind a spin kernel) the device's time only: the last launch's end (its
-    first launch starting ``queued_launch_ns`` after the run begins, as the queued gap)."""
-    if timing == "events":
-        return result.predicted_us
-    if timing == "queued":
-        return result.launches[-1].end_ns / 1e3
-    raise SpecError(f"measurements: timing {timing!r} is not allowed (allowed: events, queued)")
-
-
-def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[float]:
-    """Simulated times of a kind's cases: (label, graph, schedule[, timing]) each."""
-    s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
-    return [simulate_case(case, s) for case in cases]
 
 
 # Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
@@ -495,11 +477,8 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
         cases_by_key[j["kind"]] = j["cases"]
         cases_by_key[f"{j['kind']} checks"] = j["checks"]
     with CasePool(cases_by_key, workers or os.cpu_count() or 1) as pool:
-        if len(jobs) > 1:
-            with ThreadPoolExecutor(len(jobs)) as threads:
-                fits = list(threads.map(lambda j: _fit_job(j, pool), jobs))
-        else:
-            fits = [_fit_job(j, pool) for j in jobs]
+        with ThreadPoolExecutor(max(len(jobs), 1)) as threads:
+            fits = list(threads.map(lambda j: _fit_job(j, pool), jobs))
     return jobs, fits
 
 
