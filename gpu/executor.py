@@ -3,8 +3,8 @@ launches them, and turns a kernel's error record into a ``MegakernelError``.
 
 ``WinogradPlan`` holds what every launch of one problem shares (graph, params, block size, shared
 memory); ``run_schedule`` runs one Schedule on device tensors. Each Launch of the schedule runs
-either with the megakernel (any mix of kinds; per-task ticket or blockidx dispatch, or a persistent
-grid) or, with ``kernels="per_kind"``, with the non-fused kernel of its one kind.
+either with the megakernel (any mix of kinds; per-task ticket, blockidx or ready-first dispatch, or a
+persistent grid) or, with ``kernels="per_kind"``, with the non-fused kernel of its one kind.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gpu.errors import KernelInputError, MegakernelError
 from gpu import megakernel as mk
 from gpu import winograd_device as dev
 from megasim.lowering.winograd import KINDS, WinogradConfig, WinogradShape, lower_winograd, winograd_shape
-from megasim.mapping import Schedule, check_valid
+from megasim.mapping import Schedule, check_valid, ready_lists
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
 
@@ -86,6 +86,37 @@ def task_table(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
     return table
 
 
+def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, list[dict[int, int] | None]]:
+    """The int32 array a run of ``schedule`` starts ``counters`` from, and per launch the control-array
+    fields of its ready-first lists (None for a launch with another dispatch).
+
+    The array is the graph's dependency counters followed, for each launch with ``dispatch="ready"``,
+    by its ``megasim.mapping.ReadyLists`` (roots, the counters' wait groups, the groups' map positions),
+    its wait groups' pending counts and its queue (-1 = not yet written): the state the megakernel
+    changes is reset with the counters, once per run of the schedule."""
+    parts = [plan.graph.counter_init.astype(np.int32)]
+    offset = parts[0].size
+    fields: list[dict[int, int] | None] = []
+    for launch in schedule.launches:
+        if launch.dispatch != "ready":
+            fields.append(None)
+            continue
+        rl = ready_lists(plan.graph, launch.order)
+        sections = ((mk.CTL_R_ROOTS, rl.roots), (mk.CTL_R_CPTR, rl.counter_ptr), (mk.CTL_R_CGROUPS, rl.counter_groups),
+                    (mk.CTL_R_GPTR, rl.group_ptr), (mk.CTL_R_GPOS, rl.group_positions),
+                    (mk.CTL_R_PEND, rl.group_pending), (mk.CTL_R_QUEUE, np.full(rl.num_released, -1)))
+        f = {mk.CTL_NROOTS: int(rl.roots.size), mk.CTL_NRELEASED: rl.num_released}
+        for key, arr in sections:
+            f[key] = offset
+            parts.append(np.asarray(arr, np.int32))
+            offset += arr.size
+        fields.append(f)
+    if offset >= 2 ** 31:
+        raise KernelInputError(f"the schedule's counters and ready lists need {offset} int32 entries; at most 2^31 - 1 "
+                               "are allowed")
+    return np.concatenate(parts), fields
+
+
 def sm_count() -> int:
     """Streaming multiprocessors of the current device (1 under the CUDA simulator)."""
     return int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1) or 1)
@@ -126,6 +157,11 @@ def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -
     code = int(ctl[mk.CTL_ERR_CODE])
     if code == mk.ERR_NONE:
         return
+    if code == mk.ERR_READY_TIMEOUT:
+        raise MegakernelError(
+            f"launch {launch_name!r}: ready-first dispatch found no task to run in {int(ctl[mk.CTL_POLL_LIMIT])} "
+            f"polls (queue head {int(ctl[mk.CTL_ERR_COUNTER])}, tail {int(ctl[mk.CTL_ERR_VALUE])} of "
+            f"{int(ctl[mk.CTL_NRELEASED])} released tasks; {int(ctl[mk.CTL_NROOTS])} roots): a task never ran")
     if code != mk.ERR_WAIT_TIMEOUT:
         raise MegakernelError(f"launch {launch_name!r}: kernel reported unknown error code {code}")
     g = plan.graph
@@ -142,8 +178,10 @@ def no_trace():
     return cuda.to_device(np.zeros((1, mk.TRACE_COLS), np.int64))
 
 
-def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int) -> tuple[np.ndarray, int, int]:
-    """The control array (host copy), grid and block size of one megakernel launch of `size` tasks."""
+def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int,
+                      ready_fields: dict[int, int] | None = None) -> tuple[np.ndarray, int, int]:
+    """The control array (host copy), grid and block size of one megakernel launch of `size` tasks;
+    ``ready_fields``: the launch's entry of ``counters_for`` (required for dispatch="ready")."""
     if launch.style == "persistent" and launch.dispatch == "blockidx":
         raise KernelInputError(f"launch {launch.name!r}: persistent launches claim tasks by ticket; "
                                "dispatch='blockidx' is not allowed with style='persistent'")
@@ -154,7 +192,14 @@ def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int) ->
     persistent = launch.style == "persistent"
     ctl = np.zeros(mk.CTL_SIZE, np.int32)
     ctl[mk.CTL_NTASKS] = size
-    ctl[mk.CTL_DISPATCH] = mk.DISPATCH_BLOCKIDX if launch.dispatch == "blockidx" else mk.DISPATCH_TICKET
+    ctl[mk.CTL_DISPATCH] = {"ticket": mk.DISPATCH_TICKET, "blockidx": mk.DISPATCH_BLOCKIDX,
+                            "ready": mk.DISPATCH_READY}[launch.dispatch]
+    if launch.dispatch == "ready":
+        if ready_fields is None:
+            raise KernelInputError(f"launch {launch.name!r}: dispatch='ready' needs its ready lists "
+                                   "(gpu.executor.counters_for)")
+        for key, value in ready_fields.items():
+            ctl[key] = value
     ctl[mk.CTL_PERSISTENT] = int(persistent)
     ctl[mk.CTL_POLL_LIMIT] = poll_limit
     grid = min(size, persistent_blocks(plan, threads, launch.blocks_per_sm)) if persistent else size
@@ -162,12 +207,13 @@ def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int) ->
 
 
 def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_counters, *,
-                          poll_limit: int = DEFAULT_POLL_LIMIT) -> None:
-    """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure."""
+                          poll_limit: int = DEFAULT_POLL_LIMIT, ready_fields: dict[int, int] | None = None) -> None:
+    """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure.
+    ``d_counters`` as made by ``counters_for``, ``ready_fields`` its entry for this launch."""
     order = np.asarray(launch.order, np.int64)
     if order.size == 0:
         return
-    ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit)
+    ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit, ready_fields)
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
     mk.megakernel_for(ctl)[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,
@@ -216,9 +262,12 @@ def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kerne
     if check:
         check_valid(plan.graph, schedule)
     d_prm = cuda.to_device(plan.params)
-    d_counters = cuda.to_device(plan.graph.counter_init.astype(np.int32)) if kernels == "megakernel" else None
-    for launch in schedule.launches:
+    if kernels == "megakernel":
+        counters, ready_fields = counters_for(plan, schedule)
+        d_counters = cuda.to_device(counters)
+    for li, launch in enumerate(schedule.launches):
         if kernels == "megakernel":
-            run_launch_megakernel(plan, launch, ws, d_prm, d_counters, poll_limit=poll_limit)
+            run_launch_megakernel(plan, launch, ws, d_prm, d_counters, poll_limit=poll_limit,
+                                  ready_fields=ready_fields[li])
         else:
             run_launch_per_kind(plan, launch, ws, d_prm)

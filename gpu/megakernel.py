@@ -51,14 +51,18 @@ TABLE_COLS = 8
 CTL_TICKET, CTL_NTASKS, CTL_DISPATCH, CTL_PERSISTENT, CTL_POLL_LIMIT = 0, 1, 2, 3, 4
 CTL_ERR_CODE, CTL_ERR_POS, CTL_ERR_TASK, CTL_ERR_COUNTER, CTL_ERR_VALUE = 5, 6, 7, 8, 9
 CTL_TRACE = 10                # 1: record (claim, ready, end, SM, body done) of every map position into `trace`
-CTL_SIZE = 16
+# Ready-first dispatch (megasim.mapping.ready): where the launch's ReadyLists sit in ``counters`` (absolute
+# indices, written by the host), and the launch's queue head and tail, root ticket and list sizes.
+CTL_R_ROOTS, CTL_R_CPTR, CTL_R_CGROUPS, CTL_R_GPTR, CTL_R_GPOS, CTL_R_PEND, CTL_R_QUEUE = 11, 12, 13, 14, 15, 16, 17
+CTL_QHEAD, CTL_QTAIL, CTL_RTICKET, CTL_NROOTS, CTL_NRELEASED = 18, 19, 20, 21, 22
+CTL_SIZE = 24
 # trace[pos] = claim_ns, ready_ns, end_ns, sm, done_ns (globaltimer / %smid): done is the end of the task's
 # body (after the block's closing barrier), before thread 0's release fence and signal, so end - done
 # is what the signal costs.
 TRACE_COLS = 5
 
-DISPATCH_TICKET, DISPATCH_BLOCKIDX = 0, 1
-ERR_NONE, ERR_WAIT_TIMEOUT = 0, 1
+DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
+ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
 
@@ -85,10 +89,90 @@ def _wait_zero(counters, c, ctl, pos, task):
 
 
 @cuda.jit(device=True)
+def _record_ready_timeout(ctl, head, tail):
+    if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_READY_TIMEOUT) == ERR_NONE:
+        ctl[CTL_ERR_POS] = -1
+        ctl[CTL_ERR_TASK] = -1
+        ctl[CTL_ERR_COUNTER] = head
+        ctl[CTL_ERR_VALUE] = tail
+
+
+@cuda.jit(device=True)
+def _claim_ready(ctl, counters):
+    """Thread 0, ready-first dispatch: the map position of the oldest released task, else of the next
+    root; polls while neither exists. Returns the position, ctl[CTL_NTASKS] when every task is claimed
+    (a persistent block leaves), or -1 after ``ctl[CTL_POLL_LIMIT]`` polls or another block's error.
+
+    The queue (``counters[CTL_R_QUEUE + i]``, -1 until written) is claimed slot by slot with a
+    compare-and-swap on its head below its tail, never beyond it: a pusher reserves slots by moving the
+    tail first, so a claimed slot may still read -1 for a moment and is polled until written."""
+    limit = ctl[CTL_POLL_LIMIT]
+    queue = ctl[CTL_R_QUEUE]
+    n_roots = ctl[CTL_NROOTS]
+    polls = 0
+    while True:
+        head = cuda.atomic.add(ctl, CTL_QHEAD, 0)
+        tail = cuda.atomic.add(ctl, CTL_QTAIL, 0)
+        if head < tail:
+            if cuda.atomic.cas(ctl, CTL_QHEAD, head, head + 1) == head:
+                while True:
+                    pos = cuda.atomic.add(counters, queue + head, 0)
+                    if pos >= 0:
+                        return pos
+                    polls += 1
+                    if polls >= limit:
+                        _record_ready_timeout(ctl, head, tail)
+                        return -1
+            continue                     # another block took that slot: look again
+        if cuda.atomic.add(ctl, CTL_RTICKET, 0) < n_roots:
+            r = cuda.atomic.add(ctl, CTL_RTICKET, 1)
+            if r < n_roots:
+                return counters[ctl[CTL_R_ROOTS] + r]
+        if head >= ctl[CTL_NRELEASED]:   # roots used up and every released task claimed
+            return ctl[CTL_NTASKS]
+        polls += 1
+        if polls >= limit:
+            _record_ready_timeout(ctl, head, tail)
+            return -1
+        if polls % ERR_CHECK_EVERY == 0 and cuda.atomic.add(ctl, CTL_ERR_CODE, 0) != ERR_NONE:
+            return -1
+
+
+@cuda.jit(device=True)
+def _release(ctl, counters, c):
+    """Ready-first dispatch, all threads of the block whose signal took counter c to zero: count down
+    the pending counters of c's wait groups; the thread that completes a group reserves its slots at
+    the queue's tail and writes the group's map positions there (megasim.mapping.ready)."""
+    cptr = ctl[CTL_R_CPTR]
+    cgroups = ctl[CTL_R_CGROUPS]
+    gptr = ctl[CTL_R_GPTR]
+    gpos = ctl[CTL_R_GPOS]
+    pend = ctl[CTL_R_PEND]
+    queue = ctl[CTL_R_QUEUE]
+    j = counters[cptr + c] + cuda.threadIdx.x
+    end = counters[cptr + c + 1]
+    while j < end:
+        g = counters[cgroups + j]
+        if cuda.atomic.sub(counters, pend + g, 1) == 1:
+            first = counters[gptr + g]
+            n = counters[gptr + g + 1] - first
+            base = cuda.atomic.add(ctl, CTL_QTAIL, n)
+            for i in range(n):
+                counters[queue + base + i] = counters[gpos + first + i]
+            cuda.threadfence()
+        j += cuda.blockDim.x
+
+
+@cuda.jit(device=True)
 def _claim_and_wait(table, ctl, counters, first):
     """Thread 0: the next map position of this block and whether its parents are done (1) or the
     block must give up (0)."""
-    if ctl[CTL_DISPATCH] == DISPATCH_BLOCKIDX:
+    dispatch = ctl[CTL_DISPATCH]
+    if dispatch == DISPATCH_READY:
+        pos = _claim_ready(ctl, counters)
+        if pos < 0:
+            return ctl[CTL_NTASKS], 0
+    elif dispatch == DISPATCH_BLOCKIDX:
         pos = cuda.blockIdx.x if first else ctl[CTL_NTASKS]
     else:
         pos = cuda.atomic.add(ctl, CTL_TICKET, 1)
@@ -156,14 +240,23 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     elif kind == FTRANS:
         ftrans_task(g, idx, prm, w, U)
     cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
+    ready = ctl[CTL_DISPATCH] == DISPATCH_READY
     if tid == 0:
         if tracing:
             trace[pos, 4] = globaltimer()
         sig = table[pos, T_SIGNAL]
+        sh[0] = -1
         if sig >= 0:
             cuda.threadfence()  # release
-            cuda.atomic.sub(counters, sig, 1)
-        if tracing:
+            if cuda.atomic.sub(counters, sig, 1) == 1 and ready:
+                sh[0] = sig     # this signal completed the counter: the block releases its waiters
+        if tracing and not ready:
+            trace[pos, 2] = globaltimer()
+    if ready:
+        cuda.syncthreads()
+        if sh[0] >= 0:
+            _release(ctl, counters, sh[0])
+        if tid == 0 and tracing:
             trace[pos, 2] = globaltimer()
     return 1
 

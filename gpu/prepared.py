@@ -32,7 +32,7 @@ from megasim.plan import winograd_nonfused
 
 class _PreparedLaunch:
     def __init__(self, plan: ex.WinogradPlan, launch: Launch, kernels: str, poll_limit: int,
-                 trace: bool = False) -> None:
+                 trace: bool = False, ready_fields: dict[int, int] | None = None) -> None:
         self.launch = launch
         order = np.asarray(launch.order, np.int64)
         self.size = int(order.size)
@@ -40,7 +40,7 @@ class _PreparedLaunch:
         self.kind = None
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
-            ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit)
+            ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit, ready_fields)
             self.kernel = mk.megakernel_for(ctl)
             if trace:
                 ctl[mk.CTL_TRACE] = 1
@@ -73,12 +73,14 @@ class PreparedSchedule:
         self.plan, self.schedule, self.kernels = plan, schedule, kernels
         self.d_prm = cuda.to_device(plan.params)
         if kernels == "megakernel":
-            init = plan.graph.counter_init.astype(np.int32)
+            init, ready_fields = ex.counters_for(plan, schedule)
             self.d_counters_init = cuda.to_device(init)
             self.d_counters = cuda.to_device(init)
         else:
             self.d_counters_init = self.d_counters = None
-        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace) for l in schedule.launches]
+            ready_fields = [None] * len(schedule.launches)
+        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace, f)
+                         for l, f in zip(schedule.launches, ready_fields)]
         self._frozen: dict[int, tuple] = {}   # id(workspace) -> (workspace, per-launch FrozenLaunch)
 
     def _restore(self, pl: _PreparedLaunch, first: bool) -> FrozenLaunch:

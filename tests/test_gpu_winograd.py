@@ -186,11 +186,56 @@ def test_mappings_give_the_nonfused_result_bit_for_bit(awkward_case, name):
 
 
 @pytest.mark.parametrize("style,dispatch,bps", [("per_task", "ticket", None), ("per_task", "blockidx", None),
-                                                 ("persistent", "ticket", 2), ("persistent", "ticket", 1)])
+                                                 ("persistent", "ticket", 2), ("persistent", "ticket", 1),
+                                                 ("per_task", "ready", None), ("persistent", "ready", 2),
+                                                 ("persistent", "ready", 1)])
 def test_dispatch_modes(awkward_case, style, dispatch, bps):
     x, w, config, baseline, _ = awkward_case
     y = conv2d(x, w, config=config, style=style, dispatch=dispatch, blocks_per_sm=bps)
     np.testing.assert_array_equal(y, baseline)
+
+
+@pytest.mark.parametrize("name", ["a1-m1", "naive", "random0", "nonfused-via-megakernel"])
+def test_ready_first_dispatch_runs_any_mapping(awkward_case, name):
+    """Ready-first dispatch on several maps (the non-fused order in four launches: each launch's lists
+    leave out the counters earlier launches signalled) gives the same result bit for bit."""
+    x, w, config, baseline, graph = awkward_case
+    mapping = _mapping(name, graph)
+    sched = mapping if isinstance(mapping, Schedule) else algorithm1(graph, mapping)
+    y = conv2d(x, w, mapping=sched.with_style("per_task", "ready"), config=config)
+    np.testing.assert_array_equal(y, baseline)
+
+
+def test_ready_first_dispatch_ignores_a_map_that_ticket_dispatch_cannot_run():
+    """Ready-first blocks never wait on a parent, so a map with children first still runs (the map only
+    orders the roots and each group's queue); ticket dispatch would time out on it."""
+    shape = (1, 2, 3, 3, 3)
+    config = cfg(m=2, t=4)
+    graph = graph_of(shape, config)
+    plan = ex.make_plan(ConvProblem(*shape), config, graph)
+    order = np.argsort(-graph.kind.astype(np.int64), kind="stable")      # output transforms first
+    x, w = inputs(*shape, seed=10)
+    ws = ex.workspace(plan, cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), cuda.to_device(w))
+    ex.run_schedule(plan, Schedule("reversed", (Launch(order, dispatch="ready"),)), ws, check=False)
+    y = ws.Y.copy_to_host().transpose(0, 3, 1, 2)
+    assert rel_err(y, reference(x, w)) <= TOL
+
+
+def test_ready_first_dispatch_reports_a_task_that_never_becomes_ready():
+    """A launch holding a task whose parent is in no launch: the blocks find nothing to run and report
+    it after the poll limit instead of hanging."""
+    shape = (1, 2, 3, 3, 3)
+    config = cfg(m=2, t=4)
+    graph = graph_of(shape, config)
+    plan = ex.make_plan(ConvProblem(*shape), config, graph)
+    without_ftrans = np.flatnonzero(graph.kind != 0)
+    # counter 0 (the filter transforms) is never signalled in this launch, so the GEMMs are its roots
+    # and wait on it at their claim: the ordinary bounded wait reports them
+    x, w = inputs(*shape, seed=10)
+    ws = ex.workspace(plan, cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), cuda.to_device(w))
+    with pytest.raises(MegakernelError, match=r"gave up after 3 polls of counter 0"):
+        ex.run_schedule(plan, Schedule("no-ftrans", (Launch(without_ftrans, dispatch="ready"),)), ws,
+                        poll_limit=3, check=False)
 
 
 # --- layouts and device arrays --------------------------------------------------------------------
@@ -355,7 +400,7 @@ def test_model_knows_the_kernels_gemm_footprint():
 
 # --- the timing path: PreparedSchedule with arguments packed once (gpu.fast_launch) ---------------
 
-@pytest.mark.parametrize("kernels", ["megakernel", "per_kind"])
+@pytest.mark.parametrize("kernels", ["megakernel", "per_kind", "megakernel-ready"])
 def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
     from gpu.prepared import PreparedSchedule
     from megasim.plan import winograd_nonfused
@@ -363,7 +408,9 @@ def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
     problem = ConvProblem(*AWKWARD, padding=1)
     plan = ex.make_plan(problem, config)
     graph = plan.graph
-    schedule = algorithm1(graph, default_params(graph)) if kernels == "megakernel" else winograd_nonfused(graph)
+    schedule = winograd_nonfused(graph) if kernels == "per_kind" else algorithm1(graph, default_params(graph))
+    if kernels == "megakernel-ready":     # the queue and pending counts are reset with the counters every run
+        schedule, kernels = schedule.with_style("per_task", "ready"), "megakernel"
     prep = PreparedSchedule(plan, schedule, kernels=kernels)
     wss = {}
     for seed in (21, 22, 21):          # the third run reuses the first workspace's packed launches

@@ -8,9 +8,11 @@ launch's blocks claim tasks. Its execution style says how blocks claim them:
   ``dispatch="ticket"`` (default) each block takes the next task through an atomic ticket counter, so
   tasks start in map order whatever order the hardware dispatches blocks in; with
   ``dispatch="blockidx"`` block b runs task map[b], as in the paper (correct only if the hardware
-  dispatches in blockIdx order, which it is observed to do but does not promise).
+  dispatches in blockIdx order, which it is observed to do but does not promise); with
+  ``dispatch="ready"`` a block takes a task whose parents are done (released tasks first, then the
+  next root in map order; ``megasim.mapping.ready``), so no block holds its slot waiting on a parent.
 - ``persistent``: a grid of ``blocks_per_sm`` blocks per SM that loop, each claiming the next task
-  by ticket until the map is used up.
+  (by ticket, or ready-first) until the map is used up.
 
 A schedule is valid when every task appears exactly once and every parent (a task that signals a
 counter the child waits on) comes before its child: in an earlier launch, or earlier in the same
@@ -29,7 +31,7 @@ from megasim.errors import MappingError
 from megasim.taskgraph import TaskGraph
 
 STYLES = ("per_task", "persistent")
-DISPATCHES = ("ticket", "blockidx")
+DISPATCHES = ("ticket", "blockidx", "ready")
 KERNELS = (None, "megakernel")
 
 

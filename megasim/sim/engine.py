@@ -18,6 +18,12 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
 - **Dependency waits.** A task whose counters are not yet zero keeps its slot and polls; it resumes
   an atomic round trip after the last parent signals (the paper's Listing 2). Parents signal when
   they end.
+- **Ready-first dispatch** (``Launch.dispatch == "ready"``, ``megasim.mapping.ready``): a free slot
+  takes the oldest released task, else the next root in map order, else idles until a release.
+  Each signal's decrement is waited on (an atomic round trip held by the signalling block); a block
+  whose signal completes a wait group queues it, two more round trips (the group's pending count,
+  the queue's tail), after which idle slots and then that block claim. A claim costs what a ticket
+  claim costs (the kind's ``megakernel_claim_ns``, or two atomic round trips).
 - **Memory, then compute.** A ready task first moves its bytes, then computes. Its accesses go
   through the L2 model (``L2Cache``) when it becomes ready: hits cost L2 bandwidth, misses and writes
   cost DRAM bandwidth too. The memory phase starts after the latency of its first access
@@ -74,12 +80,14 @@ SimPy processes: callbacks on SimPy events keep the cost near one heap operation
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from megasim.errors import SimulationError
 from megasim.hardware.spec import GPUSpec, TaskCost
+from megasim.mapping.ready import ready_lists
 from megasim.mapping.schedule import Launch, Schedule, check_valid
 from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
@@ -345,6 +353,17 @@ class _Run:
         self.cur_len = len(self.cur_order)
         self.cur_next = 0
         self.cur_done = 0
+        self.ready_first = launch.dispatch == "ready"
+        if self.ready_first:
+            rl = ready_lists(self.graph, launch.order)
+            self.r_roots = rl.roots.tolist()
+            self.r_counter_ptr = rl.counter_ptr.tolist()
+            self.r_counter_groups = rl.counter_groups.tolist()
+            self.r_pending = rl.group_pending.tolist()
+            self.r_group_ptr = rl.group_ptr.tolist()
+            self.r_group_positions = rl.group_positions.tolist()
+            self.r_queue: deque[int] = deque()      # released map positions, oldest first
+            self.r_idle: deque[tuple[int, int]] = deque()
         # Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
         # and the counter look, or the kind's measured megakernel claim in a megakernel launch.
         dispatch = 0.0 if launch.style == "persistent" else self.spec.block_dispatch_ns
@@ -375,10 +394,30 @@ class _Run:
         Taking a task costs the claim (dispatch or ticket) and one atomic round trip to read its
         counters. If its parents are already done, nothing can change that, so its accesses are
         resolved now and its memory phase is scheduled directly (one event instead of two)."""
+        if self.ready_first:
+            self._claim_ready(sm, slot)
+            return
         if self.cur_next >= self.cur_len:
             return
         task = self.cur_order[self.cur_next]
         self.cur_next += 1
+        self._take(task, sm, slot)
+
+    def _claim_ready(self, sm: int, slot: int) -> None:
+        """Ready-first: the oldest released task, else the next root, else the slot idles."""
+        if self.r_queue:
+            pos = self.r_queue.popleft()
+        elif self.cur_next < len(self.r_roots):
+            pos = self.r_roots[self.cur_next]
+            self.cur_next += 1
+        else:
+            if self.cur_done < self.cur_len:
+                self.r_idle.append((sm, slot))
+            return
+        self._take(self.cur_order[pos], sm, slot)
+
+    def _take(self, task: int, sm: int, slot: int) -> None:
+        """The block in (sm, slot) has claimed `task`: its claim cost, then its wait or its start."""
         now = self.clock.now
         self.claim[task] = now
         self.sm_of[task] = sm
@@ -508,6 +547,7 @@ class _Run:
         now = self.clock.now
         self.end[task] = now
         remaining = self.remaining
+        released = []
         for c in self.signals[task]:
             if c < 0:
                 continue
@@ -515,9 +555,39 @@ class _Run:
             if remaining[c] == 0:
                 for waiter in self.waiters.pop(c, ()):
                     self._release(waiter, now)
+                if self.ready_first:
+                    released.extend(self._complete_groups(c))
         self.cur_done += 1
         if self.cur_done == self.cur_len:
             self.launch_log[-1]["end_ns"] = now
             self._start_next_launch(self.spec.kernel_boundary_ns)
+        elif self.ready_first:
+            # The block waits for its decrement's result; if that completed wait groups it queues them.
+            atomic = self.spec.atomic_latency_ns
+            signalled = any(c >= 0 for c in self.signals[task])
+            delay = (atomic if signalled else 0.0) + (2.0 * atomic if released else 0.0)
+            self._after(delay, self._on_ready_signal, (task, released))
         else:
             self._claim(self.sm_of[task], self.slot_of[task])
+
+    def _complete_groups(self, counter: int) -> list[int]:
+        """Ready-first: counter reached zero; the wait groups whose last pending counter it was."""
+        done = []
+        pending = self.r_pending
+        for j in range(self.r_counter_ptr[counter], self.r_counter_ptr[counter + 1]):
+            g = self.r_counter_groups[j]
+            pending[g] -= 1
+            if pending[g] == 0:
+                done.append(g)
+        return done
+
+    def _on_ready_signal(self, value: tuple[int, list[int]]) -> None:
+        """Ready-first: the signalling block of `task` queues the groups it released; idle slots
+        claim first (they were polling), then the block itself."""
+        task, released = value
+        ptr, positions = self.r_group_ptr, self.r_group_positions
+        for g in released:
+            self.r_queue.extend(positions[ptr[g]:ptr[g + 1]])
+        while self.r_idle and self.r_queue:
+            self._claim_ready(*self.r_idle.popleft())
+        self._claim_ready(self.sm_of[task], self.slot_of[task])

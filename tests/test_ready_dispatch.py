@@ -1,0 +1,82 @@
+"""Ready-first dispatch (megasim.mapping.ready): the release lists, and the simulator's policy on a
+hand-timed scenario and on Winograd graphs. The megakernel's side is in tests/test_gpu_winograd.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.mapping import Launch, Schedule, algorithm1, default_params, naive_fused, ready_lists
+from megasim.sim import simulate
+from megasim.hardware import get_gpu
+from megasim.workloads.problem import ConvProblem
+
+from tests.test_sim_scenarios import assert_rows, dep_graph, one_launch, toy_spec
+
+
+def test_lists_of_a_small_graph():
+    g = dep_graph()                     # t0 signals c, t1 waits on c, t2 independent
+    rl = ready_lists(g, np.array([2, 0, 1]))
+    assert rl.roots.tolist() == [0, 1]  # map positions of t2, t0
+    assert rl.counter_ptr.tolist() == [0, 1] and rl.counter_groups.tolist() == [0]
+    assert rl.group_pending.tolist() == [1]
+    assert rl.group_ptr.tolist() == [0, 1] and rl.group_positions.tolist() == [2]
+    assert rl.num_released == 1
+
+
+def test_counters_of_earlier_launches_are_not_waited_on():
+    g = dep_graph()
+    rl = ready_lists(g, np.array([1]))  # t1 alone: its parent ran in an earlier launch
+    assert rl.roots.tolist() == [0] and rl.num_released == 0 and rl.num_groups == 0
+
+
+def test_winograd_wait_groups():
+    problem = ConvProblem(2, 24, 40, 14, 13)
+    g = lower_winograd(problem, WinogradConfig(tiles_per_group=4))
+    order = algorithm1(g, default_params(g)).launches[0].order
+    rl = ready_lists(g, order)
+    kind = g.kind[order]
+    # roots: the filter and input transforms, in map order
+    assert np.array_equal(rl.roots, np.flatnonzero(kind <= 1))
+    # every other task is in exactly one wait group, in map order within it
+    assert np.array_equal(np.sort(rl.group_positions), np.flatnonzero(kind >= 2))
+    for gi in range(rl.num_groups):
+        members = rl.group_positions[rl.group_ptr[gi]:rl.group_ptr[gi + 1]]
+        assert np.all(np.diff(members) > 0)
+        assert len(set(kind[members].tolist())) == 1
+    groups = len(np.unique(g.group[g.kind == 2]))
+    # a GEMM group waits on the filter counter and its input counter; an output group on its GEMM counter
+    assert rl.num_groups == 2 * groups
+    assert sorted(rl.group_pending.tolist()) == [1] * groups + [2] * groups
+    # counter 0 (the filter transforms) releases one count per GEMM group, not one per GEMM
+    assert rl.counter_ptr[1] - rl.counter_ptr[0] == groups
+
+
+def test_ready_first_never_holds_a_slot_on_a_parent():
+    # atomic 2. t0 (root) SM0: claim 0, ready 2, end 102. SM1 skips t1 (not ready) and takes the next
+    # root t2: claim 0, ready 2, end 52; then nothing is ready: SM1 idles. t0's signal completes t1's
+    # group: its decrement's round trip (2) and the queueing (2 x 2) -> queued at 108; SM1 claims t1
+    # at 108, ready 110, end 120. (Ticket dispatch: 154, tests/test_sim_scenarios.py.)
+    spec = toy_spec(atomic_latency_ns=2.0)
+    r = simulate(dep_graph(), one_launch([0, 1, 2], dispatch="ready"), spec)
+    assert_rows(r, [(0, 0, 0, 0, 2, 102), (2, 1, 0, 0, 2, 52), (1, 1, 0, 108, 110, 120)])
+    assert r.wait_ns.tolist() == [0.0, 0.0, 0.0]
+    assert r.predicted_ns == 120
+
+
+@pytest.mark.parametrize("style", ["per_task", "persistent"])
+def test_ready_first_on_winograd_runs_every_task_without_waiting(style):
+    problem = ConvProblem(2, 24, 40, 14, 13)
+    g = lower_winograd(problem, WinogradConfig(tiles_per_group=4))
+    spec = get_gpu("H200")
+    for sched in (algorithm1(g, default_params(g)), naive_fused(g)):
+        r = simulate(g, sched.with_style(style, "ready"), spec)
+        assert np.all(np.isfinite(r.end_ns))
+        assert np.all(r.wait_ns == 0)
+        # a child starts after its parents ended
+        for c in range(g.num_counters):
+            parents = np.flatnonzero((g.signal_counters == c).any(axis=1))
+            children = np.flatnonzero((g.wait_counters == c).any(axis=1))
+            if parents.size and children.size:
+                assert r.ready_ns[children].min() >= r.end_ns[parents].max()
