@@ -12,7 +12,9 @@ Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with megasim's default parameters (as ``gpu.winograd.conv2d``
   with no mapping); ``fused_sweep_best`` (``--fused-sweep small``): the fastest of M in {1, 2, 4, 8} x
   D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M;
-  ``detail`` holds the parameters. ``nonfused``: our four per-kind kernels.
+  ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
+  ready-first dispatch (``megasim.mapping.ready``: a block takes a task whose parents are done, released
+  tasks first, then the next root in map order). ``nonfused``: our four per-kind kernels.
   Both are timed through ``gpu.prepared.PreparedSchedule`` (tables uploaded once; the executor's
   ``run_schedule`` re-uploads them per call), on NHWC input already in place (the NCHW<->NHWC
   transposes that ``conv2d`` adds for NCHW tensors are not timed); ``detail`` also gives the error of
@@ -56,7 +58,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 NAME = "winograd_bench"
-IMPLS = ("fused", "fused_sweep_best", "nonfused", "cudnn_best_fp32", "cudnn_winograd_nonfused", "torch_default",
+IMPLS = ("fused", "fused_sweep_best", "fused_ready", "fused_ready_sweep_best", "nonfused", "cudnn_best_fp32", "cudnn_winograd_nonfused", "torch_default",
          "cudnn_best_tf32", "cublas_gemm_phase", "our_gemm_phase")
 TF32_IMPLS = frozenset({"cudnn_best_tf32"})
 COLUMNS = ("layer", "impl", "median_ms", "min_ms", "max_ms", "rel_err", "status", "detail", "repeats", "sets", "tflops")
@@ -115,7 +117,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     impls = [i for i in IMPLS if any(r["impl"] == i for r in rows)]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     cell = {(r["layer"], r["impl"]): r for r in rows}
-    short = {"fused_sweep_best": "fused_best", "cudnn_best_fp32": "cudnn_fp32", "cudnn_winograd_nonfused": "cudnn_wino_nf",
+    short = {"fused_sweep_best": "fused_best", "fused_ready_sweep_best": "ready_best", "cudnn_best_fp32": "cudnn_fp32", "cudnn_winograd_nonfused": "cudnn_wino_nf",
              "torch_default": "torch", "cudnn_best_tf32": "cudnn_TF32", "cublas_gemm_phase": "cublas_gemm",
              "our_gemm_phase": "our_gemm"}
     heads = ["layer"] + [short.get(i, i) for i in impls]
@@ -292,6 +294,40 @@ class LayerBench:
                          repeats=self.args.repeats if repeats is None else repeats, rotate=sets or self.sets)
 
 
+def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl: str, best_impl: str) -> None:
+    """The fused rows of one dispatch: ``impl`` at the default parameters, ``best_impl`` the best of the
+    small sweep (its points in ``meta[best_impl[:-5]]``, e.g. "fused_sweep")."""
+    name = lb.p.name
+    try:
+        row, _ = fused_row(impl, default, check_api=True)
+        rows.append(row)
+    except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+        traceback.print_exc()
+        rows.append(error_row(name, impl, exc, detail=str(default.as_dict())))
+    if lb.args.fused_sweep != "small":
+        return
+    sweep, best = [], None
+    for params in sweep_candidates(lb.plan.graph):
+        try:
+            row, stats = fused_row(best_impl, params, repeats=10, warmup=2)
+            sweep.append({**params.as_dict(), "median_ms": stats.median_ms, "rel_err": row["rel_err"],
+                          "status": row["status"]})
+            if row["status"] == "ok" and (best is None or stats.median_ms < best[1]):
+                best = (params, stats.median_ms)
+        except Exception as exc:  # noqa: BLE001 - an invalid or failing point is a record, not the end
+            sweep.append({**params.as_dict(), "status": f"error {type(exc).__name__}: {exc}"[:300]})
+    meta[best_impl[:-len("_best")]] = sweep
+    if best is None:
+        rows.append(make_row(name, best_impl, None, math.nan, status="error no valid sweep point"))
+        return
+    meta[best_impl] = best[0].as_dict()
+    try:
+        rows.append(fused_row(best_impl, best[0])[0])
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        rows.append(error_row(name, best_impl, exc))
+
+
 def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     from gpu.prepared import PreparedSchedule
     from gpu.winograd import conv2d
@@ -301,6 +337,9 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
 
     def fused_row(impl: str, params, repeats=None, warmup=None, check_api=False):
         sched = algorithm1(graph, params)
+        dispatch = "ready" if impl.startswith("fused_ready") else "ticket"
+        if dispatch == "ready":
+            sched = sched.with_style("per_task", "ready")
         prep = PreparedSchedule(lb.plan, sched, kernels="megakernel")
         lb.poison(lb.ws[0].Y)
         prep.run(lb.ws[0])
@@ -309,7 +348,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         detail = "D_IG={d_ig} D_GO={d_go} M={m}".format(d_ig=params.d_ig, d_go=params.d_go, m=params.m)
         if check_api:
             y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), mapping=params,
-                           config=lb.cfg)
+                           config=lb.cfg, dispatch=dispatch)
             api_err = lb.err_nchw(lb.torch.as_tensor(y_api, device="cuda"))
             detail += f" api_rel_err={api_err:.3g}"
             err = worst(err, api_err)
@@ -319,33 +358,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
 
     default = default_params(graph)
     meta["fused_default"] = default.as_dict()
-    try:
-        row, _ = fused_row("fused", default, check_api=True)
-        rows.append(row)
-    except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
-        traceback.print_exc()
-        rows.append(error_row(name, "fused", exc, detail=str(default.as_dict())))
-    if lb.args.fused_sweep == "small":
-        sweep, best = [], None
-        for params in sweep_candidates(graph):
-            try:
-                row, stats = fused_row("fused_sweep_best", params, repeats=10, warmup=2)
-                sweep.append({**params.as_dict(), "median_ms": stats.median_ms, "rel_err": row["rel_err"],
-                              "status": row["status"]})
-                if row["status"] == "ok" and (best is None or stats.median_ms < best[1]):
-                    best = (params, stats.median_ms)
-            except Exception as exc:  # noqa: BLE001 - an invalid or failing point is a record, not the end
-                sweep.append({**params.as_dict(), "status": f"error {type(exc).__name__}: {exc}"[:300]})
-        meta["fused_sweep"] = sweep
-        if best is None:
-            rows.append(make_row(name, "fused_sweep_best", None, math.nan, status="error no valid sweep point"))
-        else:
-            meta["fused_sweep_best"] = best[0].as_dict()
-            try:
-                rows.append(fused_row("fused_sweep_best", best[0])[0])
-            except Exception as exc:  # noqa: BLE001
-                traceback.print_exc()
-                rows.append(error_row(name, "fused_sweep_best", exc))
+    for impl, best_impl in (("fused", "fused_sweep_best"), ("fused_ready", "fused_ready_sweep_best")):
+        _run_fused(lb, rows, meta, fused_row, default, impl, best_impl)
     try:
         prep = PreparedSchedule(lb.plan_nonfused, winograd_nonfused(lb.plan_nonfused.graph), kernels="per_kind")
         lb.poison(lb.ws[0].Y)

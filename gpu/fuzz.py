@@ -2,8 +2,8 @@
 
 For one small layer, draws `--mappings` schedules (random valid orders from megasim's
 ``random_order``, Algorithm 1 with random D_IG / D_GO / M at or above their minimums, the naive and
-non-fused orders), each run in a random execution style (per-task ticket or blockIdx dispatch, or a
-persistent grid of 1-4 blocks per SM), and checks every output against the float64 oracle (rel err
+non-fused orders), each run in a random execution style (per-task ticket, blockIdx or ready-first
+dispatch, or a persistent grid of 1-4 blocks per SM, ticket or ready-first), and checks every output against the float64 oracle (rel err
 <= 1e-4) and against the first fused output bit for bit (every mapping computes the same sums in the
 same order within a task, so results must be identical). A dependency wait that gives up raises
 MegakernelError, which is counted as a failure, never a hang.
@@ -82,11 +82,12 @@ def main(argv: list[str] | None = None) -> dict:
     start = time.perf_counter()
     for i in range(args.mappings):
         schedule, info = _random_schedule(plan.graph, rng)
-        style = rng.choice(["ticket", "blockidx", "persistent"])
-        if style == "persistent":
+        style = str(rng.choice(["ticket", "blockidx", "ready", "persistent", "persistent-ready"]))
+        if style.startswith("persistent"):
             k = int(rng.integers(1, 5))
-            schedule = schedule.with_style("persistent", "ticket", k)
-            info["style"] = f"persistent-{k}"
+            dispatch = "ready" if style.endswith("ready") else "ticket"
+            schedule = schedule.with_style("persistent", dispatch, k)
+            info["style"] = f"persistent-{k}" + ("-ready" if dispatch == "ready" else "")
         else:
             schedule = schedule.with_style("per_task", str(style))
             info["style"] = f"per_task-{style}"
