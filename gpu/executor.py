@@ -19,6 +19,7 @@ from gpu import megakernel as mk
 from gpu import winograd_device as dev
 from megasim.lowering.winograd import KINDS, WinogradConfig, WinogradShape, lower_winograd, winograd_shape
 from megasim.mapping import Schedule, check_valid, ready_lists
+from megasim.mapping.ready import root_mask
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
 
@@ -83,6 +84,7 @@ def task_table(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
     table[:, mk.T_WAIT0:mk.T_WAIT0 + nw] = graph.wait_counters[order]
     table[:, mk.T_SIGNAL] = graph.signal_counters[order, 0]
     table[:, mk.T_TASK] = order
+    table[:, mk.T_ROOT] = root_mask(graph, order)
     return table
 
 
@@ -92,7 +94,8 @@ def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, li
 
     The array is the graph's dependency counters followed, for each launch with ``dispatch="ready"``,
     by its ``megasim.mapping.ReadyLists`` (roots, the counters' wait groups, the groups' map positions),
-    its wait groups' pending counts and its queue (-1 = not yet written): the state the megakernel
+    its wait groups' pending counts and its queue (one slot per task: the launch's first
+    ``ready_window`` roots, default one per SM, then -1 = not yet written): the state the megakernel
     changes is reset with the counters, once per run of the schedule."""
     parts = [plan.graph.counter_init.astype(np.int32)]
     offset = parts[0].size
@@ -102,10 +105,13 @@ def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, li
             fields.append(None)
             continue
         rl = ready_lists(plan.graph, launch.order)
+        window = min(launch.ready_window or sm_count(), rl.roots.size)
+        queue = np.full(len(launch.order), -1, np.int32)
+        queue[:window] = rl.roots[:window]
         sections = ((mk.CTL_R_ROOTS, rl.roots), (mk.CTL_R_CPTR, rl.counter_ptr), (mk.CTL_R_CGROUPS, rl.counter_groups),
                     (mk.CTL_R_GPTR, rl.group_ptr), (mk.CTL_R_GPOS, rl.group_positions),
-                    (mk.CTL_R_PEND, rl.group_pending), (mk.CTL_R_QUEUE, np.full(rl.num_released, -1)))
-        f = {mk.CTL_NROOTS: int(rl.roots.size), mk.CTL_NRELEASED: rl.num_released}
+                    (mk.CTL_R_PEND, rl.group_pending), (mk.CTL_R_QUEUE, queue))
+        f = {mk.CTL_NROOTS: int(rl.roots.size), mk.CTL_QTAIL: window, mk.CTL_RTICKET: window}
         for key, arr in sections:
             f[key] = offset
             parts.append(np.asarray(arr, np.int32))
@@ -159,9 +165,9 @@ def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -
         return
     if code == mk.ERR_READY_TIMEOUT:
         raise MegakernelError(
-            f"launch {launch_name!r}: ready-first dispatch found no task to run in {int(ctl[mk.CTL_POLL_LIMIT])} "
-            f"polls (queue head {int(ctl[mk.CTL_ERR_COUNTER])}, tail {int(ctl[mk.CTL_ERR_VALUE])} of "
-            f"{int(ctl[mk.CTL_NRELEASED])} released tasks; {int(ctl[mk.CTL_NROOTS])} roots): a task never ran")
+            f"launch {launch_name!r}: ready-queue slot {int(ctl[mk.CTL_ERR_COUNTER])} was still empty after "
+            f"{int(ctl[mk.CTL_POLL_LIMIT])} polls (queue tail {int(ctl[mk.CTL_ERR_VALUE])}, "
+            f"{int(ctl[mk.CTL_NTASKS])} tasks): a task never became runnable")
     if code != mk.ERR_WAIT_TIMEOUT:
         raise MegakernelError(f"launch {launch_name!r}: kernel reported unknown error code {code}")
     g = plan.graph

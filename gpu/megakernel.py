@@ -4,7 +4,8 @@ the dependency-counter scheduler of Sec. 6, made safe as DESIGN.md requires).
 Arrays shared by the kernels (filled by ``gpu.executor``):
 
 - ``table`` int32 (L, TABLE_COLS): one row per map position of the launch: kind, group, index,
-  the two counters it waits on, the counter it signals (-1 = none), and the TaskGraph task id.
+  the two counters it waits on, the counter it signals (-1 = none), the TaskGraph task id, and 1 if
+  the task waits on no counter signalled in this launch (a root, for ready-queue dispatch).
 - ``ctl`` int32 (CTL_SIZE,): per launch: the ticket counter, the map length, the dispatch mode,
   persistent flag and poll bound (written by the host), and the error record (written by the
   kernel; the host reads it after the launch and raises ``MegakernelError``).
@@ -44,17 +45,17 @@ from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
 # Task table columns.
-T_KIND, T_GROUP, T_INDEX, T_WAIT0, T_WAIT1, T_SIGNAL, T_TASK = 0, 1, 2, 3, 4, 5, 6
+T_KIND, T_GROUP, T_INDEX, T_WAIT0, T_WAIT1, T_SIGNAL, T_TASK, T_ROOT = 0, 1, 2, 3, 4, 5, 6, 7
 TABLE_COLS = 8
 
 # Control array layout.
 CTL_TICKET, CTL_NTASKS, CTL_DISPATCH, CTL_PERSISTENT, CTL_POLL_LIMIT = 0, 1, 2, 3, 4
 CTL_ERR_CODE, CTL_ERR_POS, CTL_ERR_TASK, CTL_ERR_COUNTER, CTL_ERR_VALUE = 5, 6, 7, 8, 9
 CTL_TRACE = 10                # 1: record (claim, ready, end, SM, body done) of every map position into `trace`
-# Ready-first dispatch (megasim.mapping.ready): where the launch's ReadyLists sit in ``counters`` (absolute
-# indices, written by the host), and the launch's queue head and tail, root ticket and list sizes.
+# Ready-queue dispatch (megasim.mapping.ready): where the launch's ReadyLists and queue sit in ``counters``
+# (absolute indices, written by the host), the queue's head and tail, the root ticket, the roots' count.
 CTL_R_ROOTS, CTL_R_CPTR, CTL_R_CGROUPS, CTL_R_GPTR, CTL_R_GPOS, CTL_R_PEND, CTL_R_QUEUE = 11, 12, 13, 14, 15, 16, 17
-CTL_QHEAD, CTL_QTAIL, CTL_RTICKET, CTL_NROOTS, CTL_NRELEASED = 18, 19, 20, 21, 22
+CTL_QHEAD, CTL_QTAIL, CTL_RTICKET, CTL_NROOTS = 18, 19, 20, 21
 CTL_SIZE = 24
 # trace[pos] = claim_ns, ready_ns, end_ns, sm, done_ns (globaltimer / %smid): done is the end of the task's
 # body (after the block's closing barrier), before thread 0's release fence and signal, so end - done
@@ -89,53 +90,42 @@ def _wait_zero(counters, c, ctl, pos, task):
 
 
 @cuda.jit(device=True)
-def _record_ready_timeout(ctl, head, tail):
-    if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_READY_TIMEOUT) == ERR_NONE:
-        ctl[CTL_ERR_POS] = -1
-        ctl[CTL_ERR_TASK] = -1
-        ctl[CTL_ERR_COUNTER] = head
-        ctl[CTL_ERR_VALUE] = tail
-
-
-@cuda.jit(device=True)
 def _claim_ready(ctl, counters):
-    """Thread 0, ready-first dispatch: the map position of the oldest released task, else of the next
-    root; polls while neither exists. Returns the position, ctl[CTL_NTASKS] when every task is claimed
-    (a persistent block leaves), or -1 after ``ctl[CTL_POLL_LIMIT]`` polls or another block's error.
-
-    The queue (``counters[CTL_R_QUEUE + i]``, -1 until written) is claimed slot by slot with a
-    compare-and-swap on its head below its tail, never beyond it: a pusher reserves slots by moving the
-    tail first, so a claimed slot may still read -1 for a moment and is polled until written."""
+    """Thread 0, ready-queue dispatch: the map position in the next slot of the queue of runnable tasks
+    (``counters[ctl[CTL_R_QUEUE] + i]``, -1 until written), polled until it is written; ctl[CTL_NTASKS]
+    when every slot is taken (a persistent block leaves), or -1 after ``ctl[CTL_POLL_LIMIT]`` polls or
+    another block's error. One atomic takes the slot, as a ticket does: every task passes through the
+    queue once, so slot i is written when the i-th task becomes runnable."""
     limit = ctl[CTL_POLL_LIMIT]
-    queue = ctl[CTL_R_QUEUE]
-    n_roots = ctl[CTL_NROOTS]
+    h = cuda.atomic.add(ctl, CTL_QHEAD, 1)
+    if h >= ctl[CTL_NTASKS]:
+        return ctl[CTL_NTASKS]
+    slot = ctl[CTL_R_QUEUE] + h
     polls = 0
     while True:
-        head = cuda.atomic.add(ctl, CTL_QHEAD, 0)
-        tail = cuda.atomic.add(ctl, CTL_QTAIL, 0)
-        if head < tail:
-            if cuda.atomic.cas(ctl, CTL_QHEAD, head, head + 1) == head:
-                while True:
-                    pos = cuda.atomic.add(counters, queue + head, 0)
-                    if pos >= 0:
-                        return pos
-                    polls += 1
-                    if polls >= limit:
-                        _record_ready_timeout(ctl, head, tail)
-                        return -1
-            continue                     # another block took that slot: look again
-        if cuda.atomic.add(ctl, CTL_RTICKET, 0) < n_roots:
-            r = cuda.atomic.add(ctl, CTL_RTICKET, 1)
-            if r < n_roots:
-                return counters[ctl[CTL_R_ROOTS] + r]
-        if head >= ctl[CTL_NRELEASED]:   # roots used up and every released task claimed
-            return ctl[CTL_NTASKS]
+        pos = cuda.atomic.add(counters, slot, 0)
+        if pos >= 0:
+            return pos
         polls += 1
         if polls >= limit:
-            _record_ready_timeout(ctl, head, tail)
+            if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_READY_TIMEOUT) == ERR_NONE:
+                ctl[CTL_ERR_POS] = -1
+                ctl[CTL_ERR_TASK] = -1
+                ctl[CTL_ERR_COUNTER] = h
+                ctl[CTL_ERR_VALUE] = cuda.atomic.add(ctl, CTL_QTAIL, 0)
             return -1
         if polls % ERR_CHECK_EVERY == 0 and cuda.atomic.add(ctl, CTL_ERR_CODE, 0) != ERR_NONE:
             return -1
+
+
+@cuda.jit(device=True)
+def _queue_next_root(ctl, counters):
+    """Thread 0, ready-queue dispatch, after a root task: queue the next root in map order, if any."""
+    r = cuda.atomic.add(ctl, CTL_RTICKET, 1)
+    if r < ctl[CTL_NROOTS]:
+        t = cuda.atomic.add(ctl, CTL_QTAIL, 1)
+        counters[ctl[CTL_R_QUEUE] + t] = counters[ctl[CTL_R_ROOTS] + r]
+        cuda.threadfence()
 
 
 @cuda.jit(device=True)
@@ -256,8 +246,11 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
         cuda.syncthreads()
         if sh[0] >= 0:
             _release(ctl, counters, sh[0])
-        if tid == 0 and tracing:
-            trace[pos, 2] = globaltimer()
+        if tid == 0:
+            if table[pos, T_ROOT] == 1:
+                _queue_next_root(ctl, counters)
+            if tracing:
+                trace[pos, 2] = globaltimer()
     return 1
 
 

@@ -1,4 +1,4 @@
-"""Ready-first dispatch (megasim.mapping.ready): the release lists, and the simulator's policy on a
+"""Ready-queue dispatch (megasim.mapping.ready): the release lists, and the simulator's policy on a
 hand-timed scenario and on Winograd graphs. The megakernel's side is in tests/test_gpu_winograd.py."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from megasim.lowering.winograd import WinogradConfig, lower_winograd
-from megasim.mapping import Launch, Schedule, algorithm1, default_params, naive_fused, ready_lists
+from megasim.mapping import algorithm1, default_params, naive_fused, ready_lists
+from megasim.mapping.ready import root_mask
 from megasim.sim import simulate
 from megasim.hardware import get_gpu
 from megasim.workloads.problem import ConvProblem
@@ -53,20 +54,38 @@ def test_winograd_wait_groups():
     assert rl.counter_ptr[1] - rl.counter_ptr[0] == groups
 
 
-def test_ready_first_never_holds_a_slot_on_a_parent():
-    # atomic 2. t0 (root) SM0: claim 0, ready 2, end 102. SM1 skips t1 (not ready) and takes the next
-    # root t2: claim 0, ready 2, end 52; then nothing is ready: SM1 idles. t0's signal completes t1's
-    # group: its decrement's round trip (2) and the queueing (2 x 2) -> queued at 108; SM1 claims t1
-    # at 108, ready 110, end 120. (Ticket dispatch: 154, tests/test_sim_scenarios.py.)
+def test_ready_queue_never_holds_a_slot_on_a_parent():
+    # atomic 2; the queue starts with both roots (window: one per SM). t0 SM0: claim 0, ready 2, end
+    # 102. SM1 takes t2, not t1 (not runnable): claim 0, ready 2, end 52; its root ticket and the tail
+    # (2 x 2) find no root left; nothing is queued: SM1 idles. t0's signal completes t1's group: its
+    # decrement (2), the queueing (2 x 2), its root ticket (2 x 2) -> t1 queued by 108 and SM1 claims
+    # it at 112 (the block holds its slot until 112, idle SM1 claims then): ready 114, end 124.
+    # (Ticket dispatch: 154, tests/test_sim_scenarios.py.)
     spec = toy_spec(atomic_latency_ns=2.0)
     r = simulate(dep_graph(), one_launch([0, 1, 2], dispatch="ready"), spec)
-    assert_rows(r, [(0, 0, 0, 0, 2, 102), (2, 1, 0, 0, 2, 52), (1, 1, 0, 108, 110, 120)])
+    assert_rows(r, [(0, 0, 0, 0, 2, 102), (2, 1, 0, 0, 2, 52), (1, 1, 0, 112, 114, 124)])
     assert r.wait_ns.tolist() == [0.0, 0.0, 0.0]
-    assert r.predicted_ns == 120
+    assert r.predicted_ns == 124
+
+
+def test_ready_window_queues_the_next_root_when_a_root_ends():
+    # window 1: only t0 is queued; SM1 idles from the start. t0 ends at 102; its block queues t1
+    # (released) and then the next root t2 by 112 (2 + 4 + 4). Idle SM1 takes t1: claim 112, ready 114,
+    # end 124; SM0 takes t2: claim 112, ready 114, end 164.
+    spec = toy_spec(atomic_latency_ns=2.0)
+    r = simulate(dep_graph(), one_launch([0, 1, 2], dispatch="ready", ready_window=1), spec)
+    assert_rows(r, [(0, 0, 0, 0, 2, 102), (1, 1, 0, 112, 114, 124), (2, 0, 0, 112, 114, 164)])
+    assert r.predicted_ns == 164
+
+
+def test_root_mask():
+    g = dep_graph()
+    assert root_mask(g, np.array([0, 1, 2])).tolist() == [True, False, True]
+    assert root_mask(g, np.array([1])).tolist() == [True]
 
 
 @pytest.mark.parametrize("style", ["per_task", "persistent"])
-def test_ready_first_on_winograd_runs_every_task_without_waiting(style):
+def test_ready_queue_on_winograd_runs_every_task_without_waiting(style):
     problem = ConvProblem(2, 24, 40, 14, 13)
     g = lower_winograd(problem, WinogradConfig(tiles_per_group=4))
     spec = get_gpu("H200")

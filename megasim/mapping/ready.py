@@ -1,19 +1,21 @@
-"""Ready-first dispatch: a launch's blocks take tasks whose parents are done, never waiting on a parent.
+"""Ready-queue dispatch: a launch's blocks take runnable tasks from a queue, never waiting on a parent.
 
 With ticket dispatch (the paper's design) a block takes the next map position and, if that task's
 parents have not finished, holds its SM slot while it polls their counters. On the H200 the recorded
 resnet-1 megakernel at the default Algorithm 1 parameters spends about half of its block-slot time
-polling (docs/winograd_gpu.md). Ready-first dispatch (``Launch.dispatch = "ready"``) hands a free
-block a task that can run now:
+polling (docs/winograd_gpu.md). Ready-queue dispatch (``Launch.dispatch = "ready"``) instead hands a
+free block the oldest task of a FIFO queue of runnable tasks:
 
-1. a *released* task, first come first served: a task whose in-launch parents have all finished,
-   queued by the block that finished the last of them; else
-2. the next *root* in map order: a task that waits on no counter signalled in this launch; else
-3. nothing yet: the block polls until one of the two appears (or, persistent, the map is used up).
+- the queue starts with the launch's first ``ready_window`` *roots* in map order (tasks that wait on no
+  counter signalled in this launch; default window: one per SM);
+- a block that finishes a root queues the next root in map order, so about ``ready_window`` roots are
+  queued or running until the roots run out (the window plays the part of Algorithm 1's lag);
+- a block whose signal completes the last counter a task waits on queues that task (*released*).
 
-Released tasks come first, so a consumer runs soon after its producers (their output is still in
-the L2) and the roots (the input transforms) are only taken while no consumer is ready. The map
-order still decides which root is next and in which order a group's released tasks are queued.
+A block takes a slot with one atomic, as a ticket does; every task passes through the queue once, so
+the i-th slot is written when the i-th task becomes runnable, and a block whose slot is not yet
+written polls it (the only wait left: nothing is runnable). No block ever holds a slot on a parent,
+so ready-queue dispatch runs any order of the tasks without deadlock.
 
 Release without a per-task fan-out: tasks that wait on the same set of in-launch counters form a
 *wait group* (a Winograd graph's GEMMs of one tile group all wait on the filter transforms' counter
@@ -21,9 +23,6 @@ and their group's input-transform counter), with a pending count = the size of t
 whose signal takes a counter to zero decrements the pending count of each wait group on that
 counter; the one that takes a group's count to zero queues the group's tasks (map order). The
 filter-transform counter's release then costs one decrement per tile group, not one per GEMM.
-
-No block ever waits on a parent, so ready-first dispatch cannot deadlock on any order: a block
-polls only while nothing can run, i.e. while every unfinished task waits on a running one.
 
 ``ready_lists`` computes these lists once per launch; the simulator (``megasim.sim.engine``) and the
 GPU megakernel (``gpu.megakernel``, packed by ``gpu.executor``) both read them, so the model and
@@ -67,17 +66,27 @@ class ReadyLists:
         return int(self.group_positions.size)
 
 
+def _live_waits(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
+    """Per map position, its wait counters that a task of this launch signals (-1 elsewhere)."""
+    signalled = np.zeros(graph.num_counters, bool)
+    sig = graph.signal_counters[order].ravel()
+    signalled[sig[sig >= 0]] = True
+    waits = graph.wait_counters[order]
+    return np.where((waits >= 0) & signalled[np.maximum(waits, 0)], waits, -1)
+
+
+def root_mask(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
+    """Per map position of a launch running ``order``, True where the task is a root (waits on no
+    counter a task of this launch signals)."""
+    return (_live_waits(graph, np.asarray(order, np.int64)) < 0).all(axis=1)
+
+
 def ready_lists(graph: TaskGraph, order: np.ndarray) -> ReadyLists:
     """The ReadyLists of a launch running ``order`` (task ids in map order) of ``graph``.
 
     A counter is *in-launch* when a task of this launch signals it; counters signalled only by
     earlier launches are zero when this one starts and are not waited on."""
-    order = np.asarray(order, np.int64)
-    signalled = np.zeros(graph.num_counters, bool)
-    sig = graph.signal_counters[order].ravel()
-    signalled[sig[sig >= 0]] = True
-    waits = graph.wait_counters[order]
-    live = np.where((waits >= 0) & signalled[np.maximum(waits, 0)], waits, -1)
+    live = _live_waits(graph, np.asarray(order, np.int64))
     live.sort(axis=1)                                 # a wait set's canonical key (-1 first)
     is_root = (live < 0).all(axis=1)
     roots = np.flatnonzero(is_root).astype(np.int32)

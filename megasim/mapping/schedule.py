@@ -9,8 +9,9 @@ launch's blocks claim tasks. Its execution style says how blocks claim them:
   tasks start in map order whatever order the hardware dispatches blocks in; with
   ``dispatch="blockidx"`` block b runs task map[b], as in the paper (correct only if the hardware
   dispatches in blockIdx order, which it is observed to do but does not promise); with
-  ``dispatch="ready"`` a block takes a task whose parents are done (released tasks first, then the
-  next root in map order; ``megasim.mapping.ready``), so no block holds its slot waiting on a parent.
+  ``dispatch="ready"`` a block takes the next task of a queue of runnable ones (the first
+  ``ready_window`` roots, then each task as it becomes runnable; ``megasim.mapping.ready``), so no
+  block holds its slot waiting on a parent.
 - ``persistent``: a grid of ``blocks_per_sm`` blocks per SM that loop, each claiming the next task
   (by ticket, or ready-first) until the map is used up.
 
@@ -46,6 +47,8 @@ class Launch:
     # persistent, else its kind's own kernel; "megakernel" = the megakernel even for one kind's tasks
     # (e.g. a calibration run of one kind inside the megakernel).
     kernel: str | None = None
+    # dispatch="ready": roots queued at the start (None = one per SM of the GPU); megasim.mapping.ready
+    ready_window: int | None = None
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
@@ -54,6 +57,9 @@ class Launch:
             raise MappingError(f"execution style {self.style!r} is not allowed (allowed: {', '.join(STYLES)})")
         if self.dispatch not in DISPATCHES:
             raise MappingError(f"dispatch {self.dispatch!r} is not allowed (allowed: {', '.join(DISPATCHES)})")
+        if self.ready_window is not None and (isinstance(self.ready_window, bool)
+                                              or not isinstance(self.ready_window, int) or self.ready_window < 1):
+            raise MappingError(f"ready_window={self.ready_window!r} is not allowed: it must be a positive integer")
         if self.blocks_per_sm is not None and (isinstance(self.blocks_per_sm, bool)
                                                or not isinstance(self.blocks_per_sm, int) or self.blocks_per_sm < 1):
             raise MappingError(f"blocks_per_sm={self.blocks_per_sm!r} is not allowed: it must be a positive integer")
@@ -72,15 +78,21 @@ class Schedule:
             h.update(f"{launch.name}|{launch.style}|{launch.dispatch}|{launch.blocks_per_sm}".encode())
             if launch.kernel is not None:
                 h.update(f"|{launch.kernel}".encode())
+            if launch.ready_window is not None:
+                h.update(f"|w{launch.ready_window}".encode())
             h.update(np.ascontiguousarray(launch.order, dtype=np.int64).tobytes())
         return h.hexdigest()[:16]
 
-    def with_style(self, style: str, dispatch: str = "ticket", blocks_per_sm: int | None = None) -> "Schedule":
+    def with_style(self, style: str, dispatch: str = "ticket", blocks_per_sm: int | None = None,
+                   ready_window: int | None = None) -> "Schedule":
         """The same task maps run in another execution style."""
-        launches = tuple(Launch(l.order, l.name, style, dispatch, blocks_per_sm, l.kernel) for l in self.launches)
+        launches = tuple(Launch(l.order, l.name, style, dispatch, blocks_per_sm, l.kernel, ready_window)
+                         for l in self.launches)
         params = dict(self.params, style=style, dispatch=dispatch)
         if blocks_per_sm is not None:
             params["blocks_per_sm"] = blocks_per_sm
+        if ready_window is not None:
+            params["ready_window"] = ready_window
         return Schedule(self.name, launches, params)
 
 

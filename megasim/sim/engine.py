@@ -18,12 +18,15 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
 - **Dependency waits.** A task whose counters are not yet zero keeps its slot and polls; it resumes
   an atomic round trip after the last parent signals (the paper's Listing 2). Parents signal when
   they end.
-- **Ready-first dispatch** (``Launch.dispatch == "ready"``, ``megasim.mapping.ready``): a free slot
-  takes the oldest released task, else the next root in map order, else idles until a release.
-  Each signal's decrement is waited on (an atomic round trip held by the signalling block); a block
-  whose signal completes a wait group queues it, two more round trips (the group's pending count,
-  the queue's tail), after which idle slots and then that block claim. A claim costs what a ticket
-  claim costs (the kind's ``megakernel_claim_ns``, or two atomic round trips).
+- **Ready-queue dispatch** (``Launch.dispatch == "ready"``, ``megasim.mapping.ready``): a free slot
+  takes the oldest task of a FIFO queue of runnable tasks, or idles until one is queued. The queue
+  starts with the launch's first ``ready_window`` roots (default: one per SM); a block that finishes a
+  root queues the next root in map order, and a block whose signal completes a wait group queues
+  the group. Each signal's decrement is waited on (an atomic round trip held by the signalling
+  block); queueing takes two more (a pending count or the root ticket, then the queue's tail), after
+  which idle slots and then that block claim. A claim costs what a ticket claim costs (the kind's
+  ``megakernel_claim_ns``, or two atomic round trips). A root's block also pays the root ticket's
+  and the tail's round trips.
 - **Memory, then compute.** A ready task first moves its bytes, then computes. Its accesses go
   through the L2 model (``L2Cache``) when it becomes ready: hits cost L2 bandwidth, misses and writes
   cost DRAM bandwidth too. The memory phase starts after the latency of its first access
@@ -362,7 +365,11 @@ class _Run:
             self.r_pending = rl.group_pending.tolist()
             self.r_group_ptr = rl.group_ptr.tolist()
             self.r_group_positions = rl.group_positions.tolist()
-            self.r_queue: deque[int] = deque()      # released map positions, oldest first
+            window = launch.ready_window or self.spec.sm_count
+            self.r_is_root = set(self.r_roots)
+            self.r_pos_of: dict[int, int] = {}
+            self.r_queue: deque[int] = deque(self.r_roots[:window])   # queued map positions, oldest first
+            self.cur_next = min(window, len(self.r_roots))            # the next root to queue
             self.r_idle: deque[tuple[int, int]] = deque()
         # Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
         # and the counter look, or the kind's measured megakernel claim in a megakernel launch.
@@ -404,16 +411,14 @@ class _Run:
         self._take(task, sm, slot)
 
     def _claim_ready(self, sm: int, slot: int) -> None:
-        """Ready-first: the oldest released task, else the next root, else the slot idles."""
+        """Ready-queue: the oldest queued task, else the slot idles until one is queued."""
         if self.r_queue:
             pos = self.r_queue.popleft()
-        elif self.cur_next < len(self.r_roots):
-            pos = self.r_roots[self.cur_next]
-            self.cur_next += 1
         else:
             if self.cur_done < self.cur_len:
                 self.r_idle.append((sm, slot))
             return
+        self.r_pos_of[self.cur_order[pos]] = pos
         self._take(self.cur_order[pos], sm, slot)
 
     def _take(self, task: int, sm: int, slot: int) -> None:
@@ -566,12 +571,17 @@ class _Run:
             atomic = self.spec.atomic_latency_ns
             signalled = any(c >= 0 for c in self.signals[task])
             delay = (atomic if signalled else 0.0) + (2.0 * atomic if released else 0.0)
+            if self.r_pos_of[task] in self.r_is_root:       # a root: the root ticket, then the tail
+                delay += 2.0 * atomic
+                if self.cur_next < len(self.r_roots):
+                    released.append(-1 - self.r_roots[self.cur_next])
+                    self.cur_next += 1
             self._after(delay, self._on_ready_signal, (task, released))
         else:
             self._claim(self.sm_of[task], self.slot_of[task])
 
     def _complete_groups(self, counter: int) -> list[int]:
-        """Ready-first: counter reached zero; the wait groups whose last pending counter it was."""
+        """Ready-queue: counter reached zero; the wait groups whose last pending counter it was."""
         done = []
         pending = self.r_pending
         for j in range(self.r_counter_ptr[counter], self.r_counter_ptr[counter + 1]):
@@ -582,12 +592,16 @@ class _Run:
         return done
 
     def _on_ready_signal(self, value: tuple[int, list[int]]) -> None:
-        """Ready-first: the signalling block of `task` queues the groups it released; idle slots
-        claim first (they were polling), then the block itself."""
+        """Ready-queue: the block of `task` queues the groups it released and, after a root, the next
+        root (``-1 - position`` in ``released``); idle slots claim first (they were polling), then the
+        block itself."""
         task, released = value
         ptr, positions = self.r_group_ptr, self.r_group_positions
         for g in released:
-            self.r_queue.extend(positions[ptr[g]:ptr[g + 1]])
+            if g >= 0:
+                self.r_queue.extend(positions[ptr[g]:ptr[g + 1]])
+            else:
+                self.r_queue.append(-1 - g)
         while self.r_idle and self.r_queue:
             self._claim_ready(*self.r_idle.popleft())
         self._claim_ready(self.sm_of[task], self.slot_of[task])
