@@ -95,8 +95,9 @@ def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, li
     The array is the graph's dependency counters followed, for each launch with ``dispatch="ready"``,
     by its ``megasim.mapping.ReadyLists`` (roots, the counters' wait groups, the groups' map positions),
     its wait groups' pending counts and its queue (one slot per task: the launch's first
-    ``ready_window`` roots, default one per SM, then -1 = not yet written): the state the megakernel
-    changes is reset with the counters, once per run of the schedule."""
+    ``ready_window`` roots, default one per SM, then -1 = not yet written), after the queue's head,
+    tail and root ticket (a 128-byte line each): the state the megakernel changes is reset with the
+    counters, once per run of the schedule."""
     parts = [plan.graph.counter_init.astype(np.int32)]
     offset = parts[0].size
     fields: list[dict[int, int] | None] = []
@@ -111,7 +112,13 @@ def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, li
         sections = ((mk.CTL_R_ROOTS, rl.roots), (mk.CTL_R_CPTR, rl.counter_ptr), (mk.CTL_R_CGROUPS, rl.counter_groups),
                     (mk.CTL_R_GPTR, rl.group_ptr), (mk.CTL_R_GPOS, rl.group_positions),
                     (mk.CTL_R_PEND, rl.group_pending), (mk.CTL_R_QUEUE, queue))
-        f = {mk.CTL_NROOTS: int(rl.roots.size), mk.CTL_QTAIL: window, mk.CTL_RTICKET: window}
+        pad = -offset % mk.LINE_INTS                         # head, tail, root ticket: a 128-byte line each
+        lines = np.zeros(pad + 3 * mk.LINE_INTS, np.int32)
+        lines[pad + mk.LINE_INTS] = window                   # tail
+        lines[pad + 2 * mk.LINE_INTS] = window               # root ticket
+        parts.append(lines)
+        f = {mk.CTL_NROOTS: int(rl.roots.size), mk.CTL_R_HEAD: offset + pad}
+        offset += lines.size
         for key, arr in sections:
             f[key] = offset
             parts.append(np.asarray(arr, np.int32))

@@ -55,7 +55,13 @@ CTL_TRACE = 10                # 1: record (claim, ready, end, SM, body done) of 
 # Ready-queue dispatch (megasim.mapping.ready): where the launch's ReadyLists and queue sit in ``counters``
 # (absolute indices, written by the host), the queue's head and tail, the root ticket, the roots' count.
 CTL_R_ROOTS, CTL_R_CPTR, CTL_R_CGROUPS, CTL_R_GPTR, CTL_R_GPOS, CTL_R_PEND, CTL_R_QUEUE = 11, 12, 13, 14, 15, 16, 17
-CTL_QHEAD, CTL_QTAIL, CTL_RTICKET, CTL_NROOTS = 18, 19, 20, 21
+# The queue's head, tail and root ticket are three entries of ``counters``, each on its own 128-byte line
+# (CTL_R_HEAD, + LINE_INTS, + 2 LINE_INTS): every claim, release and root hits one of them.
+CTL_R_HEAD, CTL_NROOTS = 18, 19
+LINE_INTS = 32
+# Ready-queue dispatch: nanoseconds a block sleeps between polls of a queue slot not yet written (0: none).
+# MEGASIM_READY_POLL_NS overrides it for experiments (read at import).
+READY_POLL_NS = int(os.environ.get("MEGASIM_READY_POLL_NS", "0"))
 CTL_SIZE = 24
 # trace[pos] = claim_ns, ready_ns, end_ns, sm, done_ns (globaltimer / %smid): done is the end of the task's
 # body (after the block's closing barrier), before thread 0's release fence and signal, so end - done
@@ -89,6 +95,16 @@ def _wait_zero(counters, c, ctl, pos, task):
             return 0
 
 
+if numba_config.ENABLE_CUDASIM:      # the simulator has no nanosleep; its blocks run one by one anyway
+    @cuda.jit(device=True)
+    def _sleep(ns):
+        pass
+else:
+    @cuda.jit(device=True)
+    def _sleep(ns):
+        cuda.nanosleep(ns)
+
+
 @cuda.jit(device=True)
 def _claim_ready(ctl, counters):
     """Thread 0, ready-queue dispatch: the map position in the next slot of the queue of runnable tasks
@@ -97,7 +113,8 @@ def _claim_ready(ctl, counters):
     another block's error. One atomic takes the slot, as a ticket does: every task passes through the
     queue once, so slot i is written when the i-th task becomes runnable."""
     limit = ctl[CTL_POLL_LIMIT]
-    h = cuda.atomic.add(ctl, CTL_QHEAD, 1)
+    head = ctl[CTL_R_HEAD]
+    h = cuda.atomic.add(counters, head, 1)
     if h >= ctl[CTL_NTASKS]:
         return ctl[CTL_NTASKS]
     slot = ctl[CTL_R_QUEUE] + h
@@ -106,13 +123,15 @@ def _claim_ready(ctl, counters):
         pos = cuda.atomic.add(counters, slot, 0)
         if pos >= 0:
             return pos
+        if READY_POLL_NS > 0:
+            _sleep(READY_POLL_NS)
         polls += 1
         if polls >= limit:
             if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_READY_TIMEOUT) == ERR_NONE:
                 ctl[CTL_ERR_POS] = -1
                 ctl[CTL_ERR_TASK] = -1
                 ctl[CTL_ERR_COUNTER] = h
-                ctl[CTL_ERR_VALUE] = cuda.atomic.add(ctl, CTL_QTAIL, 0)
+                ctl[CTL_ERR_VALUE] = cuda.atomic.add(counters, head + LINE_INTS, 0)
             return -1
         if polls % ERR_CHECK_EVERY == 0 and cuda.atomic.add(ctl, CTL_ERR_CODE, 0) != ERR_NONE:
             return -1
@@ -121,9 +140,10 @@ def _claim_ready(ctl, counters):
 @cuda.jit(device=True)
 def _queue_next_root(ctl, counters):
     """Thread 0, ready-queue dispatch, after a root task: queue the next root in map order, if any."""
-    r = cuda.atomic.add(ctl, CTL_RTICKET, 1)
+    head = ctl[CTL_R_HEAD]
+    r = cuda.atomic.add(counters, head + 2 * LINE_INTS, 1)
     if r < ctl[CTL_NROOTS]:
-        t = cuda.atomic.add(ctl, CTL_QTAIL, 1)
+        t = cuda.atomic.add(counters, head + LINE_INTS, 1)
         counters[ctl[CTL_R_QUEUE] + t] = counters[ctl[CTL_R_ROOTS] + r]
         cuda.threadfence()
 
@@ -146,7 +166,7 @@ def _release(ctl, counters, c):
         if cuda.atomic.sub(counters, pend + g, 1) == 1:
             first = counters[gptr + g]
             n = counters[gptr + g + 1] - first
-            base = cuda.atomic.add(ctl, CTL_QTAIL, n)
+            base = cuda.atomic.add(counters, ctl[CTL_R_HEAD] + LINE_INTS, n)
             for i in range(n):
                 counters[queue + base + i] = counters[gpos + first + i]
             cuda.threadfence()
@@ -244,12 +264,13 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
             trace[pos, 2] = globaltimer()
     if ready:
         cuda.syncthreads()
+        if tid == cuda.blockDim.x - 1 and table[pos, T_ROOT] == 1:
+            _queue_next_root(ctl, counters)     # another warp than thread 0's, beside the release
         if sh[0] >= 0:
             _release(ctl, counters, sh[0])
-        if tid == 0:
-            if table[pos, T_ROOT] == 1:
-                _queue_next_root(ctl, counters)
-            if tracing:
+        if tracing:
+            cuda.syncthreads()
+            if tid == 0:
                 trace[pos, 2] = globaltimer()
     return 1
 
