@@ -59,9 +59,7 @@ CTL_R_ROOTS, CTL_R_CPTR, CTL_R_CGROUPS, CTL_R_GPTR, CTL_R_GPOS, CTL_R_PEND, CTL_
 # (CTL_R_HEAD, + LINE_INTS, + 2 LINE_INTS): every claim, release and root hits one of them.
 CTL_R_HEAD, CTL_NROOTS = 18, 19
 LINE_INTS = 32
-# Ready-queue dispatch: nanoseconds a block sleeps between polls of a queue slot not yet written (0: none).
-# MEGASIM_READY_POLL_NS overrides it for experiments (read at import).
-READY_POLL_NS = int(os.environ.get("MEGASIM_READY_POLL_NS", "0"))
+
 CTL_SIZE = 24
 # trace[pos] = claim_ns, ready_ns, end_ns, sm, done_ns (globaltimer / %smid): done is the end of the task's
 # body (after the block's closing barrier), before thread 0's release fence and signal, so end - done
@@ -95,16 +93,6 @@ def _wait_zero(counters, c, ctl, pos, task):
             return 0
 
 
-if numba_config.ENABLE_CUDASIM:      # the simulator has no nanosleep; its blocks run one by one anyway
-    @cuda.jit(device=True)
-    def _sleep(ns):
-        pass
-else:
-    @cuda.jit(device=True)
-    def _sleep(ns):
-        cuda.nanosleep(ns)
-
-
 @cuda.jit(device=True)
 def _claim_ready(ctl, counters):
     """Thread 0, ready-queue dispatch: the map position in the next slot of the queue of runnable tasks
@@ -123,8 +111,6 @@ def _claim_ready(ctl, counters):
         pos = cuda.atomic.add(counters, slot, 0)
         if pos >= 0:
             return pos
-        if READY_POLL_NS > 0:
-            _sleep(READY_POLL_NS)
         polls += 1
         if polls >= limit:
             if cuda.atomic.cas(ctl, CTL_ERR_CODE, ERR_NONE, ERR_READY_TIMEOUT) == ERR_NONE:
