@@ -3,8 +3,8 @@
 A plan names the schedule (``nonfused``: four kernels; ``fused``: the Algorithm 1 megakernel;
 ``naive``: the megakernel in non-fused order, the paper's Fig. 3a) and its parameters: Algorithm 1's
 D_IG, D_GO, M; the Winograd implementation parameters (tile m, tiles per group t, threads, pairs per
-transform thread (default by schedule: 4 in the megakernel, 1 non-fused), GEMM k-tile); and the execution style (one block per task or a persistent grid; ticket or blockIdx
-dispatch). Parameters left out take defaults (Algorithm 1: the tightest valid D_IG and D_GO for M,
+transform thread (default by schedule: 4 in the megakernel, 1 non-fused), GEMM k-tile); and the execution style (one block per task or a persistent grid; ticket, blockIdx
+or ready-queue dispatch, with the ready queue's window of roots). Parameters left out take defaults (Algorithm 1: the tightest valid D_IG and D_GO for M,
 see ``megasim.mapping.default_params``).
 
 Plans travel as ``--param`` strings, ``KEY=VALUE`` pairs joined by commas, e.g.
@@ -32,7 +32,7 @@ SCHEDULES = ("fused", "nonfused", "naive")
 _INT_KEYS = {"D_IG": "d_ig", "D_GO": "d_go", "M": "m", "t": "tiles_per_group", "tile": "tile",
              "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads",
              "pairs": "transform_pairs_per_thread", "gemm_threads": "gemm_threads",
-             "blocks_per_sm": "blocks_per_sm"}
+             "blocks_per_sm": "blocks_per_sm", "ready_window": "ready_window"}
 _STR_KEYS = {"style": ("style", STYLES), "dispatch": ("dispatch", DISPATCHES)}
 
 
@@ -51,6 +51,7 @@ class Plan:
     style: str = "per_task"
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None
+    ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -59,6 +60,9 @@ class Plan:
             raise MappingError(f"D_IG, D_GO and M apply to the fused schedule only, not to {self.schedule!r}")
         if self.blocks_per_sm is not None and self.style != "persistent":
             raise MappingError("blocks_per_sm applies to style=persistent only")
+        if self.ready_window is not None and (self.dispatch != "ready" or self.ready_window < 1):
+            raise MappingError(f"ready_window={self.ready_window} is not allowed: it must be a positive integer, "
+                               "with dispatch=ready")
 
     @property
     def pairs_per_thread(self) -> int:
@@ -146,7 +150,7 @@ def build(problem: ConvProblem, plan: Plan) -> tuple[TaskGraph, Schedule, Plan]:
     else:
         schedule = algorithm1(graph, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
     if plan.style != "per_task" or plan.dispatch != "ticket":
-        schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm)
+        schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm, plan.ready_window)
     return graph, schedule, plan
 
 

@@ -99,3 +99,16 @@ def test_ready_queue_on_winograd_runs_every_task_without_waiting(style):
             children = np.flatnonzero((g.wait_counters == c).any(axis=1))
             if parents.size and children.size:
                 assert r.ready_ns[children].min() >= r.end_ns[parents].max()
+
+
+def test_plan_carries_the_ready_window_and_refuses_it_elsewhere():
+    from megasim.errors import MappingError
+    from megasim.plan import Plan, build
+    plan = Plan.parse("fused", "dispatch=ready,ready_window=7")
+    _, schedule, resolved = build(ConvProblem(1, 8, 8, 10, 10), plan)
+    assert schedule.launches[0].ready_window == 7 and schedule.launches[0].dispatch == "ready"
+    assert "ready_window=7" in resolved.param_string()
+    with pytest.raises(MappingError, match="ready_window=7 is not allowed"):
+        Plan.parse("fused", "ready_window=7")
+    with pytest.raises(MappingError, match="ready_window=0 is not allowed"):
+        Plan.parse("fused", "dispatch=ready,ready_window=0")
