@@ -13,8 +13,8 @@ Implementations (``impl``):
   with no mapping); ``fused_sweep_best`` (``--fused-sweep small``): the fastest of M in {1, 2, 4, 8} x
   D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M;
   ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
-  ready-first dispatch (``megasim.mapping.ready``: a block takes a task whose parents are done, released
-  tasks first, then the next root in map order). ``nonfused``: our four per-kind kernels.
+  ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
+  runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
   Both are timed through ``gpu.prepared.PreparedSchedule`` (tables uploaded once; the executor's
   ``run_schedule`` re-uploads them per call), on NHWC input already in place (the NCHW<->NHWC
   transposes that ``conv2d`` adds for NCHW tensors are not timed); ``detail`` also gives the error of

@@ -3,7 +3,7 @@ launches them, and turns a kernel's error record into a ``MegakernelError``.
 
 ``WinogradPlan`` holds what every launch of one problem shares (graph, params, block size, shared
 memory); ``run_schedule`` runs one Schedule on device tensors. Each Launch of the schedule runs
-either with the megakernel (any mix of kinds; per-task ticket, blockidx or ready-first dispatch, or a
+either with the megakernel (any mix of kinds; per-task ticket, blockidx or ready-queue dispatch, or a
 persistent grid) or, with ``kernels="per_kind"``, with the non-fused kernel of its one kind.
 """
 
@@ -90,7 +90,7 @@ def task_table(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
 
 def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, list[dict[int, int] | None]]:
     """The int32 array a run of ``schedule`` starts ``counters`` from, and per launch the control-array
-    fields of its ready-first lists (None for a launch with another dispatch).
+    fields of its ready-queue lists (None for a launch with another dispatch).
 
     The array is the graph's dependency counters followed, for each launch with ``dispatch="ready"``,
     by its ``megasim.mapping.ReadyLists`` (roots, the counters' wait groups, the groups' map positions),

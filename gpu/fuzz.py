@@ -2,8 +2,8 @@
 
 For one small layer, draws `--mappings` schedules (random valid orders from megasim's
 ``random_order``, Algorithm 1 with random D_IG / D_GO / M at or above their minimums, the naive and
-non-fused orders), each run in a random execution style (per-task ticket, blockIdx or ready-first
-dispatch, or a persistent grid of 1-4 blocks per SM, ticket or ready-first), and checks every output against the float64 oracle (rel err
+non-fused orders), each run in a random execution style (per-task ticket, blockIdx or ready-queue
+dispatch, or a persistent grid of 1-4 blocks per SM, ticket or ready-queue), and checks every output against the float64 oracle (rel err
 <= 1e-4) and against the first fused output bit for bit (every mapping computes the same sums in the
 same order within a task, so results must be identical). A dependency wait that gives up raises
 MegakernelError, which is counted as a failure, never a hang.

@@ -28,6 +28,15 @@ This is the barrier-plus-single-fence pattern of CUDA's cooperative-groups grid 
 (``__syncthreads(); if (master) { __threadfence(); atomicAdd(...); spin; __threadfence(); }
 __syncthreads();``), split into its release half (parent) and acquire half (child).
 
+Ready-queue dispatch (``ctl[CTL_DISPATCH]`` = DISPATCH_READY, ``megasim.mapping.ready``): thread 0 takes
+a queue slot with one ``atomic.add`` on the queue's head and polls the slot (an atomic read) until a
+map position is written there; the position's counters are then checked and fenced exactly as above
+(they read 0: the task was queued only after its last parent's decrement), so the acquire half is the
+same. After a task, thread 0's decrement returns the counter's old value; if it was 1, the whole block
+counts down the pending counts of that counter's wait groups, and the thread that completes a group
+reserves slots at the queue's tail and writes the group's positions, then fences. After a root, the
+block's last thread queues the next root the same way.
+
 Every wait is bounded by ``ctl[CTL_POLL_LIMIT]`` polls; on timeout thread 0 records the error (the
 first one wins, by ``atomic.cas`` on the error code) and the block leaves without running or
 signalling. Waiting blocks also give up once they see another block's error, so a failed launch ends
@@ -136,7 +145,7 @@ def _queue_next_root(ctl, counters):
 
 @cuda.jit(device=True)
 def _release(ctl, counters, c):
-    """Ready-first dispatch, all threads of the block whose signal took counter c to zero: count down
+    """Ready-queue dispatch, all threads of the block whose signal took counter c to zero: count down
     the pending counters of c's wait groups; the thread that completes a group reserves its slots at
     the queue's tail and writes the group's map positions there (megasim.mapping.ready)."""
     cptr = ctl[CTL_R_CPTR]

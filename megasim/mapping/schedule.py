@@ -13,7 +13,7 @@ launch's blocks claim tasks. Its execution style says how blocks claim them:
   ``ready_window`` roots, then each task as it becomes runnable; ``megasim.mapping.ready``), so no
   block holds its slot waiting on a parent.
 - ``persistent``: a grid of ``blocks_per_sm`` blocks per SM that loop, each claiming the next task
-  (by ticket, or ready-first) until the map is used up.
+  (by ticket, or from the ready queue) until the map is used up.
 
 A schedule is valid when every task appears exactly once and every parent (a task that signals a
 counter the child waits on) comes before its child: in an earlier launch, or earlier in the same
