@@ -456,6 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `megasim layers | head`
         return 0
+    except OSError as err:  # an output (or input) path that cannot be opened: --trace, --out, --landscape
+        where = f" {err.filename!r}" if err.filename else ""
+        print(f"megasim: error: cannot open{where}: {err.strerror or err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

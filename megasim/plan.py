@@ -82,6 +82,7 @@ class Plan:
     def parse(cls, schedule: str = "fused", text: str | None = None) -> "Plan":
         """A plan from a schedule name and a --param string; one-line MappingError on bad input."""
         kwargs: dict[str, Any] = {"schedule": schedule}
+        seen: set[str] = set()
         for item in (text or "").split(","):
             item = item.strip()
             if not item:
@@ -90,6 +91,9 @@ class Plan:
             key, value = key.strip(), value.strip()
             if not sep or not value:
                 raise MappingError(f"malformed --param item {item!r}: write KEY=VALUE, e.g. D_IG=128,M=4")
+            if key in seen:
+                raise MappingError(f"--param {key} is given twice: give each key once")
+            seen.add(key)
             if key in _INT_KEYS:
                 try:
                     number = int(value)

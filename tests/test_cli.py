@@ -84,6 +84,8 @@ def test_trace_file(capsys, tmp_path):
     (["simulate", "resnet-1", "--gpu", "H100", "--batch", "0"], "batch=0"),
     (["simulate", "resnet-1", "--spec", "/no/such/file.json"], "cannot be read"),
     (["simulate", "im2win/conv1", "--gpu", "H100"], "3x3 filter"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--param", "M=4,M=8"], "M is given twice"),
+    (["simulate", SMALL, "--gpu", "H100", "--trace", "/no/such/dir/t.json"], "cannot open '/no/such/dir/t.json'"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, needle):
     code, out, err = run(capsys, *args)
