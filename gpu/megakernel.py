@@ -213,9 +213,10 @@ _megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
 
 @cuda.jit(device=True)
 def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
-    """One map position of the launch, by the whole block: thread 0 claims it (ticket or blockIdx)
-    and waits on its counters, broadcasting (position, ok) through ``sh``; all threads run the task;
-    thread 0 signals. Returns 1 when a task ran (a persistent block claims again), 0 when the map is
+    """One map position of the launch, by the whole block: thread 0 claims it (ticket, blockIdx or a
+    ready-queue slot) and waits on its counters, broadcasting (position, ok) through ``sh``; all threads
+    run the task; thread 0 signals (ready queue: then the block queues what the signal released, and
+    after a root the next root). Returns 1 when a task ran (a persistent block claims again), 0 when the map is
     used up or the block must give up (an error is recorded in ``ctl``)."""
     tid = cuda.threadIdx.x
     tracing = ctl[CTL_TRACE] != 0

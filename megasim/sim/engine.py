@@ -356,8 +356,8 @@ class _Run:
         self.cur_len = len(self.cur_order)
         self.cur_next = 0
         self.cur_done = 0
-        self.ready_first = launch.dispatch == "ready"
-        if self.ready_first:
+        self.ready_dispatch = launch.dispatch == "ready"
+        if self.ready_dispatch:
             rl = ready_lists(self.graph, launch.order)
             self.r_roots = rl.roots.tolist()
             self.r_counter_ptr = rl.counter_ptr.tolist()
@@ -401,7 +401,7 @@ class _Run:
         Taking a task costs the claim (dispatch or ticket) and one atomic round trip to read its
         counters. If its parents are already done, nothing can change that, so its accesses are
         resolved now and its memory phase is scheduled directly (one event instead of two)."""
-        if self.ready_first:
+        if self.ready_dispatch:
             self._claim_ready(sm, slot)
             return
         if self.cur_next >= self.cur_len:
@@ -560,13 +560,13 @@ class _Run:
             if remaining[c] == 0:
                 for waiter in self.waiters.pop(c, ()):
                     self._release(waiter, now)
-                if self.ready_first:
+                if self.ready_dispatch:
                     released.extend(self._complete_groups(c))
         self.cur_done += 1
         if self.cur_done == self.cur_len:
             self.launch_log[-1]["end_ns"] = now
             self._start_next_launch(self.spec.kernel_boundary_ns)
-        elif self.ready_first:
+        elif self.ready_dispatch:
             # The block waits for its decrement's result; if that completed wait groups it queues them.
             atomic = self.spec.atomic_latency_ns
             signalled = any(c >= 0 for c in self.signals[task])
