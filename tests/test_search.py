@@ -249,3 +249,23 @@ def test_simulator_evaluator_order_and_workers(tmp_path):
     assert [r.params for r in a] == pts
     assert a[-1].time_us is None and a[-1].reason.startswith("M=16 is not allowed")
     assert a[0].extras["D_IG"] >= 0 and a[0].extras["param"].startswith("D_IG=")
+
+
+def test_full_space_searches_the_ready_queue():
+    """The full space's dispatch includes the ready queue, and a ready point simulates the plan that
+    `megasim simulate --param` builds from its param string (the same prediction)."""
+    from megasim.hardware import get_gpu
+    from megasim.plan import Plan, predict
+    from megasim.search.evaluators import simulate_point
+
+    space = full_space()
+    assert space.parameters[space.names.index("dispatch")].values == ("ticket", "ready")
+    problem = parse_layer("N=2,C=16,K=24,H=10,W=9")
+    spec = get_gpu("H100")
+    point = space.full({"M": 1, "t": 32, "dispatch": "ready"})
+    time_us, reason, extras = simulate_point(problem, spec, point)
+    assert reason is None and "dispatch=ready" in extras["param"]
+    result, _ = predict(problem, spec, Plan.parse("fused", extras["param"]))
+    assert result.predicted_us == pytest.approx(time_us)
+    ticket_us, _, _ = simulate_point(problem, spec, {**point, "dispatch": "ticket"})
+    assert ticket_us != time_us

@@ -149,9 +149,10 @@ def default_space() -> SearchSpace:
     """The space `megasim optimize` searches unless told otherwise: 120 points before constraints.
 
     Algorithm 1's three parameters and the group size t. Threads, GEMM tile, execution style and
-    dispatch stay at their defaults (128, 64, per_task, ticket): the model's predictions barely move
-    with them (persistent vs per_task: < 0.5% on resnet-2), so they live in ``full_space`` only,
-    and the default space stays small enough that its exhaustive optimum is affordable for a benchmark.
+    dispatch stay at their defaults (128, 64, per_task, ticket): the model's best predictions barely
+    move with them (persistent vs per_task: < 0.5% on resnet-2; the ready queue speeds up poor maps,
+    not the best one: docs/winograd_gpu.md, session 17), so they live in ``full_space`` only, and the
+    default space stays small enough that its exhaustive optimum is affordable for a benchmark.
     """
     return SearchSpace((
         Parameter("M", (1, 2, 4, 8, 16), "GEMM groups per batch (filter reuse, Sec. 5.4)"),
@@ -174,7 +175,7 @@ def full_space() -> SearchSpace:
         Parameter("gemm_threads", (128, 256)),
         Parameter("style", ("per_task", "persistent")),
         Parameter("blocks_per_sm", (0, 1, 2, 4), "persistent grid blocks per SM; 0 = as many as fit"),
-        Parameter("dispatch", ("ticket",)),
+        Parameter("dispatch", ("ticket", "ready"), "ticket in map order, or the ready queue"),
     ), name="full")
 
 
