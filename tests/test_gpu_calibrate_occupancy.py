@@ -60,7 +60,8 @@ def test_rows_for_every_kind_and_variant(monkeypatch):
                 ("megakernel", "persistent", 2, "queued")} <= variants
         # The 46 KiB variant needs no opt-in: it runs on the simulator too.
         assert any(r["extra_shared_bytes"] == 46 * 1024 for r in mine)
-    assert all(r["median_ms"] > 0 and r["tasks"] > 0 for r in rows)
+    # Each row carries its own timer's result: the faked event timer's 0.02 ms, the queued one's 0.01 ms.
+    assert all(r["median_ms"] == (0.02 if r["timing"] == "events" else 0.01) and r["tasks"] > 0 for r in rows)
     assert all(r["plan_params"] == "t=2,gemm_k_tile=8,threads=32,gemm_threads=32" for r in rows)
     # The persistent grid of 1 block per SM is traced too: its claim, body and signal per task.
     for r in rows:

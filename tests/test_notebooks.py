@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -32,9 +31,8 @@ def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("MEGASIM_QUICK", "1")          # the kernel inherits the environment
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    start = time.perf_counter()
+    # No wall-clock assertion (timings are not unit-tested); nbclient's per-cell timeout bounds a hang.
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert time.perf_counter() - start < 60, f"{path.name} took over 60 s on quick settings"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors

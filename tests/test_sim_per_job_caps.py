@@ -113,9 +113,17 @@ def test_queued_launch_overlaps_host_cost():
     assert r.predicted_ns == 150.0
 
 
-def test_presets_unchanged_by_per_job_caps():
-    # Preset specs have every share at 1: a fused (mixed-kind) launch uses the one-cap server.
+def test_presets_unchanged_by_per_job_caps(monkeypatch):
+    # Preset specs have every share at 1: a fused (mixed-kind) launch uses the one-cap server. (The
+    # two clocks agreeing alone would not show that: the per-job servers are made to refuse here.)
+    import megasim.sim.engine as engine
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a preset spec built a per-job or readiness server")
+    monkeypatch.setattr(engine, "CappedSharedServer", refuse)
+    monkeypatch.setattr(engine, "ReadinessSharedServer", refuse)
     graph, sched, _ = build(parse_layer("N=2,C=16,K=24,H=20,W=18"), Plan("fused"))
+    assert len(set(graph.kind[sched.launches[0].order].tolist())) == 4     # the launch mixes all 4 kinds
     spec = get_gpu("H100")
     a = simulate(graph, sched, spec)
     b = simulate(graph, sched, spec, SimOptions(clock="simpy"))

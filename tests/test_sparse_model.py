@@ -362,6 +362,12 @@ def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
     for name in ("sparse_validation.csv", "sparse_crossover.csv", "sparse_summary.json", "sparse_speedup_b1.png",
                  "pecr_speedup.png", "sparse_pred_vs_measured.png", "sparse_theta.png"):
         assert (tmp_path / name).exists(), name
+    # The measured times above, through the CSV: ECR (0.5 - 0.3 s ms) against direct (0.4 ms) is slower
+    # by 0.1 at s = 0 and faster by 0.05 at s = 0.5: the crossing is at 0.5 * 0.1 / 0.15 = 1/3.
+    import csv
+    cross = {(r["op"], r["vs"]): r for r in csv.DictReader((tmp_path / "sparse_crossover.csv").open(newline=""))}
+    assert float(cross[("ecr", "direct")]["measured_crossover"]) == pytest.approx(1 / 3)
+    assert float(cross[("ecr", "direct")]["measured_speedup_at_max"]) == pytest.approx(0.4 / (0.5 - 0.3 * 0.9))
 
 
 def test_committed_sparse_predictions_are_reproduced():
