@@ -68,7 +68,8 @@ def measure(repeats: int = 20, warmup: int = 3, cases: list[tuple[int, dict]] | 
         w = np.random.default_rng(1000 + i).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
         pool = case["pool"]
         kw = {} if pool is None else {"pool": pool[0], "pool_stride": pool[1]}
-        launch = sparse.prepare(case["op"], cuda.to_device(x), cuda.to_device(w), p.stride, p.padding, **kw)
+        launch = sparse.prepare(case["op"], cuda.to_device(x), cuda.to_device(w), p.stride, p.padding, **kw,
+                                k_tile=case.get("force_k_tile"))
         launch.run()
         cuda.synchronize()
         got = launch.output.copy_to_host()

@@ -95,6 +95,41 @@ def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
 FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}
 
 
+# The occupancy probe (not fitted): a convolution kind's time against how many of its blocks share an
+# SM in one wave. Per filter tile, a grid of exactly b blocks per SM (N=1, K = k_tile: one filter tile;
+# 132 b output rows of 128 pixels: a block is one row, 132 b blocks on the H200's and H100's 132 SMs;
+# rows of 128 keep the lowering's input rows, which a block reads whole, equal to the block's columns),
+# for b = 1 up to the
+# blocks that fit at the kernel's registers, and twice that (two waves: the steady state). C scales as
+# 1 / k_tile, so every block does the same 128 x 32 x 128 x 9 multiply-adds whatever its tile.
+OCCUPANCY_SM_COUNT = 132
+OCCUPANCY_BLOCKS_PER_SM = {
+    ("direct", 32): (1, 2, 3, 4, 5, 6, 12), ("direct", 16): (1, 2, 3, 4, 5, 7, 14),
+    ("direct", 8): (1, 2, 3, 4, 6, 8, 16), ("direct", 4): (1, 2, 3, 4, 6, 8, 16),
+    ("ecr", 32): (1, 2, 3, 6), ("ecr", 16): (1, 2, 3, 6), ("ecr", 8): (1, 2, 3, 5, 10), ("ecr", 4): (1, 2, 3, 4, 8),
+}
+OCCUPANCY_SPARSITIES = {"direct": (0.5,), "ecr": (0.0, 0.5, 0.9)}
+OCCUPANCY_SEED0 = 300
+
+
+def occupancy_problem(k_tile: int, blocks_per_sm: int) -> str:
+    """The probe's problem for this filter tile and blocks per SM (see OCCUPANCY_BLOCKS_PER_SM)."""
+    return f"N=1,C={128 * 32 // k_tile},K={k_tile},H={132 * blocks_per_sm},W=128"
+
+
+def occupancy_cases() -> list[dict[str, Any]]:
+    """The occupancy probe's cases (``gpu.probe_conv_occupancy`` times them, ``experiments.conv_occupancy``
+    predicts them): calibration-case dicts with ``force_k_tile`` and ``blocks_per_sm``."""
+    cases = []
+    for (kind, k_tile), counts in OCCUPANCY_BLOCKS_PER_SM.items():
+        for b in counts:
+            for s in OCCUPANCY_SPARSITIES[kind]:
+                cases.append({"op": kind, "kind": kind, "problem": occupancy_problem(k_tile, b), "sparsity": s,
+                              "pattern": "uniform", "seed": OCCUPANCY_SEED0 + len(cases), "pool": None,
+                              "force_k_tile": k_tile, "blocks_per_sm": b})
+    return cases
+
+
 def calibration_cases() -> list[dict[str, Any]]:
     """The cases gpu.calibrate_sparse times: (op run, kind fitted, problem, sparsity, pattern, seed, pool)."""
     cases = []
@@ -193,7 +228,8 @@ def case_graph(case: dict[str, Any], sm_count: int) -> tuple[TaskGraph, Schedule
     """The graph of the case's kind alone (its launch cut out of the op's graph) and its schedule."""
     pool = PoolSpec(*case["pool"]) if case.get("pool") else None
     graph, schedule, _ = lower_sparse(parse_layer(case["problem"]), case["op"], sm_count, pool=pool,
-                                      sparsity=SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]))
+                                      sparsity=SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]),
+                                      k_tile=case.get("force_k_tile"))
     if len(schedule.launches) == 1:
         return graph, schedule
     launch = next(l for l in schedule.launches if l.name == case["kind"])
