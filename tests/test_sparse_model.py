@@ -493,3 +493,20 @@ def test_shared_replays_are_priced_as_sm_time():
     assert simulate(graph, one_launch([0]), spec).predicted_ns == pytest.approx(160.0)
     with pytest.raises(Exception, match="ns_per_replay=-1.0 is not allowed"):
         TaskCost(1.0, 0.0, ns_per_replay=-1.0)
+
+
+def test_sparse_repeat_compares_runs_by_hand():
+    """Two runs of one sweep: ECR 0.5 - 0.3 s ms against direct 0.4 (crossing at 1/3) and ECR scaled by 1.1
+    (0.55 - 0.33 s against 0.4: 0.15 / 0.33 = 0.4545...); the spread is the 10% scale."""
+    from experiments.sparse_repeat import compare
+
+    def run(scale):
+        m = {}
+        for s in (0.0, 0.5, 0.9):
+            m[("L", 1, "uniform", "ecr", s)] = scale * (500.0 - 300.0 * s)
+            m[("L", 1, "uniform", "direct", s)] = 400.0
+        return m
+    (row,) = compare({"a": run(1.0), "b": run(1.1)}, predicted=run(1.0))
+    assert row["first_a"] == pytest.approx(1 / 3) and row["first_predicted"] == pytest.approx(1 / 3)
+    assert row["first_b"] == pytest.approx(0.15 / 0.33)
+    assert row["max_spread_ecr"] == pytest.approx(0.1) and row["max_spread_direct"] == 0.0
