@@ -172,3 +172,24 @@ def test_k_tile_32_counts_match_brute_force():
     assert np.allclose(g.flops[t], 2 * 32 * 32 * flops)
     assert np.allclose(g.serial_iterations[t], loops)
     assert np.allclose(g.shared_replays[t], np.tile(replays, 2)) and replays.sum() > 0
+
+
+def test_occupancy_probe_cases_give_b_blocks_per_sm_of_equal_work():
+    """Each probe case's grid is exactly b blocks per SM of the 132, every block a full 128-pixel row
+    doing 128 x 32 x 128 x 9 multiply-adds, and one wave holds b blocks (b <= what fits) or two."""
+    from megasim.calibration_sparse import OCCUPANCY_SM_COUNT, occupancy_cases
+
+    spec = get_gpu("H200")
+    assert spec.sm_count == OCCUPANCY_SM_COUNT
+    cases = occupancy_cases()
+    assert len({c["seed"] for c in cases}) == len(cases)
+    for case in cases:
+        problem = parse_layer(case["problem"])
+        tiling = choose_tiling(problem, case["kind"], spec.sm_count, k_tile=case["force_k_tile"])
+        tiles_p, tiles_k = grid(problem, tiling)
+        assert tiles_k == 1 and tiles_p == case["blocks_per_sm"] * OCCUPANCY_SM_COUNT
+        assert problem.out_w == 128 and problem.n * problem.out_h * problem.out_w == tiles_p * 128
+        assert 128 * tiling.k_tile * problem.c * 9 == 128 * 32 * 128 * 9
+        fits = occupancy(spec, Footprint(tiling.threads, kernel_registers(tiling),
+                                         tiling.shared_bytes(problem))).blocks_per_sm
+        assert case["blocks_per_sm"] <= fits or case["blocks_per_sm"] == 2 * fits
