@@ -4,7 +4,12 @@ Reads several ``experiments.sparse_bench`` CSVs of the same sweep (same seeded m
 on one GPU, or the same sweep on another GPU) and, per layer, batch and zero pattern, computes the
 measured ECR-over-dense crossover in each (first crossing and sustained, ``experiments.sparse_validate``),
 the largest run-to-run difference of the kernel times, and the model's crossover from a
-``sparse_validation.csv`` (its ``predicted_us``). Prints a table; writes DIR/sparse_repeat.csv and .json.
+``sparse_validation.csv`` (its ``predicted_us``). And how well conditioned the sustained crossover is:
+``tolerance_ecr_slower`` / ``_faster``, the smallest error of ECR's time relative to the dense twin's
+(one factor 1 + e or 1 - e at every sparsity) that moves the first run's sustained crossover by more
+than 10% (or removes it); a model must predict the ratio of the two times that well, in that direction,
+for its crossover to land within 10%. Prints a table;
+writes DIR/sparse_repeat.csv and .json.
 
     python -m experiments.sparse_repeat --runs H200=a.csv H100a=b.csv H100b=c.csv \
         --predicted experiments/results/nvidia-h200/sparse/sparse_validation.csv --out DIR
@@ -19,12 +24,28 @@ from experiments.provenance import provenance, write_results
 from experiments.sparse_validate import crossover, sustained_crossover
 
 NAME = "sparse_repeat"
+TOLERANCE_SHIFT = 0.10      # the crossover's relative shift the tolerance is computed for
 
 
 def _times(path: str, column: str, scale: float) -> dict[tuple, float]:
     with open(path, newline="") as fh:
         return {(r["layer"], int(r["batch"]), r["pattern"], r["op"], float(r["sparsity"])): float(r[column]) * scale
                 for r in csv.DictReader(fh) if r.get("status", "ok") == "ok"}
+
+
+def tolerance(sparsities, ecr, direct, sign: float, shift: float = TOLERANCE_SHIFT) -> float | None:
+    """The smallest e >= 0 such that ECR's times scaled by 1 + sign * e (sign +1: ECR slower, -1: faster)
+    move the sustained crossover by more than `shift` (relative) or remove it; found on a 0.1% grid up
+    to 50% (None: no crossover, or it holds up to 50%)."""
+    x0 = sustained_crossover(sparsities, ecr, direct)
+    if x0 is None or x0 <= 0:
+        return None
+    for step in range(1, 501):
+        e = step / 1000.0
+        x = sustained_crossover(sparsities, [t * (1.0 + sign * e) for t in ecr], direct)
+        if x is None or abs(x - x0) > shift * x0:
+            return e
+    return None
 
 
 def compare(runs: dict[str, dict], predicted: dict | None) -> list[dict]:
@@ -43,6 +64,9 @@ def compare(runs: dict[str, dict], predicted: dict | None) -> list[dict]:
             direct = [m[(layer, batch, pattern, "direct", s)] for s in ss]
             row[f"first_{name}"] = crossover(ss, ecr, direct)
             row[f"sustained_{name}"] = sustained_crossover(ss, ecr, direct)
+            if name == names[0]:
+                row["tolerance_ecr_slower"] = tolerance(ss, ecr, direct, +1.0)
+                row["tolerance_ecr_faster"] = tolerance(ss, ecr, direct, -1.0)
         if predicted is not None and all((layer, batch, pattern, op, s) in predicted for op in ("ecr", "direct") for s in ss):
             ecr = [predicted[(layer, batch, pattern, "ecr", s)] for s in ss]
             direct = [predicted[(layer, batch, pattern, "direct", s)] for s in ss]
@@ -79,11 +103,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     def fmt(v):
         return "  -  " if v is None else f"{v:5.2f}"
     print(f"{'layer':15s} {'b':>2s} {'pattern':9s} | first: {' '.join(f'{c:>5s}' for c in cols)} | "
-          f"sustained: {' '.join(f'{c:>5s}' for c in cols)} | spread ecr / direct")
+          f"sustained: {' '.join(f'{c:>5s}' for c in cols)} | spread ecr / direct | tolerance slower / faster")
     for r in rows:
         print(f"{r['layer']:15s} {r['batch']:2d} {r['pattern']:9s} | {' '.join(fmt(r.get('first_' + c)) for c in cols)} | "
               f"{' '.join(fmt(r.get('sustained_' + c)) for c in cols)} | "
-              f"{r['max_spread_ecr']:.1%} / {r['max_spread_direct']:.1%}")
+              f"{r['max_spread_ecr']:.1%} / {r['max_spread_direct']:.1%} | "
+              + " / ".join("  -" if r[k] is None else f"{r[k]:.1%}" for k in ("tolerance_ecr_slower", "tolerance_ecr_faster")))
     write_results(rows, args.out, NAME, {**provenance(), "runs": dict(item.partition("=")[::2] for item in args.runs),
                                          "predicted": args.predicted})
     return rows
