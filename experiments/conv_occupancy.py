@@ -19,7 +19,7 @@ import csv
 import dataclasses
 
 from experiments.provenance import provenance, write_results
-from megasim.calibration_sparse import _launch_us, case_graph, occupancy_cases
+from megasim.calibration_sparse import launch_us, case_graph, occupancy_cases
 from megasim.hardware import load_spec
 from megasim.sim import simulate
 
@@ -34,7 +34,7 @@ def predict(spec) -> list[dict]:
         graph, schedule = case_graph(case, spec.sm_count)
         rows.append({"kind": case["kind"], "k_tile": case["force_k_tile"], "blocks_per_sm": case["blocks_per_sm"],
                      "sparsity": case["sparsity"], "problem": case["problem"], "seed": case["seed"],
-                     "blocks": graph.num_tasks, "predicted_us": _launch_us(simulate(graph, schedule, spec), schedule)})
+                     "blocks": graph.num_tasks, "predicted_us": launch_us(simulate(graph, schedule, spec), schedule)})
     return rows
 
 

@@ -238,10 +238,10 @@ def case_graph(case: dict[str, Any], sm_count: int) -> tuple[TaskGraph, Schedule
 
 def _simulated_us(spec: GPUSpec, kind: str, cost: TaskCost, graphs) -> np.ndarray:
     s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
-    return np.array([_launch_us(simulate(g, sch, s), sch) for g, sch in graphs])
+    return np.array([launch_us(simulate(g, sch, s), sch) for g, sch in graphs])
 
 
-def _launch_us(result, schedule: Schedule) -> float:
+def launch_us(result, schedule: Schedule) -> float:
     """The simulated time of the schedule's only launch, from its start (launch overhead excluded:
     the GPU timing brackets the kernel with events, which do not see the host's launch cost)."""
     launch = result.launches[-1]
