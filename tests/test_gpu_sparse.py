@@ -57,8 +57,13 @@ def _nan_filled_outputs(monkeypatch):
     """Output buffers gpu.sparse allocates start as NaN, not as uninitialised memory (often zeros), so
     an output element a kernel fails to write fails the comparison even where the answer is 0 (empty
     windows, ReLU-clipped outputs)."""
-    monkeypatch.setattr(sp.cuda, "device_array",
-                        lambda shape, dtype=np.float64, *a, **kw: cuda.to_device(np.full(shape, np.nan, dtype)))
+    original = sp.cuda.device_array
+
+    def nan_filled(shape, dtype=np.float64, *args, **kwargs):
+        if not np.issubdtype(np.dtype(dtype), np.floating):
+            return original(shape, dtype, *args, **kwargs)
+        return cuda.to_device(np.full(shape, np.nan, dtype))
+    monkeypatch.setattr(sp.cuda, "device_array", nan_filled)
 
 
 def sparse_inputs(n, c, k, h, w, r=3, s=3, sparsity=0.6, seed=0):
