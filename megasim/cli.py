@@ -318,7 +318,7 @@ def _cmd_sparse(args: argparse.Namespace) -> int:
         pool = PoolSpec(size, stride)
     rows = []
     for s in args.sparsity:
-        pred = predict_sparse(problem, args.op, spec, pool=pool,
+        pred = predict_sparse(problem, args.op, spec, pool=pool, k_tile=args.k_tile,
                               sparsity=SparsitySpec(s, args.pattern, cluster_px=args.cluster_px, seed=args.seed))
         rows.append({"layer": problem.spec_string(), "gpu": spec.name, "op": args.op, "sparsity": s,
                      "pattern": args.pattern, "k_tile": pred.lowering.tiling.k_tile,
@@ -434,6 +434,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-px", type=int, default=4, help="zero patch size of the clustered pattern")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pool", default="2,2", help="max-pool SIZE,STRIDE of the fused and unfused ops (default 2,2)")
+    p.add_argument("--k-tile", type=int, default=None,
+                   help="force the filters per block (ecr, direct: 32, 16, 8, 4; pecr, direct_fused: 8, 4, 2); "
+                        "default: the kernels' own choice for the problem and GPU")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_sparse)
     p = sub.add_parser("calibrate-sparse", help="fit the sparse kinds' costs to gpu.calibrate_sparse's measurements")

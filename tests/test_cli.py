@@ -109,3 +109,13 @@ def test_installed_command_exit_status():
     for args in (["simulate"], ["simulate", "resnet-1", "--gpu", "nope"]):
         proc = subprocess.run([sys.executable, "-m", "megasim.cli", *args], capture_output=True, text=True)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_sparse_k_tile_forced_and_refused(capsys):
+    args = ["sparse", "N=1,C=8,K=32,H=12,W=12", "--gpu", "H100", "--op", "direct", "--sparsity", "0.5", "--json"]
+    code, out, _ = run(capsys, *args, "--k-tile", "8")
+    (row,) = json.loads(out)
+    assert code == 0 and row["k_tile"] == 8 and row["blocks"] == 2 * 4      # 144 px: 2 pixel tiles x 32 / 8
+    code, _, err = run(capsys, *args, "--k-tile", "7")
+    assert code == 2 and "k_tile=7 is not allowed for direct (allowed: 32, 16, 8, 4)" in err
+    assert err.count("\n") == 1
