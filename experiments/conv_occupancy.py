@@ -15,10 +15,8 @@ blocks), measured and predicted. Prints a table; writes DIR/conv_occupancy.csv a
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
 
-from experiments.provenance import provenance, write_results
+from experiments.provenance import provenance, read_rows, write_results
 from megasim.calibration_sparse import launch_us, case_graph, occupancy_cases
 from megasim.hardware import load_spec
 from megasim.sim import simulate
@@ -40,8 +38,7 @@ def predict(spec) -> list[dict]:
 
 def join_measured(rows: list[dict], path: str) -> None:
     """Adds ``measured_us`` (and the kernel's registers) from a gpu.probe_conv_occupancy CSV."""
-    with open(path, newline="") as fh:
-        meas = {(r["kind"], int(r["seed"])): r for r in csv.DictReader(fh)}
+    meas = {(r["kind"], int(r["seed"])): r for r in read_rows(path)}
     for row in rows:
         m = meas.get((row["kind"], row["seed"]))
         if m is not None:

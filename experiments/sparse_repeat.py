@@ -18,19 +18,13 @@ writes DIR/sparse_repeat.csv and .json.
 from __future__ import annotations
 
 import argparse
-import csv
 
 from experiments.provenance import provenance, write_results
-from experiments.sparse_validate import crossover, sustained_crossover
+from experiments.provenance import read_rows
+from experiments.sparse_validate import case_times, crossover, sustained_crossover
 
 NAME = "sparse_repeat"
 TOLERANCE_SHIFT = 0.10      # the crossover's relative shift the tolerance is computed for
-
-
-def _times(path: str, column: str, scale: float) -> dict[tuple, float]:
-    with open(path, newline="") as fh:
-        return {(r["layer"], int(r["batch"]), r["pattern"], r["op"], float(r["sparsity"])): float(r[column]) * scale
-                for r in csv.DictReader(fh) if r.get("status", "ok") == "ok"}
 
 
 def tolerance(sparsities, ecr, direct, sign: float, shift: float = TOLERANCE_SHIFT) -> float | None:
@@ -93,10 +87,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             ap.error(f"--runs item {item!r} is not allowed: write NAME=CSV")
-        runs[name] = _times(path, "median_ms", 1e3)
+        runs[name] = case_times(read_rows(path), "median_ms", 1e3)
     if len(runs) < 2:
         ap.error("--runs needs at least two runs")
-    predicted = _times(args.predicted, "predicted_us", 1.0) if args.predicted else None
+    predicted = case_times(read_rows(args.predicted), "predicted_us") if args.predicted else None
     rows = compare(runs, predicted)
     cols = [*runs, *(["predicted"] if predicted is not None else [])]
 

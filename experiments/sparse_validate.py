@@ -111,11 +111,16 @@ def predict_rows(rows: list[dict], spec, workers: int | None = None) -> list[dic
         return [row for part in pool.map(_predict_group, jobs) for row in part]
 
 
+def case_times(rows: list[dict], column: str, scale: float = 1.0) -> dict[tuple, float]:
+    """{(layer, batch, pattern, op, sparsity): float(row[column]) * scale} over the rows whose status
+    (if any) is ok."""
+    return {(r["layer"], int(r["batch"]), r["pattern"], r["op"], float(r["sparsity"])): float(r[column]) * scale
+            for r in rows if r.get("status", "ok") == "ok"}
+
+
 def crossovers(measured: list[dict], predicted: list[dict]) -> list[dict]:
-    meas = {(r["layer"], int(r["batch"]), r["pattern"], r["op"], float(r["sparsity"])): float(r["median_ms"]) * 1e3
-            for r in measured if r.get("status", "ok") == "ok"}
-    pred = {(r["layer"], int(r["batch"]), r["pattern"], r["op"], float(r["sparsity"])): r["predicted_us"]
-            for r in predicted}
+    meas = case_times(measured, "median_ms", 1e3)
+    pred = case_times(predicted, "predicted_us")
     keys = sorted({k[:3] for k in meas})
     out = []
     for layer, batch, pattern in keys:

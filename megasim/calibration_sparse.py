@@ -99,9 +99,8 @@ FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}
 # SM in one wave. Per filter tile, a grid of exactly b blocks per SM (N=1, K = k_tile: one filter tile;
 # 132 b output rows of 128 pixels: a block is one row, 132 b blocks on the H200's and H100's 132 SMs;
 # rows of 128 keep the lowering's input rows, which a block reads whole, equal to the block's columns),
-# for b = 1 up to the
-# blocks that fit at the kernel's registers, and twice that (two waves: the steady state). C scales as
-# 1 / k_tile, so every block does the same 128 x 32 x 128 x 9 multiply-adds whatever its tile.
+# for b = 1 up to the blocks that fit at the kernel's registers, and twice that (two waves: the steady
+# state). C scales as 1 / k_tile, so every block does the same 128 x 32 x 128 x 9 multiply-adds.
 OCCUPANCY_SM_COUNT = 132
 OCCUPANCY_BLOCKS_PER_SM = {
     ("direct", 32): (1, 2, 3, 4, 5, 6, 12), ("direct", 16): (1, 2, 3, 4, 5, 7, 14),
@@ -114,7 +113,7 @@ OCCUPANCY_SEED0 = 300
 
 def occupancy_problem(k_tile: int, blocks_per_sm: int) -> str:
     """The probe's problem for this filter tile and blocks per SM (see OCCUPANCY_BLOCKS_PER_SM)."""
-    return f"N=1,C={128 * 32 // k_tile},K={k_tile},H={132 * blocks_per_sm},W=128"
+    return f"N=1,C={128 * 32 // k_tile},K={k_tile},H={OCCUPANCY_SM_COUNT * blocks_per_sm},W=128"
 
 
 def occupancy_cases() -> list[dict[str, Any]]:
