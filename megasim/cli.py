@@ -11,6 +11,7 @@
     megasim validate LAYER.. --spec FILE [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
     megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
     megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
+    megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -256,6 +257,26 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_transfer_spec(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from megasim.calibration import Measurements
+    from megasim.calibration_transfer import transferred_spec
+    from megasim.hardware import dump_spec
+    try:
+        data = json.loads(Path(args.measurements).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise MegasimError(f"--measurements {args.measurements!r} cannot be read: {err}") from None
+    m = Measurements.from_dict(data)
+    base = load_spec(args.spec)
+    spec = transferred_spec(base, m, name=args.name)
+    dump_spec(spec, args.out)
+    changed = [f for f in m.values if getattr(spec, f, None) != getattr(base, f, None)]
+    print(f"wrote {args.out}: {base.name}'s task costs with {len(changed)} values measured on {m.device}")
+    for f in changed:
+        print(f"  {f:24s} {getattr(base, f)!s:>22} -> {getattr(spec, f)!s}")
+    return 0
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pathlib import Path
     from megasim.validation import CSV_COLUMNS, predict_rows, read_rows, run_meta, summarize, write_rows
@@ -408,6 +429,14 @@ def make_parser() -> argparse.ArgumentParser:
                         "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_calibrate)
+    p = sub.add_parser("transfer-spec", help="a calibrated spec moved to another GPU of the same architecture: "
+                       "its measured values from that GPU's microbenchmarks, the task costs kept (no GPU needed)")
+    p.add_argument("--spec", required=True, help="the calibrated spec whose task costs are kept")
+    p.add_argument("--measurements", required=True,
+                   help="FILE.measurements.json of the other GPU (gpu.calibrate.measure); only its values are used")
+    p.add_argument("--out", required=True, help="the spec file to write")
+    p.add_argument("--name", help="the new spec's name (default: the measured device's)")
+    p.set_defaults(func=_cmd_transfer_spec)
     p = sub.add_parser("validate", help="predicted vs measured runtimes of many mappings (needs a GPU)")
     p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")
     p.add_argument("--spec", required=True, help="the GPU spec file the predictions use")
