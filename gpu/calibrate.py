@@ -80,19 +80,26 @@ def _empty_dyn(a):
 
 
 @cuda.jit
-def _read4(a, reps, out):
+def _read4(a, reps, out, rotate):
     """Grid-stride read of every element of ``a``, ``reps`` times, 4 independent loads per thread per
     step, then the tail (fewer than 4 x grid size elements) one load per step; one write per thread so
     the loads are live. (Before session 12 the tail was skipped: the L2 bandwidth probe read 91% of its
-    8 MiB buffer and counted all of it, about 10% high.)"""
-    i = cuda.grid(1)
+    8 MiB buffer and counted all of it, about 10% high.)
+
+    ``rotate`` (blocks): in round r the thread reads the elements of thread (i + r * rotate * blockDim)
+    mod gridsize, a permutation, so each round still reads every element once. With 0 a thread re-reads
+    its own elements every round, from the same SM, and a buffer small enough for the SMs' L1 is read
+    partly from L1 (session 19: the L2 probe read 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is
+    the same). With a rotation coprime to the SM count, an element's next read comes from another SM,
+    which has not cached it: the rounds after the first read from L2."""
     stride = cuda.gridsize(1)
     n = a.size
     s0 = float32(0.0)
     s1 = float32(0.0)
     s2 = float32(0.0)
     s3 = float32(0.0)
-    for _ in range(reps):
+    for r in range(reps):
+        i = (cuda.grid(1) + r * rotate * cuda.blockDim.x) % stride
         j = i
         while j + 3 * stride < n:
             s0 += a[j]
@@ -103,7 +110,7 @@ def _read4(a, reps, out):
         while j < n:
             s0 += a[j]
             j += stride
-    out[i] = s0 + s1 + s2 + s3
+    out[cuda.grid(1)] = s0 + s1 + s2 + s3
 
 
 FMA_UNROLL = 8     # steps per round of _fma
@@ -182,17 +189,24 @@ def probe_dram(torch) -> tuple[float, str]:
     return 2 * 4 * n / (ms * 1e6), "device-to-device copy of 2 GiB (torch copy_), read + write bytes / median time"
 
 
-def probe_l2(sm: int) -> tuple[float, str]:
+L2_PROBE_ROTATE_BLOCKS = 37     # prime: coprime to any SM count below 37 * 2, and then to 132
+
+
+def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
+    """L2 read bandwidth: an 8 MiB buffer (in L2) read 64 times by the whole GPU, each round's reads
+    rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read4``; with
+    ``rotate=0`` the probe of sessions 2-18, which partly measured L1 hits)."""
     a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
     grid, block, reps = sm * 16, 256, 64
     out = cuda.device_array(grid * block, np.float32)
-    _read4[grid, block](a, 1, out)
-    ms = _ms(lambda: _read4[grid, block](a, reps, out))
+    _read4[grid, block](a, 1, out, rotate)
+    ms = _ms(lambda: _read4[grid, block](a, reps, out, rotate))
     # Subtract one launch of the same kernel reading once (launch cost), then reps - 1 reads remain.
-    ms1 = _ms(lambda: _read4[grid, block](a, 1, out))
-    return (reps - 1) * a.nbytes / ((ms - ms1) * 1e6), (
-        f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent loads per thread per step); "
-        f"bytes of {reps - 1} reads / (time of {reps} - time of 1)")
+    ms1 = _ms(lambda: _read4[grid, block](a, 1, out, rotate))
+    how = (f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent loads per thread per step"
+           + (f"; each round's reads rotated by {rotate} blocks, so that no SM re-reads from its L1" if rotate else "")
+           + f"); bytes of {reps - 1} reads / (time of {reps} - time of 1)")
+    return (reps - 1) * a.nbytes / ((ms - ms1) * 1e6), how
 
 
 L2_SWEEP_MIB = (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 512)
@@ -219,7 +233,7 @@ def l2_chase_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, steps: int = 20000) -> list[
         for k in (1, steps):
             ts = []
             for _ in range(9):
-                _read4[grid, block](f, 2, out)     # the buffer in L2, as far as it fits
+                _read4[grid, block](f, 2, out, 0)     # the buffer in L2, as far as it fits
                 e0, e1 = cuda.event(), cuda.event()
                 e0.record()
                 _chase[1, 1](d, int(rng.integers(0, n)), k, one)
@@ -263,7 +277,7 @@ def probe_l2_capacity(sm: int, dram_latency_ns: float) -> tuple[float, str, list
 def probe_tb_dram() -> tuple[float, str]:
     a = cuda.to_device(np.zeros(64 * 2 ** 20, np.float32))                               # 256 MiB
     out = cuda.device_array(128, np.float32)
-    ms = _ms(lambda: _read4[1, 128](a, 1, out), warmup=1, repeats=5)
+    ms = _ms(lambda: _read4[1, 128](a, 1, out, 0), warmup=1, repeats=5)
     return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
 
 

@@ -34,8 +34,17 @@ def test_refuses_a_sweep_without_a_step_or_a_dram_latency_below_l2():
         l2_capacity_from_chase(sweep(33.0, 155.0, 345.0), 150.0)
 
 
-def test_read4_reads_every_element_including_the_tail():
+@pytest.mark.parametrize("rotate", [0, 1, 37])
+def test_read4_reads_every_element_including_the_tail(rotate):
+    """Each of the 3 rounds reads every element once, whatever the rotation (a permutation of the
+    threads' starting points); with a rotation, a thread's rounds read different elements."""
     a = np.random.default_rng(0).random(1000).astype(np.float32)          # not a multiple of 4 x grid
     out = np.zeros(2 * 64, np.float32)
-    _read4[2, 64](a, 3, out)
+    _read4[2, 64](a, 3, out, rotate)
     assert out.sum() == pytest.approx(3 * a.astype(np.float64).sum(), rel=1e-5)
+    one = np.zeros(2 * 64, np.float32)
+    _read4[2, 64](a, 1, one, rotate)
+    if rotate % 2:      # rounds alternate between the two blocks' halves of the grid
+        assert not np.allclose(out, 3 * one)
+    else:
+        assert np.allclose(out, 3 * one)
