@@ -3,10 +3,12 @@
 ``gpu.calibrate.probe_l2`` measured 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is the same. Its
 threads re-read the same elements every round from the same SM, about 64 KiB per SM, which fits an L1.
 This times the probe with each round's reads rotated by ``rotate`` blocks (``_read4``): 0 is the old
-probe; a rotation coprime to the SM count sends every re-read to another SM. Each setting is measured
-``--repeats`` times, interleaved, after a kernel with no shared memory and after one that asks for the
-most dynamic shared memory a block may have (the carveout the runtime then leaves L1 differs), so the
-table says how much of the old reading was L1 and whether the new one depends on what ran before.
+access pattern; a rotation coprime to the SM count sends every re-read to another SM. Each setting is
+measured ``--repeats`` times, interleaved, after a kernel with no shared memory and after one with the
+most static-limit dynamic shared memory (the carveout the runtime leaves L1 may differ). It also times
+the old kernel itself (``read4_before_session_19``, its code unchanged: the round loop's body does not
+depend on the round) and counts, in its PTX, the global loads inside the round loop: a compiler may
+hoist loop-invariant loads out of it, and then 64 rounds cost little more than one.
 
     bash gpu/on_device.sh python -m gpu.probe_l2_bandwidth --out $OUT/l2bw      # ~20 s
 """
@@ -21,6 +23,52 @@ import statistics
 from pathlib import Path
 
 ROTATIONS = (0, 1, 37, 101)
+
+
+def _old_kernel():
+    """``gpu.calibrate._read4`` as sessions 12-18 had it (the L2 probe's kernel until session 19)."""
+    from numba import cuda, float32
+
+    @cuda.jit
+    def read4_before_session_19(a, reps, out):
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        n = a.size
+        s0 = float32(0.0)
+        s1 = float32(0.0)
+        s2 = float32(0.0)
+        s3 = float32(0.0)
+        for _ in range(reps):
+            j = i
+            while j + 3 * stride < n:
+                s0 += a[j]
+                s1 += a[j + stride]
+                s2 += a[j + 2 * stride]
+                s3 += a[j + 3 * stride]
+                j += 4 * stride
+            while j < n:
+                s0 += a[j]
+                j += stride
+        out[i] = s0 + s1 + s2 + s3
+    return read4_before_session_19
+
+
+def old_probe(sm: int) -> dict:
+    """The old kernel timed as probe_l2 times the new one, and its PTX's global loads."""
+    import numpy as np
+    from numba import cuda
+
+    from gpu.calibrate import _ms
+    kern = _old_kernel()
+    a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))
+    grid, block, reps = sm * 16, 256, 64
+    out = cuda.device_array(grid * block, np.float32)
+    kern[grid, block](a, 1, out)
+    ms = _ms(lambda: kern[grid, block](a, reps, out))
+    ms1 = _ms(lambda: kern[grid, block](a, 1, out))
+    ptx = next(iter(kern.inspect_asm().values()))
+    return {"gbps": (reps - 1) * a.nbytes / ((ms - ms1) * 1e6), "ms_64_rounds": ms, "ms_1_round": ms1,
+            "ptx_ld_global": ptx.count("ld.global"), "ptx_lines": len(ptx.splitlines()), "ptx": ptx}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -45,6 +93,10 @@ def main(argv: list[str] | None = None) -> dict:
                 gbps, methods[rotate] = probe_l2(sm, rotate)
                 rows.append({"repeat": rep, "before": before, "rotate": rotate, "gbps": gbps})
                 print(f"rep {rep}  after a kernel with {before:>26}  rotate {rotate:>3}: {gbps / 1e3:6.2f} TB/s", flush=True)
+    old = [old_probe(sm) for _ in range(args.repeats)]
+    for o in old:
+        print(f"old kernel: {o['gbps'] / 1e3:6.2f} TB/s (64 rounds {o['ms_64_rounds'] * 1e3:.1f} us, 1 round "
+              f"{o['ms_1_round'] * 1e3:.1f} us); {o['ptx_ld_global']} ld.global in its PTX", flush=True)
     summary = []
     for before in dict.fromkeys(r["before"] for r in rows):
         for rotate in ROTATIONS:
@@ -53,10 +105,12 @@ def main(argv: list[str] | None = None) -> dict:
                             "min_gbps": min(vals), "max_gbps": max(vals)})
     result = {"device": name, "sm_count": sm, "git_sha": os.environ.get("MEGASIM_GIT_SHA"),
               "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "methods": methods, "rows": rows, "summary": summary}
+              "methods": methods, "rows": rows, "summary": summary,
+              "old_kernel": [{k: v for k, v in o.items() if k != "ptx"} for o in old]}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "l2_bandwidth_probe.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "read4_before_session_19.ptx").write_text(old[0]["ptx"])
     return result
 
 
