@@ -193,11 +193,13 @@ L2_PROBE_ROTATE_BLOCKS = 37     # prime: coprime to any SM count below 37 * 2, a
 
 
 def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
-    """L2 read bandwidth: an 8 MiB buffer (in L2) read 64 times by the whole GPU, each round's reads
+    """L2 read bandwidth: an 8 MiB buffer (in L2) read 256 times by the whole GPU, each round's reads
     rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read4``; with
     ``rotate=0`` the probe of sessions 2-18, which partly measured L1 hits)."""
     a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
-    grid, block, reps = sm * 16, 256, 64
+    # 256 rounds (~0.5 ms at L2 speed): the estimate is a difference of two timings, each holding Numba's
+    # host launch cost (~50 us, varying by several us between runs); with 64 rounds it moved 10% with it.
+    grid, block, reps = sm * 16, 256, 256
     out = cuda.device_array(grid * block, np.float32)
     _read4[grid, block](a, 1, out, rotate)
     ms = _ms(lambda: _read4[grid, block](a, reps, out, rotate))
