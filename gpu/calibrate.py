@@ -195,20 +195,23 @@ L2_PROBE_ROTATE_BLOCKS = 37     # prime: coprime to any SM count below 37 * 2, a
 def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
     """L2 read bandwidth: an 8 MiB buffer (in L2) read 256 times by the whole GPU, each round's reads
     rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read4``; with
-    ``rotate=0`` the probe of sessions 2-18, which partly measured L1 hits)."""
+    ``rotate=0`` the access pattern of sessions 2-18, which partly read L1).
+
+    Timed with the host's launch cost hidden (``time_cuda_queued``: 10 launches back to back per sample)
+    and divided by the rounds, not as sessions 2-18 did (a 64-round run minus a 1-round run, each
+    holding Numba's ~50 us host launch cost, so that a few us of its jitter moved the difference 10% and
+    more: readings of 7-24 TB/s for the same L2, docs/validation.md, session 19)."""
+    from gpu.timing import time_cuda_queued
     a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
-    # 256 rounds (~0.5 ms at L2 speed): the estimate is a difference of two timings, each holding Numba's
-    # host launch cost (~50 us, varying by several us between runs); with 64 rounds it moved 10% with it.
     grid, block, reps = sm * 16, 256, 256
     out = cuda.device_array(grid * block, np.float32)
     _read4[grid, block](a, 1, out, rotate)
-    ms = _ms(lambda: _read4[grid, block](a, reps, out, rotate))
-    # Subtract one launch of the same kernel reading once (launch cost), then reps - 1 reads remain.
-    ms1 = _ms(lambda: _read4[grid, block](a, 1, out, rotate))
+    ms = time_cuda_queued(lambda i: _read4[grid, block](a, reps, out, rotate), inner=10, warmup=3,
+                          repeats=7).median_ms
     how = (f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent loads per thread per step"
            + (f"; each round's reads rotated by {rotate} blocks, so that no SM re-reads from its L1" if rotate else "")
-           + f"); bytes of {reps - 1} reads / (time of {reps} - time of 1)")
-    return (reps - 1) * a.nbytes / ((ms - ms1) * 1e6), how
+           + f"); bytes read / the kernel's time, 10 launches back to back per sample, median of 7")
+    return reps * a.nbytes / (ms * 1e6), how
 
 
 L2_SWEEP_MIB = (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 512)
