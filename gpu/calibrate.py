@@ -59,6 +59,7 @@ from numba import cuda, float32
 
 from gpu.fast_launch import FrozenLaunch
 from gpu.timing import time_cuda
+from gpu.vector_access import load4
 from megasim.calibration import CALIBRATION_LAYERS, Measurements, calibrated_spec
 from megasim.errors import SpecError
 from megasim.hardware import dump_spec, get_gpu
@@ -109,6 +110,37 @@ def _read4(a, reps, out, rotate):
             j += 4 * stride
         while j < n:
             s0 += a[j]
+            j += stride
+    out[cuda.grid(1)] = s0 + s1 + s2 + s3
+
+
+@cuda.jit
+def _read_vec4(a, reps, out, rotate):
+    """The L2 bandwidth probe's kernel: ``_read4``'s rounds (every element once per round, each round's
+    threads rotated by ``rotate`` blocks), reading 4 floats per load (``load4``, one 128-bit load), 4
+    independent loads per thread per step: 64 bytes in flight per thread, 4x ``_read4``'s, so the rounds
+    are not bounded by how few loads each thread keeps waiting. ``a.size`` must be a multiple of 4."""
+    stride = cuda.gridsize(1)
+    units = a.size // 4
+    s0 = float32(0.0)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
+    s3 = float32(0.0)
+    for r in range(reps):
+        j = (cuda.grid(1) + r * rotate * cuda.blockDim.x) % stride
+        while j + 3 * stride < units:
+            x0, x1, x2, x3 = load4(a, 4 * j)
+            y0, y1, y2, y3 = load4(a, 4 * (j + stride))
+            z0, z1, z2, z3 = load4(a, 4 * (j + 2 * stride))
+            w0, w1, w2, w3 = load4(a, 4 * (j + 3 * stride))
+            s0 += (x0 + x1) + (x2 + x3)
+            s1 += (y0 + y1) + (y2 + y3)
+            s2 += (z0 + z1) + (z2 + z3)
+            s3 += (w0 + w1) + (w2 + w3)
+            j += 4 * stride
+        while j < units:
+            x0, x1, x2, x3 = load4(a, 4 * j)
+            s0 += (x0 + x1) + (x2 + x3)
             j += stride
     out[cuda.grid(1)] = s0 + s1 + s2 + s3
 
@@ -194,8 +226,9 @@ L2_PROBE_ROTATE_BLOCKS = 37     # prime: coprime to any SM count below 37 * 2, a
 
 def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
     """L2 read bandwidth: an 8 MiB buffer (in L2) read 256 times by the whole GPU, each round's reads
-    rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read4``; with
-    ``rotate=0`` the access pattern of sessions 2-18, which partly read L1).
+    rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read_vec4``;
+    sessions 2-18 used ``_read4`` without rotation: 4 scalar loads in flight per thread, re-read from
+    the same SM, which partly read L1).
 
     Timed with the host's launch cost hidden (``time_cuda_queued``: 10 launches back to back per sample)
     and divided by the rounds, not as sessions 2-18 did (a 64-round run minus a 1-round run, each
@@ -205,10 +238,10 @@ def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]
     a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
     grid, block, reps = sm * 16, 256, 256
     out = cuda.device_array(grid * block, np.float32)
-    _read4[grid, block](a, 1, out, rotate)
-    ms = time_cuda_queued(lambda i: _read4[grid, block](a, reps, out, rotate), inner=10, warmup=3,
+    _read_vec4[grid, block](a, 1, out, rotate)
+    ms = time_cuda_queued(lambda i: _read_vec4[grid, block](a, reps, out, rotate), inner=10, warmup=3,
                           repeats=7).median_ms
-    how = (f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent loads per thread per step"
+    how = (f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent 128-bit loads per thread per step"
            + (f"; each round's reads rotated by {rotate} blocks, so that no SM re-reads from its L1" if rotate else "")
            + f"); bytes read / the kernel's time, 10 launches back to back per sample, median of 7")
     return reps * a.nbytes / (ms * 1e6), how

@@ -2,8 +2,9 @@
 
 ``gpu.calibrate.probe_l2`` measured 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is the same. Its
 threads re-read the same elements every round from the same SM, about 64 KiB per SM, which fits an L1.
-This times the probe with each round's reads rotated by ``rotate`` blocks (``_read4``): 0 is the old
-access pattern; a rotation coprime to the SM count sends every re-read to another SM. Each setting is
+This times the new probe (``probe_l2``: 128-bit loads, 4 in flight per thread, launches queued) with
+each round's reads rotated by ``rotate`` blocks (``_read_vec4``): 0 re-reads from the same SM as the old
+pattern did; a rotation coprime to the SM count sends every re-read to another SM. Each setting is
 measured ``--repeats`` times, interleaved, after a kernel with no shared memory and after one with the
 most static-limit dynamic shared memory (the carveout the runtime leaves L1 may differ). It also times
 the old kernel itself (``read4_before_session_19``, its code unchanged: the round loop's body does not

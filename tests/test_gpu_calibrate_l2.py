@@ -10,7 +10,7 @@ numba = pytest.importorskip("numba")
 if not numba.config.ENABLE_CUDASIM:
     pytest.skip("runs on the CUDA simulator only (on a GPU, megasim calibrate)", allow_module_level=True)
 
-from gpu.calibrate import _read4, l2_capacity_from_chase  # noqa: E402
+from gpu.calibrate import _read4, _read_vec4, l2_capacity_from_chase  # noqa: E402
 
 pytestmark = [pytest.mark.cudasim]
 MIB = 2 ** 20
@@ -48,3 +48,12 @@ def test_read4_reads_every_element_including_the_tail(rotate):
         assert not np.allclose(out, 3 * one)
     else:
         assert np.allclose(out, 3 * one)
+
+
+@pytest.mark.parametrize("rotate", [0, 37])
+def test_read_vec4_reads_every_element_once_per_round(rotate):
+    """The L2 probe's kernel: 4 floats per load, a tail of units shorter than 4 x the grid."""
+    a = np.random.default_rng(1).random(4 * 300).astype(np.float32)       # 300 units, grid of 128 threads
+    out = np.zeros(2 * 64, np.float32)
+    _read_vec4[2, 64](a, 2, out, rotate)
+    assert out.sum() == pytest.approx(2 * a.astype(np.float64).sum(), rel=1e-5)
