@@ -180,6 +180,13 @@ def _f(row: dict, key: str) -> float:
     return float(row[key])
 
 
+def _nanmin(values: Sequence[float]) -> float:
+    """The smallest finite value; NaN (without NumPy's all-NaN warning) when there is none, e.g. a
+    layer with too few points for any resolved pair."""
+    finite = [v for v in values if math.isfinite(v)]
+    return min(finite) if finite else math.nan
+
+
 def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per layer and overall metrics of validation rows (predicted_us, measured_us, layer, label)."""
     rows = [r for r in rows if r.get("measured_us") not in (None, "") and math.isfinite(_f(r, "measured_us"))
@@ -231,9 +238,9 @@ def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
                         "regret_mean": float(np.mean([v["regret"] for v in per_layer.values()]))})
         repeat = [v["pairwise_repeatability"] for v in per_layer.values() if "pairwise_repeatability" in v]
         if repeat:
-            overall["pairwise_repeatability_min"] = float(np.nanmin(repeat))
-            overall["pairwise_accuracy_resolved_min"] = float(np.nanmin(
-                [v["pairwise_accuracy_resolved"] for v in per_layer.values() if "pairwise_accuracy_resolved" in v]))
+            overall["pairwise_repeatability_min"] = _nanmin(repeat)
+            overall["pairwise_accuracy_resolved_min"] = _nanmin(
+                [v["pairwise_accuracy_resolved"] for v in per_layer.values() if "pairwise_accuracy_resolved" in v])
         fused_regrets = [v["regret_fused"] for v in per_layer.values() if "regret_fused" in v]
         if fused_regrets:
             overall["regret_fused_max"] = max(fused_regrets)
