@@ -15,9 +15,11 @@ bandwidth change (predicted +5.5%, measured +3.5% in the default mapping's speed
 H100), so read the slower-memory rows as the model's extrapolation, a direction and a rough size.
 
 Writes DIR/fusion_vs_dram.csv (one row per bandwidth and layer), DIR/fusion_vs_dram_summary.csv (one
-row per bandwidth) and their JSON with provenance. No GPU.
+row per bandwidth), their JSON with provenance, and DIR/fusion_vs_dram.png/.pdf drawn from the CSVs
+alone (``--plot-only`` redraws it). No GPU.
 
-    python -m experiments.fusion_vs_dram [--bandwidths 4250,3019,2000,1500,1000] [--layers ...] [--workers 2] [--out DIR]   # ~8 min, 2 cores
+    python -m experiments.fusion_vs_dram [--bandwidths 4250,3019,2000,1500,1000] [--layers ...] [--workers 2] [--out DIR]   # ~6 min, 2 cores
+    python -m experiments.fusion_vs_dram --plot-only [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,37 @@ def _sweep(job: tuple[str, str, float]) -> dict[str, Any]:
             "dram_mb_best": summary["dram_mb_best"]}
 
 
+def plot(out_dir: str | Path) -> tuple[Path, Path]:
+    """Predicted best-of-sweep speedup against DRAM bandwidth: a thin line per layer, the geometric
+    mean thick, the two GPUs' measured geometric means as points, the issue's 1.25x as a dashed line."""
+    from experiments import style
+    from experiments.provenance import read_rows
+    out = Path(out_dir)
+    rows = read_rows(out / "fusion_vs_dram.csv")
+    summary = read_rows(out / "fusion_vs_dram_summary.csv")
+    meta = json.loads((out / "fusion_vs_dram_summary.json").read_text())["meta"]
+    style.apply()
+    fig, ax = style.new_figure()
+    for i, layer in enumerate(dict.fromkeys(r["layer"] for r in rows)):
+        mine = sorted((float(r["dram_bw_gbps"]), float(r["speedup_best"])) for r in rows if r["layer"] == layer)
+        ax.plot([m[0] / 1e3 for m in mine], [m[1] for m in mine], color="grey", lw=0.7, alpha=0.6,
+                label="one Table-2 layer (predicted)" if i == 0 else None)
+    mean = sorted((float(r["dram_bw_gbps"]), float(r["speedup_best_geomean"])) for r in summary)
+    ax.plot([m[0] / 1e3 for m in mean], [m[1] for m in mean], color=style.OKABE_ITO[0], lw=2.2, marker="o",
+            label="geometric mean, predicted (H200 spec, DRAM bandwidth changed)")
+    bw_of = {"NVIDIA H200": 4250.0, "NVIDIA H100": 3019.0}
+    for j, m in enumerate(meta.get("measured_geomeans", [])):
+        if m["device"] in bw_of:
+            ax.plot(bw_of[m["device"]] / 1e3, m["speedup_best_geomean"], ls="none", marker=style.MARKERS[j + 1],
+                    ms=8, color=style.OKABE_ITO[j + 1], label=f"{m['device']}, measured geometric mean")
+    ax.axhline(TARGET, color="black", ls="--", lw=1, label=f"issue 3's target, {TARGET:g}x")
+    ax.axhline(1.0, color="black", lw=0.6)
+    ax.set_xlabel("DRAM bandwidth (TB/s)")
+    ax.set_ylabel("fused best / our non-fused (x)")
+    ax.legend(loc="upper right")
+    return style.save_figure(fig, out, "fusion_vs_dram")
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=SPEC)
@@ -79,7 +113,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--layers", nargs="+", default=list(TABLE2_NAMES))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=OUT)
+    ap.add_argument("--plot-only", action="store_true", help="redraw the figure from DIR's CSVs")
     args = ap.parse_args(argv)
+    if args.plot_only:
+        plot(args.out)
+        return read_summary(args.out)
     try:
         bandwidths = [float(b) for b in args.bandwidths.split(",") if b.strip()]
     except ValueError:
@@ -120,7 +158,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                        "measured_geomeans": measured, "target": TARGET})
     write_results(rows, args.out, "fusion_vs_dram", meta)
     write_results(summary, args.out, "fusion_vs_dram_summary", meta)
+    plot(args.out)
     return summary
+
+
+def read_summary(out_dir: str | Path) -> list[dict]:
+    from experiments.provenance import read_rows
+    return read_rows(Path(out_dir) / "fusion_vs_dram_summary.csv")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
     assert all(float(r["dram_mb_best"]) < float(r["dram_mb_nonfused"]) for r in rows)
     meta = json.loads((tmp_path / "fusion_vs_dram_summary.json").read_text())["meta"]
     assert meta["git_sha"] and meta["bandwidths_gbps"] == [4000.0, 500.0]
+    assert (tmp_path / "fusion_vs_dram.png").stat().st_size > 0 and (tmp_path / "fusion_vs_dram.pdf").exists()
+    (tmp_path / "fusion_vs_dram.png").unlink()
+    assert len(main(["--plot-only", "--out", str(tmp_path)])) == 2       # redrawn from the CSVs alone
+    assert (tmp_path / "fusion_vs_dram.png").exists()
 
 
 def test_fusion_vs_dram_bad_bandwidth_is_one_line():
