@@ -15,6 +15,13 @@ assumes: the kinds' code runs at the same per-SM efficiency on both GPUs (true f
 architecture and compiler; not for another architecture, whose kinds need their own calibration).
 Every replaced value's source names the new device; every kept value keeps its source, so the file
 says which half came from where.
+
+Both halves must come from the same probes. The kinds of a spec were fitted beside its measured values,
+so a value measured on the new GPU by a changed probe (session 19 fixed the L2 bandwidth probe: the old
+one read 9.9 TB/s on the H200, the fixed one 4.48 on both GPUs) would move the predictions by the probe
+change, not by the GPU; ``keep`` names the fields to take from the calibrated spec instead. (Moved with
+the fixed probe's H100 reading, the committed H200 spec predicts the H100's runs 7% slow on average,
+MAPE 7.7%; with the old probe's reading on both sides 4.7%, with the H200's value kept 4.2%.)
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from megasim.calibration import Measurements, measured_base
+from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec
 
 # Measured values that are not properties of the GPU but fits of earlier calibrations, kept from the
@@ -29,13 +37,20 @@ from megasim.hardware.spec import GPUSpec
 FITTED_VALUES = ("mixed_kinds_sm_factor", "younger_block_weight")
 
 
-def transferred_spec(calibrated: GPUSpec, m: Measurements, name: str | None = None) -> GPUSpec:
+def transferred_spec(calibrated: GPUSpec, m: Measurements, name: str | None = None,
+                     keep: tuple[str, ...] = ()) -> GPUSpec:
     """`calibrated` with every field `m` measured directly replaced by `m`'s value (its source naming
-    `m`'s device and date); task costs and fitted rules unchanged. `name` defaults to the device's."""
-    values = {k: v for k, v in m.values.items() if k not in FITTED_VALUES}
+    `m`'s device and date), except the fields in `keep`; task costs and fitted rules unchanged. `name`
+    defaults to the device's."""
+    unknown = [k for k in keep if k not in m.values]
+    if unknown:
+        raise SpecError(f"keep={unknown[0]!r} is not allowed: the measurements hold "
+                        f"{', '.join(sorted(k for k in m.values if k not in FITTED_VALUES))}")
+    values = {k: v for k, v in m.values.items() if k not in FITTED_VALUES and k not in keep}
     measured = dataclasses.replace(m, values=values)
     spec = measured_base(calibrated, measured)
     description = (f"{calibrated.name}'s task costs and fitted rules (calibrated there), with the values "
                    f"measured on {m.device} on {m.date} by gpu.calibrate's microbenchmarks "
-                   f"({len(values)} fields); nothing fitted on {m.device}")
+                   f"({len(values)} fields{'; kept from ' + calibrated.name + ': ' + ', '.join(keep) if keep else ''}); "
+                   f"nothing fitted on {m.device}")
     return dataclasses.replace(spec, name=name or m.device, description=description)

@@ -11,7 +11,7 @@
     megasim validate LAYER.. --spec FILE [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
     megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
     megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
-    megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE
+    megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE [--keep FIELD ..]
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -268,7 +268,7 @@ def _cmd_transfer_spec(args: argparse.Namespace) -> int:
         raise MegasimError(f"--measurements {args.measurements!r} cannot be read: {err}") from None
     m = Measurements.from_dict(data)
     base = load_spec(args.spec)
-    spec = transferred_spec(base, m, name=args.name)
+    spec = transferred_spec(base, m, name=args.name, keep=tuple(args.keep or ()))
     dump_spec(spec, args.out)
     changed = [f for f in m.values if getattr(spec, f, None) != getattr(base, f, None)]
     print(f"wrote {args.out}: {base.name}'s task costs with {len(changed)} values measured on {m.device}")
@@ -436,6 +436,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="FILE.measurements.json of the other GPU (gpu.calibrate.measure); only its values are used")
     p.add_argument("--out", required=True, help="the spec file to write")
     p.add_argument("--name", help="the new spec's name (default: the measured device's)")
+    p.add_argument("--keep", nargs="+", metavar="FIELD",
+                   help="measured fields to keep from --spec (e.g. l2_bw_gbps, where the probe changed between "
+                        "the two measurements)")
     p.set_defaults(func=_cmd_transfer_spec)
     p = sub.add_parser("validate", help="predicted vs measured runtimes of many mappings (needs a GPU)")
     p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")

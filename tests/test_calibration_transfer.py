@@ -60,3 +60,27 @@ def test_cli_unreadable_measurements_is_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "missing.json" in err and "cannot be read" in err
+
+
+def test_keep_takes_named_fields_from_the_calibrated_spec():
+    base = load_spec(CALIBRATED)
+    spec = transferred_spec(base, measurements(dram_bw_gbps=3000.0, l2_bw_gbps=4000.0), keep=("l2_bw_gbps",))
+    assert spec.dram_bw_gbps == 3000.0
+    assert spec.l2_bw_gbps == base.l2_bw_gbps and spec.sources["l2_bw_gbps"] == base.sources["l2_bw_gbps"]
+    assert "kept from" in spec.description and "l2_bw_gbps" in spec.description
+    with pytest.raises(SpecError, match="keep='l2_bytes' is not allowed: the measurements hold dram_bw_gbps"):
+        transferred_spec(base, measurements(dram_bw_gbps=3000.0), keep=("l2_bytes",))
+
+
+def test_cli_keep(tmp_path, capsys):
+    mfile = tmp_path / "m.json"
+    mfile.write_text(json.dumps(measurements(dram_bw_gbps=3000.0, l2_bw_gbps=4000.0).as_dict()))
+    out = tmp_path / "moved.json"
+    assert main(["transfer-spec", "--spec", CALIBRATED, "--measurements", str(mfile), "--out", str(out),
+                 "--keep", "l2_bw_gbps"]) == 0
+    assert load_spec(out).l2_bw_gbps == load_spec(CALIBRATED).l2_bw_gbps
+    assert "l2_bw_gbps" not in capsys.readouterr().out.split("\n", 1)[1]     # not listed as changed
+    assert main(["transfer-spec", "--spec", CALIBRATED, "--measurements", str(mfile), "--out", str(out),
+                 "--keep", "warp_size"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "keep='warp_size' is not allowed" in err
