@@ -116,14 +116,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from DIR's CSVs")
     args = ap.parse_args(argv)
     if args.plot_only:
+        if not (Path(args.out) / "fusion_vs_dram_summary.csv").exists():
+            raise SystemExit(f"--plot-only: {args.out!r} holds no fusion_vs_dram results (run without --plot-only first)")
         plot(args.out)
         return read_summary(args.out)
     try:
-        bandwidths = [float(b) for b in args.bandwidths.split(",") if b.strip()]
+        bandwidths = list(dict.fromkeys(float(b) for b in args.bandwidths.split(",") if b.strip()))
     except ValueError:
         raise SystemExit(f"--bandwidths {args.bandwidths!r} is not allowed: give numbers in GB/s, comma-separated")
-    if not bandwidths or min(bandwidths) <= 0:
-        raise SystemExit(f"--bandwidths {args.bandwidths!r} is not allowed: give positive GB/s values")
+    if not bandwidths or not all(math.isfinite(b) and b > 0 for b in bandwidths):
+        raise SystemExit(f"--bandwidths {args.bandwidths!r} is not allowed: give positive, finite GB/s values")
     try:
         spec = load_spec(args.spec)
         for layer in args.layers:

@@ -4,10 +4,11 @@ Specs (none fitted on an H100 run):
 - ``h200``: the H200's calibrated spec unchanged (what a user without the H100's microbenchmarks has);
 - ``transfer``: ``megasim transfer-spec``: the H200's task costs and fitted rules, every value that
   ``gpu.calibrate``'s microbenchmarks measure taken from the H100's run (``h100_from_h200.json``);
-- ``transfer_l2_kept`` (a what-if, not a procedure): the transfer with the H200's L2 bandwidth kept. The
-  L2 bandwidth probe read 23.5 TB/s on the H100 and 9.9 TB/s on the H200, the same GH100 L2; its reads
-  repeat the same addresses on the same SMs, so what it measures depends on how much L1 the runtime
-  leaves the probe (docs/validation.md, session 19). This row shows how much that one value moves.
+- ``transfer_l2_kept``: the transfer with the H200's L2 bandwidth kept (``transfer-spec --keep
+  l2_bw_gbps``). The probe of sessions 2-18 read 23.5 TB/s on the H100 and 9.9 TB/s on the H200, the same
+  GH100 L2: it timed a difference of two runs that both held Numba's host launch cost, and re-read from
+  L1 (docs/validation.md, session 19; the fixed probe reads 4.48 TB/s on both). This row shows how much
+  that one value moves.
 
 Per spec: the validation summary (MAPE, ordering, regret, fused/non-fused speedup at the default mapping),
 and per layer the MAPE and the speedup predicted against measured. Writes DIR/transfer_h100.csv (one row
@@ -79,8 +80,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
           f"{'worst speedup err':>17} {'targets':>8}")
     for r in table:
         if r["layer"] == "all":
+            speedup = "n/a" if r["speedup_error"] is None else f"{r['speedup_error']:.1%}"
             print(f"{r['spec']:>17} {r['mape']:6.1%} {r['max_error']:8.1%} {r['kendall_tau']:6.3f} "
-                  f"{r['pairwise_accuracy']:12.3f} {r['regret']:12.1%} {r['speedup_error']:17.1%} "
+                  f"{r['pairwise_accuracy']:12.3f} {r['regret']:12.1%} {speedup:>17} "
                   f"{r['targets_met']:>4}/{r['targets']}")
     meta = provenance({"measured": args.measured, "specs": {k: v[1] for k, v in specs.items()},
                        "device_measured": measured[0].get("device") if measured else None,

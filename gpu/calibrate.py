@@ -119,7 +119,8 @@ def _read_vec4(a, reps, out, rotate):
     """The L2 bandwidth probe's kernel: ``_read4``'s rounds (every element once per round, each round's
     threads rotated by ``rotate`` blocks), reading 4 floats per load (``load4``, one 128-bit load), 4
     independent loads per thread per step: 64 bytes in flight per thread, 4x ``_read4``'s, so the rounds
-    are not bounded by how few loads each thread keeps waiting. ``a.size`` must be a multiple of 4."""
+    are not bounded by how few loads each thread keeps waiting. Reads ``a.size // 4`` float4 units: a
+    remainder of fewer than 4 elements is not read (the probe's buffer is a multiple of 4)."""
     stride = cuda.gridsize(1)
     units = a.size // 4
     s0 = float32(0.0)
@@ -221,7 +222,7 @@ def probe_dram(torch) -> tuple[float, str]:
     return 2 * 4 * n / (ms * 1e6), "device-to-device copy of 2 GiB (torch copy_), read + write bytes / median time"
 
 
-L2_PROBE_ROTATE_BLOCKS = 37     # prime: coprime to any SM count below 37 * 2, and then to 132
+L2_PROBE_ROTATE_BLOCKS = 37     # not a multiple of the SM count (132): a round's reads move to other SMs
 
 
 def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:

@@ -8,8 +8,8 @@ pattern did; a rotation coprime to the SM count sends every re-read to another S
 measured ``--repeats`` times, interleaved, after a kernel with no shared memory and after one with the
 most static-limit dynamic shared memory (the carveout the runtime leaves L1 may differ). It also times
 the old kernel itself (``read4_before_session_19``, its code unchanged: the round loop's body does not
-depend on the round) and counts, in its PTX, the global loads inside the round loop: a compiler may
-hoist loop-invariant loads out of it, and then 64 rounds cost little more than one.
+depend on the round) and counts the global loads in its PTX (5: the step's 4 and the tail's 1, all
+inside the loops, so its loads were not hoisted out of the round loop; the PTX is kept beside the JSON).
 
     bash gpu/on_device.sh python -m gpu.probe_l2_bandwidth --out $OUT/l2bw      # ~20 s
 """

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from megasim.calibration import Measurements, measured_base
+from megasim.calibration import Measurements, measured_base, sanity_rules
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec
 
@@ -37,20 +37,35 @@ from megasim.hardware.spec import GPUSpec
 FITTED_VALUES = ("mixed_kinds_sm_factor", "younger_block_weight")
 
 
+def transferred_values(m: Measurements) -> list[str]:
+    """The fields of `m` that a transfer may replace: every measured value but the fitted ones."""
+    return sorted(k for k in m.values if k not in FITTED_VALUES)
+
+
 def transferred_spec(calibrated: GPUSpec, m: Measurements, name: str | None = None,
                      keep: tuple[str, ...] = ()) -> GPUSpec:
     """`calibrated` with every field `m` measured directly replaced by `m`'s value (its source naming
     `m`'s device and date), except the fields in `keep`; task costs and fitted rules unchanged. `name`
-    defaults to the device's."""
-    unknown = [k for k in keep if k not in m.values]
+    defaults to the device's. The physical floors of ``sanity_rules`` are applied with the kept fields'
+    values in place (an atomic latency below a kept L2 latency is still rejected)."""
+    allowed = transferred_values(m)
+    keep = tuple(dict.fromkeys(keep))
+    unknown = [k for k in keep if k not in allowed]
     if unknown:
-        raise SpecError(f"keep={unknown[0]!r} is not allowed: the measurements hold "
-                        f"{', '.join(sorted(k for k in m.values if k not in FITTED_VALUES))}")
-    values = {k: v for k, v in m.values.items() if k not in FITTED_VALUES and k not in keep}
-    measured = dataclasses.replace(m, values=values)
-    spec = measured_base(calibrated, measured)
+        raise SpecError(f"keep={unknown[0]!r} is not allowed: the measurements hold {', '.join(allowed)}")
+    for k in allowed:
+        entry = m.values[k]
+        if not isinstance(entry, dict) or "value" not in entry:
+            raise SpecError(f"measurements: {k}={entry!r} is not allowed: each value is {{\"value\": number, \"method\": text}}")
+        if isinstance(entry["value"], bool) or not isinstance(entry["value"], (int, float)):
+            raise SpecError(f"measurements: {k}={entry['value']!r} is not allowed: it must be a number")
+    kept = {k: {"value": getattr(calibrated, k), "method": f"kept from {calibrated.name}"} for k in keep}
+    ruled = sanity_rules({**{k: m.values[k] for k in allowed}, **kept})
+    values = {k: v for k, v in ruled.items() if k not in keep}
+    # Named first, so that a measured value the spec refuses is reported against the new spec's name.
+    spec = measured_base(dataclasses.replace(calibrated, name=name or m.device), dataclasses.replace(m, values=values))
     description = (f"{calibrated.name}'s task costs and fitted rules (calibrated there), with the values "
                    f"measured on {m.device} on {m.date} by gpu.calibrate's microbenchmarks "
                    f"({len(values)} fields{'; kept from ' + calibrated.name + ': ' + ', '.join(keep) if keep else ''}); "
                    f"nothing fitted on {m.device}")
-    return dataclasses.replace(spec, name=name or m.device, description=description)
+    return dataclasses.replace(spec, description=description)

@@ -260,18 +260,28 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_transfer_spec(args: argparse.Namespace) -> int:
     from pathlib import Path
     from megasim.calibration import Measurements
-    from megasim.calibration_transfer import transferred_spec
+    from megasim.calibration_transfer import transferred_spec, transferred_values
     from megasim.hardware import dump_spec
     try:
         data = json.loads(Path(args.measurements).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise MegasimError(f"--measurements {args.measurements!r} cannot be read: {err}") from None
+    if not isinstance(data, dict):
+        raise MegasimError(f"--measurements {args.measurements!r} is not allowed: it must hold one JSON object "
+                           f"(gpu.calibrate's Measurements), not a {type(data).__name__}")
+    missing = [k for k in ("device", "date", "preset", "values") if k not in data]
+    if missing:
+        raise MegasimError(f"--measurements {args.measurements!r} is not allowed: it has no {missing[0]!r} "
+                           f"(gpu.calibrate's Measurements have device, date, preset, values)")
     m = Measurements.from_dict(data)
     base = load_spec(args.spec)
-    spec = transferred_spec(base, m, name=args.name, keep=tuple(args.keep or ()))
+    keep = tuple(args.keep or ())
+    spec = transferred_spec(base, m, name=args.name, keep=keep)
     dump_spec(spec, args.out)
-    changed = [f for f in m.values if getattr(spec, f, None) != getattr(base, f, None)]
-    print(f"wrote {args.out}: {base.name}'s task costs with {len(changed)} values measured on {m.device}")
+    moved = [f for f in transferred_values(m) if f not in keep]
+    changed = [f for f in moved if getattr(spec, f) != getattr(base, f)]
+    print(f"wrote {args.out}: {base.name}'s task costs with {len(moved)} values measured on {m.device} "
+          f"({len(changed)} differ{', ' + str(len(set(keep))) + ' kept' if keep else ''})")
     for f in changed:
         print(f"  {f:24s} {getattr(base, f)!s:>22} -> {getattr(spec, f)!s}")
     return 0

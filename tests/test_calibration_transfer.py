@@ -84,3 +84,25 @@ def test_cli_keep(tmp_path, capsys):
                  "--keep", "warp_size"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "keep='warp_size' is not allowed" in err
+
+
+def test_sanity_floor_holds_with_a_kept_field():
+    """An atomic round trip below the L2 latency is a probe artefact (megasim.calibration.sanity_rules):
+    rejected against the kept L2 latency too."""
+    base = load_spec(CALIBRATED)
+    spec = transferred_spec(base, measurements(atomic_latency_ns=9.5, l2_latency_ns=140.0), keep=("l2_latency_ns",))
+    assert spec.l2_latency_ns == base.l2_latency_ns and spec.atomic_latency_ns == base.l2_latency_ns
+    assert "rejected as an artefact" in spec.sources["atomic_latency_ns"]
+
+
+def test_malformed_measured_values_are_refused():
+    base = load_spec(CALIBRATED)
+    m = measurements(dram_bw_gbps=3000.0)
+    m.values["dram_bw_gbps"] = {"method": "no value"}
+    with pytest.raises(SpecError, match="dram_bw_gbps=.* is not allowed: each value is"):
+        transferred_spec(base, m)
+    m.values["dram_bw_gbps"] = {"value": "fast", "method": "x"}
+    with pytest.raises(SpecError, match="dram_bw_gbps='fast' is not allowed: it must be a number"):
+        transferred_spec(base, m)
+    with pytest.raises(SpecError, match="GPU spec 'moved': dram_bw_gbps=-1.0 must be > 0"):
+        transferred_spec(base, measurements(dram_bw_gbps=-1.0), name="moved")

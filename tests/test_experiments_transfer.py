@@ -52,20 +52,24 @@ def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
     assert (tmp_path / "fusion_vs_dram.png").exists()
 
 
-def test_fusion_vs_dram_bad_bandwidth_is_one_line():
+def test_fusion_vs_dram_bad_input_is_one_line(tmp_path):
     from experiments.fusion_vs_dram import main
     with pytest.raises(SystemExit, match="--bandwidths 'fast' is not allowed"):
         main(["--bandwidths", "fast"])
-    with pytest.raises(SystemExit, match="positive"):
-        main(["--bandwidths", "0,100"])
+    for bad in ("0,100", "nan", "inf,100"):
+        with pytest.raises(SystemExit, match="positive, finite"):
+            main(["--bandwidths", bad])
+    with pytest.raises(SystemExit, match="holds no fusion_vs_dram results"):
+        main(["--plot-only", "--out", str(tmp_path / "nothing")])
 
 
 @pytest.mark.slow
 def test_transfer_h100_on_two_measured_rows(tmp_path, capsys):
     """Two of the H100's measured rows (resnet-4, non-fused and the default fused map), predicted by the
     three specs: the rows are the committed ones, the transferred spec's predictions are what
-    `megasim simulate --spec h100_from_h200.json` gives, and the L2-kept what-if differs from the
-    transfer only in the L2 bandwidth."""
+    `megasim simulate --spec h100_from_h200.json` gives, the H200 spec predicts the non-fused pipeline
+    faster than the transfer (more DRAM bandwidth), and keeping the H200's L2 bandwidth changes the
+    fused prediction."""
     from experiments import transfer_h100
     from megasim.validation import read_rows, write_rows
     rows = [r for r in read_rows(transfer_h100.MEASURED)

@@ -37,23 +37,32 @@ def test_refuses_a_sweep_without_a_step_or_a_dram_latency_below_l2():
 @pytest.mark.parametrize("rotate", [0, 1, 37])
 def test_read4_reads_every_element_including_the_tail(rotate):
     """Each of the 3 rounds reads every element once, whatever the rotation (a permutation of the
-    threads' starting points); with a rotation, a thread's rounds read different elements."""
+    threads' starting points)."""
     a = np.random.default_rng(0).random(1000).astype(np.float32)          # not a multiple of 4 x grid
     out = np.zeros(2 * 64, np.float32)
     _read4[2, 64](a, 3, out, rotate)
     assert out.sum() == pytest.approx(3 * a.astype(np.float64).sum(), rel=1e-5)
-    one = np.zeros(2 * 64, np.float32)
-    _read4[2, 64](a, 1, one, rotate)
-    if rotate % 2:      # rounds alternate between the two blocks' halves of the grid
-        assert not np.allclose(out, 3 * one)
-    else:
-        assert np.allclose(out, 3 * one)
+
+
+@pytest.mark.parametrize("kernel, width", [(_read4, 1), (_read_vec4, 4)])
+def test_rotation_moves_a_round_by_whole_blocks(kernel, width):
+    """One element (or float4 unit) per thread, 3 blocks of 32 threads, rotation 1 block: in round r
+    thread t reads unit (t + 32 r) mod 96, so over 2 rounds its sum is units t and t + 32 (a rotation
+    counted in threads, t and t + 1, or none, t twice, gives other sums)."""
+    a = np.random.default_rng(2).random(96 * width).astype(np.float32)
+    units = a.reshape(96, width).astype(np.float64).sum(axis=1)
+    out = np.zeros(96, np.float32)
+    kernel[3, 32](a, 2, out, 1)
+    t = np.arange(96)
+    assert np.allclose(out, units[t] + units[(t + 32) % 96], rtol=1e-6)
+    kernel[3, 32](a, 2, out, 0)
+    assert np.allclose(out, 2 * units, rtol=1e-6)
 
 
 @pytest.mark.parametrize("rotate", [0, 37])
 def test_read_vec4_reads_every_element_once_per_round(rotate):
     """The L2 probe's kernel: 4 floats per load, a tail of units shorter than 4 x the grid."""
-    a = np.random.default_rng(1).random(4 * 300).astype(np.float32)       # 300 units, grid of 128 threads
-    out = np.zeros(2 * 64, np.float32)
+    a = np.random.default_rng(1).random(4 * 1000).astype(np.float32)      # 1000 units, grid of 128 threads:
+    out = np.zeros(2 * 64, np.float32)                                      # the 4-load step and the tail
     _read_vec4[2, 64](a, 2, out, rotate)
     assert out.sum() == pytest.approx(2 * a.astype(np.float64).sum(), rel=1e-5)
