@@ -25,7 +25,6 @@ alone (``--plot-only`` redraws it). No GPU.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.provenance import provenance, write_results
+from experiments.ready_dispatch import geomean, measured_ms
 from experiments.sweeps import SWEEP_D_IG_MULTS, SWEEP_M, layer_sweep, parallel_map, print_table, spec_meta
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
@@ -46,17 +46,9 @@ OUT = "experiments/results/model/fusion_vs_dram"
 TARGET = 1.25
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
-
-
 def measured_speedups(path: str) -> dict[str, float]:
     """Per layer: our non-fused median over the fused sweep's best median, from a winograd_bench CSV."""
-    ms: dict[tuple[str, str], float] = {}
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["status"] == "ok":
-                ms[(r["layer"], r["impl"])] = float(r["median_ms"])
+    ms = measured_ms(path)
     layers = dict.fromkeys(layer for layer, _ in ms)
     return {layer: ms[(layer, "nonfused")] / ms[(layer, "fused_sweep_best")] for layer in layers
             if (layer, "nonfused") in ms and (layer, "fused_sweep_best") in ms}

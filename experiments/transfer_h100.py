@@ -20,26 +20,29 @@ per spec and layer, plus "all") and .json with provenance; each spec's validatio
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import tempfile
 from pathlib import Path
 
 from experiments.provenance import provenance, write_results
+from megasim.calibration import Measurements
+from megasim.calibration_transfer import transferred_spec
 from megasim.hardware import dump_spec, load_spec
 from megasim.validation import CSV_COLUMNS, predict_rows, read_rows, summarize, write_rows
 
 H200_SPEC = "megasim/hardware/calibrated/h200.json"
 TRANSFER_SPEC = "megasim/hardware/calibrated/h100_from_h200.json"
 MEASURED = "experiments/results/nvidia-h100/transfer/validation_measured.csv"
+H100_MEASUREMENTS = "experiments/results/nvidia-h100/transfer/h100.measurements.json"
 OUT = "experiments/results/nvidia-h100/transfer"
 
 
 def l2_kept_spec(path: Path) -> str:
-    """The transfer spec with the H200's L2 bandwidth (and its source), written to `path`."""
-    h200, moved = load_spec(H200_SPEC), load_spec(TRANSFER_SPEC)
-    spec = dataclasses.replace(moved, name=f"{moved.name}, L2 bandwidth kept", l2_bw_gbps=h200.l2_bw_gbps,
-                               sources={**moved.sources, "l2_bw_gbps": h200.sources["l2_bw_gbps"]})
-    dump_spec(spec, path)
+    """The transfer with the H200's L2 bandwidth kept (``transfer-spec --keep l2_bw_gbps``), written to `path`."""
+    moved = load_spec(TRANSFER_SPEC)
+    m = Measurements.from_dict(json.loads(Path(H100_MEASUREMENTS).read_text()))
+    dump_spec(transferred_spec(load_spec(H200_SPEC), m, name=f"{moved.name}, L2 bandwidth kept",
+                               keep=("l2_bw_gbps",)), path)
     return str(path)
 
 

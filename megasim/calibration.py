@@ -374,7 +374,14 @@ def sanity_rules(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
 
     An atomic executes at L2, so its round trip cannot be shorter than an L2 load's: an
     ``atomic_latency_ns`` below ``l2_latency_ns`` is a probe artefact (on the H200 the dependent-atomic
-    chain gave 9.7 ns, the L2 pointer chase 153 ns); the L2 latency is used instead, and said so."""
+    chain gave 9.7 ns, the L2 pointer chase 153 ns); the L2 latency is used instead, and said so.
+    Every measured-values path goes through here, so the entries' form is checked here too: each is
+    ``{"value": number, "method": text}`` (a measurements file edited by hand gets a one-line error)."""
+    for k, entry in values.items():
+        if not isinstance(entry, dict) or "value" not in entry:
+            raise SpecError(f"measurements: {k}={entry!r} is not allowed: each value is {{\"value\": number, \"method\": text}}")
+        if isinstance(entry["value"], bool) or not isinstance(entry["value"], (int, float)):
+            raise SpecError(f"measurements: {k}={entry['value']!r} is not allowed: it must be a number")
     values = {k: dict(v) for k, v in values.items()}
     a, l2 = values.get("atomic_latency_ns"), values.get("l2_latency_ns")
     if a and l2 and a["value"] < l2["value"]:

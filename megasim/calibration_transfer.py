@@ -53,15 +53,10 @@ def transferred_spec(calibrated: GPUSpec, m: Measurements, name: str | None = No
     unknown = [k for k in keep if k not in allowed]
     if unknown:
         raise SpecError(f"keep={unknown[0]!r} is not allowed: the measurements hold {', '.join(allowed)}")
-    for k in allowed:
-        entry = m.values[k]
-        if not isinstance(entry, dict) or "value" not in entry:
-            raise SpecError(f"measurements: {k}={entry!r} is not allowed: each value is {{\"value\": number, \"method\": text}}")
-        if isinstance(entry["value"], bool) or not isinstance(entry["value"], (int, float)):
-            raise SpecError(f"measurements: {k}={entry['value']!r} is not allowed: it must be a number")
     kept = {k: {"value": getattr(calibrated, k), "method": f"kept from {calibrated.name}"} for k in keep}
-    ruled = sanity_rules({**{k: m.values[k] for k in allowed}, **kept})
+    ruled = sanity_rules({**{k: m.values[k] for k in allowed}, **kept})     # also checks the entries' form
     values = {k: v for k, v in ruled.items() if k not in keep}
+    # measured_base applies sanity_rules again: a no-op on ruled values (the floors are idempotent).
     # Named first, so that a measured value the spec refuses is reported against the new spec's name.
     spec = measured_base(dataclasses.replace(calibrated, name=name or m.device), dataclasses.replace(m, values=values))
     description = (f"{calibrated.name}'s task costs and fitted rules (calibrated there), with the values "

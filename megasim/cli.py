@@ -218,18 +218,31 @@ def _carry_kinds(spec, path):
     return dataclasses.replace(spec, task_costs=costs, sources=sources)
 
 
-def _cmd_calibrate(args: argparse.Namespace) -> int:
+def _read_measurements(path: str, flag: str):
+    """A gpu.calibrate Measurements file, or a one-line error naming `flag` and what is wrong."""
     from pathlib import Path
-    from megasim.calibration import Measurements, calibrated_spec
+    from megasim.calibration import Measurements
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise MegasimError(f"{flag} {path!r} cannot be read: {err}") from None
+    if not isinstance(data, dict):
+        raise MegasimError(f"{flag} {path!r} is not allowed: it must hold one JSON object "
+                           f"(gpu.calibrate's Measurements), not a {type(data).__name__}")
+    missing = [k for k in ("device", "date", "preset", "values") if k not in data]
+    if missing:
+        raise MegasimError(f"{flag} {path!r} is not allowed: it has no {missing[0]!r} "
+                           f"(gpu.calibrate's Measurements have device, date, preset, values)")
+    return Measurements.from_dict(data)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from megasim.calibration import calibrated_spec
     from megasim.hardware import dump_spec
     layers = tuple(args.layers)
     Plan.parse("nonfused", args.param)            # bad --param: one-line error before any measuring
     if args.from_measurements:
-        try:
-            data = json.loads(Path(args.from_measurements).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise MegasimError(f"--from-measurements {args.from_measurements!r} cannot be read: {err}") from None
-        m = Measurements.from_dict(data)
+        m = _read_measurements(args.from_measurements, "--from-measurements")
         spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
         dump_spec(_carry_kinds(spec, args.carry_kinds_from), args.out)
     else:
@@ -258,22 +271,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_transfer_spec(args: argparse.Namespace) -> int:
-    from pathlib import Path
-    from megasim.calibration import Measurements
     from megasim.calibration_transfer import transferred_spec, transferred_values
     from megasim.hardware import dump_spec
-    try:
-        data = json.loads(Path(args.measurements).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise MegasimError(f"--measurements {args.measurements!r} cannot be read: {err}") from None
-    if not isinstance(data, dict):
-        raise MegasimError(f"--measurements {args.measurements!r} is not allowed: it must hold one JSON object "
-                           f"(gpu.calibrate's Measurements), not a {type(data).__name__}")
-    missing = [k for k in ("device", "date", "preset", "values") if k not in data]
-    if missing:
-        raise MegasimError(f"--measurements {args.measurements!r} is not allowed: it has no {missing[0]!r} "
-                           f"(gpu.calibrate's Measurements have device, date, preset, values)")
-    m = Measurements.from_dict(data)
+    m = _read_measurements(args.measurements, "--measurements")
     base = load_spec(args.spec)
     keep = tuple(args.keep or ())
     spec = transferred_spec(base, m, name=args.name, keep=keep)
