@@ -49,7 +49,44 @@ def fused_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, 
 
 MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3 convs: 4; PECR's 4x4 patch: 2)
 _COMPRESSORS: dict[tuple, object] = {}
+_LOADERS: dict[tuple, object] = {}
 _STAGERS: dict[tuple, object] = {}
+
+
+def _window_loader(c_chunk: int, rows: int, cols: int):
+    """A device function ``f(win, x, n, c0, C, ih0, iw0, H, W, active)``: loads the thread's ``c_chunk``
+    windows of ``rows x cols`` pixels into ``win`` (registers), 0 outside the map, for a channel >= C
+    or an inactive thread. One call per channel with a constant channel index (at most
+    MAX_TWO_PHASE_CHUNK), so every loop unrolls and all the loads can be in flight together."""
+    key = (c_chunk, rows, cols)
+    if key in _LOADERS:
+        return _LOADERS[key]
+    assert c_chunk <= MAX_TWO_PHASE_CHUNK, "the loader unrolls at most MAX_TWO_PHASE_CHUNK channels"
+    CC, RR, CS, PC = c_chunk, rows, cols, rows * cols
+
+    @cuda.jit(device=True, inline="always")
+    def load(win, x, n, c, C, ih0, iw0, H, W, active, cc):
+        for rr in range(RR):
+            for ss in range(CS):
+                ih = ih0 + rr
+                iw = iw0 + ss
+                v = ZERO
+                if active and c < C and ih >= 0 and ih < H and iw >= 0 and iw < W:
+                    v = x[n, c, ih, iw]
+                win[cc * PC + rr * CS + ss] = v
+
+    @cuda.jit(device=True, inline="always")
+    def load_window(win, x, n, c0, C, ih0, iw0, H, W, active):
+        load(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
+        if CC > 1:
+            load(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
+        if CC > 2:
+            load(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
+        if CC > 3:
+            load(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
+
+    _LOADERS[key] = load_window
+    return load_window
 
 
 def _compressor(c_chunk: int, rows: int, cols: int):
@@ -93,26 +130,11 @@ def _compressor(c_chunk: int, rows: int, cols: int):
         _COMPRESSORS[key] = scan_and_compress
         return scan_and_compress
 
-    @cuda.jit(device=True, inline="always")
-    def load(win, x, n, c, C, ih0, iw0, H, W, active, cc):
-        for rr in range(RR):
-            for ss in range(CS):
-                ih = ih0 + rr
-                iw = iw0 + ss
-                v = ZERO
-                if active and c < C and ih >= 0 and ih < H and iw >= 0 and iw < W:
-                    v = x[n, c, ih, iw]
-                win[cc * PC + rr * CS + ss] = v
+    load_window = _window_loader(c_chunk, rows, cols)
 
     @cuda.jit(device=True, inline="always")
     def load_and_compress(win, F_val, F_idx, x, n, c0, C, ih0, iw0, H, W, active, t):
-        load(win, x, n, c0, C, ih0, iw0, H, W, active, 0)
-        if CC > 1:
-            load(win, x, n, c0 + 1, C, ih0, iw0, H, W, active, 1)
-        if CC > 2:
-            load(win, x, n, c0 + 2, C, ih0, iw0, H, W, active, 2)
-        if CC > 3:
-            load(win, x, n, c0 + 3, C, ih0, iw0, H, W, active, 3)
+        load_window(win, x, n, c0, C, ih0, iw0, H, W, active)
         cnt = 0
         for e in range(ELEMS):
             v = win[e]
@@ -221,13 +243,18 @@ def store8(y, acc, kt, lo, n, k0, K, oh, ow):
 
 
 def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, *,
-                probe_same_row: bool = False):
+                probe_same_row: bool = False, probe_preload: bool = False):
     """The ECR (``sparse``) or direct convolution kernel for one block shape (cached).
 
     ``probe_same_row`` (a timing probe, its output is WRONG): ECR multiplies every stored nonzero
     with weight row 0, so all lanes of a warp read the same row each iteration (the row index is still
     loaded, ``min(j, 0)``); timed beside the real kernel it prices the replays of the 128-bit weight
     loads when lanes read different rows (``gpu.probe_sparse_rows``).
+
+    ``probe_preload`` (a timing probe of the dense twin, its output is right): each chunk's window is
+    first loaded into registers by ECR's loader (all loads in flight together), then multiplied,
+    instead of one load per element inside the multiply loop; timed beside the real twin it shows how
+    much of the twin's time is load latency on its multiply loop (``gpu.probe_conv_map_shape``).
 
     Launch: ``kern[(ceil(N*P*Q / 128), ceil(K / k_tile)), 128](x, w, y, padding)``; x (N, C, H, W),
     w (K, C, R, S), y (N, K, P, Q), all float32 C-contiguous. Thread t of block (bx, by) owns output
@@ -245,10 +272,14 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     Finally acc[kk] -> y[n, k0+kk, oh, ow] for k < K. F_val / F_idx are written and read by their
     own thread only; the barriers order W_sh. Shared memory: ``conv_shared_bytes``.
     """
-    key = ("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride) + (("same_row",) if probe_same_row else ())
+    if probe_preload and (sparse or c_chunk > MAX_TWO_PHASE_CHUNK):
+        raise ValueError(f"probe_preload is for the dense twin with c_chunk <= {MAX_TWO_PHASE_CHUNK}")
+    key = (("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride) + (("same_row",) if probe_same_row else ())
+           + (("preload",) if probe_preload else ()))
     if key in _CONV:
         return _CONV[key]
     SAME_ROW = bool(probe_same_row)
+    PRELOAD = bool(probe_preload)
     assert 1 <= k_tile <= 32, "the output stores cover at most 32 filters (four store8 calls)"
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK
@@ -262,6 +293,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     ST = stride
     WIN = ROWS if CC <= MAX_TWO_PHASE_CHUNK else 1        # the two-phase scan's registers
     compress = _compressor(CC if SPARSE else 1, R, S)              # unused by the dense twin
+    load_window = _window_loader(min(CC, MAX_TWO_PHASE_CHUNK), R, S)   # the dense probe_preload only
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
     row_fma = _row_fma(k_tile)
 
@@ -292,7 +324,7 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
         if SPARSE:
             F_val = cuda.shared.array((ROWS, PPB), float32)
             F_idx = cuda.shared.array((ROWS, PPB), int32)
-        if SPARSE:
+        if SPARSE or PRELOAD:
             win = cuda.local.array(WIN, float32)
         acc = cuda.local.array(KT, float32)
         for kk in range(KT):
@@ -307,6 +339,11 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
                     if SAME_ROW:
                         j = min(j, 0)
                     row_fma(acc, 0, W_sh, j, F_val[i, t])
+            elif PRELOAD:
+                load_window(win, x, n, c0, C, ih0, iw0, H, W, active)
+                if active:
+                    for e in range(ROWS):
+                        row_fma(acc, 0, W_sh, e, win[e])
             else:
                 if active:
                     for cc in range(CC):

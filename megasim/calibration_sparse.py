@@ -129,6 +129,39 @@ def occupancy_cases() -> list[dict[str, Any]]:
     return cases
 
 
+# The map-shape probe (not fitted): the same grid of 396 blocks (3 per SM on 132 SMs, k_tile 32, one
+# filter tile, C = 128: every block does the same multiply-adds) on maps of different widths, so only
+# how a block's 128 pixels lie on the map changes (rows of 128 = one row a block, as in the occupancy
+# probe; narrower rows = a block over several rows; wider = a block over part of a row). Session 18
+# found VGG-19 conv2_2 at batch 1 (rows of 112, 392 blocks) 6% slower than the probe's rows of 128
+# for the dense twin, and not for ECR. Plus conv2_1 and conv2_2 of VGG-19 at batch 1 themselves.
+MAP_SHAPE_WIDTHS = (16, 32, 56, 64, 96, 100, 112, 120, 128, 224, 256, 448)
+MAP_SHAPE_PIXELS = 396 * 128
+MAP_SHAPE_VGG = ("N=1,C=64,K=128,H=112,W=112", "N=1,C=128,K=128,H=112,W=112")
+MAP_SHAPE_SEED0 = 400
+
+
+def map_shape_problems() -> list[str]:
+    """The probe's problems: per width, the most rows whose pixels still fill 396 blocks of 128."""
+    probs = []
+    for w in MAP_SHAPE_WIDTHS:
+        h = MAP_SHAPE_PIXELS // w
+        probs.append(f"N=1,C=128,K=32,H={h},W={w}")
+    return probs + list(MAP_SHAPE_VGG)
+
+
+def map_shape_cases() -> list[dict[str, Any]]:
+    """The map-shape probe's cases (``gpu.probe_conv_map_shape`` times them, ``experiments.conv_map_shape``
+    predicts them): calibration-case dicts with ``force_k_tile`` 32. ``variant`` "preload" is the dense
+    twin built with ``probe_preload`` (the model has no such kind: it is predicted as ``direct``)."""
+    cases = []
+    for prob in map_shape_problems():
+        for kind, variant in (("direct", "plain"), ("direct", "preload"), ("ecr", "plain")):
+            cases.append({"op": kind, "kind": kind, "variant": variant, "problem": prob, "sparsity": 0.5,
+                          "pattern": "uniform", "seed": MAP_SHAPE_SEED0 + len(cases), "pool": None, "force_k_tile": 32})
+    return cases
+
+
 def calibration_cases() -> list[dict[str, Any]]:
     """The cases gpu.calibrate_sparse times: (op run, kind fitted, problem, sparsity, pattern, seed, pool)."""
     cases = []

@@ -193,3 +193,24 @@ def test_occupancy_probe_cases_give_b_blocks_per_sm_of_equal_work():
         fits = occupancy(spec, Footprint(tiling.threads, kernel_registers(tiling),
                                          tiling.shared_bytes(problem))).blocks_per_sm
         assert case["blocks_per_sm"] <= fits or case["blocks_per_sm"] == 2 * fits
+
+
+def test_map_shape_probe_keeps_the_grid_and_changes_the_width():
+    """Every width of the map-shape probe gives the same grid: 396 blocks of 128 pixels, one filter
+    tile of 32, C = 128 (3 per SM on the 132 SMs); each problem appears once per kernel variant."""
+    from megasim.calibration_sparse import MAP_SHAPE_VGG, MAP_SHAPE_WIDTHS, map_shape_cases, map_shape_problems
+
+    spec = get_gpu("H200")
+    cases = map_shape_cases()
+    assert len({c["seed"] for c in cases}) == len(cases) == 3 * len(map_shape_problems())
+    widths = []
+    for text in map_shape_problems():
+        problem = parse_layer(text)
+        tiling = choose_tiling(problem, "direct", spec.sm_count, k_tile=32)
+        if text in MAP_SHAPE_VGG:
+            assert grid(problem, tiling) == (98, 4)
+            continue
+        widths.append(problem.out_w)
+        assert grid(problem, tiling) == (396, 1) and problem.c == 128 and problem.n == 1
+        assert problem.out_h * problem.out_w > 395 * 128
+    assert tuple(widths) == MAP_SHAPE_WIDTHS

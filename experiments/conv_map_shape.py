@@ -1,0 +1,92 @@
+"""The sparse model against the shape of the map: one grid of 396 blocks on maps of different widths.
+
+The cases (``megasim.calibration_sparse.map_shape_cases``) keep the grid (396 blocks, 3 per SM, k_tile
+32, one filter tile, every block the same multiply-adds) and change only the map's width, so a block's
+128 pixels lie on one row (width 128), several rows (narrower) or part of a row (wider); plus VGG-19
+conv2_1 and conv2_2 at batch 1. The model (the committed sparse spec, none of these cases in its
+calibration) predicts each as the calibration simulates a case: the kind's launch alone, launch cost
+excluded; the dense twin's ``preload`` probe build is predicted as the dense twin. ``--measured`` joins
+the GPU's times (``gpu.probe_conv_map_shape``). Prints a table, with each time relative to the same
+kernel on rows of 128; writes DIR/conv_map_shape.csv and .json (provenance).
+
+    python -m experiments.conv_map_shape --out DIR                       # predictions only (~1 min)
+    python -m experiments.conv_map_shape --measured M.csv --out DIR      # joined with the GPU's times
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments.provenance import provenance, read_rows, write_results
+from megasim.calibration_sparse import case_graph, launch_us, map_shape_cases
+from megasim.hardware import load_spec
+from megasim.sim import simulate
+from megasim.workloads import parse_layer
+
+SPEC = "megasim/hardware/calibrated/h200_sparse.json"
+NAME = "conv_map_shape"
+REFERENCE_WIDTH = 128
+
+
+def predict(spec) -> list[dict]:
+    """One row per probe case with the model's time (us); one simulation per (kind, problem)."""
+    rows, cache = [], {}
+    for case in map_shape_cases():
+        key = (case["kind"], case["problem"])
+        if key not in cache:
+            graph, schedule = case_graph(case, spec.sm_count)
+            cache[key] = (graph.num_tasks, launch_us(simulate(graph, schedule, spec), schedule))
+        blocks, us = cache[key]
+        p = parse_layer(case["problem"])
+        rows.append({"kind": case["kind"], "variant": case["variant"], "problem": case["problem"], "width": p.w,
+                     "sparsity": case["sparsity"], "seed": case["seed"], "blocks": blocks, "predicted_us": us})
+    return rows
+
+
+def join_measured(rows: list[dict], path: str) -> None:
+    """Adds ``measured_us``, the kernel's registers and the error from a gpu.probe_conv_map_shape CSV."""
+    meas = {int(r["seed"]): r for r in read_rows(path)}
+    for row in rows:
+        m = meas.get(row["seed"])
+        if m is not None:
+            row["measured_us"] = float(m["measured_us"])
+            row["regs"] = int(m["regs"])
+            row["error"] = row["predicted_us"] / row["measured_us"] - 1.0
+
+
+def add_relative(rows: list[dict]) -> None:
+    """``*_rel_w128``: time / the same kind and variant on the probe's map of rows of 128 (K = 32)."""
+    base = {(r["kind"], r["variant"]): r for r in rows if r["width"] == REFERENCE_WIDTH and "K=32," in r["problem"]}
+    for row in rows:
+        one = base[(row["kind"], row["variant"])]
+        for col in ("predicted_us", "measured_us"):
+            if col in row and col in one:
+                row[col.replace("_us", "_rel_w128")] = row[col] / one[col]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default=SPEC)
+    ap.add_argument("--measured", default=None, help="a gpu.probe_conv_map_shape CSV")
+    ap.add_argument("--out", default="experiments/results/model/conv_map_shape")
+    args = ap.parse_args(argv)
+    spec = load_spec(args.spec)
+    rows = predict(spec)
+    if args.measured:
+        join_measured(rows, args.measured)
+    add_relative(rows)
+    print(f"{'kind':7s} {'variant':8s} {'problem':30s} {'pred us':>8s} {'meas us':>8s} {'err':>7s} "
+          f"{'pred/w128':>9s} {'meas/w128':>9s}")
+    for r in rows:
+        meas = r.get("measured_us")
+        print(f"{r['kind']:7s} {r['variant']:8s} {r['problem']:30s} {r['predicted_us']:8.1f} "
+              + (f"{meas:8.1f} {r['error']:+7.1%} " if meas is not None else f"{'-':>8s} {'-':>7s} ")
+              + f"{r['predicted_rel_w128']:9.3f} " + (f"{r['measured_rel_w128']:9.3f}" if meas is not None else ""))
+    meta = {**provenance(), "spec": args.spec, "spec_name": spec.name, "measured": args.measured,
+            "method": "each case's launch simulated alone as the sparse calibration does (launch cost excluded)"}
+    write_results(rows, args.out, NAME, meta)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
