@@ -10,8 +10,11 @@ events around 10 back-to-back launches, median of ``--repeats``. The model's pre
 cases were committed before the run (``experiments.conv_map_shape``).
 
     bash gpu/on_device.sh python -m gpu.probe_conv_map_shape [--out DIR]
+    bash gpu/on_device.sh python -m gpu.probe_conv_map_shape --vgg 1 16 [--out DIR]
 
-Writes DIR/conv_map_shape_measured.csv + .json (device, driver, versions, git SHA, date).
+Writes DIR/conv_map_shape_measured.csv + .json (device, driver, versions, git SHA, date). ``--vgg B..``
+instead times the dense twin and its preload build on VGG-19's 16 conv layers at batches B (the
+tiling the benchmark uses; at batch > 1, 3 launches per sample), into DIR/dense_preload_vgg.csv.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--vgg", type=int, nargs="+", default=None, metavar="BATCH")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats} is not allowed: it must be at least 1", file=sys.stderr)
@@ -53,8 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     dmeta = device_meta(torch, cuda)
     sm_count = cuda.get_current_device().MULTIPROCESSOR_COUNT
     rows = []
+    if args.vgg:
+        from megasim.workloads.sparse import vgg19_sparse_layers
+        cases = [{"op": "direct", "kind": "direct", "variant": v, "problem": p.spec_string(), "layer": p.name,
+                  "batch": b, "sparsity": 0.5, "pattern": "uniform", "seed": li, "pool": None, "force_k_tile": None}
+                 for b in args.vgg for li, p in enumerate(vgg19_sparse_layers(b)) for v in ("plain", "preload")]
+        name, inner = "dense_preload_vgg", (INNER if max(args.vgg) == 1 else 3)
+    else:
+        cases, name, inner = map_shape_cases(), NAME, INNER
     print(f"{'kind':7s} {'variant':8s} {'problem':30s} {'blocks':>6s} {'us':>8s} {'err':>8s} {'regs':>4s}")
-    for i, case in enumerate(map_shape_cases()):
+    for i, case in enumerate(cases):
         p = parse_layer(case["problem"])
         t = choose_tiling(p, case["kind"], sm_count, k_tile=case["force_k_tile"])
         x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]))
@@ -70,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         ref = torch.nn.functional.conv2d(torch.from_numpy(x).double().cuda(), torch.from_numpy(w).double().cuda(),
                                          stride=p.stride, padding=p.padding).cpu().numpy()
         err = float(np.linalg.norm(y.copy_to_host() - ref) / np.linalg.norm(ref))
-        stats = time_cuda_queued(lambda _i: launch(xd, wd, y, p.padding), inner=INNER, warmup=3, repeats=args.repeats)
+        stats = time_cuda_queued(lambda _i: launch(xd, wd, y, p.padding), inner=inner, warmup=3, repeats=args.repeats)
         regs = int(kern.compile(tuple(kern.typeof_pyval(a) for a in (xd, wd, y, p.padding))).regs_per_thread)
         row = {**case, "k_tile": t.k_tile, "blocks": shape[0] * shape[1], "width": p.w, "median_ms": stats.median_ms,
                "min_ms": stats.min_ms, "max_ms": stats.max_ms, "measured_us": stats.median_ms * 1e3, "rel_err": err,
@@ -80,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{err:8.1e} {regs:4d}", flush=True)
     bad = [r for r in rows if not (r["rel_err"] <= TOL) or not math.isfinite(r["median_ms"])]
     meta = {**provenance(), **dmeta, "script": "gpu.probe_conv_map_shape", "repeats": args.repeats, "inner": INNER,
-            "tolerance": TOL, "method": f"kernel only: CUDA events around {INNER} back-to-back launches, median"}
+            "tolerance": TOL, "method": f"kernel only: CUDA events around {inner} back-to-back launches, median"}
     out = args.out or os.environ.get("OUT") or "experiments/results/conv_map_shape"
-    csv_path, _ = write_results(rows, out, NAME, meta)
+    csv_path, _ = write_results(rows, out, name, meta)
     print(f"wrote {csv_path}; {len(rows)} cases, {len(bad)} failed the {TOL:g} check")
     return 1 if bad else 0
 
