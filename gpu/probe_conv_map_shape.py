@@ -30,6 +30,7 @@ NAME = "conv_map_shape_measured"
 WEIGHT_SEED0 = 20_000
 TOL = 1e-5
 INNER = 10
+VARIANTS = ("inline", "chunk", "channel")      # the dense twin's load placements (gpu.sparse_kernels.DENSE_LOADS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         from megasim.workloads.sparse import vgg19_sparse_layers
         cases = [{"op": "direct", "kind": "direct", "variant": v, "problem": p.spec_string(), "layer": p.name,
                   "batch": b, "sparsity": 0.5, "pattern": "uniform", "seed": li, "pool": None, "force_k_tile": None}
-                 for b in args.vgg for li, p in enumerate(vgg19_sparse_layers(b)) for v in ("plain", "preload")]
+                 for b in args.vgg for li, p in enumerate(vgg19_sparse_layers(b)) for v in VARIANTS]
         name, inner = "dense_preload_vgg", (INNER if max(args.vgg) == 1 else 3)
     else:
         cases, name, inner = map_shape_cases(), NAME, INNER
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         xd, wd = cuda.to_device(x), cuda.to_device(w)
         y = cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32)
         kern = sk.conv_kernel(case["kind"] == "ecr", t.k_tile, t.c_chunk, p.r, p.s, p.stride,
-                              probe_preload=case["variant"] == "preload")
+                              dense_loads=case["variant"] if case["kind"] == "direct" else "inline")
         shape = grid(p, t)
         launch = kern[shape, t.threads]
         launch(xd, wd, y, p.padding)

@@ -50,6 +50,7 @@ def fused_shared_bytes(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, 
 MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3 convs: 4; PECR's 4x4 patch: 2)
 _COMPRESSORS: dict[tuple, object] = {}
 _LOADERS: dict[tuple, object] = {}
+DENSE_LOADS = ("inline", "chunk", "channel")
 _STAGERS: dict[tuple, object] = {}
 
 
@@ -243,7 +244,7 @@ def store8(y, acc, kt, lo, n, k0, K, oh, ow):
 
 
 def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, *,
-                probe_same_row: bool = False, probe_preload: bool = False):
+                probe_same_row: bool = False, dense_loads: str = "inline"):
     """The ECR (``sparse``) or direct convolution kernel for one block shape (cached).
 
     ``probe_same_row`` (a timing probe, its output is WRONG): ECR multiplies every stored nonzero
@@ -251,10 +252,11 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     loaded, ``min(j, 0)``); timed beside the real kernel it prices the replays of the 128-bit weight
     loads when lanes read different rows (``gpu.probe_sparse_rows``).
 
-    ``probe_preload`` (a timing probe of the dense twin, its output is right): each chunk's window is
-    first loaded into registers by ECR's loader (all loads in flight together), then multiplied,
-    instead of one load per element inside the multiply loop; timed beside the real twin it shows how
-    much of the twin's time is load latency on its multiply loop (``gpu.probe_conv_map_shape``).
+    ``dense_loads`` (the dense twin only; every choice computes the same convolution): where its window
+    loads go. "inline": one load per element inside the multiply loop (the twin of the benchmarks);
+    "chunk": the chunk's whole window loaded into registers first by ECR's loader (all loads in flight
+    together), then multiplied; "channel": the same one channel (R*S loads) at a time, fewer registers.
+    ``gpu.probe_conv_map_shape`` times them against each other.
 
     Launch: ``kern[(ceil(N*P*Q / 128), ceil(K / k_tile)), 128](x, w, y, padding)``; x (N, C, H, W),
     w (K, C, R, S), y (N, K, P, Q), all float32 C-contiguous. Thread t of block (bx, by) owns output
@@ -272,14 +274,17 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     Finally acc[kk] -> y[n, k0+kk, oh, ow] for k < K. F_val / F_idx are written and read by their
     own thread only; the barriers order W_sh. Shared memory: ``conv_shared_bytes``.
     """
-    if probe_preload and (sparse or c_chunk > MAX_TWO_PHASE_CHUNK):
-        raise ValueError(f"probe_preload is for the dense twin with c_chunk <= {MAX_TWO_PHASE_CHUNK}")
+    if dense_loads not in DENSE_LOADS:
+        raise ValueError(f"dense_loads={dense_loads!r} is not allowed (allowed: {', '.join(DENSE_LOADS)})")
+    if dense_loads != "inline" and (sparse or c_chunk > MAX_TWO_PHASE_CHUNK):
+        raise ValueError(f"dense_loads={dense_loads!r} is for the dense twin with c_chunk <= {MAX_TWO_PHASE_CHUNK}")
     key = (("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride) + (("same_row",) if probe_same_row else ())
-           + (("preload",) if probe_preload else ()))
+           + ((dense_loads,) if dense_loads != "inline" else ()))
     if key in _CONV:
         return _CONV[key]
     SAME_ROW = bool(probe_same_row)
-    PRELOAD = bool(probe_preload)
+    PRELOAD_CHUNK = dense_loads == "chunk"
+    PRELOAD_CHANNEL = dense_loads == "channel"
     assert 1 <= k_tile <= 32, "the output stores cover at most 32 filters (four store8 calls)"
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK
@@ -293,7 +298,8 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     ST = stride
     WIN = ROWS if CC <= MAX_TWO_PHASE_CHUNK else 1        # the two-phase scan's registers
     compress = _compressor(CC if SPARSE else 1, R, S)              # unused by the dense twin
-    load_window = _window_loader(min(CC, MAX_TWO_PHASE_CHUNK), R, S)   # the dense probe_preload only
+    load_window = _window_loader(min(CC, MAX_TWO_PHASE_CHUNK), R, S)   # dense_loads="chunk" only
+    load_channel = _window_loader(1, R, S)                             # dense_loads="channel" only
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
     row_fma = _row_fma(k_tile)
 
@@ -324,8 +330,10 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
         if SPARSE:
             F_val = cuda.shared.array((ROWS, PPB), float32)
             F_idx = cuda.shared.array((ROWS, PPB), int32)
-        if SPARSE or PRELOAD:
+        if SPARSE or PRELOAD_CHUNK:
             win = cuda.local.array(WIN, float32)
+        if PRELOAD_CHANNEL:
+            win = cuda.local.array(RS, float32)
         acc = cuda.local.array(KT, float32)
         for kk in range(KT):
             acc[kk] = ZERO
@@ -339,11 +347,17 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
                     if SAME_ROW:
                         j = min(j, 0)
                     row_fma(acc, 0, W_sh, j, F_val[i, t])
-            elif PRELOAD:
+            elif PRELOAD_CHUNK:
                 load_window(win, x, n, c0, C, ih0, iw0, H, W, active)
                 if active:
                     for e in range(ROWS):
                         row_fma(acc, 0, W_sh, e, win[e])
+            elif PRELOAD_CHANNEL:
+                for cc in range(CC):
+                    load_channel(win, x, n, c0 + cc, C, ih0, iw0, H, W, active)
+                    if active:
+                        for e in range(RS):
+                            row_fma(acc, 0, W_sh, cc * RS + e, win[e])
             else:
                 if active:
                     for cc in range(CC):

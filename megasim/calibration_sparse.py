@@ -152,13 +152,17 @@ def map_shape_problems() -> list[str]:
 
 def map_shape_cases() -> list[dict[str, Any]]:
     """The map-shape probe's cases (``gpu.probe_conv_map_shape`` times them, ``experiments.conv_map_shape``
-    predicts them): calibration-case dicts with ``force_k_tile`` 32. ``variant`` "preload" is the dense
-    twin built with ``probe_preload`` (the model has no such kind: it is predicted as ``direct``)."""
+    predicts them): calibration-case dicts with ``force_k_tile`` 32. ``variant`` is where the dense twin
+    loads its window (``gpu.sparse_kernels.conv_kernel``'s ``dense_loads``: "inline" is the benchmarks'
+    twin; "chunk" and "channel" load before the multiplies, and the model predicts them as the twin)."""
     cases = []
     for prob in map_shape_problems():
-        for kind, variant in (("direct", "plain"), ("direct", "preload"), ("ecr", "plain")):
+        for kind, variant in (("direct", "inline"), ("direct", "chunk"), ("ecr", "inline")):
             cases.append({"op": kind, "kind": kind, "variant": variant, "problem": prob, "sparsity": 0.5,
                           "pattern": "uniform", "seed": MAP_SHAPE_SEED0 + len(cases), "pool": None, "force_k_tile": 32})
+    for prob in map_shape_problems():      # added after the first run: appended, so earlier cases keep their seeds
+        cases.append({"op": "direct", "kind": "direct", "variant": "channel", "problem": prob, "sparsity": 0.5,
+                      "pattern": "uniform", "seed": MAP_SHAPE_SEED0 + len(cases), "pool": None, "force_k_tile": 32})
     return cases
 
 

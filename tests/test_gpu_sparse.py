@@ -374,11 +374,12 @@ def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
     assert np.abs(y.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("loads", ["chunk", "channel"])
 @pytest.mark.parametrize("k_tile", [4, 8])
-def test_preload_probe_is_a_correct_dense_twin(k_tile):
-    """gpu.probe_conv_map_shape's probe build of the dense twin (each chunk's window loaded into
-    registers before the multiplies) computes the same convolution: odd sizes, C not a multiple of
-    the chunk, K not a multiple of the filter tile, padding 1."""
+def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
+    """The dense twin with its window loaded before the multiplies (per chunk or per channel; the
+    builds gpu.probe_conv_map_shape times) computes the same convolution: odd sizes, C not a multiple
+    of the chunk, K not a multiple of the filter tile, padding 1."""
     p = ConvProblem(n=2, c=7, k=5, h=7, w=6, stride=1, padding=1)
     rng = np.random.default_rng(12)
     x = rng.standard_normal((2, 7, 7, 6)).astype(np.float32)
@@ -386,12 +387,14 @@ def test_preload_probe_is_a_correct_dense_twin(k_tile):
     w = rng.standard_normal((5, 7, 3, 3)).astype(np.float32)
     t = choose_tiling(p, "direct", 4, k_tile=k_tile)
     y = cuda.device_array((2, 5, p.out_h, p.out_w), np.float32)
-    kern = sk.conv_kernel(False, t.k_tile, t.c_chunk, 3, 3, 1, probe_preload=True)
+    kern = sk.conv_kernel(False, t.k_tile, t.c_chunk, 3, 3, 1, dense_loads=loads)
     kern[grid(p, t), t.threads](cuda.to_device(x), cuda.to_device(w), y, 1)
     ref = sp.reference_conv2d(x, w, 1, 1)
     assert np.abs(y.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
-def test_preload_probe_refuses_the_sparse_kernel():
-    with pytest.raises(ValueError, match="probe_preload is for the dense twin"):
-        sk.conv_kernel(True, 8, 4, 3, 3, 1, probe_preload=True)
+def test_dense_loads_refuses_the_sparse_kernel_and_unknown_values():
+    with pytest.raises(ValueError, match="is for the dense twin"):
+        sk.conv_kernel(True, 8, 4, 3, 3, 1, dense_loads="chunk")
+    with pytest.raises(ValueError, match="dense_loads='row' is not allowed"):
+        sk.conv_kernel(False, 8, 4, 3, 3, 1, dense_loads="row")

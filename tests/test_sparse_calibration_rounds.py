@@ -202,7 +202,7 @@ def test_map_shape_probe_keeps_the_grid_and_changes_the_width():
 
     spec = get_gpu("H200")
     cases = map_shape_cases()
-    assert len({c["seed"] for c in cases}) == len(cases) == 3 * len(map_shape_problems())
+    assert len({c["seed"] for c in cases}) == len(cases) == 4 * len(map_shape_problems())
     widths = []
     for text in map_shape_problems():
         problem = parse_layer(text)
