@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         w = np.random.default_rng(WEIGHT_SEED0 + i).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
         xd, wd = cuda.to_device(x), cuda.to_device(w)
         y = cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32)
-        kern = sk.conv_kernel(case["kind"] == "ecr", t.k_tile, t.c_chunk, p.r, p.s, p.stride,
-                              dense_loads=case["variant"] if case["kind"] == "direct" else "inline")
+        loads = {"dense_loads": case["variant"]} if case["kind"] == "direct" else {}
+        kern = sk.conv_kernel(case["kind"] == "ecr", t.k_tile, t.c_chunk, p.r, p.s, p.stride, **loads)
         shape = grid(p, t)
         launch = kern[shape, t.threads]
         launch(xd, wd, y, p.padding)

@@ -51,6 +51,7 @@ MAX_TWO_PHASE_CHUNK = 4     # channels per chunk the two-phase scan unrolls (3x3
 _COMPRESSORS: dict[tuple, object] = {}
 _LOADERS: dict[tuple, object] = {}
 DENSE_LOADS = ("inline", "chunk", "channel")
+DENSE_TWIN_LOADS = "channel"       # the dense twin the benchmarks and the calibration run
 _STAGERS: dict[tuple, object] = {}
 
 
@@ -244,7 +245,7 @@ def store8(y, acc, kt, lo, n, k0, K, oh, ow):
 
 
 def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, *,
-                probe_same_row: bool = False, dense_loads: str = "inline"):
+                probe_same_row: bool = False, dense_loads: str = DENSE_TWIN_LOADS):
     """The ECR (``sparse``) or direct convolution kernel for one block shape (cached).
 
     ``probe_same_row`` (a timing probe, its output is WRONG): ECR multiplies every stored nonzero
@@ -253,10 +254,12 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     loads when lanes read different rows (``gpu.probe_sparse_rows``).
 
     ``dense_loads`` (the dense twin only; every choice computes the same convolution): where its window
-    loads go. "inline": one load per element inside the multiply loop (the twin of the benchmarks);
-    "chunk": the chunk's whole window loaded into registers first by ECR's loader (all loads in flight
-    together), then multiplied; "channel": the same one channel (R*S loads) at a time, fewer registers.
-    ``gpu.probe_conv_map_shape`` times them against each other.
+    loads go. "channel" (the twin, since session 20): one channel's R*S window elements loaded into
+    registers, then multiplied, channel after channel; "inline": one load per element inside the
+    multiply loop (the twin of sessions 1-19: its load latency sits on the multiply loop, and its time
+    moved 0.98-1.11x with the map's width on a fixed grid); "chunk": the chunk's whole window loaded
+    first by ECR's loader. ``gpu.probe_conv_map_shape`` times them against each other (H100: "channel"
+    0.69-0.82x of "inline" on VGG-19 but for conv5_x at batch 1, 1.03x).
 
     Launch: ``kern[(ceil(N*P*Q / 128), ceil(K / k_tile)), 128](x, w, y, padding)``; x (N, C, H, W),
     w (K, C, R, S), y (N, K, P, Q), all float32 C-contiguous. Thread t of block (bx, by) owns output
@@ -276,15 +279,17 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     """
     if dense_loads not in DENSE_LOADS:
         raise ValueError(f"dense_loads={dense_loads!r} is not allowed (allowed: {', '.join(DENSE_LOADS)})")
-    if dense_loads != "inline" and (sparse or c_chunk > MAX_TWO_PHASE_CHUNK):
-        raise ValueError(f"dense_loads={dense_loads!r} is for the dense twin with c_chunk <= {MAX_TWO_PHASE_CHUNK}")
+    if sparse and dense_loads != DENSE_TWIN_LOADS:
+        raise ValueError(f"dense_loads={dense_loads!r} is for the dense twin (the ECR kernel loads its own way)")
+    if dense_loads == "chunk" and c_chunk > MAX_TWO_PHASE_CHUNK:
+        raise ValueError(f"dense_loads='chunk' needs c_chunk <= {MAX_TWO_PHASE_CHUNK}, got {c_chunk}")
     key = (("ecr" if sparse else "direct", k_tile, c_chunk, r, s, stride) + (("same_row",) if probe_same_row else ())
-           + ((dense_loads,) if dense_loads != "inline" else ()))
+           + (() if sparse else (dense_loads,)))
     if key in _CONV:
         return _CONV[key]
     SAME_ROW = bool(probe_same_row)
-    PRELOAD_CHUNK = dense_loads == "chunk"
-    PRELOAD_CHANNEL = dense_loads == "channel"
+    PRELOAD_CHUNK = not sparse and dense_loads == "chunk"
+    PRELOAD_CHANNEL = not sparse and dense_loads == "channel"
     assert 1 <= k_tile <= 32, "the output stores cover at most 32 filters (four store8 calls)"
     SPARSE = bool(sparse)
     PPB = PIXELS_PER_BLOCK

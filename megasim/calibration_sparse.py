@@ -101,6 +101,9 @@ FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}
 # rows of 128 keep the lowering's input rows, which a block reads whole, equal to the block's columns),
 # for b = 1 up to the blocks that fit at the kernel's registers, and twice that (two waves: the steady
 # state). C scales as 1 / k_tile, so every block does the same 128 x 32 x 128 x 9 multiply-adds.
+# The direct cases were sized for the dense twin of session 18, which loaded inline (80 / 70 / 64 / 64
+# registers); the twin of session 20 ("channel" loads) holds fewer blocks per SM at k_tile 32-8, so a
+# re-run puts its largest b in more than one wave.
 OCCUPANCY_SM_COUNT = 132
 OCCUPANCY_BLOCKS_PER_SM = {
     ("direct", 32): (1, 2, 3, 4, 5, 6, 12), ("direct", 16): (1, 2, 3, 4, 5, 7, 14),

@@ -374,12 +374,13 @@ def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
     assert np.abs(y.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
-@pytest.mark.parametrize("loads", ["chunk", "channel"])
+@pytest.mark.parametrize("loads", ["chunk", "inline"])
 @pytest.mark.parametrize("k_tile", [4, 8])
 def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
-    """The dense twin with its window loaded before the multiplies (per chunk or per channel; the
-    builds gpu.probe_conv_map_shape times) computes the same convolution: odd sizes, C not a multiple
-    of the chunk, K not a multiple of the filter tile, padding 1."""
+    """The dense twin's other load placements (the whole chunk's window first; one load per element
+    inside the multiply loop, the twin of sessions 1-19; gpu.probe_conv_map_shape times them) compute
+    the same convolution: odd sizes, C not a multiple of the chunk, K not a multiple of the filter
+    tile, padding 1. The default placement ("channel") is the twin every other test runs."""
     p = ConvProblem(n=2, c=7, k=5, h=7, w=6, stride=1, padding=1)
     rng = np.random.default_rng(12)
     x = rng.standard_normal((2, 7, 7, 6)).astype(np.float32)

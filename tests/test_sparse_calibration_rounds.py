@@ -190,9 +190,13 @@ def test_occupancy_probe_cases_give_b_blocks_per_sm_of_equal_work():
         assert tiles_k == 1 and tiles_p == case["blocks_per_sm"] * OCCUPANCY_SM_COUNT
         assert problem.out_w == 128 and problem.n * problem.out_h * problem.out_w == tiles_p * 128
         assert 128 * tiling.k_tile * problem.c * 9 == 128 * 32 * 128 * 9
-        fits = occupancy(spec, Footprint(tiling.threads, kernel_registers(tiling),
-                                         tiling.shared_bytes(problem))).blocks_per_sm
+        # the probe (session 18) was sized for the dense twin of then, which loaded inline (fewer registers)
+        regs = INLINE_TWIN_REGISTERS[tiling.k_tile] if case["kind"] == "direct" else kernel_registers(tiling)
+        fits = occupancy(spec, Footprint(tiling.threads, regs, tiling.shared_bytes(problem))).blocks_per_sm
         assert case["blocks_per_sm"] <= fits or case["blocks_per_sm"] == 2 * fits
+
+
+INLINE_TWIN_REGISTERS = {32: 80, 16: 70, 8: 64, 4: 64}
 
 
 def test_map_shape_probe_keeps_the_grid_and_changes_the_width():

@@ -80,11 +80,13 @@ WARP = 32
 FLOAT_BYTES = 4
 # Registers per thread of the compiled kernels, keyed (kind, k_tile): the compiler's report on the H200
 # (sm_90, numba-cuda 0.30.4, 3x3 filters, stride 1; the regs column of gpu.calibrate_sparse, 2026-11-21,
-# kernels of 01af064: weight rows read 4 filters per 128-bit load). A kind or
-# tile not listed is estimated as 2 x accumulators + 40.
+# kernels of 01af064: weight rows read 4 filters per 128-bit load); the dense twin's since session 20,
+# when it loads each channel's window into registers before multiplying (gpu.probe_conv_map_shape's
+# regs column, H100, same sm_90 code; it was 80 / 70 / 64 / 64). A kind or tile not listed is
+# estimated as 2 x accumulators + 40.
 KERNEL_REGISTERS: dict[tuple[str, int], int] = {
     ("ecr", 32): 133, ("ecr", 16): 134, ("ecr", 8): 96, ("ecr", 4): 102,
-    ("direct", 32): 80, ("direct", 16): 70, ("direct", 8): 64, ("direct", 4): 64,
+    ("direct", 32): 126, ("direct", 16): 76, ("direct", 8): 68, ("direct", 4): 64,
     ("pecr", 8): 132, ("pecr", 4): 128, ("pecr", 2): 136,
     ("direct_fused", 8): 78, ("direct_fused", 4): 64, ("direct_fused", 2): 80,
 }
