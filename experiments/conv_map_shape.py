@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.provenance import provenance, read_rows, write_results
+from experiments.conv_occupancy import join_measured, write_model_rows
 from megasim.calibration_sparse import case_graph, launch_us, map_shape_cases
 from megasim.hardware import load_spec
 from megasim.sim import simulate
@@ -41,17 +41,6 @@ def predict(spec) -> list[dict]:
         rows.append({"kind": case["kind"], "variant": case["variant"], "problem": case["problem"], "width": p.w,
                      "sparsity": case["sparsity"], "seed": case["seed"], "blocks": blocks, "predicted_us": us})
     return rows
-
-
-def join_measured(rows: list[dict], path: str) -> None:
-    """Adds ``measured_us``, the kernel's registers and the error from a gpu.probe_conv_map_shape CSV."""
-    meas = {int(r["seed"]): r for r in read_rows(path)}
-    for row in rows:
-        m = meas.get(row["seed"])
-        if m is not None:
-            row["measured_us"] = float(m["measured_us"])
-            row["regs"] = int(m["regs"])
-            row["error"] = row["predicted_us"] / row["measured_us"] - 1.0
 
 
 def add_relative(rows: list[dict]) -> None:
@@ -82,9 +71,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"{r['kind']:7s} {r['variant']:8s} {r['problem']:30s} {r['predicted_us']:8.1f} "
               + (f"{meas:8.1f} {r['error']:+7.1%} " if meas is not None else f"{'-':>8s} {'-':>7s} ")
               + f"{r['predicted_rel_w128']:9.3f} " + (f"{r['measured_rel_w128']:9.3f}" if meas is not None else ""))
-    meta = {**provenance(), "spec": args.spec, "spec_name": spec.name, "measured": args.measured,
-            "method": "each case's launch simulated alone as the sparse calibration does (launch cost excluded)"}
-    write_results(rows, args.out, NAME, meta)
+    write_model_rows(rows, args, spec, NAME)
     return rows
 
 

@@ -37,10 +37,11 @@ def predict(spec) -> list[dict]:
 
 
 def join_measured(rows: list[dict], path: str) -> None:
-    """Adds ``measured_us`` (and the kernel's registers) from a gpu.probe_conv_occupancy CSV."""
-    meas = {(r["kind"], int(r["seed"])): r for r in read_rows(path)}
+    """Adds ``measured_us``, the kernel's registers and the error from a probe's measured CSV (rows
+    matched by seed, unique per case; gpu.probe_conv_occupancy and gpu.probe_conv_map_shape)."""
+    meas = {int(r["seed"]): r for r in read_rows(path)}
     for row in rows:
-        m = meas.get((row["kind"], row["seed"]))
+        m = meas.get(row["seed"])
         if m is not None:
             row["measured_us"] = float(m["measured_us"])
             row["regs"] = int(m["regs"])
@@ -75,10 +76,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"{r['kind']:7s} {r['k_tile']:3d} {r['sparsity']:4.2f} {r['blocks_per_sm']:4d} {r['predicted_us']:8.1f} "
               + (f"{meas:8.1f} {r['error']:+6.1%} " if meas is not None else f"{'-':>8s} {'-':>6s} ")
               + f"{r['predicted_rel_b1']:7.2f} " + (f"{r['measured_rel_b1']:7.2f}" if meas is not None else ""))
+    write_model_rows(rows, args, spec, NAME)
+    return rows
+
+
+def write_model_rows(rows: list[dict], args, spec, name: str) -> None:
+    """DIR/NAME.csv and .json of a probe's predicted (and joined) rows, with provenance."""
     meta = {**provenance(), "spec": args.spec, "spec_name": spec.name, "measured": args.measured,
             "method": "each case's launch simulated alone as the sparse calibration does (launch cost excluded)"}
-    write_results(rows, args.out, NAME, meta)
-    return rows
+    write_results(rows, args.out, name, meta)
 
 
 if __name__ == "__main__":
