@@ -15,6 +15,9 @@ cases were committed before the run (``experiments.conv_map_shape``).
 Writes DIR/conv_map_shape_measured.csv + .json (device, driver, versions, git SHA, date). ``--vgg B..``
 instead times the dense twin and its preload build on VGG-19's 16 conv layers at batches B (the
 tiling the benchmark uses; at batch > 1, 3 launches per sample), into DIR/dense_preload_vgg.csv.
+``--fused B..`` times the fused dense twin (conv + ReLU + 2x2/2 max-pool, PECR's twin) with its two
+load placements ("inline", "channel") on VGG-19's 5 pooled layers at batches B, into
+DIR/fused_loads_vgg.csv.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ WEIGHT_SEED0 = 20_000
 TOL = 1e-5
 INNER = 10
 VARIANTS = ("inline", "chunk", "channel")      # the dense twin's load placements (gpu.sparse_kernels.DENSE_LOADS)
+FUSED_VARIANTS = ("inline", "channel")         # the fused twin's (gpu.sparse_kernels.FUSED_DENSE_LOADS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--vgg", type=int, nargs="+", default=None, metavar="BATCH")
+    ap.add_argument("--fused", type=int, nargs="+", default=None, metavar="BATCH")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats} is not allowed: it must be at least 1", file=sys.stderr)
@@ -51,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpu import sparse_kernels as sk
     from gpu.timing import time_cuda_queued
     from megasim.calibration_sparse import map_shape_cases
-    from megasim.lowering.sparse_tiling import choose_tiling, grid
+    from megasim.lowering.sparse_tiling import PoolSpec, choose_tiling, grid, pooled_hw
     from megasim.workloads import parse_layer
     from megasim.workloads.sparse import SparsitySpec, sparse_feature_map
 
@@ -64,24 +69,38 @@ def main(argv: list[str] | None = None) -> int:
                   "batch": b, "sparsity": 0.5, "pattern": "uniform", "seed": li, "pool": None, "force_k_tile": None}
                  for b in args.vgg for li, p in enumerate(vgg19_sparse_layers(b)) for v in VARIANTS]
         name, inner = "dense_preload_vgg", (INNER if max(args.vgg) == 1 else 3)
+    elif args.fused:
+        from megasim.workloads.sparse import VGG19_POOLED, vgg19_sparse_layers
+        cases = [{"op": "direct_fused", "kind": "direct_fused", "variant": v, "problem": p.spec_string(), "layer": p.name,
+                  "batch": b, "sparsity": 0.5, "pattern": "uniform", "seed": li, "pool": [2, 2], "force_k_tile": None}
+                 for b in args.fused for li, p in enumerate(vgg19_sparse_layers(b)) if p.name in VGG19_POOLED
+                 for v in FUSED_VARIANTS]
+        name, inner = "fused_loads_vgg", (INNER if max(args.fused) == 1 else 3)
     else:
         cases, name, inner = map_shape_cases(), NAME, INNER
     print(f"{'kind':7s} {'variant':8s} {'problem':30s} {'blocks':>6s} {'us':>8s} {'err':>8s} {'regs':>4s}")
     for i, case in enumerate(cases):
         p = parse_layer(case["problem"])
-        t = choose_tiling(p, case["kind"], sm_count, k_tile=case["force_k_tile"])
+        pool = PoolSpec(*case["pool"]) if case["pool"] else None
+        t = choose_tiling(p, case["kind"], sm_count, k_tile=case["force_k_tile"], pool=pool)
         x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(case["sparsity"], case["pattern"], seed=case["seed"]))
         w = np.random.default_rng(WEIGHT_SEED0 + i).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
         xd, wd = cuda.to_device(x), cuda.to_device(w)
-        y = cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32)
-        loads = {"dense_loads": case["variant"]} if case["kind"] == "direct" else {}
-        kern = sk.conv_kernel(case["kind"] == "ecr", t.k_tile, t.c_chunk, p.r, p.s, p.stride, **loads)
+        y = cuda.device_array((p.n, p.k) + (pooled_hw(p, pool) if pool else (p.out_h, p.out_w)), np.float32)
+        loads = {"dense_loads": case["variant"]} if case["kind"] in ("direct", "direct_fused") else {}
+        if pool:
+            kern = sk.fused_kernel(False, t.k_tile, t.c_chunk, p.r, p.s, p.stride, pool.size, pool.stride, **loads)
+        else:
+            kern = sk.conv_kernel(case["kind"] == "ecr", t.k_tile, t.c_chunk, p.r, p.s, p.stride, **loads)
         shape = grid(p, t)
         launch = kern[shape, t.threads]
         launch(xd, wd, y, p.padding)
         cuda.synchronize()
         ref = torch.nn.functional.conv2d(torch.from_numpy(x).double().cuda(), torch.from_numpy(w).double().cuda(),
-                                         stride=p.stride, padding=p.padding).cpu().numpy()
+                                         stride=p.stride, padding=p.padding)
+        if pool:
+            ref = torch.nn.functional.max_pool2d(torch.relu(ref), pool.size, pool.stride)
+        ref = ref.cpu().numpy()
         err = float(np.linalg.norm(y.copy_to_host() - ref) / np.linalg.norm(ref))
         stats = time_cuda_queued(lambda _i: launch(xd, wd, y, p.padding), inner=inner, warmup=3, repeats=args.repeats)
         regs = int(kern.compile(tuple(kern.typeof_pyval(a) for a in (xd, wd, y, p.padding))).regs_per_thread)

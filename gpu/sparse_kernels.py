@@ -394,9 +394,16 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     return conv
 
 
+FUSED_DENSE_LOADS = ("inline", "channel")
+
+
 def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride: int, pool: int,
-                 pool_stride: int):
+                 pool_stride: int, *, dense_loads: str = DENSE_TWIN_LOADS):
     """The PECR (``sparse``) or dense fused convolution + ReLU + max-pool kernel (cached).
+
+    ``dense_loads`` (the dense twin only; both compute the same result), as ``conv_kernel``'s:
+    "channel" (the twin since session 21): one channel's PH x PW patch loaded into registers, then
+    scattered; "inline" (sessions 1-20): one load per patch element inside the scatter loop.
 
     Launch: ``kern[(ceil(N*PO*QO / 128), ceil(K / k_tile)), 128](x, w, out, padding)``; out is
     (N, K, PO, QO), the floor-mode pooled map of the P x Q convolution output (pool window ``pool``,
@@ -415,7 +422,13 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     Finally out[n, k, ph, pw] = max(0, max over (dy, dx) of acc) (ReLU then max-pool) for k < K.
     Shared memory: ``fused_shared_bytes``.
     """
-    key = ("pecr" if sparse else "direct_fused", k_tile, c_chunk, r, s, stride, pool, pool_stride)
+    if dense_loads not in FUSED_DENSE_LOADS:
+        raise ValueError(f"dense_loads={dense_loads!r} is not allowed for the fused kernel "
+                         f"(allowed: {', '.join(FUSED_DENSE_LOADS)})")
+    if sparse and dense_loads != DENSE_TWIN_LOADS:
+        raise ValueError(f"dense_loads={dense_loads!r} is for the dense twin (the PECR kernel loads its own way)")
+    key = ("pecr" if sparse else "direct_fused", k_tile, c_chunk, r, s, stride, pool, pool_stride) + (
+        () if sparse else (dense_loads,))
     if key in _FUSED:
         return _FUSED[key]
     assert 1 <= k_tile <= 8, "the output stores cover at most 8 filters (one store8 call)"
@@ -438,7 +451,9 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     ELEMS = c_chunk * PP
     NACC = pool * pool * k_tile
     WIN = ELEMS if CC <= MAX_TWO_PHASE_CHUNK else 1
+    PRELOAD_CHANNEL = not sparse and dense_loads == "channel"
     compress = _compressor(CC if SPARSE else 1, PH, PW)            # unused by the dense twin
+    load_channel = _window_loader(1, PH, PW)                       # dense_loads="channel" only
     stage_weights = _weight_stager(k_tile, c_chunk, r, s)
     row_fma = _row_fma(k_tile)
 
@@ -497,6 +512,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
             F_idx = cuda.shared.array((ELEMS, PPB), int32)
         if SPARSE:
             win = cuda.local.array(WIN, float32)
+        if PRELOAD_CHANNEL:
+            win = cuda.local.array(PP, float32)
         acc = cuda.local.array(NACC, float32)
         for q in range(NACC):
             acc[q] = ZERO
@@ -512,6 +529,13 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
                     e2 = e - cc * PP
                     py = e2 // PW
                     scatter(acc, W_sh, v, cc, py, e2 - py * PW)
+            elif PRELOAD_CHANNEL:
+                for cc in range(CC):
+                    load_channel(win, x, n, c0 + cc, C, ih0, iw0, H, W, active)
+                    if active:
+                        for py in range(PH):
+                            for px in range(PW):
+                                scatter(acc, W_sh, win[py * PW + px], cc, py, px)
             else:
                 if active:
                     for cc in range(CC):

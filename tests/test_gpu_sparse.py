@@ -394,8 +394,30 @@ def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
     assert np.abs(y.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("pool,pool_stride", [(2, 2), (3, 1)])
+def test_fused_dense_twin_inline_loads_compute_the_fused_chain(pool, pool_stride):
+    """The fused dense twin of sessions 1-20 (one load per patch element inside the scatter loop; the
+    default since session 21 loads each channel's patch first) computes the same result: odd sizes,
+    C not a multiple of the chunk, K not a multiple of the filter tile, padding 1."""
+    p = ConvProblem(n=2, c=5, k=5, h=9, w=7, stride=1, padding=1)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 5, 9, 7)).astype(np.float32)
+    x[rng.random(x.shape) < 0.3] = 0
+    w = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    t = choose_tiling(p, "direct_fused", 4, k_tile=4, pool=PoolSpec(pool, pool_stride))
+    ref = sp.reference_conv_relu_maxpool(x, w, 1, 1, pool, pool_stride)
+    z = cuda.device_array((2, 5) + ref.shape[2:], np.float32)
+    kern = sk.fused_kernel(False, t.k_tile, t.c_chunk, 3, 3, 1, pool, pool_stride, dense_loads="inline")
+    kern[grid(p, t), t.threads](cuda.to_device(x), cuda.to_device(w), z, 1)
+    assert np.abs(z.copy_to_host() - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
 def test_dense_loads_refuses_the_sparse_kernel_and_unknown_values():
     with pytest.raises(ValueError, match="is for the dense twin"):
         sk.conv_kernel(True, 8, 4, 3, 3, 1, dense_loads="chunk")
     with pytest.raises(ValueError, match="dense_loads='row' is not allowed"):
         sk.conv_kernel(False, 8, 4, 3, 3, 1, dense_loads="row")
+    with pytest.raises(ValueError, match="is for the dense twin"):
+        sk.fused_kernel(True, 4, 2, 3, 3, 1, 2, 2, dense_loads="inline")
+    with pytest.raises(ValueError, match="dense_loads='chunk' is not allowed for the fused kernel"):
+        sk.fused_kernel(False, 4, 2, 3, 3, 1, 2, 2, dense_loads="chunk")
