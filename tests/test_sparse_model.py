@@ -165,6 +165,53 @@ def test_fused_issue_counts_match_brute_force(kind, stride, padding, pool):
     assert np.allclose(graph.flops[graph.tasks_of_kind(kind)], 2 * 32 * t.k_tile * expected)
 
 
+def brute_input_parts(p: ConvProblem, kind: str, pool, threads: int) -> list[set[int]]:
+    """Per pixel tile, the input parts (image, row, 32-column segment) its threads' windows touch."""
+    conv = kind in ("ecr", "direct")
+    out_p, out_q = (p.out_h, p.out_w) if conv else pooled_hw(p, pool)
+    step = p.stride * (1 if conv else pool.stride)
+    span_h, span_w = (p.r, p.s) if conv else patch_hw(p, pool)
+    segs = -(-p.w // 32)
+    pixels = p.n * out_p * out_q
+    tiles = []
+    for first in range(0, pixels, threads):
+        touched = set()
+        for px in range(first, min(first + threads, pixels)):
+            img, o, q = px // (out_p * out_q), (px // out_q) % out_p, px % out_q
+            for y in range(o * step - p.padding, o * step - p.padding + span_h):
+                for x in range(q * step - p.padding, q * step - p.padding + span_w):
+                    if 0 <= y < p.h and 0 <= x < p.w:
+                        touched.add((img * p.h + y) * segs + x // 32)
+        tiles.append(touched)
+    return tiles
+
+
+@pytest.mark.parametrize("kind,stride,padding,pool", [("ecr", 1, 1, None), ("direct", 2, 0, None), ("direct", 1, 0, None),
+                                                      ("pecr", 1, 1, PoolSpec(2, 2)), ("direct_fused", 2, 1, PoolSpec(2, 2)),
+                                                      ("pecr", 1, 0, PoolSpec(2, 1))])
+@pytest.mark.parametrize("h,w", [(5, 70), (9, 33), (4, 200), (6, 20)])
+def test_input_reads_are_the_segments_the_windows_cover(kind, stride, padding, pool, h, w):
+    """Each block reads the input parts its windows touch (brute force), each once, in merged runs, and
+    moves the real bytes of their columns (the last segment of a row may be short)."""
+    p = ConvProblem(n=2, c=3, k=5, h=h, w=w, stride=stride, padding=padding)
+    x = sparse_feature_map((2, 3, h, w), SparsitySpec(0.5, seed=3))
+    graph, _, info = lower_sparse(p, kind, 4, x=x, pool=pool)
+    expected = brute_input_parts(p, kind, pool, info.tiling.threads)
+    region = graph.tensor_names.index("input")
+    tasks = graph.tasks_of_kind(kind)
+    for t in tasks:
+        rows = np.arange(graph.access_ptr[t], graph.access_ptr[t + 1])
+        rows = rows[graph.access_region[rows] == np.flatnonzero(graph.region_tensor == region)[0]]
+        lo, hi = graph.access_part_lo[rows], graph.access_part_hi[rows]
+        got = set().union(*(range(a, b) for a, b in zip(lo, hi)))
+        assert got == expected[graph.group[t]]
+        assert (hi - lo).sum() == len(got)                                  # disjoint runs
+        assert np.all(lo[1:] > hi[:-1])                                     # merged: no touching runs
+        segs = -(-w // 32)
+        columns = sum(min(32, w - (part % segs) * 32) for part in got)
+        assert graph.access_bytes[rows].sum() == columns * p.c * 4
+
+
 @pytest.mark.parametrize("kind,pool", [("ecr", None), ("direct", None), ("pecr", PoolSpec(2, 2)),
                                        ("direct_fused", PoolSpec(2, 1))])
 def test_serial_iterations_match_brute_force(kind, pool):

@@ -38,11 +38,15 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   early; with a grid just past a whole number of waves the tail blocks then start on those slots at
   half time instead of after the wave (VGG-19 conv3_x at batch 1 and conv5_x at batch 16: 400 blocks,
   3 per SM, last tile 64 of 128 pixels; predicted 21-28% fast without this rule, docs/sparse.md).
-- **Bytes.** A block reads the input rows its windows cover (all channels), its filter tile, and
-  writes its outputs. Regions: ``input`` (a part per (image, input row), all channels), ``weights``
-  (a part per filter tile), the conv output planes (a part per (image, filter)), so the L2 model sees
-  that every filter tile re-reads the same input rows. The compressed windows live in shared memory:
-  no global traffic.
+- **Bytes.** A block reads the input its windows cover (all channels), its filter tile, and writes
+  its outputs. Regions: ``input`` (a part per (image, input row, segment of ``SEGMENT_FLOATS``
+  columns: one 128-byte line per channel), ``weights`` (a part per filter tile), the conv output
+  planes (a part per (image, filter)), so the L2 model sees that every filter tile re-reads the same
+  input. A block's input reads are the segments its windows touch (``_input_footprint``): on a map
+  wider than a block's pixels it reads part of each row, not the whole row (until session 21 it read
+  whole rows, and the model had the dense twin 13% slow at width 224 and 30% at 448 against a kernel
+  that ran flat: ``gpu.probe_conv_map_shape``, docs/sparse.md). The compressed windows live in shared
+  memory: no global traffic.
 - **Unfused chains** (``unfused_ecr``, ``unfused_direct``): the conv kernel, then ``relu`` (256
   threads, one element each, into a second buffer) and ``maxpool`` (256 threads, one pooled output each) launches.
 
@@ -78,6 +82,7 @@ OPS = ("ecr", "direct", "pecr", "direct_fused", "unfused_ecr", "unfused_direct")
 ELEMENTWISE_THREADS = 256
 WARP = 32
 FLOAT_BYTES = 4
+SEGMENT_FLOATS = 32     # the input's L2 parts: one 128-byte line of a row of one channel
 # Registers per thread of the compiled kernels, keyed (kind, k_tile): the compiler's report on the H200
 # (sm_90, numba-cuda 0.30.4, 3x3 filters, stride 1; the regs column of gpu.calibrate_sparse, 2026-11-21,
 # kernels of 01af064: weight rows read 4 filters per 128-bit load); the dense twin's since session 20,
@@ -319,6 +324,64 @@ class _GraphParts:
         return graph
 
 
+def _input_footprint(problem: ConvProblem, tiling: SparseTiling, tiles_p: int, pixels: int):
+    """The input each pixel tile reads, as runs of ``input`` parts (image, input row, column segment).
+
+    A block's threads hold consecutive outputs (row-major over the batch); the input it touches is the
+    union of their windows (patches, for the fused kinds): per output row it covers, the input rows of
+    that row's windows and the columns from its first window's left edge to its last window's right
+    edge, rounded out to segments of ``SEGMENT_FLOATS``. Runs of parts that are consecutive in
+    (image, row, segment) order are merged. Returns (tile, part_lo, part_hi, bytes), bytes counting
+    the real columns (the last segment of a row can be short) of all channels.
+    """
+    conv = tiling.kind in CONV_KINDS
+    out_p, out_q = (problem.out_h, problem.out_w) if conv else pooled_hw(problem, tiling.pool)
+    step = problem.stride * (1 if conv else tiling.pool.stride)
+    span_h, span_w = (problem.r, problem.s) if conv else patch_hw(problem, tiling.pool)
+    segs = -(-problem.w // SEGMENT_FLOATS)
+    first = np.arange(tiles_p) * tiling.threads
+    last = np.minimum(first + tiling.threads, pixels) - 1
+    g0, g1 = first // out_q, last // out_q                       # global output rows (image, row)
+    # One entry per (tile, output row it covers): that row's columns [qa, qb].
+    n_rows = g1 - g0 + 1
+    tile = np.repeat(np.arange(tiles_p), n_rows)
+    g = np.repeat(g0, n_rows) + (np.arange(n_rows.sum()) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows))
+    qa = np.where(g == g0[tile], first[tile] % out_q, 0)
+    qb = np.where(g == g1[tile], last[tile] % out_q, out_q - 1)
+    img, o = g // out_p, g % out_p
+    y0 = np.clip(o * step - problem.padding, 0, problem.h)
+    y1 = np.clip(o * step - problem.padding + span_h, 0, problem.h)
+    x0 = np.clip(qa * step - problem.padding, 0, problem.w)
+    x1 = np.clip(qb * step - problem.padding + span_w, 0, problem.w)
+    s0, s1 = x0 // SEGMENT_FLOATS, -(-x1 // SEGMENT_FLOATS)
+    # One entry per (tile, input row): the segments [s0, s1) of that row, as flat parts.
+    h_rows = np.maximum(y1 - y0, 0)
+    keep = (h_rows > 0) & (s1 > s0)
+    tile, img, y0, s0, s1, h_rows = tile[keep], img[keep], y0[keep], s0[keep], s1[keep], h_rows[keep]
+    e = np.repeat(np.arange(tile.size), h_rows)
+    y = y0[e] + (np.arange(e.size) - np.repeat(np.cumsum(h_rows) - h_rows, h_rows))
+    row = img[e] * problem.h + y
+    lo, hi, tile = row * segs + s0[e], row * segs + s1[e], tile[e]
+    # The union per tile: sort by (tile, lo), merge intervals that overlap or touch.
+    order = np.lexsort((lo, tile))
+    tile, lo, hi = tile[order], lo[order], hi[order]
+    total = problem.n * problem.h * segs
+    key_lo, key_hi = tile * (total + 1) + lo, tile * (total + 1) + hi
+    reach = np.maximum.accumulate(key_hi)
+    start = np.ones(tile.size, bool)
+    start[1:] = key_lo[1:] > reach[:-1]
+    run = np.cumsum(start) - 1
+    run_tile, run_lo = tile[start], lo[start]
+    run_hi = np.zeros(run_tile.size, np.int64)
+    np.maximum.at(run_hi, run, hi)
+
+    def columns_before(part):
+        return (part // segs) * problem.w + np.minimum((part % segs) * SEGMENT_FLOATS, problem.w)
+
+    run_bytes = (columns_before(run_hi) - columns_before(run_lo)) * problem.c * FLOAT_BYTES
+    return run_tile, run_lo, run_hi, run_bytes.astype(np.float64)
+
+
 def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray,
                 out_region: int, out_plane_px: int) -> None:
     """The conv (or fused) kernel's blocks: group = pixel tile, index = filter tile (grid order)."""
@@ -354,41 +417,26 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     group, index = group[order], index[order]
     flops = flops_p[group]
     other = scan_p[group] + weights_staged
-    # Accesses: input rows, the filter tile, the output planes.
-    n_img = problem.n
+    # Accesses: the input segments the tile's windows cover, the filter tile, the output planes.
+    segs = -(-problem.w // SEGMENT_FLOATS)
+    in_region = parts.add_region("input", problem.n * problem.h * segs,
+                                 problem.c * min(SEGMENT_FLOATS, problem.w) * FLOAT_BYTES)
+    w_region = parts.add_region("weights", tiles_k, problem.c * problem.r * problem.s * tiling.k_tile * FLOAT_BYTES)
+    run_tile, run_lo, run_hi, run_bytes = _input_footprint(problem, tiling, tiles_p, pixels)
+    runs_per_tile = np.bincount(run_tile, minlength=tiles_p)
+    run_first = np.cumsum(runs_per_tile) - runs_per_tile
+    tasks = np.arange(group.size)
+    n_runs = runs_per_tile[group]
+    run = np.repeat(run_first[group], n_runs) + (np.arange(n_runs.sum()) - np.repeat(np.cumsum(n_runs) - n_runs, n_runs))
+    acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
+    acc_task.append(np.repeat(tasks, n_runs)); acc_region.append(np.full(run.size, in_region))
+    acc_lo.append(run_lo[run]); acc_hi.append(run_hi[run]); acc_bytes.append(run_bytes[run])
+    acc_write.append(np.zeros(run.size, bool))
     out_p, out_q = (problem.out_h, problem.out_w) if tiling.kind in CONV_KINDS else pooled_hw(problem, tiling.pool)
     per_img = out_p * out_q
     first = group * tiling.threads
     last = np.minimum(first + tiling.threads, pixels) - 1
     img0, img1 = first // per_img, last // per_img
-    row0 = (first % per_img) // out_q
-    row1 = (last % per_img) // out_q
-    rows_per_out = problem.stride * (tiling.pool.stride if tiling.pool else 1)
-    span = (problem.r if tiling.kind in CONV_KINDS else patch_hw(problem, tiling.pool)[0])
-    in_region = parts.add_region("input", n_img * problem.h, problem.c * problem.w * FLOAT_BYTES)
-    w_region = parts.add_region("weights", tiles_k, problem.c * problem.r * problem.s * tiling.k_tile * FLOAT_BYTES)
-    row_bytes = problem.c * problem.w * FLOAT_BYTES
-    tasks = np.arange(group.size)
-    acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
-
-    def rows(img, r_first, r_last):
-        lo = np.clip(r_first * rows_per_out - problem.padding, 0, problem.h)
-        hi = np.clip(r_last * rows_per_out - problem.padding + span, 0, problem.h)
-        return img * problem.h + lo, img * problem.h + np.maximum(hi, lo + 1)
-
-    same = img0 == img1
-    # Blocks inside one image: one access; blocks spanning images: the first image's tail rows, the
-    # last image's head rows (and whole images between, for maps smaller than a block).
-    lo, hi = rows(img0, row0, np.where(same, row1, out_p - 1))
-    acc_task.append(tasks); acc_region.append(np.full(tasks.size, in_region)); acc_lo.append(lo); acc_hi.append(hi)
-    acc_bytes.append((hi - lo) * row_bytes); acc_write.append(np.zeros(tasks.size, bool))
-    cross = ~same
-    if cross.any():
-        lo2 = (img0[cross] + 1) * problem.h
-        _, hi2 = rows(img1[cross], np.zeros(cross.sum(), int), row1[cross])
-        acc_task.append(tasks[cross]); acc_region.append(np.full(cross.sum(), in_region))
-        acc_lo.append(lo2); acc_hi.append(hi2); acc_bytes.append((hi2 - lo2) * row_bytes)
-        acc_write.append(np.zeros(cross.sum(), bool))
     k_here = np.minimum(tiling.k_tile, problem.k - index * tiling.k_tile)
     acc_task.append(tasks); acc_region.append(np.full(tasks.size, w_region)); acc_lo.append(index)
     acc_hi.append(index + 1); acc_bytes.append(k_here * problem.c * problem.r * problem.s * FLOAT_BYTES)
