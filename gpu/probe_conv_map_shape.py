@@ -17,7 +17,8 @@ instead times the dense twin and its preload build on VGG-19's 16 conv layers at
 tiling the benchmark uses; at batch > 1, 3 launches per sample), into DIR/dense_preload_vgg.csv.
 ``--fused B..`` times the fused dense twin (conv + ReLU + 2x2/2 max-pool, PECR's twin) with its two
 load placements ("inline", "channel") on VGG-19's 5 pooled layers at batches B, into
-DIR/fused_loads_vgg.csv.
+DIR/fused_loads_vgg.csv. ``--tail`` times ``megasim.calibration_sparse.wave_tail_cases()`` instead: the
+dense twin and ECR on grids of 0.5 to 2 waves of one filter tile, into DIR/wave_tail_measured.csv.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--vgg", type=int, nargs="+", default=None, metavar="BATCH")
     ap.add_argument("--fused", type=int, nargs="+", default=None, metavar="BATCH")
+    ap.add_argument("--tail", action="store_true", help="the wave-tail cases")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats} is not allowed: it must be at least 1", file=sys.stderr)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.winograd_bench import device_meta
     from gpu import sparse_kernels as sk
     from gpu.timing import time_cuda_queued
-    from megasim.calibration_sparse import map_shape_cases
+    from megasim.calibration_sparse import map_shape_cases, wave_tail_cases
     from megasim.lowering.sparse_tiling import PoolSpec, choose_tiling, grid, pooled_hw
     from megasim.workloads import parse_layer
     from megasim.workloads.sparse import SparsitySpec, sparse_feature_map
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                  for b in args.fused for li, p in enumerate(vgg19_sparse_layers(b)) if p.name in VGG19_POOLED
                  for v in FUSED_VARIANTS]
         name, inner = "fused_loads_vgg", (INNER if max(args.fused) == 1 else 3)
+    elif args.tail:
+        cases, name, inner = wave_tail_cases(), "wave_tail_measured", INNER
     else:
         cases, name, inner = map_shape_cases(), NAME, INNER
     print(f"{'kind':7s} {'variant':8s} {'problem':30s} {'blocks':>6s} {'us':>8s} {'err':>8s} {'regs':>4s}")

@@ -169,6 +169,31 @@ def map_shape_cases() -> list[dict[str, Any]]:
     return cases
 
 
+# The wave-tail probe (session 21; not fitted): one kind's grid of one filter tile (K = k_tile = 32) on
+# rows of 128 pixels (one block per row, every block the same work), at fractions of a full wave of its
+# occupancy on 132 SMs: the dense twin (126 registers, 4 blocks per SM: a wave of 528 blocks) and ECR at
+# sparsity 0.5 (133 registers, 3 per SM: 396). Past a whole wave, the tail blocks either spread over the
+# SMs (older blocks favoured by the warp schedulers, so an SM's blocks free their slots one by one) or
+# stack on the SMs whose blocks end first (every block on an SM alike, so its slots free together).
+WAVE_TAIL_FRACTIONS = (0.5, 1.0, 1.25, 1.5, 1.75, 2.0)
+WAVE_TAIL_KINDS = (("direct", 528), ("ecr", 396))
+WAVE_TAIL_SEED0 = 500
+
+
+def wave_tail_cases() -> list[dict[str, Any]]:
+    """The wave-tail probe's cases (``gpu.probe_conv_map_shape --tail`` times them,
+    ``experiments.conv_map_shape --tail`` predicts them): calibration-case dicts with ``force_k_tile``
+    32 and ``wave_fraction``, the grid's blocks over the kind's blocks per wave on 132 SMs."""
+    cases = []
+    for kind, wave in WAVE_TAIL_KINDS:
+        for f in WAVE_TAIL_FRACTIONS:
+            cases.append({"op": kind, "kind": kind, "variant": "channel" if kind == "direct" else "inline",
+                          "problem": f"N=1,C=128,K=32,H={round(wave * f)},W=128", "sparsity": 0.5,
+                          "pattern": "uniform", "seed": WAVE_TAIL_SEED0 + len(cases), "pool": None,
+                          "force_k_tile": 32, "wave_fraction": f})
+    return cases
+
+
 def calibration_cases() -> list[dict[str, Any]]:
     """The cases gpu.calibrate_sparse times: (op run, kind fitted, problem, sparsity, pattern, seed, pool)."""
     cases = []

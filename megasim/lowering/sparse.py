@@ -87,13 +87,14 @@ SEGMENT_FLOATS = 32     # the input's L2 parts: one 128-byte line of a row of on
 # (sm_90, numba-cuda 0.30.4, 3x3 filters, stride 1; the regs column of gpu.calibrate_sparse, 2026-11-21,
 # kernels of 01af064: weight rows read 4 filters per 128-bit load); the dense twin's since session 20,
 # when it loads each channel's window into registers before multiplying (gpu.probe_conv_map_shape's
-# regs column, H100, same sm_90 code; it was 80 / 70 / 64 / 64). A kind or tile not listed is
-# estimated as 2 x accumulators + 40.
+# regs column, H100, same sm_90 code; it was 80 / 70 / 64 / 64); the fused dense twin's since session
+# 21, when it loads each channel's patch into registers (gpu.sparse_check on the H200; it was 78 / 64 /
+# 80). A kind or tile not listed is estimated as 2 x accumulators + 40.
 KERNEL_REGISTERS: dict[tuple[str, int], int] = {
     ("ecr", 32): 133, ("ecr", 16): 134, ("ecr", 8): 96, ("ecr", 4): 102,
     ("direct", 32): 126, ("direct", 16): 76, ("direct", 8): 68, ("direct", 4): 64,
     ("pecr", 8): 132, ("pecr", 4): 128, ("pecr", 2): 136,
-    ("direct_fused", 8): 78, ("direct_fused", 4): 64, ("direct_fused", 2): 80,
+    ("direct_fused", 8): 119, ("direct_fused", 4): 80, ("direct_fused", 2): 100,
 }
 ELEMENTWISE_REGISTERS = 30      # max-pool's count (ReLU: 12); neither limits occupancy
 

@@ -1,0 +1,76 @@
+"""The sparse model against a grid's last partial wave: one kind's grid at 0.5 to 2 waves.
+
+The cases (``megasim.calibration_sparse.wave_tail_cases``) give every block the same work (one filter
+tile, one row of 128 pixels each) and change only the number of blocks: the dense twin (4 blocks per
+SM, a wave of 528) and ECR at sparsity 0.5 (3 per SM, 396) at 0.5, 1, 1.25, 1.5, 1.75 and 2 waves.
+What the tail costs depends on where its blocks land. If an SM's blocks progress alike they end
+together, their slots free together, and the tail stacks on the SMs that freed first (1.25 waves
+then take about as long as 2). If the warp schedulers favour older blocks (``GPUSpec.
+younger_block_weight``, measured on the H200's GEMM blocks in session 14) an SM's blocks end one by one
+and the tail spreads over all SMs (1.25 waves take about 1.25 waves' time, or less: a lone block runs
+faster than a quarter of a shared SM). The model predicts each case as the calibration simulates one
+(the kind's launch alone, launch cost excluded) with ``--spec``; ``--measured`` joins the GPU's times
+(``gpu.probe_conv_map_shape --tail``). Prints a table, each time relative to the same kind at one
+wave; writes DIR/wave_tail.csv and .json (provenance).
+
+    python -m experiments.wave_tail --spec S --out DIR                       # predictions only (~1 min)
+    python -m experiments.wave_tail --spec S --measured M.csv --out DIR      # joined with the GPU's times
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments.conv_occupancy import join_measured, write_model_rows
+from megasim.calibration_sparse import case_graph, launch_us, wave_tail_cases
+from megasim.hardware import load_spec
+from megasim.sim import simulate
+
+SPEC = "megasim/hardware/calibrated/h200_sparse.json"
+NAME = "wave_tail"
+
+
+def predict(spec) -> list[dict]:
+    """One row per probe case with the model's time (us)."""
+    rows = []
+    for case in wave_tail_cases():
+        graph, schedule = case_graph(case, spec.sm_count)
+        rows.append({"kind": case["kind"], "variant": case["variant"], "problem": case["problem"],
+                     "wave_fraction": case["wave_fraction"], "sparsity": case["sparsity"], "seed": case["seed"],
+                     "blocks": graph.num_tasks, "predicted_us": launch_us(simulate(graph, schedule, spec), schedule)})
+    return rows
+
+
+def add_relative(rows: list[dict]) -> None:
+    """``*_rel_wave``: time / the same kind's at one whole wave."""
+    base = {r["kind"]: r for r in rows if r["wave_fraction"] == 1.0}
+    for row in rows:
+        for col in ("predicted_us", "measured_us"):
+            if col in row and col in base[row["kind"]]:
+                row[col.replace("_us", "_rel_wave")] = row[col] / base[row["kind"]][col]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default=SPEC)
+    ap.add_argument("--measured", default=None, help="a gpu.probe_conv_map_shape --tail CSV")
+    ap.add_argument("--out", default="experiments/results/model/wave_tail")
+    args = ap.parse_args(argv)
+    spec = load_spec(args.spec)
+    rows = predict(spec)
+    if args.measured:
+        join_measured(rows, args.measured)
+    add_relative(rows)
+    print(f"{'kind':7s} {'waves':>5s} {'blocks':>6s} {'pred us':>8s} {'meas us':>8s} {'err':>7s} "
+          f"{'pred/wave':>9s} {'meas/wave':>9s}")
+    for r in rows:
+        meas = r.get("measured_us")
+        print(f"{r['kind']:7s} {r['wave_fraction']:5.2f} {r['blocks']:6d} {r['predicted_us']:8.1f} "
+              + (f"{meas:8.1f} {r['error']:+7.1%} " if meas is not None else f"{'-':>8s} {'-':>7s} ")
+              + f"{r['predicted_rel_wave']:9.3f} " + (f"{r['measured_rel_wave']:9.3f}" if meas is not None else ""))
+    write_model_rows(rows, args, spec, NAME)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
