@@ -340,14 +340,20 @@ def run_dates(rows: list[dict[str, Any]], date: str) -> str:
 
 
 def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str,
-                     max_evals: int = 200, sharing: str = "share") -> tuple[GPUSpec, dict[str, Any]]:
+                     max_evals: int = 200, sharing: str = "share",
+                     ready_kinds: tuple[str, ...] = ()) -> tuple[GPUSpec, dict[str, Any]]:
     """`spec` with the sparse kinds' TaskCosts fitted to the measured `rows` (the convolution kinds
-    sharing their SMs by `sharing`: "share" or "ready"); and a report."""
+    sharing their SMs by `sharing`, "share" or "ready", except `ready_kinds`, which share by "ready");
+    and a report. A ready kind's blocks are weighted by age when `spec` gives ``younger_block_weight``."""
+    unknown = [k for k in ready_kinds if k not in CONV_KINDS]
+    if unknown:
+        raise SpecError(f"ready kind {unknown[0]!r} is not allowed: use the convolution kinds {', '.join(CONV_KINDS)}")
     costs = dict(spec.task_costs)
     sources = dict(spec.sources)
-    report: dict[str, Any] = {"sharing": sharing, "kinds": {}}
+    report: dict[str, Any] = {"sharing": sharing, "ready_kinds": list(ready_kinds), "kinds": {}}
     for kind in FREE:
-        free = free_fields(kind, sharing)
+        kind_sharing = "ready" if kind in ready_kinds else sharing
+        free = free_fields(kind, kind_sharing)
         # Cases whose device time is shorter than the host's launch cost measure the host (the
         # launches queue no faster than Numba dispatches them): they are left out of the fit.
         floor_ms = HOST_BOUND_FACTOR * spec.kernel_launch_ns / 1e6
@@ -363,7 +369,7 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
                             f"{floor_ms * 1e3:.1f} us")
         graphs = [case_graph(r, spec.sm_count) for r in kind_rows]
         fit = fit_kind(spec, kind, graphs, [float(r["median_ms"]) * 1000.0 for r in kind_rows], max_evals,
-                       sharing)
+                       kind_sharing)
         costs[kind] = fit["cost"]
         how = (f"measured {run_dates(kind_rows, date)} on {device} by gpu.calibrate_sparse: {kind}'s kernel alone on "
                f"{len(kind_rows)} calibration cases (megasim.calibration_sparse, not VGG-19), fitted so "

@@ -375,7 +375,8 @@ def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
     base = load_spec(args.spec)
     meta = data.get("meta", {})
     spec, report = calibrate_sparse(base, data["rows"], device=str(meta.get("device", "unknown device")),
-                                    date=str(meta.get("date_utc", "unknown date"))[:10], sharing=args.sharing)
+                                    date=str(meta.get("date_utc", "unknown date"))[:10], sharing=args.sharing,
+                                    ready_kinds=tuple(args.ready_kinds))
     dump_spec(spec, args.out)
     Path(args.out).with_suffix(".sparse_fit.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
@@ -488,6 +489,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--sharing", default="share", choices=("share", "ready"),
                    help="how the convolution kinds' blocks share an SM: a per-block cap (block_sm_share) or "
                         "independent stalls (block_sm_ready)")
+    p.add_argument("--ready-kinds", nargs="+", default=[], metavar="KIND",
+                   help="convolution kinds fitted with block_sm_ready whatever --sharing says (their blocks "
+                        "weighted by age when the spec gives younger_block_weight)")
     p.set_defaults(func=_cmd_calibrate_sparse)
     return parser
 

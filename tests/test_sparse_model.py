@@ -324,6 +324,30 @@ def test_sparse_calibration_rejects_unknown_sharing():
         free_fields("ecr", "cap")
 
 
+def test_sparse_calibration_fits_ready_kinds_by_the_readiness_rule(monkeypatch):
+    """``ready_kinds`` are fitted with block_sm_ready, the other kinds by ``sharing``; an unknown kind
+    is refused before anything is fitted."""
+    import megasim.calibration_sparse as cs
+    from megasim.errors import SpecError
+
+    seen = {}
+
+    def fake_fit(spec, kind, graphs, measured, max_evals, sharing):
+        seen[kind] = sharing
+        return {"cost": TaskCost(compute_efficiency=1.0), "simulated_us": measured, "measured_us": measured,
+                "rms_log_error": 0.0, "evaluations": 0}
+
+    monkeypatch.setattr(cs, "fit_kind", fake_fit)
+    monkeypatch.setattr(cs, "case_graph", lambda case, sm_count: None)
+    rows = [{**c, "median_ms": 1.0} for c in cs.calibration_cases()]
+    _, report = cs.calibrate_sparse(get_gpu("h200"), rows, device="d", date="2026-11-25", ready_kinds=("direct",))
+    assert seen == {"ecr": "share", "pecr": "share", "direct": "ready", "direct_fused": "share",
+                    "relu": "share", "maxpool": "share"}
+    assert report["ready_kinds"] == ["direct"]
+    with pytest.raises(SpecError, match="ready kind 'relu' is not allowed"):
+        cs.calibrate_sparse(get_gpu("h200"), rows, device="d", date="2026-11-25", ready_kinds=("relu",))
+
+
 def test_calibration_cases_are_not_vgg19():
     from megasim.calibration_sparse import calibration_cases
     from megasim.workloads import parse_layer
