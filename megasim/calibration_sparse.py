@@ -65,6 +65,12 @@ CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32
 #   the tail alone, without a partial block that frees its slot early).
 TAIL_PROBLEMS = ("N=1,C=264,K=496,H=40,W=40", "N=8,C=480,K=608,H=18,W=18", "N=8,C=448,K=800,H=16,W=16")
 TAIL_SEED0 = 20                 # the round-3 maps' seeds: 20, 21, 22
+# Round 4 (session 21): few input channels on long grids, as a network's first layer (one partial
+# channel chunk per block, so the block's fixed costs weigh most). ECR at SPARSE_SPARSITIES and its
+# dense twin; no calibration problem had C < 16 before, and the model had ECR 30-49% slow on VGG-19's
+# conv1_1 (C = 3) at batch 16 (3,200 / 1,800 / 1,024 blocks: 8.1, 4.5 and 2.6 waves of ECR).
+FEW_CHANNEL_PROBLEMS = ("N=8,C=3,K=64,H=160,W=160", "N=16,C=3,K=32,H=120,W=120", "N=4,C=5,K=64,H=128,W=128")
+FEW_CHANNEL_SEED0 = 30          # the round-4 maps' seeds: 30, 31, 32
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
 HOST_BOUND_FACTOR = 1.5     # a case faster than 1.5 x the host's launch cost is host-bound: not fitted
@@ -224,6 +230,13 @@ def calibration_cases() -> list[dict[str, Any]]:
                           "seed": TAIL_SEED0 + pi, "pool": None})
         cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
                       "seed": TAIL_SEED0 + pi, "pool": None})
+    # Round 4, after round 3 (the cases above keep their indices).
+    for pi, prob in enumerate(FEW_CHANNEL_PROBLEMS):
+        for s in SPARSE_SPARSITIES:
+            cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform",
+                          "seed": FEW_CHANNEL_SEED0 + pi, "pool": None})
+        cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
+                      "seed": FEW_CHANNEL_SEED0 + pi, "pool": None})
     return cases
 
 
@@ -233,7 +246,8 @@ def _problem_key(text: str) -> str:
 
 def select_cases(problems=None) -> list[tuple[int, dict[str, Any]]]:
     """(index in ``calibration_cases()``, case) of every case, or of the cases whose problem is one of
-    `problems` (spec strings, compared as parsed problems; ``"round3"`` stands for ``TAIL_PROBLEMS``).
+    `problems` (spec strings, compared as parsed problems; ``"round3"`` stands for ``TAIL_PROBLEMS``,
+    ``"round4"`` for ``FEW_CHANNEL_PROBLEMS``).
     An unknown or unreadable problem is an error (SpecError, one line)."""
     cases = list(enumerate(calibration_cases()))
     if not problems:
@@ -241,13 +255,14 @@ def select_cases(problems=None) -> list[tuple[int, dict[str, Any]]]:
     known = {_problem_key(c["problem"]) for _, c in cases}
     wanted = set()
     for text in problems:
-        for prob in (TAIL_PROBLEMS if text.strip() == "round3" else (text,)):
+        rounds = {"round3": TAIL_PROBLEMS, "round4": FEW_CHANNEL_PROBLEMS}
+        for prob in rounds.get(text.strip(), (text,)):
             try:
                 key = _problem_key(prob)
             except MegasimError as err:
                 raise SpecError(f"problem {prob!r} cannot be read: {err}") from None
             if key not in known:
-                raise SpecError(f"problem {prob!r} is not a calibration problem (allowed: round3, "
+                raise SpecError(f"problem {prob!r} is not a calibration problem (allowed: round3, round4, "
                                 f"{', '.join(dict.fromkeys(c['problem'] for _, c in cases))})")
             wanted.add(key)
     return [(i, c) for i, c in cases if _problem_key(c["problem"]) in wanted]
