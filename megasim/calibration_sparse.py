@@ -68,8 +68,9 @@ TAIL_SEED0 = 20                 # the round-3 maps' seeds: 20, 21, 22
 # Round 4 (session 21): few input channels on long grids, as a network's first layer (one partial
 # channel chunk per block, so the block's fixed costs weigh most). ECR at SPARSE_SPARSITIES and its
 # dense twin; no calibration problem had C < 16 before, and the model had ECR 30-49% slow on VGG-19's
-# conv1_1 (C = 3) at batch 16 (3,200 / 1,800 / 1,024 blocks: 8.1, 4.5 and 2.6 waves of ECR).
-FEW_CHANNEL_PROBLEMS = ("N=8,C=3,K=64,H=160,W=160", "N=16,C=3,K=32,H=120,W=120", "N=4,C=5,K=64,H=128,W=128")
+# conv1_1 (C = 3) at batch 16 (12,800 / 7,200 / 4,096 blocks: 32, 18 and 10 waves of ECR; each case
+# 200-400 us, well above the host's launch cost: a first try at a quarter of these batches ran 35-85 us).
+FEW_CHANNEL_PROBLEMS = ("N=32,C=3,K=64,H=160,W=160", "N=64,C=3,K=32,H=120,W=120", "N=16,C=5,K=64,H=128,W=128")
 FEW_CHANNEL_SEED0 = 30          # the round-4 maps' seeds: 30, 31, 32
 SPARSE_SPARSITIES = (0.0, 0.5, 0.8, 0.95)
 ELEMENTWISE_PROBLEM = "N=16,C=4,K=128,H=112,W=112"
