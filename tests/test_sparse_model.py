@@ -104,14 +104,15 @@ def brute_conv_issue(problem: ConvProblem, x: np.ndarray, kind: str, sm_count: i
         oy, ox = divmod(rem, ow_)
         for ch in range(chunks):
             total = 0
-            for c in range(ch * t.c_chunk, min(problem.c, (ch + 1) * t.c_chunk)):
+            # The dense twins run every chunk's c_chunk channels (a missing channel reads zeros).
+            for c in range(ch * t.c_chunk, (ch + 1) * t.c_chunk if not sparse else min(problem.c, (ch + 1) * t.c_chunk)):
                 if not fused:
                     for r in range(problem.r):
                         for s in range(problem.s):
                             ih = oy * problem.stride - problem.padding + r
                             iw = ox * problem.stride - problem.padding + s
                             inside = 0 <= ih < problem.h and 0 <= iw < problem.w
-                            if not sparse or (inside and x[n, c, ih, iw] != 0):
+                            if not sparse or (inside and x[n, c, ih, iw] != 0):  # c < C when sparse
                                 total += 1
                 else:
                     st = problem.stride

@@ -181,10 +181,9 @@ def _conv_counts(problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray, spa
     if not sparse:
         nz = np.ones_like(nz)
     counts = _window_counts(nz, problem, tiling.c_chunk, weights, step, out_hw)
-    if not sparse:      # the dense twins also multiply the padding
-        chunks = counts.shape[1]
-        full = np.array([min(tiling.c_chunk, problem.c - i * tiling.c_chunk) for i in range(chunks)])
-        counts[:] = (full * int(weights.sum()))[None, :, None, None]
+    if not sparse:      # the dense twins also multiply the padding, and the zeros of a last chunk's
+        # missing channels (C not a multiple of c_chunk): their channel loop always runs c_chunk channels
+        counts[:] = tiling.c_chunk * int(weights.sum())
     return counts.transpose(1, 0, 2, 3).reshape(counts.shape[1], -1)
 
 
