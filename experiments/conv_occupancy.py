@@ -58,26 +58,38 @@ def add_relative(rows: list[dict]) -> None:
                 row[col.replace("_us", "_rel_b1")] = row[col] / one[col]
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def probe_main(argv, *, description: str, measured_help: str, default_out: str, name: str, predict,
+               add_relative, head: str, label, rel: str) -> list[dict]:
+    """The probe scripts' shared driver (conv_occupancy, conv_map_shape, wave_tail): every case predicted
+    with ``--spec``, ``--measured`` joined (``join_measured``), ``add_relative`` filling
+    ``predicted_rel_<rel>`` and ``measured_rel_<rel>``; a table (``head``: the leading columns' header,
+    ``label(row)``: a row's), and DIR/NAME.csv and .json with provenance."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--spec", default=SPEC)
-    ap.add_argument("--measured", default=None, help="a gpu.probe_conv_occupancy CSV")
-    ap.add_argument("--out", default="experiments/results/model/conv_occupancy")
+    ap.add_argument("--measured", default=None, help=measured_help)
+    ap.add_argument("--out", default=default_out)
     args = ap.parse_args(argv)
     spec = load_spec(args.spec)
     rows = predict(spec)
     if args.measured:
         join_measured(rows, args.measured)
     add_relative(rows)
-    print(f"{'kind':7s} {'kt':>3s} {'s':>4s} {'b/SM':>4s} {'pred us':>8s} {'meas us':>8s} {'err':>6s} "
-          f"{'pred/b1':>7s} {'meas/b1':>7s}")
+    print(f"{head} {'pred us':>8s} {'meas us':>8s} {'err':>7s} {'pred/' + rel:>9s} {'meas/' + rel:>9s}")
     for r in rows:
         meas = r.get("measured_us")
-        print(f"{r['kind']:7s} {r['k_tile']:3d} {r['sparsity']:4.2f} {r['blocks_per_sm']:4d} {r['predicted_us']:8.1f} "
-              + (f"{meas:8.1f} {r['error']:+6.1%} " if meas is not None else f"{'-':>8s} {'-':>6s} ")
-              + f"{r['predicted_rel_b1']:7.2f} " + (f"{r['measured_rel_b1']:7.2f}" if meas is not None else ""))
-    write_model_rows(rows, args, spec, NAME)
+        print(f"{label(r)} {r['predicted_us']:8.1f} "
+              + (f"{meas:8.1f} {r['error']:+7.1%} " if meas is not None else f"{'-':>8s} {'-':>7s} ")
+              + f"{r['predicted_rel_' + rel]:9.3f} " + (f"{r['measured_rel_' + rel]:9.3f}" if meas is not None else ""))
+    write_model_rows(rows, args, spec, name)
     return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    return probe_main(argv, description=__doc__.splitlines()[0], measured_help="a gpu.probe_conv_occupancy CSV",
+                      default_out="experiments/results/model/conv_occupancy", name=NAME, predict=predict,
+                      add_relative=add_relative, head=f"{'kind':7s} {'kt':>3s} {'s':>4s} {'b/SM':>4s}",
+                      label=lambda r: f"{r['kind']:7s} {r['k_tile']:3d} {r['sparsity']:4.2f} {r['blocks_per_sm']:4d}",
+                      rel="b1")
 
 
 def write_model_rows(rows: list[dict], args, spec, name: str) -> None:

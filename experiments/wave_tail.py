@@ -19,14 +19,10 @@ wave; writes DIR/wave_tail.csv and .json (provenance).
 
 from __future__ import annotations
 
-import argparse
-
-from experiments.conv_occupancy import join_measured, write_model_rows
+from experiments.conv_occupancy import probe_main
 from megasim.calibration_sparse import case_graph, launch_us, wave_tail_cases
-from megasim.hardware import load_spec
 from megasim.sim import simulate
 
-SPEC = "megasim/hardware/calibrated/h200_sparse.json"
 NAME = "wave_tail"
 
 
@@ -51,25 +47,10 @@ def add_relative(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", default=SPEC)
-    ap.add_argument("--measured", default=None, help="a gpu.probe_conv_map_shape --tail CSV")
-    ap.add_argument("--out", default="experiments/results/model/wave_tail")
-    args = ap.parse_args(argv)
-    spec = load_spec(args.spec)
-    rows = predict(spec)
-    if args.measured:
-        join_measured(rows, args.measured)
-    add_relative(rows)
-    print(f"{'kind':7s} {'waves':>5s} {'blocks':>6s} {'pred us':>8s} {'meas us':>8s} {'err':>7s} "
-          f"{'pred/wave':>9s} {'meas/wave':>9s}")
-    for r in rows:
-        meas = r.get("measured_us")
-        print(f"{r['kind']:7s} {r['wave_fraction']:5.2f} {r['blocks']:6d} {r['predicted_us']:8.1f} "
-              + (f"{meas:8.1f} {r['error']:+7.1%} " if meas is not None else f"{'-':>8s} {'-':>7s} ")
-              + f"{r['predicted_rel_wave']:9.3f} " + (f"{r['measured_rel_wave']:9.3f}" if meas is not None else ""))
-    write_model_rows(rows, args, spec, NAME)
-    return rows
+    return probe_main(argv, description=__doc__.splitlines()[0], measured_help="a gpu.probe_conv_map_shape --tail CSV",
+                      default_out="experiments/results/model/wave_tail", name=NAME, predict=predict,
+                      add_relative=add_relative, head=f"{'kind':7s} {'waves':>5s} {'blocks':>6s}",
+                      label=lambda r: f"{r['kind']:7s} {r['wave_fraction']:5.2f} {r['blocks']:6d}", rel="wave")
 
 
 if __name__ == "__main__":
