@@ -383,8 +383,10 @@ def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
     for kind, fit in report["kinds"].items():
         sharing = (f"ready {fit['block_sm_ready']:.2f}" if fit.get("block_sm_ready") is not None
                    else f"share {fit['block_sm_share']:.2f}")
+        fixed = fit["fixed_ns"] + fit.get("launch_fixed_ns", 0.0)
+        per = "launch" if fit.get("launch_fixed_ns") else "block"
         print(f"  {kind:13s} eff {fit['compute_efficiency']:.3f}  ns/op {fit['ns_per_other_op']:.4f}  fixed "
-              f"{fit['fixed_ns']:8.1f} ns  {sharing}  rms log error {fit['rms_log_error']:.3f}")
+              f"{fixed:8.1f} ns a {per:6s}  {sharing}  rms log error {fit['rms_log_error']:.3f}")
     return 0
 
 

@@ -306,13 +306,14 @@ def test_sparse_calibration_recovers_known_costs(sharing):
     cases = ecr[:8] + ecr[16:24]        # problems 1, 2, 5, 6: few and many chunks, few and many blocks
     graphs = [case_graph(c, spec.sm_count) for c in cases]
     field = SHARING_FIELD[sharing]
-    true = TaskCost(0.4, 1500.0, ns_per_other_op=0.02, ns_per_step=300.0, ns_per_iteration=20.0,
+    true = TaskCost(0.4, launch_fixed_ns=1500.0, ns_per_other_op=0.02, ns_per_step=300.0, ns_per_iteration=20.0,
                     ns_per_replay=0.2, **{field: 0.35})
     measured = _simulated_us(spec, "ecr", true, graphs)
     fit = fit_kind(spec, "ecr", graphs, measured, max_evals=300, sharing=sharing)
     got = fit["cost"]
     assert fit["rms_log_error"] < 1e-4
-    for name in ("compute_efficiency", "fixed_ns", "ns_per_other_op", field, "ns_per_step", "ns_per_iteration",
+    assert got.fixed_ns == 0.0
+    for name in ("compute_efficiency", "launch_fixed_ns", "ns_per_other_op", field, "ns_per_step", "ns_per_iteration",
                  "ns_per_replay"):
         assert getattr(got, name) == pytest.approx(getattr(true, name), rel=1e-2)
 
@@ -382,6 +383,21 @@ def test_serial_steps_delay_a_task_but_do_not_occupy_the_sm():
     assert simulate(graph, one_launch([0, 1]), spec).predicted_ns == pytest.approx(230.0)
     with pytest.raises(Exception, match="serial_steps"):
         dataclasses.replace(base, serial_steps=np.array([1.0])).validate()
+
+
+def test_launch_fixed_time_is_paid_once_per_launch_not_per_wave():
+    """fixed_ns delays every task (once a wave on a long grid); launch_fixed_ns holds back the launch's
+    first blocks once."""
+    graph = compute_graph([100.0] * 4, kind_kw=dict(threads=128))     # 4 waves of one block on one SM
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=1)
+    per_block = dataclasses.replace(spec, task_costs={"default": TaskCost(1.0, 50.0)})
+    per_launch = dataclasses.replace(spec, task_costs={"default": TaskCost(1.0, launch_fixed_ns=50.0)})
+    assert simulate(graph, one_launch([0, 1, 2, 3]), per_block).predicted_ns == pytest.approx(600.0)
+    result = simulate(graph, one_launch([0, 1, 2, 3]), per_launch)
+    assert result.predicted_ns == pytest.approx(450.0)
+    assert result.launches[0].end_ns - result.launches[0].start_ns == pytest.approx(450.0)
+    with pytest.raises(Exception, match="launch_fixed_ns=-1.0 is not allowed"):
+        TaskCost(1.0, launch_fixed_ns=-1.0)
 
 
 def test_serial_iterations_are_priced_as_latency():

@@ -67,7 +67,12 @@ class TaskCost:
     ``further_block_sm_ready`` (in (0, 1], default None = ``block_sm_ready``; session 11): the
     readiness of each block of the kind on an SM after the first, which keeps ``block_sm_ready``
     (``ReadinessSharedServer``): with n blocks of the kind alone an SM is busy
-    ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time."""
+    ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time.
+    ``launch_fixed_ns`` (default 0; session 21): a fixed time once per launch of a kernel running the
+    kind, between the launch's start and its first blocks (the largest over the launch's kinds), where
+    ``fixed_ns`` is paid by every task. The sparse kernels' fitted constant is this one: their
+    calibration cases are at most a wave or two, where the two cannot be told apart, and on grids of
+    many waves a per-block constant is paid once a wave (calibration round 4, docs/sparse.md)."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -83,8 +88,11 @@ class TaskCost:
     coresident_stretch: float = 0.0
     memory_overlap: float = 0.0
     further_block_sm_ready: float | None = None
+    launch_fixed_ns: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (self.launch_fixed_ns >= 0.0):
+            raise SpecError(f"launch_fixed_ns={self.launch_fixed_ns!r} is not allowed: it must be >= 0")
         if not (0.0 <= self.memory_overlap <= 1.0):
             raise SpecError(f"memory_overlap={self.memory_overlap!r} is not allowed: it must be in [0, 1]")
         if not (0.0 <= self.coresident_stretch < 1.0):

@@ -65,7 +65,8 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
 - **Records.** Per task: claim, ready, memory start, compute start, end, SM and slot. Resource
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
-- **Launches.** Kernels of a schedule run back to back; the first starts after ``kernel_launch_ns``
+- **Launches.** Kernels of a schedule run back to back (a launch's first blocks wait the largest
+  ``launch_fixed_ns`` of its kinds); the first starts after ``kernel_launch_ns``
   (``megakernel_launch_ns`` when the spec gives it and the first launch runs the megakernel: it
   mixes task kinds or is a persistent grid),
   each next one ``kernel_boundary_ns`` after the previous one's last block ends. The L2 keeps its
@@ -161,6 +162,7 @@ class _Run:
         costs = [spec.task_cost(k) for k in graph.cost_names]     # per kind, under its cost name
         eff = np.array([c.compute_efficiency for c in costs])
         fixed = np.array([c.fixed_ns for c in costs])
+        self.launch_fixed = [c.launch_fixed_ns for c in costs]
         compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
         self.compute_ns = compute_ns.tolist()
         self.block_share = [c.block_sm_share for c in costs]
@@ -379,6 +381,8 @@ class _Run:
         mega = self._is_megakernel(launch)
         self.cur_check_ns = [plain if not mega or c is None else dispatch + c for c in self.mk_claim]
         start = self.clock.now + delay
+        # A kind's fixed time once per launch (TaskCost.launch_fixed_ns) holds back the first blocks.
+        delay += max((self.launch_fixed[k] for k in kinds), default=0.0)
         self.launch_log.append({"name": launch.name, "style": launch.style, "start_ns": start, "end_ns": np.nan,
                                 "blocks_per_sm": per_sm, "limited_by": occ.limited_by,
                                 "tasks": len(self.cur_order)})
