@@ -10,10 +10,14 @@ turns them into per-kind ``TaskCost`` entries of a spec:
   against the measured times (SciPy ``least_squares``, bounded, deterministic start).
 
 Which parameters a kind fits (``FREE``): the convolution kinds five (compute efficiency of the
-multiply-adds, SM time per scanned element, fixed time per block, how blocks share their SM, the
-latency of a channel chunk); the sharing is either a cap on one block's share (``block_sm_share``,
+multiply-adds, SM time per scanned element, a fixed time once per launch (``launch_fixed_ns``; per
+block, ``fixed_ns``, until session 21: on grids of many waves a per-block constant is paid once a
+wave, and round 4 showed the calibration had fitted a per-launch one), how blocks share their SM,
+the latency of a channel chunk); the sharing is either a cap on one block's share (``block_sm_share``,
 ``sharing="share"``) or the independent-stall readiness of ``ReadinessSharedServer``
-(``block_sm_ready``, ``sharing="ready"``, the rule the Winograd kinds use); the filter tile varies across the cases, so the multiply-adds (which
+(``block_sm_ready``, ``sharing="ready"``, the rule the Winograd kinds use; ``ready_kinds`` picks it
+per kind, and the blocks are then weighted by age when the spec gives ``younger_block_weight``); the
+filter tile varies across the cases, so the multiply-adds (which
 scale with it) and the scan (which does not) separate; ReLU and max-pool only their per-element
 time and fixed time (no flops).
 
