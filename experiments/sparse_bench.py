@@ -77,6 +77,13 @@ def cases(batches, quick: bool):
     return out
 
 
+def layer_weights(li: int, p) -> np.ndarray:
+    """The sweep's weights of layer index `li` (problem `p`): seeded normal values, He-scaled."""
+    w = np.random.default_rng(5000 + li).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
+    w *= np.float32(math.sqrt(2.0 / (p.c * p.r * p.s)))
+    return w
+
+
 def cudnn_candidates(found) -> list[str]:
     """Find's successful algorithms within CUDNN_WITHIN of its fastest, fastest first, at most
     CUDNN_CANDIDATES: the ones this script times itself before choosing."""
@@ -128,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     for li, p, s, pattern, seed in cases(args.batches, args.quick):
         x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(s, pattern, seed=seed))
-        w = np.random.default_rng(5000 + li).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
-        w *= np.float32(math.sqrt(2.0 / (p.c * p.r * p.s)))
+        w = layer_weights(li, p)
         xt = torch.from_numpy(x).cuda()
         wt = torch.from_numpy(w).cuda()
         xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)

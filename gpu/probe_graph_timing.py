@@ -5,7 +5,9 @@ Numba's launch cost (~30 us) stays host-bound there: the sample times the host. 
 ``INNER`` launches of one kernel in a CUDA graph (torch's, the Numba kernels launched on its capture
 stream through ``cuda.external_stream``) and times graph replays between CUDA events. A replay
 launches every kernel from the device's side, so the per-kernel time is the device's. Each output is
-checked against a float64 reference first. The layers, maps, seeds and weights are the sweep's.
+checked against a float64 reference first. The layers, maps, seeds and weights are the sweep's
+(``experiments.sparse_bench.cases`` and ``layer_weights``; the committed run of d2fd870 drew the same
+seeded weights without the sweep's He scale, which changes no kernel's work).
 
     bash gpu/on_device.sh python -m gpu.probe_graph_timing [--layers vgg19/conv1_1 vgg19/conv2_1] [--out DIR]
 
@@ -39,54 +41,52 @@ def main(argv: list[str] | None = None) -> int:
     from numba import cuda
 
     from experiments.provenance import provenance, write_results
-    from experiments.sparse_bench import CLUSTERED, SPARSITIES
+    from experiments.sparse_bench import cases, layer_weights
     from experiments.winograd_bench import device_meta
     from gpu import sparse
-    from megasim.workloads.sparse import SparsitySpec, sparse_feature_map, vgg19_sparse_layers
+    from megasim.workloads.sparse import SparsitySpec, sparse_feature_map
 
     dmeta = device_meta(torch, cuda)
-    layers = {p.name: (li, p) for li, p in enumerate(vgg19_sparse_layers(args.batch))}
     rows = []
     stream = torch.cuda.Stream()
     nstream = cuda.external_stream(stream.cuda_stream)
-    for name in args.layers:
-        li, p = layers[name]
-        w = np.random.default_rng(5000 + li).standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32)
-        maps = [(s, "uniform", li) for s in SPARSITIES] + [(s, "clustered", 100 + li) for s in CLUSTERED]
-        for s, pattern, seed in maps:
-            x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(s, pattern, seed=seed))
-            ref = torch.nn.functional.conv2d(torch.from_numpy(x).double().cuda(), torch.from_numpy(w).double().cuda(),
-                                             stride=p.stride, padding=p.padding).cpu().numpy()
-            for op in ("ecr", "direct"):
-                launch = sparse.prepare(op, x, w, p.stride, p.padding)
-                (kernel, conv_args), = launch.steps
-                configured = launch.kernel[launch.grid, launch.block, nstream]
-                for _ in range(3):                      # compile and warm up outside the capture
+    for li, p, s, pattern, seed in cases([args.batch], quick=False):
+        if p.name not in args.layers:
+            continue
+        w = layer_weights(li, p)
+        x = sparse_feature_map((p.n, p.c, p.h, p.w), SparsitySpec(s, pattern, seed=seed))
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x).double().cuda(), torch.from_numpy(w).double().cuda(),
+                                         stride=p.stride, padding=p.padding).cpu().numpy()
+        for op in ("ecr", "direct"):
+            launch = sparse.prepare(op, x, w, p.stride, p.padding)
+            (_, conv_args), = launch.steps
+            configured = launch.kernel[launch.grid, launch.block, nstream]
+            for _ in range(3):                      # compile and warm up outside the capture
+                configured(*conv_args)
+            stream.synchronize()
+            err = float(np.abs(launch.output.copy_to_host() - ref).max() / np.abs(ref).max())
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                for _ in range(INNER):
                     configured(*conv_args)
-                stream.synchronize()
-                err = float(np.abs(launch.output.copy_to_host() - ref).max() / np.abs(ref).max())
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, stream=stream):
-                    for _ in range(INNER):
-                        configured(*conv_args)
-                samples = []
-                for i in range(args.repeats + 2):
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    with torch.cuda.stream(stream):
-                        start.record()
-                        graph.replay()
-                        end.record()
-                    end.synchronize()
-                    if i >= 2:
-                        samples.append(start.elapsed_time(end) / INNER)
-                med = float(np.median(samples))
-                rows.append({"layer": name, "batch": args.batch, "C": p.c, "K": p.k, "HW": p.h, "sparsity": s,
-                             "measured_sparsity": float((x == 0).mean()), "pattern": pattern, "seed": seed, "op": op,
-                             "k_tile": launch.tiling.k_tile, "regs": launch.regs_per_thread, "median_ms": med,
-                             "min_ms": float(min(samples)), "max_ms": float(max(samples)), "rel_err": err,
-                             "status": "ok" if err <= TOL and math.isfinite(med) else "failed", "method": "cuda_graph"})
-                print(f"{name:14s} N={args.batch:2d} s={s:4.2f} {pattern:9s} {op:7s} {med * 1e3:8.1f} us  err {err:.1e}",
-                      flush=True)
+            samples = []
+            for i in range(args.repeats + 2):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                with torch.cuda.stream(stream):
+                    start.record()
+                    graph.replay()
+                    end.record()
+                end.synchronize()
+                if i >= 2:
+                    samples.append(start.elapsed_time(end) / INNER)
+            med = float(np.median(samples))
+            rows.append({"layer": p.name, "batch": args.batch, "C": p.c, "K": p.k, "HW": p.h, "sparsity": s,
+                         "measured_sparsity": float((x == 0).mean()), "pattern": pattern, "seed": seed, "op": op,
+                         "k_tile": launch.tiling.k_tile, "regs": launch.regs_per_thread, "median_ms": med,
+                         "min_ms": float(min(samples)), "max_ms": float(max(samples)), "rel_err": err,
+                         "status": "ok" if err <= TOL and math.isfinite(med) else "failed", "method": "cuda_graph"})
+            print(f"{p.name:14s} N={args.batch:2d} s={s:4.2f} {pattern:9s} {op:7s} {med * 1e3:8.1f} us  err {err:.1e}",
+                  flush=True)
     bad = [r for r in rows if r["status"] != "ok"]
     meta = {**provenance(), **dmeta, "script": "gpu.probe_graph_timing", "inner": INNER, "repeats": args.repeats,
             "tolerance": TOL, "method": f"kernel only: {INNER} launches captured in a CUDA graph (torch), replays "

@@ -232,20 +232,14 @@ def calibration_cases() -> list[dict[str, Any]]:
     cases.append({"op": "pecr", "kind": "pecr", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8, "pool": [2, 1]})
     cases.append({"op": "direct_fused", "kind": "direct_fused", "problem": first, "sparsity": 0.5, "pattern": "uniform", "seed": 8,
                       "pool": [2, 1]})
-    # Round 3, last (the cases above keep their indices).
-    for pi, prob in enumerate(TAIL_PROBLEMS):
-        for s in SPARSE_SPARSITIES:
-            cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform",
-                          "seed": TAIL_SEED0 + pi, "pool": None})
-        cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
-                      "seed": TAIL_SEED0 + pi, "pool": None})
-    # Round 4, after round 3 (the cases above keep their indices).
-    for pi, prob in enumerate(FEW_CHANNEL_PROBLEMS):
-        for s in SPARSE_SPARSITIES:
-            cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform",
-                          "seed": FEW_CHANNEL_SEED0 + pi, "pool": None})
-        cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
-                      "seed": FEW_CHANNEL_SEED0 + pi, "pool": None})
+    # Rounds 3 and 4, in that order after the others (the cases above keep their indices).
+    for problems, seed0 in ((TAIL_PROBLEMS, TAIL_SEED0), (FEW_CHANNEL_PROBLEMS, FEW_CHANNEL_SEED0)):
+        for pi, prob in enumerate(problems):
+            for s in SPARSE_SPARSITIES:
+                cases.append({"op": "ecr", "kind": "ecr", "problem": prob, "sparsity": s, "pattern": "uniform",
+                              "seed": seed0 + pi, "pool": None})
+            cases.append({"op": "direct", "kind": "direct", "problem": prob, "sparsity": 0.5, "pattern": "uniform",
+                          "seed": seed0 + pi, "pool": None})
     return cases
 
 

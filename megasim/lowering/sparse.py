@@ -324,6 +324,12 @@ class _GraphParts:
         return graph
 
 
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(starts[i], starts[i] + counts[i])`` over i (vectorised)."""
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + offsets
+
+
 def _input_footprint(problem: ConvProblem, tiling: SparseTiling, tiles_p: int, pixels: int):
     """The input each pixel tile reads, as runs of ``input`` parts (image, input row, column segment).
 
@@ -345,7 +351,7 @@ def _input_footprint(problem: ConvProblem, tiling: SparseTiling, tiles_p: int, p
     # One entry per (tile, output row it covers): that row's columns [qa, qb].
     n_rows = g1 - g0 + 1
     tile = np.repeat(np.arange(tiles_p), n_rows)
-    g = np.repeat(g0, n_rows) + (np.arange(n_rows.sum()) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows))
+    g = _ranges(g0, n_rows)
     qa = np.where(g == g0[tile], first[tile] % out_q, 0)
     qb = np.where(g == g1[tile], last[tile] % out_q, out_q - 1)
     img, o = g // out_p, g % out_p
@@ -359,7 +365,7 @@ def _input_footprint(problem: ConvProblem, tiling: SparseTiling, tiles_p: int, p
     keep = (h_rows > 0) & (s1 > s0)
     tile, img, y0, s0, s1, h_rows = tile[keep], img[keep], y0[keep], s0[keep], s1[keep], h_rows[keep]
     e = np.repeat(np.arange(tile.size), h_rows)
-    y = y0[e] + (np.arange(e.size) - np.repeat(np.cumsum(h_rows) - h_rows, h_rows))
+    y = _ranges(y0, h_rows)
     row = img[e] * problem.h + y
     lo, hi, tile = row * segs + s0[e], row * segs + s1[e], tile[e]
     # The union per tile: sort by (tile, lo), merge intervals that overlap or touch.
@@ -427,7 +433,7 @@ def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, 
     run_first = np.cumsum(runs_per_tile) - runs_per_tile
     tasks = np.arange(group.size)
     n_runs = runs_per_tile[group]
-    run = np.repeat(run_first[group], n_runs) + (np.arange(n_runs.sum()) - np.repeat(np.cumsum(n_runs) - n_runs, n_runs))
+    run = _ranges(run_first[group], n_runs)
     acc_task, acc_region, acc_lo, acc_hi, acc_bytes, acc_write = [], [], [], [], [], []
     acc_task.append(np.repeat(tasks, n_runs)); acc_region.append(np.full(run.size, in_region))
     acc_lo.append(run_lo[run]); acc_hi.append(run_hi[run]); acc_bytes.append(run_bytes[run])
