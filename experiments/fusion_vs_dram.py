@@ -54,11 +54,15 @@ def measured_speedups(path: str) -> dict[str, float]:
             if (layer, "nonfused") in ms and (layer, "fused_sweep_best") in ms}
 
 
-def _sweep(job: tuple[str, str, float]) -> dict[str, Any]:
-    spec_path, layer, bw = job
+def sweep_at(job: tuple) -> dict[str, Any]:
+    """One layer's non-fused and fused-sweep prediction with the spec's DRAM bandwidth set to ``bw``
+    (GB/s) and, when ``sms`` is given, its SM count set to ``sms``: job = (spec_path, layer, bw[, sms])."""
+    spec_path, layer, bw, *rest = job
     spec = dataclasses.replace(load_spec(spec_path), dram_bw_gbps=bw)
+    if rest and rest[0] is not None:
+        spec = dataclasses.replace(spec, sm_count=int(rest[0]))
     summary, _ = layer_sweep(parse_layer(layer), spec, SWEEP_M, SWEEP_D_IG_MULTS)
-    return {"dram_bw_gbps": bw, "layer": layer, "nonfused_us": summary["nonfused_us"],
+    return {"dram_bw_gbps": bw, "sm_count": spec.sm_count, "layer": layer, "nonfused_us": summary["nonfused_us"],
             "best_us": summary["best_us"], "best_M": summary["best_M"], "best_D_IG": summary["best_D_IG"],
             "best_D_GO": summary["best_D_GO"], "speedup_best": summary["speedup_best"],
             "speedup_default": summary["speedup_default"], "l2_hit_nonfused": summary["l2_hit_nonfused"],
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             parse_layer(layer)
     except MegasimError as err:
         raise SystemExit(str(err))
-    rows = parallel_map(_sweep, [(args.spec, layer, bw) for bw in bandwidths for layer in args.layers],
+    rows = parallel_map(sweep_at, [(args.spec, layer, bw) for bw in bandwidths for layer in args.layers],
                         args.workers)
     summary = []
     for bw in bandwidths:

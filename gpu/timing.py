@@ -11,6 +11,9 @@ torch's current stream unless a caller changed it, and Numba launches without a 
 to the same legacy default stream. ``time_cuda`` therefore refuses to run when torch's current
 stream is not the default one: the events would then not bracket the Numba launches.
 
+It waits on that stream only, never on the whole device, so work on other (non-blocking) streams, such
+as the DRAM hog of ``gpu.dram_hog``, runs on beside the timed runs.
+
 All event pairs are recorded first and synchronised once at the end, so the host does not stall
 the device between runs; a ``fn`` that synchronises internally (a host read-back) still times
 correctly, its host gap then being part of its time, as it is for a user.
@@ -112,14 +115,14 @@ def time_cuda(fn: Callable[[int], object], *, warmup: int = 5, repeats: int = 30
                           f"current stream is {stream.cuda_stream:#x}: run outside `with torch.cuda.stream(...)`")
     for i in range(warmup):
         fn(i % n_sets)
-    torch.cuda.synchronize()
+    stream.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for i in range(repeats):
         starts[i].record(stream)
         fn(i % n_sets)
         ends[i].record(stream)
-    torch.cuda.synchronize()
+    stream.synchronize()
     return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)])
 
 

@@ -1,0 +1,77 @@
+"""Probe: how much DRAM bandwidth a hog on S SMs leaves to the other SMs (GPU only; gpu.dram_hog).
+
+For each S: the hog alone (its own bandwidth), then the hog beside the spec's DRAM probe (a 2 GiB
+device-to-device copy, torch ``copy_``, read + write bytes / median time, as ``gpu.calibrate`` measures
+``dram_bw_gbps``), and a census (small blocks launched under the hog that land on a hog SM: must be 0).
+S = 0 is the copy alone. The copy's bandwidth under the hog is what the model is given as the DRAM
+bandwidth of a GPU of 132 - S SMs (``experiments.winograd_contention``).
+
+    bash gpu/on_device.sh python -m gpu.probe_dram_hog [--sms 0 8 16 32 48 64] [--out DIR]
+
+Writes DIR/dram_hog.csv + .json (device, driver, versions, git SHA, date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+NAME = "dram_hog"
+COPY_BYTES = 2 ** 31
+
+
+def copy_gbps(torch, src, dst, repeats: int = 10) -> float:
+    from gpu.timing import time_cuda
+    ms = time_cuda(lambda i: dst.copy_(src), warmup=2, repeats=repeats).median_ms
+    return 2 * src.numel() * 4 / (ms * 1e6)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sms", nargs="+", type=int, default=[0, 8, 16, 24, 32, 48, 64, 96])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+    from numba import cuda
+
+    from experiments.provenance import provenance, write_results
+    from experiments.winograd_bench import device_meta, device_slug
+    from gpu.dram_hog import DramHog
+
+    dmeta = device_meta(torch, cuda)
+    src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    n_sm = dmeta["sm_count"]
+    rows = []
+    for s in args.sms:
+        if s == 0:
+            rows.append({"hog_sms": 0, "victim_sms": n_sm, "copy_gbps": round(copy_gbps(torch, src, dst), 1)})
+            print(rows[-1], flush=True)
+            continue
+        hog = DramHog(s)
+        with hog:
+            time.sleep(0.2)
+        alone = hog.stats
+        with hog:
+            census = hog.census(n_sm * 16)
+            gbps = copy_gbps(torch, src, dst)
+        beside = hog.stats
+        hog.release()
+        rows.append({"hog_sms": s, "victim_sms": n_sm - s, "copy_gbps": round(gbps, 1),
+                     "hog_gbps_alone": round(alone.gbps, 1), "hog_gbps_beside_copy": round(beside.gbps, 1),
+                     "census_blocks_on_hog_sms": census, "sms_used": beside.sms_used,
+                     "threads_per_block": beside.threads_per_block, "regs_per_thread": beside.regs_per_thread,
+                     "registers_left_per_sm": beside.registers_left_per_sm, "timed_out": beside.timed_out})
+        print(rows[-1], flush=True)
+    meta = provenance({**dmeta, "script": "gpu.probe_dram_hog", "copy_bytes": COPY_BYTES,
+                       "method": "copy: torch copy_ of 2 GiB, 2 x bytes / median of 10 (gpu.timing.time_cuda, default "
+                                 "stream); hog: gpu.dram_hog.DramHog on a torch stream beside it"})
+    out = args.out or os.path.join(os.environ.get("OUT", "experiments/results"), device_slug(dmeta["device"]), NAME)
+    write_results(rows, out, NAME, meta)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
