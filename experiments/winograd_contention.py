@@ -20,7 +20,7 @@ are joined and compared. What the model leaves out: the hog's traffic through th
 evict-first, but they pass through), and that the hog's demand, not a fixed bandwidth, is what the
 other SMs share DRAM with.
 
-    bash gpu/on_device.sh python -m experiments.winograd_contention measure [--sms 0 32 64] [--layers ...]
+    bash gpu/on_device.sh python -m experiments.winograd_contention measure [--sms 0 32 64 96] [--layers ...]
     python -m experiments.winograd_contention predict --hog CSV [--measured CSV] [--out DIR]
 
 Writes DIR/winograd_contention.csv (measure: layer, hog_sms, impl, median_ms, min_ms, max_ms, rel_err,
@@ -45,7 +45,7 @@ from experiments.ready_dispatch import geomean
 NAME = "winograd_contention"
 OUT_MODEL = "experiments/results/model/winograd_contention"
 SPEC = "megasim/hardware/calibrated/h200.json"
-DEFAULT_SMS = (0, 32, 64)
+DEFAULT_SMS = (0, 32, 64, 96)
 SWEEP_REPEATS = 10
 
 
@@ -97,8 +97,9 @@ def _layer(lb, sms_levels, rows: list, meta: dict, hogs: dict) -> None:
             {**p.as_dict(), "median_ms": ms} for p, ms in sweep.items()]
         if hog is not None:
             meta.setdefault("hog_stats", {}).setdefault(name, {})[str(s)] = hog.stats.as_dict()
-            if hog.stats.timed_out:
-                raise RuntimeError(f"the hog on {s} SMs timed out: its time bound ended before the layer's runs")
+            if hog.stats.timed_out or not hog.stats.covered:
+                raise RuntimeError(f"the hog on {s} SMs did not run through the layer's timed runs "
+                                   f"(timed_out={hog.stats.timed_out}, covered={hog.stats.covered})")
 
 
 def measure(argv: list[str]) -> int:
@@ -143,8 +144,9 @@ def measure(argv: list[str]) -> int:
         with (hog if hog is not None else contextlib.nullcontext()):
             census = hog.census(16 * n_sm) if hog is not None else 0
             gbps = _copy_gbps(torch, src, dst)
+        bad = hog is not None and (census or hog.stats.timed_out or not hog.stats.covered)
         rows.append({"layer": "", "hog_sms": s, "impl": "copy_gbps", "median_ms": math.nan, "rel_err": math.nan,
-                     "status": "ok" if census == 0 else f"census {census} blocks on hog SMs",
+                     "status": f"hog not alone or not running: census {census}, {hog.stats}" if bad else "ok",
                      "detail": f"{gbps:.1f}" + (f" hog_gbps={hog.stats.gbps:.1f}" if hog else "")})
         print(f"hog on {s} SMs: copy {gbps:.0f} GB/s, census {census}"
               + (f", hog {hog.stats.gbps:.0f} GB/s" if hog else ""), flush=True)
@@ -194,8 +196,8 @@ def format_measured(rows: list[dict]) -> str:
     lines = ["layer        " + " ".join(f"S={s:<3d}" for s in levels) + "  (our non-fused / fused best)"]
     for layer in dict.fromkeys(l for l, _ in sp):
         lines.append(f"{layer:12s} " + " ".join(f"{sp.get((layer, s), math.nan):5.3f}" for s in levels))
-    lines.append(f"{'geomean':12s} " + " ".join(
-        f"{geomean([v for (l, s2), v in sp.items() if s2 == s]):5.3f}" for s in levels))
+    means = [[v for (_, s2), v in sp.items() if s2 == s] for s in levels]
+    lines.append(f"{'geomean':12s} " + " ".join(f"{geomean(m):5.3f}" if m else "  -  " for m in means))
     return "\n".join(lines)
 
 

@@ -18,7 +18,12 @@ What the hog is:
   where every timed kernel runs) until a stop flag in device memory is set by a one-thread kernel
   enqueued on the default stream behind the timed work, or until ``max_seconds`` of the GPU's global
   timer have passed (a bound, never a hang; ``HogStats.timed_out`` says so).
-- ``HogStats``: the SMs it ran on, its rounds, its seconds and the DRAM bandwidth it took.
+- ``HogStats``: the SMs it ran on, its rounds, its seconds, the DRAM bandwidth it took, and
+  ``covered``: every hog block was running from before the first kernel enqueued inside the ``with``
+  to after the last (two one-thread kernels on the default stream read the GPU's global timer at the
+  window's ends). Why it is checked: a kernel of whole-SM blocks queued behind a stream of small
+  blocks waits until an SM empties, so ``__enter__`` waits (host polling mapped memory) until all of
+  the hog's blocks have started before it returns.
 
 Timing beside it: ``gpu.timing.time_cuda`` waits on the default stream only, so it times the kernels
 while the hog runs; anything that synchronises the whole device (``torch.cuda.synchronize``,
@@ -132,6 +137,11 @@ def _set_flag(flag):
 
 
 @cuda.jit
+def _mark(marks, slot):
+    marks[slot] = globaltimer()
+
+
+@cuda.jit
 def _census(out):
     if cuda.threadIdx.x == 0:
         out[cuda.blockIdx.x] = smid()
@@ -163,6 +173,7 @@ class HogStats:
     seconds: float                # first block's start to last block's end (GPU global timer)
     gbps: float                   # rounds x buffer bytes / seconds
     timed_out: bool               # stopped by max_seconds, not by the flag
+    covered: bool                 # every hog block ran from before the window's first mark to after its last
     sm_ids: tuple[int, ...]
 
     def as_dict(self) -> dict:
@@ -188,6 +199,8 @@ class DramHog:
         self._a = cuda.as_cuda_array(self._buf)
         self._stop = cuda.to_device(np.zeros(1, np.int32))
         self._info = cuda.mapped_array((sms, 4), np.int64)
+        self._host_info = self._info.view(np.ndarray)     # the same host memory, read and written by numpy
+        self._marks = cuda.mapped_array(2, np.int64)
         probe_out = cuda.device_array(1, np.float32)
         sig = tuple(_hog.typeof_pyval(v) for v in (self._a, self._stop, 1, probe_out, self._info))
         self.regs = int(_hog.compile(sig).regs_per_thread)
@@ -198,18 +211,20 @@ class DramHog:
     def __enter__(self) -> "DramHog":
         torch = self._torch
         self._stop.copy_to_device(np.zeros(1, np.int32))
-        self._info[:] = 0
+        self._host_info[:] = 0
+        self._marks.view(np.ndarray)[:] = 0
         self._stream = torch.cuda.Stream()          # torch's streams are non-blocking
         nstream = cuda.external_stream(self._stream.cuda_stream)
         _hog[self.sms, self.threads, nstream](self._a, self._stop, int(self.max_seconds * 1e9), self._out,
                                               self._info)
         t_end = time.monotonic() + START_TIMEOUT_S
-        while not np.all(self._info[:, 1] != 0):
+        while not np.all(self._host_info[:, 1] != 0):
             if time.monotonic() > t_end:
                 self._finish()
                 raise KernelInputError(f"the DRAM hog's {self.sms} blocks did not all start within {START_TIMEOUT_S} s "
                                        "(is the GPU busy with work that never ends?)")
             time.sleep(1e-4)
+        _mark[1, 1](self._marks, 0)      # on the default stream: the timed work's window opens here
         return self
 
     def census(self, blocks: int) -> int:
@@ -218,7 +233,7 @@ class DramHog:
         out = cuda.device_array(blocks, np.int32)
         _census[blocks, CENSUS_THREADS](out)
         self._torch.cuda.current_stream().synchronize()
-        mine = set(int(s) for s in self._info[:, 0])
+        mine = set(int(s) for s in self._host_info[:, 0])
         return int(sum(int(s) in mine for s in out.copy_to_host()))
 
     def _finish(self) -> None:
@@ -226,15 +241,20 @@ class DramHog:
         self._stream.synchronize()
 
     def __exit__(self, *exc) -> None:
+        _mark[1, 1](self._marks, 1)      # behind the timed work on the default stream: its window closes
         self._finish()
-        info = np.array(self._info)
+        self._torch.cuda.current_stream().synchronize()
+        info = np.array(self._host_info)
+        marks = np.array(self._marks.view(np.ndarray))
         seconds = (int(info[:, 2].max()) - int(info[:, 1].min())) * 1e-9
         rounds = int(info[:, 3].min())
         self.stats = HogStats(
             sms_requested=self.sms, sms_used=len(set(info[:, 0].tolist())), threads_per_block=self.threads,
             regs_per_thread=self.regs, registers_left_per_sm=registers_left(self.regs), rounds=rounds,
             seconds=seconds, gbps=rounds * self.buffer_bytes / seconds / 1e9 if seconds > 0 else math.nan,
-            timed_out=seconds >= self.max_seconds * 0.999, sm_ids=tuple(sorted(set(info[:, 0].tolist()))))
+            timed_out=seconds >= self.max_seconds * 0.999,
+            covered=bool(0 < marks[0] and int(info[:, 1].max()) <= marks[0] <= marks[1] <= int(info[:, 2].min())),
+            sm_ids=tuple(sorted(set(info[:, 0].tolist()))))
 
     def release(self) -> None:
         """Free the hog's buffer."""

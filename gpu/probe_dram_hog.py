@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"hog_sms": 0, "victim_sms": n_sm, "copy_gbps": round(copy_gbps(torch, src, dst), 1)})
             print(rows[-1], flush=True)
             continue
-        hog = DramHog(s)
+        hog = DramHog(s, max_seconds=30.0)
         with hog:
             time.sleep(0.2)
         alone = hog.stats
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                      "hog_gbps_alone": round(alone.gbps, 1), "hog_gbps_beside_copy": round(beside.gbps, 1),
                      "census_blocks_on_hog_sms": census, "sms_used": beside.sms_used,
                      "threads_per_block": beside.threads_per_block, "regs_per_thread": beside.regs_per_thread,
-                     "registers_left_per_sm": beside.registers_left_per_sm, "timed_out": beside.timed_out})
+                     "registers_left_per_sm": beside.registers_left_per_sm, "timed_out": beside.timed_out,
+                     "covered": beside.covered, "alone_timed_out": alone.timed_out})
         print(rows[-1], flush=True)
     meta = provenance({**dmeta, "script": "gpu.probe_dram_hog", "copy_bytes": COPY_BYTES,
                        "method": "copy: torch copy_ of 2 GiB, 2 x bytes / median of 10 (gpu.timing.time_cuda, default "
