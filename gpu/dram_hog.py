@@ -199,7 +199,7 @@ class DramHog:
         self._a = cuda.as_cuda_array(self._buf)
         self._stop = cuda.to_device(np.zeros(1, np.int32))
         self._info = cuda.mapped_array((sms, 4), np.int64)
-        self._host_info = self._info.view(np.ndarray)     # the same host memory, read and written by numpy
+        self._host_info = np.ndarray.view(self._info, np.ndarray)   # the same host memory, as a numpy array
         self._marks = cuda.mapped_array(2, np.int64)
         probe_out = cuda.device_array(1, np.float32)
         sig = tuple(_hog.typeof_pyval(v) for v in (self._a, self._stop, 1, probe_out, self._info))
@@ -212,7 +212,7 @@ class DramHog:
         torch = self._torch
         self._stop.copy_to_device(np.zeros(1, np.int32))
         self._host_info[:] = 0
-        self._marks.view(np.ndarray)[:] = 0
+        np.ndarray.view(self._marks, np.ndarray)[:] = 0
         self._stream = torch.cuda.Stream()          # torch's streams are non-blocking
         nstream = cuda.external_stream(self._stream.cuda_stream)
         _hog[self.sms, self.threads, nstream](self._a, self._stop, int(self.max_seconds * 1e9), self._out,
@@ -245,7 +245,7 @@ class DramHog:
         self._finish()
         self._torch.cuda.current_stream().synchronize()
         info = np.array(self._host_info)
-        marks = np.array(self._marks.view(np.ndarray))
+        marks = np.array(np.ndarray.view(self._marks, np.ndarray))
         seconds = (int(info[:, 2].max()) - int(info[:, 1].min())) * 1e-9
         rounds = int(info[:, 3].min())
         self.stats = HogStats(
