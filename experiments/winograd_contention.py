@@ -7,7 +7,7 @@ too fast for the saving to pay (``experiments.fusion_vs_dram``: 1.25x at ~1.1 TB
 tests that on the GPU we have: a hog (``gpu.dram_hog``) streams DRAM on S SMs, leaving the kernels the
 other 132 - S SMs and what bandwidth the hog leaves them.
 
-``measure`` (GPU): per hog size S (0 = no hog), the copy bandwidth the other SMs get (the spec's DRAM
+``measure`` (GPU; ``--idle``: hogs that hold their SMs and sleep, so only the SM count changes): per hog size S (0 = no hog), the copy bandwidth the other SMs get (the spec's DRAM
 probe: a 2 GiB device-to-device copy, read + write bytes); per Table-2 layer and S, our non-fused
 pipeline, the fused megakernel at the default Algorithm 1 parameters and the best of the bench's
 12-point sweep (chosen anew at each S), each checked against a float64 reference (before the hog and
@@ -107,6 +107,8 @@ def measure(argv: list[str]) -> int:
     ap.add_argument("--sms", nargs="+", type=int, default=list(DEFAULT_SMS))
     ap.add_argument("--layers", nargs="+", default=None)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--idle", action="store_true",
+                    help="idle hogs: the same SMs taken, no DRAM traffic (writes winograd_contention_idle)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import numpy as np
@@ -124,13 +126,15 @@ def measure(argv: list[str]) -> int:
     fp32_torch_flags()
     dmeta = device_meta(torch, cuda)
     slug = device_slug(dmeta["device"])
+    name = NAME + ("_idle" if args.idle else "")
     out = Path(args.out) if args.out else Path(os.environ.get("OUT", "experiments/results")) / slug / NAME
     n_sm = dmeta["sm_count"]
     levels = list(dict.fromkeys(args.sms))
     if not all(0 <= s < n_sm for s in levels):
         ap.error(f"--sms {levels} is not allowed: each must be in 0 .. {n_sm - 1}")
-    hogs = {s: DramHog(s, max_seconds=300.0) for s in levels if s > 0}
-    meta = provenance({**dmeta, "script": f"experiments.{NAME} measure", "sms": levels, "layers": bench_args.layers,
+    hogs = {s: DramHog(s, stream_dram=not args.idle, max_seconds=300.0) for s in levels if s > 0}
+    meta = provenance({**dmeta, "script": f"experiments.{NAME} measure", "sms": levels, "hog_streams_dram": not args.idle,
+                       "layers": bench_args.layers,
                        "repeats": args.repeats, "sweep_repeats": SWEEP_REPEATS,
                        "hog": {s: {"threads_per_block": h.threads, "regs_per_thread": h.regs,
                                    "buffer_bytes": h.buffer_bytes} for s, h in hogs.items()},
@@ -167,7 +171,7 @@ def measure(argv: list[str]) -> int:
         done = [r for r in rows if r["layer"] == layer]
         print(f"[{layer}] {time.perf_counter() - t0:.1f} s: " + ", ".join(
             f"S={r['hog_sms']} {r['impl']} {r['median_ms']:.3f}" for r in done), flush=True)
-        write_results(rows, out, NAME, meta)
+        write_results(rows, out, name, meta)
     print(format_measured(rows))
     return 0 if all(r.get("status") == "ok" for r in rows) else 1
 
@@ -205,7 +209,8 @@ def format_measured(rows: list[dict]) -> str:
 
 def predict(argv: list[str]) -> list[dict]:
     ap = argparse.ArgumentParser(prog="python -m experiments.winograd_contention predict")
-    ap.add_argument("--hog", required=True, help="a gpu.probe_dram_hog or `measure` CSV (copy bandwidth per S)")
+    ap.add_argument("--hog", default=None, help="a gpu.probe_dram_hog or `measure` CSV (copy bandwidth per S)")
+    ap.add_argument("--idle", action="store_true", help="idle hogs: the SM count changes, the bandwidth does not")
     ap.add_argument("--measured", default=None, help="a `measure` CSV to compare with")
     ap.add_argument("--sms", nargs="+", type=int, default=None, help="hog sizes to predict (default: the CSV's)")
     ap.add_argument("--spec", default=SPEC)
@@ -220,11 +225,17 @@ def predict(argv: list[str]) -> list[dict]:
     from megasim.hardware import load_spec
     from megasim.workloads import TABLE2_NAMES, parse_layer
 
+    if not args.idle and not args.hog:
+        raise SystemExit("predict needs --hog CSV (the copy bandwidth beside each hog), or --idle")
     for path in (args.hog, args.measured):
         if path and not Path(path).exists():
             raise SystemExit(f"{path!r} does not exist: give a CSV written by gpu.probe_dram_hog or this script")
-    bw = copy_bandwidths(read_rows(args.hog))
-    levels = args.sms if args.sms is not None else sorted(bw)
+    levels = args.sms if args.sms is not None else list(DEFAULT_SMS)
+    bw = copy_bandwidths(read_rows(args.hog)) if args.hog else {s: 1.0 for s in levels}
+    if args.idle:
+        bw = {s: 1.0 for s in levels}
+    elif args.sms is None:
+        levels = sorted(bw)
     missing = [s for s in levels if s not in bw]
     if missing:
         raise SystemExit(f"--sms {missing} not in {args.hog!r}, which has copy bandwidths for S = {sorted(bw)}")
@@ -260,10 +271,12 @@ def predict(argv: list[str]) -> list[dict]:
     print_table(summary, list(summary[0]))
     meta = provenance({"script": f"experiments.{NAME} predict", "device": "model (no GPU)", "spec": args.spec,
                        "hog_csv": args.hog, "measured_csv": args.measured, "layers": layers,
-                       "bandwidth_rule": "spec dram_bw_gbps x (copy GB/s beside the hog / copy GB/s alone)",
+                       "bandwidth_rule": "spec dram_bw_gbps" + ("" if args.idle else
+                                         " x (copy GB/s beside the hog / copy GB/s alone)"),
                        "sm_rule": "spec sm_count - hog SMs"})
-    write_results(rows, args.out, f"{NAME}_predicted", meta)
-    write_results(summary, args.out, f"{NAME}_predicted_summary", meta)
+    name = NAME + ("_idle" if args.idle else "")
+    write_results(rows, args.out, f"{name}_predicted", meta)
+    write_results(summary, args.out, f"{name}_predicted_summary", meta)
     return summary
 
 

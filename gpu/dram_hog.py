@@ -14,6 +14,8 @@ What the hog is:
 - Every thread keeps ``HOG_LOADS`` 128-bit loads in flight over a buffer far larger than the L2
   (1 GiB), round after round. The loads are ``ld.global.cs`` (cache streaming: evict-first in L1
   and L2), so the hog's lines are the first to leave the L2 and the timed kernels keep their reuse.
+- ``stream_dram=False`` makes an idle hog: the same blocks sleep instead of loading, so the timed
+  kernels lose the same SMs and no DRAM bandwidth (it separates the two effects).
 - It runs on a torch stream (non-blocking: it does not synchronise with the legacy default stream,
   where every timed kernel runs) until a stop flag in device memory is set by a one-thread kernel
   enqueued on the default stream behind the timed work, or until ``max_seconds`` of the GPU's global
@@ -52,6 +54,7 @@ HOG_BUFFER_BYTES = 1 << 30      # far larger than the L2 (50-60 MB): every round
 REGISTERS_PER_SM = 65536
 REGISTER_UNIT = 256             # registers are allocated per warp in units of 256
 START_TIMEOUT_S = 10.0
+IDLE_ROUND_NS = 100_000         # an idle hog's round: one sleep (it checks the stop flag between them)
 CENSUS_THREADS = 32             # the census kernel's block: smaller than any block megasim launches
 
 
@@ -90,8 +93,9 @@ else:
 
 
 @cuda.jit(max_registers=HOG_MAX_REGISTERS)
-def _hog(a, stop, max_ns, out, info):
-    """Stream ``a`` round after round until ``stop[0]`` or ``max_ns``; info[block] = sm, start, end, rounds."""
+def _hog(a, stop, max_ns, stream_dram, out, info):
+    """Stream ``a`` round after round until ``stop[0]`` or ``max_ns``; info[block] = sm, start, end, rounds.
+    With ``stream_dram`` 0 a round is a sleep instead: the blocks hold their SMs and touch no memory."""
     s_stop = cuda.shared.array(1, int32)
     tid = cuda.threadIdx.x
     b = cuda.blockIdx.x
@@ -113,6 +117,10 @@ def _hog(a, stop, max_ns, out, info):
         if s_stop[0] != 0:
             break
         cuda.syncthreads()
+        if stream_dram == 0:
+            cuda.nanosleep(IDLE_ROUND_NS)
+            rounds += 1
+            continue
         j = cuda.grid(1)
         while j + (HOG_LOADS - 1) * stride < units:
             for k in range(HOG_LOADS):
@@ -183,7 +191,8 @@ class HogStats:
 class DramHog:
     """Context manager: the hog runs on ``sms`` SMs from ``__enter__`` to ``__exit__`` (see the module)."""
 
-    def __init__(self, sms: int, *, buffer_bytes: int = HOG_BUFFER_BYTES, max_seconds: float = 120.0) -> None:
+    def __init__(self, sms: int, *, stream_dram: bool = True, buffer_bytes: int = HOG_BUFFER_BYTES,
+                 max_seconds: float = 120.0) -> None:
         n_sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
         if isinstance(sms, bool) or not isinstance(sms, int) or not 1 <= sms < n_sm:
             raise KernelInputError(f"sms={sms!r} is not allowed: the hog needs 1 .. {n_sm - 1} SMs of this GPU's {n_sm}")
@@ -193,6 +202,7 @@ class DramHog:
             raise KernelInputError(f"buffer_bytes={buffer_bytes!r} is not allowed: at least 64 MiB, a multiple of 16")
         import torch
         self.sms, self.max_seconds, self.buffer_bytes = sms, float(max_seconds), int(buffer_bytes)
+        self.stream_dram = bool(stream_dram)
         self._torch = torch
         self._buf = torch.empty(self.buffer_bytes // 4, dtype=torch.float32, device="cuda").uniform_()
         torch.cuda.current_stream().synchronize()
@@ -202,10 +212,16 @@ class DramHog:
         self._host_info = np.ndarray.view(self._info, np.ndarray)   # the same host memory, as a numpy array
         self._marks = cuda.mapped_array(2, np.int64)
         probe_out = cuda.device_array(1, np.float32)
-        sig = tuple(_hog.typeof_pyval(v) for v in (self._a, self._stop, 1, probe_out, self._info))
+        sig = tuple(_hog.typeof_pyval(v) for v in (self._a, self._stop, 1, 1, probe_out, self._info))
         self.regs = int(_hog.compile(sig).regs_per_thread)
         self.threads = hog_threads(self.regs)
         self._out = cuda.device_array(sms * self.threads, np.float32)
+        # Load the helper kernels now: loading a module while the hog runs waits for the hog to end
+        # (measured: a first call inside the ``with`` ran only after the hog's time bound).
+        _mark[1, 1](self._marks, 0)
+        _set_flag[1, 1](cuda.device_array(1, np.int32))
+        _census[1, CENSUS_THREADS](cuda.device_array(1, np.int32))
+        cuda.synchronize()
         self.stats: HogStats | None = None
 
     def __enter__(self) -> "DramHog":
@@ -215,8 +231,8 @@ class DramHog:
         np.ndarray.view(self._marks, np.ndarray)[:] = 0
         self._stream = torch.cuda.Stream()          # torch's streams are non-blocking
         nstream = cuda.external_stream(self._stream.cuda_stream)
-        _hog[self.sms, self.threads, nstream](self._a, self._stop, int(self.max_seconds * 1e9), self._out,
-                                              self._info)
+        _hog[self.sms, self.threads, nstream](self._a, self._stop, int(self.max_seconds * 1e9),
+                                              int(self.stream_dram), self._out, self._info)
         t_end = time.monotonic() + START_TIMEOUT_S
         while not np.all(self._host_info[:, 1] != 0):
             if time.monotonic() > t_end:
@@ -251,7 +267,8 @@ class DramHog:
         self.stats = HogStats(
             sms_requested=self.sms, sms_used=len(set(info[:, 0].tolist())), threads_per_block=self.threads,
             regs_per_thread=self.regs, registers_left_per_sm=registers_left(self.regs), rounds=rounds,
-            seconds=seconds, gbps=rounds * self.buffer_bytes / seconds / 1e9 if seconds > 0 else math.nan,
+            seconds=seconds,
+            gbps=rounds * self.buffer_bytes / seconds / 1e9 if seconds > 0 and self.stream_dram else 0.0,
             timed_out=seconds >= self.max_seconds * 0.999,
             covered=bool(0 < marks[0] and int(info[:, 1].max()) <= marks[0] <= marks[1] <= int(info[:, 2].min())),
             sm_ids=tuple(sorted(set(info[:, 0].tolist()))))
