@@ -6,7 +6,10 @@ device-to-device copy, torch ``copy_``, read + write bytes / median time, as ``g
 S = 0 is the copy alone. The copy's bandwidth under the hog is what the model is given as the DRAM
 bandwidth of a GPU of 132 - S SMs (``experiments.winograd_contention``).
 
-    bash gpu/on_device.sh python -m gpu.probe_dram_hog [--sms 0 8 16 32 48 64] [--out DIR]
+    bash gpu/on_device.sh python -m gpu.probe_dram_hog [--sms 0 8 16 32 48 64] [--latency] [--out DIR]
+
+``--latency`` adds the spec's latency probes beside each hog (DRAM and L2 pointer chases, an atomic
+chain; ``Latencies``): what a kernel that cannot keep many loads in flight meets there.
 
 Writes DIR/dram_hog.csv + .json (device, driver, versions, git SHA, date).
 """
@@ -27,9 +30,52 @@ def copy_gbps(torch, src, dst, repeats: int = 10) -> float:
     return 2 * src.numel() * 4 / (ms * 1e6)
 
 
+class Latencies:
+    """The spec's latency probes (gpu.calibrate: one thread chasing a random cycle through 1 GiB, each
+    run from a fresh start, and through 4 MiB; 20,000 dependent atomics), prepared once so that they can
+    run beside the hog (their kernels are loaded first: a module load waits for the hog to end)."""
+
+    STEPS = 20000
+
+    def __init__(self) -> None:
+        import numpy as np
+        from numba import cuda
+
+        from gpu.calibrate import _atomic_chain, _chase
+        self._chase, self._atomic = _chase, _atomic_chain
+        rng = np.random.default_rng(1)
+        self.arrays = {}
+        for key, nbytes in (("dram", 2 ** 30), ("l2", 2 ** 22)):
+            n = nbytes // 4
+            perm = rng.permutation(n).astype(np.int32)
+            nxt = np.empty(n, np.int32)
+            nxt[perm] = np.roll(perm, -1)
+            self.arrays[key] = (cuda.to_device(nxt), n)
+        self.ctr = cuda.to_device(np.zeros(64, np.int32))
+        self.out = cuda.device_array(1, np.int32)
+        self.rng = rng
+        self.measure()          # loads both kernels
+
+    def _ns(self, launch) -> float:
+        from gpu.timing import time_cuda
+        ms = time_cuda(lambda i: launch(self.STEPS), warmup=1, repeats=5).median_ms
+        ms0 = time_cuda(lambda i: launch(1), warmup=1, repeats=5).median_ms
+        return (ms - ms0) * 1e6 / (self.STEPS - 1)
+
+    def measure(self) -> dict[str, float]:
+        d, n = self.arrays["dram"]
+        l2, _ = self.arrays["l2"]
+        return {
+            "dram_latency_ns": self._ns(lambda k: self._chase[1, 1](d, int(self.rng.integers(0, n)), k, self.out)),
+            "l2_latency_ns": self._ns(lambda k: self._chase[1, 1](l2, 0, k, self.out)),
+            "atomic_latency_ns": self._ns(lambda k: self._atomic[1, 1](self.ctr, k, self.out)),
+        }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sms", nargs="+", type=int, default=[0, 8, 16, 24, 32, 48, 64, 96])
+    ap.add_argument("--latency", action="store_true", help="also the spec's latency probes beside each hog")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
@@ -44,10 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
     n_sm = dmeta["sm_count"]
+    lat = Latencies() if args.latency else None
     rows = []
     for s in args.sms:
         if s == 0:
-            rows.append({"hog_sms": 0, "victim_sms": n_sm, "copy_gbps": round(copy_gbps(torch, src, dst), 1)})
+            rows.append({"hog_sms": 0, "victim_sms": n_sm, "copy_gbps": round(copy_gbps(torch, src, dst), 1),
+                         **({k: round(v, 1) for k, v in lat.measure().items()} if lat else {})})
             print(rows[-1], flush=True)
             continue
         hog = DramHog(s, max_seconds=30.0)
@@ -57,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         with hog:
             census = hog.census(n_sm * 16)
             gbps = copy_gbps(torch, src, dst)
+            latencies = lat.measure() if lat else {}
         beside = hog.stats
         hog.release()
         rows.append({"hog_sms": s, "victim_sms": n_sm - s, "copy_gbps": round(gbps, 1),
@@ -64,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                      "census_blocks_on_hog_sms": census, "sms_used": beside.sms_used,
                      "threads_per_block": beside.threads_per_block, "regs_per_thread": beside.regs_per_thread,
                      "registers_left_per_sm": beside.registers_left_per_sm, "timed_out": beside.timed_out,
-                     "covered": beside.covered, "alone_timed_out": alone.timed_out})
+                     "covered": beside.covered, "alone_timed_out": alone.timed_out,
+                     **{k: round(v, 1) for k, v in latencies.items()}})
         print(rows[-1], flush=True)
     meta = provenance({**dmeta, "script": "gpu.probe_dram_hog", "copy_bytes": COPY_BYTES,
                        "method": "copy: torch copy_ of 2 GiB, 2 x bytes / median of 10 (gpu.timing.time_cuda, default "
