@@ -56,11 +56,14 @@ def measured_speedups(path: str) -> dict[str, float]:
 
 def sweep_at(job: tuple) -> dict[str, Any]:
     """One layer's non-fused and fused-sweep prediction with the spec's DRAM bandwidth set to ``bw``
-    (GB/s) and, when ``sms`` is given, its SM count set to ``sms``: job = (spec_path, layer, bw[, sms])."""
+    (GB/s) and, when ``sms`` is given, its SM count set to ``sms``, and any other spec fields in ``over``
+    (a dict): job = (spec_path, layer, bw[, sms[, over]])."""
     spec_path, layer, bw, *rest = job
     spec = dataclasses.replace(load_spec(spec_path), dram_bw_gbps=bw)
     if rest and rest[0] is not None:
         spec = dataclasses.replace(spec, sm_count=int(rest[0]))
+    if len(rest) > 1 and rest[1]:
+        spec = dataclasses.replace(spec, **rest[1])
     summary, _ = layer_sweep(parse_layer(layer), spec, SWEEP_M, SWEEP_D_IG_MULTS)
     return {"dram_bw_gbps": bw, "sm_count": spec.sm_count, "layer": layer, "nonfused_us": summary["nonfused_us"],
             "best_us": summary["best_us"], "best_M": summary["best_M"], "best_D_IG": summary["best_D_IG"],

@@ -119,6 +119,7 @@ def measure(argv: list[str]) -> int:
     from experiments.winograd_bench import LayerBench, _release, device_meta, device_slug, error_row, parse_args
     from gpu.baselines import fp32_torch_flags
     from gpu.dram_hog import DramHog
+    from gpu.probe_dram_hog import Latencies
     from megasim.workloads import parse_layer
 
     bench_args = parse_args(["--ours-only", "--repeats", str(args.repeats)]
@@ -143,18 +144,23 @@ def measure(argv: list[str]) -> int:
     rows: list[dict[str, Any]] = []
     src = torch.empty(2 ** 29, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
+    _copy_gbps(torch, src, dst)     # torch loads its copy kernel lazily: load it before any hog runs
+    lat = Latencies()
     for s in levels:
         hog = hogs.get(s)
         with (hog if hog is not None else contextlib.nullcontext()):
             census = hog.census(16 * n_sm) if hog is not None else 0
             gbps = _copy_gbps(torch, src, dst)
+            latencies = lat.measure()
         bad = hog is not None and (census or hog.stats.timed_out or not hog.stats.covered)
         rows.append({"layer": "", "hog_sms": s, "impl": "copy_gbps", "median_ms": math.nan, "rel_err": math.nan,
                      "status": f"hog not alone or not running: census {census}, {hog.stats}" if bad else "ok",
-                     "detail": f"{gbps:.1f}" + (f" hog_gbps={hog.stats.gbps:.1f}" if hog else "")})
-        print(f"hog on {s} SMs: copy {gbps:.0f} GB/s, census {census}"
+                     "detail": f"{gbps:.1f}" + (f" hog_gbps={hog.stats.gbps:.1f}" if hog else ""),
+                     **{k: round(v, 1) for k, v in latencies.items()}})
+        print(f"hog on {s} SMs: copy {gbps:.0f} GB/s, census {census}, "
+              + ", ".join(f"{k} {v:.0f}" for k, v in latencies.items())
               + (f", hog {hog.stats.gbps:.0f} GB/s" if hog else ""), flush=True)
-    del src, dst
+    del src, dst, lat
     torch.cuda.empty_cache()
     for idx, layer in enumerate(bench_args.layers):
         t0 = time.perf_counter()
@@ -194,6 +200,15 @@ def copy_bandwidths(rows: list[dict]) -> dict[int, float]:
     return out
 
 
+LATENCIES = ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns")
+
+
+def latencies_of(rows: list[dict]) -> dict[int, dict[str, float]]:
+    """hog_sms -> the latency probes measured beside that hog (rows that have them)."""
+    return {int(r["hog_sms"]): {k: float(r[k]) for k in LATENCIES} for r in rows
+            if all(str(r.get(k, "")).strip() not in ("", "nan") for k in LATENCIES)}
+
+
 def format_measured(rows: list[dict]) -> str:
     sp = speedups(rows)
     levels = sorted({s for _, s in sp})
@@ -211,6 +226,8 @@ def predict(argv: list[str]) -> list[dict]:
     ap = argparse.ArgumentParser(prog="python -m experiments.winograd_contention predict")
     ap.add_argument("--hog", default=None, help="a gpu.probe_dram_hog or `measure` CSV (copy bandwidth per S)")
     ap.add_argument("--idle", action="store_true", help="idle hogs: the SM count changes, the bandwidth does not")
+    ap.add_argument("--latency", action="store_true",
+                    help="also scale the spec's DRAM, L2 and atomic latencies by the --hog CSV's probes (beside / alone)")
     ap.add_argument("--measured", default=None, help="a `measure` CSV to compare with")
     ap.add_argument("--sms", nargs="+", type=int, default=None, help="hog sizes to predict (default: the CSV's)")
     ap.add_argument("--spec", default=SPEC)
@@ -231,7 +248,11 @@ def predict(argv: list[str]) -> list[dict]:
         if path and not Path(path).exists():
             raise SystemExit(f"{path!r} does not exist: give a CSV written by gpu.probe_dram_hog or this script")
     levels = args.sms if args.sms is not None else list(DEFAULT_SMS)
-    bw = copy_bandwidths(read_rows(args.hog)) if args.hog else {s: 1.0 for s in levels}
+    hog_rows = read_rows(args.hog) if args.hog else []
+    bw = copy_bandwidths(hog_rows) if args.hog else {s: 1.0 for s in levels}
+    lat = latencies_of(hog_rows)
+    if args.latency and not all(s in lat for s in [0, *levels]):
+        raise SystemExit(f"--latency: {args.hog!r} has latency probes for S = {sorted(lat)}, not for all of 0, {levels}")
     if args.idle:
         bw = {s: 1.0 for s in levels}
     elif args.sms is None:
@@ -250,9 +271,11 @@ def predict(argv: list[str]) -> list[dict]:
     # S = 0 keeps the spec's own bandwidth (what the model was calibrated with); S > 0 scales it by the
     # copy bandwidth the hog leaves, relative to the copy alone in the same run.
     scale = {s: bw[s] / bw[0] if 0 in bw else 1.0 for s in levels}
-    jobs = [(args.spec, layer, spec.dram_bw_gbps * scale[s], n_sm - s) for s in levels for layer in layers]
+    over = {s: ({k: getattr(spec, k) * lat[s][k] / lat[0][k] for k in LATENCIES} if args.latency else None)
+            for s in levels}
+    jobs = [(args.spec, layer, spec.dram_bw_gbps * scale[s], n_sm - s, over[s]) for s in levels for layer in layers]
     rows = parallel_map(sweep_at, jobs, args.workers)
-    for r, (_, _, _, sms) in zip(rows, jobs):
+    for r, (_, _, _, sms, _) in zip(rows, jobs):
         r["hog_sms"] = n_sm - sms
     measured = speedups(read_rows(args.measured)) if args.measured else {}
     for r in rows:
@@ -273,8 +296,10 @@ def predict(argv: list[str]) -> list[dict]:
                        "hog_csv": args.hog, "measured_csv": args.measured, "layers": layers,
                        "bandwidth_rule": "spec dram_bw_gbps" + ("" if args.idle else
                                          " x (copy GB/s beside the hog / copy GB/s alone)"),
-                       "sm_rule": "spec sm_count - hog SMs"})
-    name = NAME + ("_idle" if args.idle else "")
+                       "sm_rule": "spec sm_count - hog SMs",
+                       "latency_rule": ("spec dram/l2/atomic latency x (probe beside the hog / probe alone)"
+                                        if args.latency else "spec latencies unchanged")})
+    name = NAME + ("_idle" if args.idle else "") + ("_latency" if args.latency else "")
     write_results(rows, args.out, f"{name}_predicted", meta)
     write_results(summary, args.out, f"{name}_predicted_summary", meta)
     return summary
