@@ -247,16 +247,13 @@ def predict(argv: list[str]) -> list[dict]:
     for path in (args.hog, args.measured):
         if path and not Path(path).exists():
             raise SystemExit(f"{path!r} does not exist: give a CSV written by gpu.probe_dram_hog or this script")
-    levels = args.sms if args.sms is not None else list(DEFAULT_SMS)
     hog_rows = read_rows(args.hog) if args.hog else []
-    bw = copy_bandwidths(hog_rows) if args.hog else {s: 1.0 for s in levels}
-    lat = latencies_of(hog_rows)
-    if args.latency and not all(s in lat for s in [0, *levels]):
-        raise SystemExit(f"--latency: {args.hog!r} has latency probes for S = {sorted(lat)}, not for all of 0, {levels}")
+    bw, lat = copy_bandwidths(hog_rows), latencies_of(hog_rows)
+    levels = args.sms if args.sms is not None else (list(DEFAULT_SMS) if args.idle else sorted(bw))
     if args.idle:
         bw = {s: 1.0 for s in levels}
-    elif args.sms is None:
-        levels = sorted(bw)
+    if args.latency and not all(s in lat for s in [0, *levels]):
+        raise SystemExit(f"--latency: {args.hog!r} has latency probes for S = {sorted(lat)}, not for all of 0, {levels}")
     missing = [s for s in levels if s not in bw]
     if missing:
         raise SystemExit(f"--sms {missing} not in {args.hog!r}, which has copy bandwidths for S = {sorted(bw)}")

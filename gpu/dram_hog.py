@@ -86,13 +86,16 @@ def _streaming_load4():
     return load4_cs
 
 
+# (The CUDA simulator's jit takes no max_registers.)
+_hog_jit = cuda.jit if config.ENABLE_CUDASIM else cuda.jit(max_registers=HOG_MAX_REGISTERS)
+
 if config.ENABLE_CUDASIM:
     from gpu.vector_access import py_load4 as _load4_cs
 else:
     _load4_cs = _streaming_load4()
 
 
-@cuda.jit(max_registers=HOG_MAX_REGISTERS)
+@_hog_jit
 def _hog(a, stop, max_ns, out, info):
     """Stream ``a`` round after round until ``stop[0]`` or ``max_ns``; info[block] = sm, start, end, rounds."""
     s_stop = cuda.shared.array(1, int32)
@@ -134,7 +137,7 @@ def _hog(a, stop, max_ns, out, info):
         cuda.threadfence_system()
 
 
-@cuda.jit(max_registers=HOG_MAX_REGISTERS)
+@_hog_jit
 def _hog_idle(a, stop, max_ns, stream_dram, out, info):
     """The idle hog (run with ``stream_dram`` 0): a round is a sleep, the blocks hold their SMs and touch no
     memory. It keeps ``_hog``'s load loop (never run) so that it takes as many registers, 64, and so the
