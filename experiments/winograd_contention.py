@@ -231,6 +231,8 @@ def predict(argv: list[str]) -> list[dict]:
     ap.add_argument("--measured", default=None, help="a `measure` CSV to compare with")
     ap.add_argument("--sms", nargs="+", type=int, default=None, help="hog sizes to predict (default: the CSV's)")
     ap.add_argument("--spec", default=SPEC)
+    ap.add_argument("--scale", nargs="+", default=[], metavar="FIELD=FACTOR",
+                    help="what-if: multiply spec fields at every S > 0, e.g. l2_bytes=0.25 (outputs tagged _whatif)")
     ap.add_argument("--layers", nargs="+", default=None)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=OUT_MODEL)
@@ -244,6 +246,13 @@ def predict(argv: list[str]) -> list[dict]:
 
     if not args.idle and not args.hog:
         raise SystemExit("predict needs --hog CSV (the copy bandwidth beside each hog), or --idle")
+    scale_fields = {}
+    for item in args.scale:
+        key, _, val = item.partition("=")
+        try:
+            scale_fields[key] = float(val)
+        except ValueError:
+            raise SystemExit(f"--scale {item!r} is not allowed: give FIELD=FACTOR with a number")
     for path in (args.hog, args.measured):
         if path and not Path(path).exists():
             raise SystemExit(f"{path!r} does not exist: give a CSV written by gpu.probe_dram_hog or this script")
@@ -264,12 +273,19 @@ def predict(argv: list[str]) -> list[dict]:
             parse_layer(layer)
     except MegasimError as err:
         raise SystemExit(str(err))
+    for key, factor in scale_fields.items():
+        if not isinstance(getattr(spec, key, None), (int, float)) or not (0 < factor < float("inf")):
+            raise SystemExit(f"--scale {key}={factor:g} is not allowed: FIELD must be a numeric spec field, "
+                             "FACTOR a positive number")
     n_sm = spec.sm_count
     # S = 0 keeps the spec's own bandwidth (what the model was calibrated with); S > 0 scales it by the
     # copy bandwidth the hog leaves, relative to the copy alone in the same run.
     scale = {s: bw[s] / bw[0] if 0 in bw else 1.0 for s in levels}
-    over = {s: ({k: getattr(spec, k) * lat[s][k] / lat[0][k] for k in LATENCIES} if args.latency else None)
+    over = {s: ({k: getattr(spec, k) * lat[s][k] / lat[0][k] for k in LATENCIES} if args.latency else {})
             for s in levels}
+    for s in levels:
+        if s > 0:
+            over[s].update({k: type(getattr(spec, k))(getattr(spec, k) * f) for k, f in scale_fields.items()})
     jobs = [(args.spec, layer, spec.dram_bw_gbps * scale[s], n_sm - s, over[s]) for s in levels for layer in layers]
     rows = parallel_map(sweep_at, jobs, args.workers)
     for r, (_, _, _, sms, _) in zip(rows, jobs):
@@ -295,8 +311,10 @@ def predict(argv: list[str]) -> list[dict]:
                                          " x (copy GB/s beside the hog / copy GB/s alone)"),
                        "sm_rule": "spec sm_count - hog SMs",
                        "latency_rule": ("spec dram/l2/atomic latency x (probe beside the hog / probe alone)"
-                                        if args.latency else "spec latencies unchanged")})
-    name = NAME + ("_idle" if args.idle else "") + ("_latency" if args.latency else "")
+                                        if args.latency else "spec latencies unchanged"),
+                       "whatif_scale_at_hog": scale_fields})
+    name = NAME + ("_idle" if args.idle else "") + ("_latency" if args.latency else "") + (
+        "_whatif_" + "_".join(f"{k}{v:g}" for k, v in scale_fields.items()) if scale_fields else "")
     write_results(rows, args.out, f"{name}_predicted", meta)
     write_results(summary, args.out, f"{name}_predicted_summary", meta)
     return summary

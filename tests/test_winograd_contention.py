@@ -102,3 +102,13 @@ def test_predict_scarce_dram_and_slow_latency(tmp_path):
     assert lat[1]["hog_sms"] == 64
     meta = json.loads((tmp_path / "winograd_contention_latency_predicted.json").read_text())["meta"]
     assert meta["git_sha"] and "latency" in meta["latency_rule"]
+
+
+def test_predict_scale_bad_input_is_one_line(tmp_path):
+    from experiments.winograd_contention import predict
+    hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
+    with pytest.raises(SystemExit, match="--scale 'l2_bytes=half' is not allowed"):
+        predict(["--hog", str(hog), "--scale", "l2_bytes=half"])
+    for bad in ("no_such_field=2", "l2_bytes=0", "name=2"):
+        with pytest.raises(SystemExit, match="FIELD must be a numeric spec field"):
+            predict(["--hog", str(hog), "--scale", bad])
