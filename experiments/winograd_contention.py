@@ -7,25 +7,30 @@ too fast for the saving to pay (``experiments.fusion_vs_dram``: 1.25x at ~1.1 TB
 tests that on the GPU we have: a hog (``gpu.dram_hog``) streams DRAM on S SMs, leaving the kernels the
 other 132 - S SMs and what bandwidth the hog leaves them.
 
-``measure`` (GPU; ``--idle``: hogs that hold their SMs and sleep, so only the SM count changes): per hog size S (0 = no hog), the copy bandwidth the other SMs get (the spec's DRAM
-probe: a 2 GiB device-to-device copy, read + write bytes); per Table-2 layer and S, our non-fused
-pipeline, the fused megakernel at the default Algorithm 1 parameters and the best of the bench's
-12-point sweep (chosen anew at each S), each checked against a float64 reference (before the hog and
-again under it) and timed as the bench times them (CUDA events, median, inputs rotated).
+``measure`` (GPU): per hog size S (0 = no hog), what the other SMs get beside the hog: the copy
+bandwidth (the spec's DRAM probe: a 2 GiB device-to-device copy, read + write bytes) and the spec's
+latency probes (``gpu.probe_dram_hog.Latencies``). Then per Table-2 layer and S: our non-fused
+pipeline, the fused megakernel at the default Algorithm 1 parameters, and the best of the bench's
+12-point sweep (chosen anew at each S). Each is checked against a float64 reference (before the hog and
+again under it) and timed as the bench times them (CUDA events, median, inputs rotated). A window the
+hog did not cover is an error. ``--idle``: hogs that hold the same SMs and sleep, so only the SM count
+changes.
 
-``predict`` (no GPU): the H200's calibrated spec (nothing fitted here) with its SM count set to
-132 - S and its DRAM bandwidth set to the copy bandwidth measured beside the hog (``--hog`` CSV:
-``gpu.probe_dram_hog``'s or ``measure``'s), the same sweep; with ``--measured`` the measured speedups
-are joined and compared. What the model leaves out: the hog's traffic through the L2 (its lines are
-evict-first, but they pass through), and that the hog's demand, not a fixed bandwidth, is what the
-other SMs share DRAM with.
+``predict`` (no GPU): the H200's calibrated spec (nothing fitted here) with its SM count set to 132 - S
+and its DRAM bandwidth scaled by the copy's beside the hog over alone (``--hog`` CSV:
+``gpu.probe_dram_hog``'s or ``measure``'s), the same sweep. ``--latency`` also scales its DRAM, L2 and
+atomic latencies by the probes; ``--idle`` changes the SM count only; ``--scale FIELD=FACTOR`` is a
+what-if on any numeric spec field at S > 0. ``--measured`` joins the measured speedups. What the model
+leaves out: the hog's traffic through the L2 (its lines are evict-first, but they pass through), and
+that the other SMs share DRAM with the hog's demand, not with a fixed bandwidth.
 
-    bash gpu/on_device.sh python -m experiments.winograd_contention measure [--sms 0 32 64 96] [--layers ...]
-    python -m experiments.winograd_contention predict --hog CSV [--measured CSV] [--out DIR]
+    bash gpu/on_device.sh python -m experiments.winograd_contention measure [--sms 0 32 64 96] [--idle] [--layers ...]
+    python -m experiments.winograd_contention predict --hog CSV [--latency] [--idle] [--scale F=X] [--measured CSV]
 
-Writes DIR/winograd_contention.csv (measure: layer, hog_sms, impl, median_ms, min_ms, max_ms, rel_err,
-detail; plus per-S rows of impl "copy_gbps") or DIR/winograd_contention_predicted.csv, each with a
-JSON of provenance.
+Writes DIR/winograd_contention[_idle].csv (measure: layer, hog_sms, impl, median_ms, min_ms, max_ms,
+rel_err, detail, plus per-S rows of impl "copy_gbps" with the latencies), or
+DIR/winograd_contention[_idle][_latency][_whatif_...]_predicted.csv and its summary, each with a JSON of
+provenance. Results of 2026-11-25 on the H200: docs/winograd_gpu.md, session 22.
 """
 
 from __future__ import annotations
@@ -203,6 +208,16 @@ def copy_bandwidths(rows: list[dict]) -> dict[int, float]:
 LATENCIES = ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns")
 
 
+def block_rate_caps(spec, factor: float) -> dict:
+    """Spec fields with every per-block DRAM rate cap times ``factor``: the kinds' fitted
+    ``block_dram_bw_gbps`` and ``tb_max_dram_bw_gbps``. Little's law: a block keeps the same bytes in
+    flight, so its rate scales as 1 / latency; ``factor`` = latency alone / latency beside the hog."""
+    import dataclasses
+    costs = {k: (dataclasses.replace(c, block_dram_bw_gbps=c.block_dram_bw_gbps * factor)
+                 if c.block_dram_bw_gbps is not None else c) for k, c in spec.task_costs.items()}
+    return {"task_costs": costs, "tb_max_dram_bw_gbps": spec.tb_max_dram_bw_gbps * factor}
+
+
 def latencies_of(rows: list[dict]) -> dict[int, dict[str, float]]:
     """hog_sms -> the latency probes measured beside that hog (rows that have them)."""
     return {int(r["hog_sms"]): {k: float(r[k]) for k in LATENCIES} for r in rows
@@ -231,6 +246,9 @@ def predict(argv: list[str]) -> list[dict]:
     ap.add_argument("--measured", default=None, help="a `measure` CSV to compare with")
     ap.add_argument("--sms", nargs="+", type=int, default=None, help="hog sizes to predict (default: the CSV's)")
     ap.add_argument("--spec", default=SPEC)
+    ap.add_argument("--littles-law", action="store_true",
+                    help="with --latency: also scale every per-block DRAM rate cap (the kinds' block_dram_bw_gbps, "
+                         "tb_max_dram_bw_gbps) by DRAM latency alone / beside (bytes in flight fixed)")
     ap.add_argument("--scale", nargs="+", default=[], metavar="FIELD=FACTOR",
                     help="what-if: multiply spec fields at every S > 0, e.g. l2_bytes=0.25 (outputs tagged _whatif)")
     ap.add_argument("--layers", nargs="+", default=None)
@@ -261,6 +279,8 @@ def predict(argv: list[str]) -> list[dict]:
     levels = args.sms if args.sms is not None else (list(DEFAULT_SMS) if args.idle else sorted(bw))
     if args.idle:
         bw = {s: 1.0 for s in levels}
+    if args.littles_law and not args.latency:
+        raise SystemExit("--littles-law is not allowed without --latency (it scales by the latency probes)")
     if args.latency and not all(s in lat for s in [0, *levels]):
         raise SystemExit(f"--latency: {args.hog!r} has latency probes for S = {sorted(lat)}, not for all of 0, {levels}")
     missing = [s for s in levels if s not in bw]
@@ -286,6 +306,8 @@ def predict(argv: list[str]) -> list[dict]:
     for s in levels:
         if s > 0:
             over[s].update({k: type(getattr(spec, k))(getattr(spec, k) * f) for k, f in scale_fields.items()})
+        if args.littles_law:
+            over[s].update(block_rate_caps(spec, lat[0]["dram_latency_ns"] / lat[s]["dram_latency_ns"]))
     jobs = [(args.spec, layer, spec.dram_bw_gbps * scale[s], n_sm - s, over[s]) for s in levels for layer in layers]
     rows = parallel_map(sweep_at, jobs, args.workers)
     for r, (_, _, _, sms, _) in zip(rows, jobs):
@@ -312,8 +334,11 @@ def predict(argv: list[str]) -> list[dict]:
                        "sm_rule": "spec sm_count - hog SMs",
                        "latency_rule": ("spec dram/l2/atomic latency x (probe beside the hog / probe alone)"
                                         if args.latency else "spec latencies unchanged"),
+                       "block_rate_rule": ("per-block DRAM caps x DRAM latency alone / beside (Little's law)"
+                                           if args.littles_law else "per-block DRAM caps unchanged"),
                        "whatif_scale_at_hog": scale_fields})
     name = NAME + ("_idle" if args.idle else "") + ("_latency" if args.latency else "") + (
+        "_littles_law" if args.littles_law else "") + (
         "_whatif_" + "_".join(f"{k}{v:g}" for k, v in scale_fields.items()) if scale_fields else "")
     write_results(rows, args.out, f"{name}_predicted", meta)
     write_results(summary, args.out, f"{name}_predicted_summary", meta)

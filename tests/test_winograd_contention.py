@@ -112,3 +112,30 @@ def test_predict_scale_bad_input_is_one_line(tmp_path):
     for bad in ("no_such_field=2", "l2_bytes=0", "name=2"):
         with pytest.raises(SystemExit, match="FIELD must be a numeric spec field"):
             predict(["--hog", str(hog), "--scale", bad])
+
+
+def test_littles_law_scales_every_per_block_dram_cap():
+    """Same bytes in flight, three times the latency: every per-block DRAM cap a third; kinds without a
+    cap keep none; nothing else changes."""
+    import dataclasses
+
+    from experiments.winograd_contention import SPEC, block_rate_caps
+    from megasim.hardware import load_spec
+    spec = load_spec(SPEC)
+    slow = dataclasses.replace(spec, **block_rate_caps(spec, 1 / 3))
+    assert slow.tb_max_dram_bw_gbps == pytest.approx(spec.tb_max_dram_bw_gbps / 3)
+    for kind, cost in spec.task_costs.items():
+        new = slow.task_costs[kind]
+        if cost.block_dram_bw_gbps is None:
+            assert new.block_dram_bw_gbps is None
+        else:
+            assert new.block_dram_bw_gbps == pytest.approx(cost.block_dram_bw_gbps / 3)
+        assert dataclasses.replace(new, block_dram_bw_gbps=cost.block_dram_bw_gbps) == cost
+    assert slow.dram_bw_gbps == spec.dram_bw_gbps
+
+
+def test_littles_law_needs_latency(tmp_path):
+    from experiments.winograd_contention import predict
+    hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
+    with pytest.raises(SystemExit, match="--littles-law is not allowed without --latency"):
+        predict(["--hog", str(hog), "--littles-law"])
