@@ -218,6 +218,18 @@ def block_rate_caps(spec, factor: float) -> dict:
     return {"task_costs": costs, "tb_max_dram_bw_gbps": spec.tb_max_dram_bw_gbps * factor}
 
 
+def megakernel_sync_costs(task_costs: dict, factor: float) -> dict:
+    """The kinds' per-task megakernel costs (``megakernel_claim_ns``: the ticket and counter checks;
+    ``megakernel_fixed_ns``: the fence and signal) times ``factor``: the hypothesis that they are round
+    trips through the L2, so they stretch with its latency (``factor`` = L2 latency beside / alone)."""
+    import dataclasses
+    out = {}
+    for k, c in task_costs.items():
+        claim = c.megakernel_claim_ns * factor if c.megakernel_claim_ns is not None else None
+        out[k] = dataclasses.replace(c, megakernel_claim_ns=claim, megakernel_fixed_ns=c.megakernel_fixed_ns * factor)
+    return out
+
+
 def latencies_of(rows: list[dict]) -> dict[int, dict[str, float]]:
     """hog_sms -> the latency probes measured beside that hog (rows that have them)."""
     return {int(r["hog_sms"]): {k: float(r[k]) for k in LATENCIES} for r in rows
@@ -249,6 +261,9 @@ def predict(argv: list[str]) -> list[dict]:
     ap.add_argument("--littles-law", action="store_true",
                     help="with --latency: also scale every per-block DRAM rate cap (the kinds' block_dram_bw_gbps, "
                          "tb_max_dram_bw_gbps) by DRAM latency alone / beside (bytes in flight fixed)")
+    ap.add_argument("--sync-latency", action="store_true",
+                    help="with --latency: also scale the kinds' per-task megakernel costs (claim, counter checks, "
+                         "fence and signal: megakernel_claim_ns, megakernel_fixed_ns) by L2 latency beside / alone")
     ap.add_argument("--scale", nargs="+", default=[], metavar="FIELD=FACTOR",
                     help="what-if: multiply spec fields at every S > 0, e.g. l2_bytes=0.25 (outputs tagged _whatif)")
     ap.add_argument("--layers", nargs="+", default=None)
@@ -279,8 +294,9 @@ def predict(argv: list[str]) -> list[dict]:
     levels = args.sms if args.sms is not None else (list(DEFAULT_SMS) if args.idle else sorted(bw))
     if args.idle:
         bw = {s: 1.0 for s in levels}
-    if args.littles_law and not args.latency:
-        raise SystemExit("--littles-law is not allowed without --latency (it scales by the latency probes)")
+    for flag, on in (("--littles-law", args.littles_law), ("--sync-latency", args.sync_latency)):
+        if on and not args.latency:
+            raise SystemExit(f"{flag} is not allowed without --latency (it scales by the latency probes)")
     if args.latency and not all(s in lat for s in [0, *levels]):
         raise SystemExit(f"--latency: {args.hog!r} has latency probes for S = {sorted(lat)}, not for all of 0, {levels}")
     missing = [s for s in levels if s not in bw]
@@ -308,6 +324,9 @@ def predict(argv: list[str]) -> list[dict]:
             over[s].update({k: type(getattr(spec, k))(getattr(spec, k) * f) for k, f in scale_fields.items()})
         if args.littles_law:
             over[s].update(block_rate_caps(spec, lat[0]["dram_latency_ns"] / lat[s]["dram_latency_ns"]))
+        if args.sync_latency:
+            base = over[s].get("task_costs", spec.task_costs)
+            over[s]["task_costs"] = megakernel_sync_costs(base, lat[s]["l2_latency_ns"] / lat[0]["l2_latency_ns"])
     jobs = [(args.spec, layer, spec.dram_bw_gbps * scale[s], n_sm - s, over[s]) for s in levels for layer in layers]
     rows = parallel_map(sweep_at, jobs, args.workers)
     for r, (_, _, _, sms, _) in zip(rows, jobs):
@@ -336,9 +355,11 @@ def predict(argv: list[str]) -> list[dict]:
                                         if args.latency else "spec latencies unchanged"),
                        "block_rate_rule": ("per-block DRAM caps x DRAM latency alone / beside (Little's law)"
                                            if args.littles_law else "per-block DRAM caps unchanged"),
+                       "sync_rule": ("megakernel_claim_ns, megakernel_fixed_ns x L2 latency beside / alone"
+                                     if args.sync_latency else "per-task megakernel costs unchanged"),
                        "whatif_scale_at_hog": scale_fields})
     name = NAME + ("_idle" if args.idle else "") + ("_latency" if args.latency else "") + (
-        "_littles_law" if args.littles_law else "") + (
+        "_littles_law" if args.littles_law else "") + ("_sync" if args.sync_latency else "") + (
         "_whatif_" + "_".join(f"{k}{v:g}" for k, v in scale_fields.items()) if scale_fields else "")
     write_results(rows, args.out, f"{name}_predicted", meta)
     write_results(summary, args.out, f"{name}_predicted_summary", meta)

@@ -139,3 +139,23 @@ def test_littles_law_needs_latency(tmp_path):
     hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
     with pytest.raises(SystemExit, match="--littles-law is not allowed without --latency"):
         predict(["--hog", str(hog), "--littles-law"])
+
+
+def test_sync_rule_scales_only_the_megakernel_costs():
+    from experiments.winograd_contention import SPEC, megakernel_sync_costs
+    from megasim.hardware import load_spec
+    costs = load_spec(SPEC).task_costs
+    slow = megakernel_sync_costs(costs, 5.0)
+    for kind, c in costs.items():
+        assert slow[kind].megakernel_fixed_ns == pytest.approx(5 * c.megakernel_fixed_ns)
+        assert (slow[kind].megakernel_claim_ns is None) == (c.megakernel_claim_ns is None)
+        if c.megakernel_claim_ns is not None:
+            assert slow[kind].megakernel_claim_ns == pytest.approx(5 * c.megakernel_claim_ns)
+        assert slow[kind].fixed_ns == c.fixed_ns and slow[kind].block_dram_bw_gbps == c.block_dram_bw_gbps
+
+
+def test_sync_rule_needs_latency(tmp_path):
+    from experiments.winograd_contention import predict
+    hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
+    with pytest.raises(SystemExit, match="--sync-latency is not allowed without --latency"):
+        predict(["--hog", str(hog), "--sync-latency"])
