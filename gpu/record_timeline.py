@@ -18,6 +18,14 @@ recorded run does not find its input in L2; ``--sets 1`` records a run on the in
 (what this script did before session 7; on resnet-1 the per-kind times agree within 0.5 us either way).
 
 With ``--tag T`` the files are named timeline_T_measured.csv, timeline_T_simulated.csv, timeline_T_gantt.png.
+
+``--hog S`` records the runs beside a DRAM hog on S SMs (``gpu.dram_hog``; ``--hog-idle``: the hog holds
+the SMs and sleeps), to see which part of which task kind stretches when memory is contended (issue 3,
+session 22: the megakernel slows 2.16x there, our non-fused pipeline 1.85x). The simulated timeline is
+the spec's, without the hog.
+
+    bash gpu/on_device.sh python -m gpu.record_timeline --layer resnet-1 --hog 64 --tag hog64
+    bash gpu/on_device.sh python -m gpu.record_timeline --layer resnet-1 --hog 64 --hog-idle --tag idle64
 """
 
 from __future__ import annotations
@@ -84,10 +92,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tag", default="", help="a name put into the output file names")
     ap.add_argument("--sets", type=int, default=3,
                     help="input workspaces rotated over (1: the same input every run, L2-warm)")
+    ap.add_argument("--hog", type=int, default=0,
+                    help="record beside a DRAM hog on this many SMs (gpu.dram_hog; 0: no hog)")
+    ap.add_argument("--hog-idle", action="store_true", help="the hog holds its SMs and sleeps (no DRAM traffic)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.sets < 1:
         ap.error(f"--sets {args.sets} is not allowed: it must be at least 1")
+    if args.hog < 0:
+        ap.error(f"--hog {args.hog} is not allowed: give 0 (no hog) or a number of SMs below the GPU's")
+    if args.hog_idle and not args.hog:
+        ap.error("--hog-idle is not allowed without --hog S")
     problem = parse_layer(args.layer)
     graph, schedule, plan = build(problem, Plan.parse("fused", args.param))
     wplan = ex.make_plan(problem, plan.config, graph)
@@ -103,6 +118,21 @@ def main(argv: list[str] | None = None) -> None:
     for i in range(3 * args.sets + 1):       # warm-up; the last run is the one recorded
         prep.run(wss[i % args.sets])
     cuda.synchronize()
+    hog_stats = None
+    if args.hog:    # the same runs again beside the hog (every kernel is loaded: nothing waits for its end)
+        from gpu.dram_hog import DramHog
+        from gpu.errors import KernelInputError
+        try:
+            hog = DramHog(args.hog, stream_dram=not args.hog_idle, max_seconds=60.0)
+        except KernelInputError as exc:
+            raise SystemExit(f"--hog: {exc}")
+        with hog:
+            for i in range(3 * args.sets + 1):
+                prep.run(wss[i % args.sets])
+            cuda.default_stream().synchronize()     # the default stream only: the hog runs on
+        hog_stats = hog.stats.as_dict()
+        if not (hog.stats.covered and not hog.stats.timed_out):
+            raise SystemExit(f"the hog on {args.hog} SMs did not run through the recorded runs: {hog.stats}")
     prep.check()
     (trace,) = prep.traces()
     order = np.asarray(schedule.launches[0].order)
@@ -123,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
           f"simulated {sim.predicted_us:,.1f} us; {graph.num_tasks} tasks on {len(np.unique(trace[:, 3]))} SMs")
     from megasim.validation import run_meta
     meta = run_meta({"device": str(cuda.get_current_device().name), "spec": args.spec, "sets": args.sets,
+                     "hog_sms": args.hog, "hog_streams_dram": args.hog and not args.hog_idle, "hog_stats": hog_stats,
                      "command": "bash gpu/on_device.sh python -m gpu.record_timeline " + " ".join(argv or sys.argv[1:])})
     summary = {"meta": meta, "layer": args.layer, "params": plan.param_string(), "measured_span_us": span_m,
                "predicted_us": sim.predicted_us, "measured": kind_summary(measured, graph.kind_names),
