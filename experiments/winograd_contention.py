@@ -26,6 +26,7 @@ that the other SMs share DRAM with the hog's demand, not with a fixed bandwidth.
 
     bash gpu/on_device.sh python -m experiments.winograd_contention measure [--sms 0 32 64 96] [--idle] [--layers ...]
     python -m experiments.winograd_contention predict --hog CSV [--latency] [--idle] [--scale F=X] [--measured CSV]
+    python -m experiments.winograd_contention plot      # the figure, from the committed CSVs alone
 
 Writes DIR/winograd_contention[_idle].csv (measure: layer, hog_sms, impl, median_ms, min_ms, max_ms,
 rel_err, detail, plus per-S rows of impl "copy_gbps" with the latencies), or
@@ -366,13 +367,72 @@ def predict(argv: list[str]) -> list[dict]:
     return summary
 
 
+# -- plot (from the CSVs alone) -----------------------------------------------------------------------------
+
+MEASURED_DIR = "experiments/results/nvidia-h200/winograd_contention"
+PREDICTED_CURVES = (("winograd_contention_predicted_summary", "predicted: bandwidth only (before the run)"),
+                    ("winograd_contention_latency_predicted_summary", "predicted: bandwidth and latencies"),
+                    ("winograd_contention_latency_littles_law_sync_predicted_summary",
+                     "predicted: + Little's law + sync stretch (hypotheses)"),
+                    ("winograd_contention_idle_predicted_summary", "predicted: idle hog (SMs only)"))
+
+
+def plot(argv: list[str]) -> Path:
+    """Fused best / our non-fused against the hog's SMs: the measured geometric means beside the DRAM hog
+    and the idle hog (thin lines: each layer beside the DRAM hog), the model's curves, 1.0 and the 1.25x
+    target. Drawn from the committed CSVs alone."""
+    ap = argparse.ArgumentParser(prog="python -m experiments.winograd_contention plot")
+    ap.add_argument("--measured-dir", default=MEASURED_DIR)
+    ap.add_argument("--predicted-dir", default=OUT_MODEL)
+    ap.add_argument("--out", default=None, help="figure directory (default: --measured-dir)")
+    args = ap.parse_args(argv)
+    from experiments import style
+    from experiments.provenance import read_rows
+    mdir, pdir = Path(args.measured_dir), Path(args.predicted_dir)
+    hog_csv, idle_csv = mdir / f"{NAME}.csv", mdir / f"{NAME}_idle.csv"
+    if not hog_csv.exists():
+        raise SystemExit(f"--measured-dir {str(mdir)!r} holds no {NAME}.csv (run `measure` first)")
+    style.apply()
+    fig, ax = style.new_figure()
+    hog = speedups(read_rows(hog_csv))
+    for i, layer in enumerate(dict.fromkeys(l for l, _ in hog)):
+        pts = sorted((s, v) for (l, s), v in hog.items() if l == layer)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color="grey", lw=0.6, alpha=0.5,
+                label="one layer, beside the DRAM hog" if i == 0 else None)
+
+    def means(sp):
+        levels = sorted({s for _, s in sp})
+        return levels, [geomean([v for (_, s2), v in sp.items() if s2 == s]) for s in levels]
+
+    for j, (path, label) in enumerate(((hog_csv, "measured beside the DRAM hog"), (idle_csv, "measured beside an idle hog"))):
+        if path.exists():
+            x, y = means(speedups(read_rows(path)))
+            ax.plot(x, y, color=style.OKABE_ITO[j], lw=2.2, marker=style.MARKERS[j], label=label)
+    for j, (stem, label) in enumerate(PREDICTED_CURVES, start=2):
+        path = pdir / f"{stem}.csv"
+        if path.exists():
+            rows = sorted(read_rows(path), key=lambda r: int(r["hog_sms"]))
+            ax.plot([int(r["hog_sms"]) for r in rows], [float(r["predicted_geomean"]) for r in rows],
+                    color=style.OKABE_ITO[j], ls="--", marker=style.MARKERS[j], label=label)
+    ax.axhline(1.25, color="black", ls=":", lw=1, label="issue 3's target, 1.25x")
+    ax.axhline(1.0, color="black", lw=0.6)
+    ax.set_xlabel("SMs taken by the hog (of 132)")
+    ax.set_ylabel("fused best / our non-fused (x)")
+    ax.legend(loc="upper left", fontsize=6.5)
+    png, _ = style.save_figure(fig, args.out or mdir, NAME)
+    return png
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("measure", "predict"):
-        print("usage: python -m experiments.winograd_contention {measure,predict} ...", file=sys.stderr)
+    if not argv or argv[0] not in ("measure", "predict", "plot"):
+        print("usage: python -m experiments.winograd_contention {measure,predict,plot} ...", file=sys.stderr)
         return 2
     if argv[0] == "measure":
         return measure(argv[1:])
+    if argv[0] == "plot":
+        print(f"wrote {plot(argv[1:])}")
+        return 0
     predict(argv[1:])
     return 0
 

@@ -159,3 +159,17 @@ def test_sync_rule_needs_latency(tmp_path):
     hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
     with pytest.raises(SystemExit, match="--sync-latency is not allowed without --latency"):
         predict(["--hog", str(hog), "--sync-latency"])
+
+
+def test_plot_from_csvs_alone(tmp_path):
+    """The figure is drawn from a measured CSV alone (the predicted curves are optional); a directory
+    without measurements is a one-line error."""
+    from experiments.winograd_contention import main, plot
+    mdir = tmp_path / "m"
+    mdir.mkdir()
+    _write(mdir / "winograd_contention.csv", _measured_rows())
+    png = plot(["--measured-dir", str(mdir), "--predicted-dir", str(tmp_path / "none"), "--out", str(tmp_path)])
+    assert png.stat().st_size > 0 and (tmp_path / "winograd_contention.pdf").exists()
+    with pytest.raises(SystemExit, match="holds no winograd_contention.csv"):
+        plot(["--measured-dir", str(tmp_path / "empty")])
+    assert main(["plot", "--measured-dir", str(mdir), "--out", str(tmp_path)]) == 0
