@@ -15,7 +15,7 @@ kernel on rows of 128; writes DIR/conv_map_shape.csv and .json (provenance).
 
 from __future__ import annotations
 
-from experiments.conv_occupancy import probe_main
+from experiments.conv_occupancy import probe_main, relative_to_base
 from megasim.calibration_sparse import case_graph, launch_us, map_shape_cases
 from megasim.sim import simulate
 from megasim.workloads import parse_layer
@@ -41,12 +41,8 @@ def predict(spec) -> list[dict]:
 
 def add_relative(rows: list[dict]) -> None:
     """``*_rel_w128``: time / the same kind and variant on the probe's map of rows of 128 (K = 32)."""
-    base = {(r["kind"], r["variant"]): r for r in rows if r["width"] == REFERENCE_WIDTH and "K=32," in r["problem"]}
-    for row in rows:
-        one = base[(row["kind"], row["variant"])]
-        for col in ("predicted_us", "measured_us"):
-            if col in row and col in one:
-                row[col.replace("_us", "_rel_w128")] = row[col] / one[col]
+    relative_to_base(rows, lambda r: (r["kind"], r["variant"]),
+                     lambda r: r["width"] == REFERENCE_WIDTH and "K=32," in r["problem"], "w128")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -48,14 +48,20 @@ def join_measured(rows: list[dict], path: str) -> None:
             row["error"] = row["predicted_us"] / row["measured_us"] - 1.0
 
 
-def add_relative(rows: list[dict]) -> None:
-    """``*_rel_b1``: time / the same kind, tile and sparsity at one block per SM."""
-    base = {(r["kind"], r["k_tile"], r["sparsity"]): r for r in rows if r["blocks_per_sm"] == 1}
+def relative_to_base(rows: list[dict], key, is_base, rel: str) -> None:
+    """Fill ``predicted_rel_<rel>`` and ``measured_rel_<rel>``: each row's time over that of the base row
+    (``is_base(row)``) with the same ``key(row)``, where both times exist."""
+    base = {key(r): r for r in rows if is_base(r)}
     for row in rows:
-        one = base[(row["kind"], row["k_tile"], row["sparsity"])]
+        one = base[key(row)]
         for col in ("predicted_us", "measured_us"):
             if col in row and col in one:
-                row[col.replace("_us", "_rel_b1")] = row[col] / one[col]
+                row[col.replace("_us", f"_rel_{rel}")] = row[col] / one[col]
+
+
+def add_relative(rows: list[dict]) -> None:
+    """``*_rel_b1``: time / the same kind, tile and sparsity at one block per SM."""
+    relative_to_base(rows, lambda r: (r["kind"], r["k_tile"], r["sparsity"]), lambda r: r["blocks_per_sm"] == 1, "b1")
 
 
 def probe_main(argv, *, description: str, measured_help: str, default_out: str, name: str, predict,

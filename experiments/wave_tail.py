@@ -19,7 +19,7 @@ wave; writes DIR/wave_tail.csv and .json (provenance).
 
 from __future__ import annotations
 
-from experiments.conv_occupancy import probe_main
+from experiments.conv_occupancy import probe_main, relative_to_base
 from megasim.calibration_sparse import case_graph, launch_us, wave_tail_cases
 from megasim.sim import simulate
 
@@ -39,11 +39,7 @@ def predict(spec) -> list[dict]:
 
 def add_relative(rows: list[dict]) -> None:
     """``*_rel_wave``: time / the same kind's at one whole wave."""
-    base = {r["kind"]: r for r in rows if r["wave_fraction"] == 1.0}
-    for row in rows:
-        for col in ("predicted_us", "measured_us"):
-            if col in row and col in base[row["kind"]]:
-                row[col.replace("_us", "_rel_wave")] = row[col] / base[row["kind"]][col]
+    relative_to_base(rows, lambda r: r["kind"], lambda r: r["wave_fraction"] == 1.0, "wave")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -57,12 +57,6 @@ SWEEP_REPEATS = 10
 
 # -- measure (GPU) -------------------------------------------------------------------------------------------
 
-def _copy_gbps(torch, src, dst) -> float:
-    from gpu.timing import time_cuda
-    ms = time_cuda(lambda i: dst.copy_(src), warmup=2, repeats=10).median_ms
-    return 2 * src.numel() * 4 / (ms * 1e6)
-
-
 def _layer(lb, sms_levels, rows: list, meta: dict, hogs: dict) -> None:
     """One layer at every hog size: non-fused, fused default, fused sweep best (chosen at that size)."""
     from experiments.winograd_bench import make_row, sweep_candidates, worst
@@ -125,7 +119,7 @@ def measure(argv: list[str]) -> int:
     from experiments.winograd_bench import LayerBench, _release, device_meta, device_slug, error_row, parse_args
     from gpu.baselines import fp32_torch_flags
     from gpu.dram_hog import DramHog
-    from gpu.probe_dram_hog import Latencies
+    from gpu.probe_dram_hog import Latencies, copy_gbps
     from megasim.workloads import parse_layer
 
     bench_args = parse_args(["--ours-only", "--repeats", str(args.repeats)]
@@ -150,13 +144,13 @@ def measure(argv: list[str]) -> int:
     rows: list[dict[str, Any]] = []
     src = torch.empty(2 ** 29, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    _copy_gbps(torch, src, dst)     # torch loads its copy kernel lazily: load it before any hog runs
+    copy_gbps(torch, src, dst)      # torch loads its copy kernel lazily: load it before any hog runs
     lat = Latencies()
     for s in levels:
         hog = hogs.get(s)
         with (hog if hog is not None else contextlib.nullcontext()):
             census = hog.census(16 * n_sm) if hog is not None else 0
-            gbps = _copy_gbps(torch, src, dst)
+            gbps = copy_gbps(torch, src, dst)
             latencies = lat.measure()
         bad = hog is not None and (census or hog.stats.timed_out or not hog.stats.covered)
         rows.append({"layer": "", "hog_sms": s, "impl": "copy_gbps", "median_ms": math.nan, "rel_err": math.nan,

@@ -213,6 +213,22 @@ def _ms(fn, warmup=3, repeats=15) -> float:
     return time_cuda(lambda i: fn(), warmup=warmup, repeats=repeats).median_ms
 
 
+def random_cycle(n: int, rng: np.random.Generator) -> np.ndarray:
+    """int32 next-indices of one random cycle through all ``n`` elements (a pointer chase's buffer)."""
+    perm = rng.permutation(n).astype(np.int32)
+    nxt = np.empty(n, np.int32)
+    nxt[perm] = np.roll(perm, -1)
+    return nxt
+
+
+def per_step_ns(launch, steps: int) -> float:
+    """ns per step of a one-thread dependent chain: ``launch(k)`` enqueues a chain of k steps;
+    (median time of ``steps`` steps - that of 1 step) / (steps - 1), so the launch cost cancels."""
+    ms = _ms(lambda: launch(steps), warmup=1, repeats=5)
+    ms0 = _ms(lambda: launch(1), warmup=1, repeats=5)
+    return (ms - ms0) * 1e6 / (steps - 1)
+
+
 def probe_dram(torch) -> tuple[float, str]:
     n = 2 ** 29                                    # 2 GiB of float32
     src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
@@ -262,10 +278,7 @@ def l2_chase_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, steps: int = 20000) -> list[
     for mib in sizes_mib:
         n = mib * 2 ** 18
         rng = np.random.default_rng(mib)
-        perm = rng.permutation(n).astype(np.int32)
-        nxt = np.empty(n, np.int32)
-        nxt[perm] = np.roll(perm, -1)                 # one cycle through every element
-        d = cuda.to_device(nxt)
+        d = cuda.to_device(random_cycle(n, rng))
         f = d.view(np.float32)
         _chase[1, 1](d, 0, 10, one)
         ms = {}
@@ -339,19 +352,14 @@ def probe_chase(nbytes: int, steps: int, fresh: bool) -> float:
     fresh start gives about 350 ns."""
     n = nbytes // 4
     rng = np.random.default_rng(1)
-    perm = rng.permutation(n).astype(np.int32)
-    nxt = np.empty(n, np.int32)
-    nxt[perm] = np.roll(perm, -1)                  # one cycle through every element
-    d = cuda.to_device(nxt)
+    d = cuda.to_device(random_cycle(n, rng))
     out = cuda.device_array(1, np.int32)
     _chase[1, 1](d, 0, 10, out)
     starts = iter(rng.integers(0, n, 64).tolist())
 
     def start() -> int:
         return next(starts) if fresh else 0
-    ms = _ms(lambda: _chase[1, 1](d, start(), steps, out), warmup=1, repeats=5)
-    ms0 = _ms(lambda: _chase[1, 1](d, start(), 1, out), warmup=1, repeats=5)
-    return (ms - ms0) * 1e6 / (steps - 1)
+    return per_step_ns(lambda k: _chase[1, 1](d, start(), k, out), steps)
 
 
 def probe_atomic() -> tuple[float, str]:
@@ -359,9 +367,7 @@ def probe_atomic() -> tuple[float, str]:
     out = cuda.device_array(1, np.int32)
     steps = 20000
     _atomic_chain[1, 1](ctr, 10, out)
-    ms = _ms(lambda: _atomic_chain[1, 1](ctr, steps, out), warmup=1, repeats=5)
-    ms0 = _ms(lambda: _atomic_chain[1, 1](ctr, 1, out), warmup=1, repeats=5)
-    return (ms - ms0) * 1e6 / (steps - 1), f"one thread, {steps} dependent atomic.add on 64 global counters; (time - time of 1) / steps"
+    return per_step_ns(lambda k: _atomic_chain[1, 1](ctr, k, out), steps), f"one thread, {steps} dependent atomic.add on 64 global counters; (time - time of 1) / steps"
 
 
 def probe_launch() -> tuple[float, str]:

@@ -41,34 +41,24 @@ class Latencies:
         import numpy as np
         from numba import cuda
 
-        from gpu.calibrate import _atomic_chain, _chase
-        self._chase, self._atomic = _chase, _atomic_chain
+        from gpu.calibrate import random_cycle
         rng = np.random.default_rng(1)
-        self.arrays = {}
-        for key, nbytes in (("dram", 2 ** 30), ("l2", 2 ** 22)):
-            n = nbytes // 4
-            perm = rng.permutation(n).astype(np.int32)
-            nxt = np.empty(n, np.int32)
-            nxt[perm] = np.roll(perm, -1)
-            self.arrays[key] = (cuda.to_device(nxt), n)
+        self.arrays = {key: (cuda.to_device(random_cycle(nbytes // 4, rng)), nbytes // 4)
+                       for key, nbytes in (("dram", 2 ** 30), ("l2", 2 ** 22))}
         self.ctr = cuda.to_device(np.zeros(64, np.int32))
         self.out = cuda.device_array(1, np.int32)
         self.rng = rng
         self.measure()          # loads both kernels
 
-    def _ns(self, launch) -> float:
-        from gpu.timing import time_cuda
-        ms = time_cuda(lambda i: launch(self.STEPS), warmup=1, repeats=5).median_ms
-        ms0 = time_cuda(lambda i: launch(1), warmup=1, repeats=5).median_ms
-        return (ms - ms0) * 1e6 / (self.STEPS - 1)
-
     def measure(self) -> dict[str, float]:
+        from gpu.calibrate import _atomic_chain, _chase, per_step_ns
         d, n = self.arrays["dram"]
         l2, _ = self.arrays["l2"]
         return {
-            "dram_latency_ns": self._ns(lambda k: self._chase[1, 1](d, int(self.rng.integers(0, n)), k, self.out)),
-            "l2_latency_ns": self._ns(lambda k: self._chase[1, 1](l2, 0, k, self.out)),
-            "atomic_latency_ns": self._ns(lambda k: self._atomic[1, 1](self.ctr, k, self.out)),
+            "dram_latency_ns": per_step_ns(lambda k: _chase[1, 1](d, int(self.rng.integers(0, n)), k, self.out),
+                                           self.STEPS),
+            "l2_latency_ns": per_step_ns(lambda k: _chase[1, 1](l2, 0, k, self.out), self.STEPS),
+            "atomic_latency_ns": per_step_ns(lambda k: _atomic_chain[1, 1](self.ctr, k, self.out), self.STEPS),
         }
 
 
