@@ -12,7 +12,9 @@ times with CUDA events (median of ``--repeats``):
   (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread); with a
   staging suffix S, ``gpu.gemm_vec.make_gemm_staged`` (issue #3's staging experiments): ``v`` 128-bit
   global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
-  (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+.
+  (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+;
+- ``tc_TxGKxKSxNTxS``: ``gpu.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor cores,
+  FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+).
 
 Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
 checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
@@ -76,6 +78,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
     ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[rR] (gpu.gemm_vec)")
+    ap.add_argument("--tc-variants", nargs="*", default=[], help="TxGKxKSxNTxS (gpu.gemm_tc, 3xTF32)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
     ap.add_argument("--repeats", type=int, default=20)
@@ -91,6 +94,7 @@ def main(argv=None) -> int:
     from gpu import executor as ex
     from gpu import megakernel as mk
     from gpu import winograd_device as dev
+    from gpu.gemm_tc import make_gemm_tc
     from gpu.gemm_vec import make_gemm_staged, make_gemm_vec
     from gpu.baselines import fp32_torch_flags, gemm_phase_shape
     from gpu.timing import time_cuda
@@ -131,6 +135,14 @@ def main(argv=None) -> int:
         except ValueError as exc:
             raise SystemExit(f"--vec-variants {s!r}: {exc}")
         kernels[f"vec_{s}"] = (wrap(fn, regs_cap), T, GK, KS, NT, fn.shared_bytes)
+
+    for s in args.tc_variants:
+        try:
+            T, GK, KS, NT, S = (int(x) for x in s.split("x"))
+            fn = make_gemm_tc(T, GK, KS, NT, S)
+        except ValueError as exc:
+            raise SystemExit(f"--tc-variants {s!r} is not allowed: want TxGKxKSxNTxS, e.g. 64x64x16x128x4 ({exc})")
+        kernels[f"tc_{s}"] = (wrap(fn), T, GK, KS, NT, fn.shared_bytes)
 
     dv = cuda.get_current_device()
     meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
@@ -212,7 +224,7 @@ def main(argv=None) -> int:
             local = first(kern.get_local_mem_per_thread())
             static = first(kern.get_shared_mem_per_block())
             ptx = first(kern.inspect_asm())
-            if kname in ("prod", "megakernel") or kname.startswith("prod_") or kname.startswith("vec_"):
+            if kname in ("prod", "megakernel") or kname.startswith(("prod_", "vec_", "tc_")):
                 with open(os.path.join(args.out, f"ptx_{kname}.ptx"), "w") as fh:
                     fh.write(ptx)
             counts = {k: len(re.findall(pat, ptx)) for k, pat in

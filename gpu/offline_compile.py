@@ -95,6 +95,7 @@ def _kernels() -> dict:
     from numba import types
 
     from gpu import megakernel as mk
+    from gpu.gemm_tc import make_gemm_tc
     from gpu.gemm_vec import make_gemm_staged, make_gemm_vec
 
     i32_2 = types.Array(types.int32, 2, "C")
@@ -119,6 +120,9 @@ def _kernels() -> dict:
         for staging, stages, suffix in (("v", 2, "v"), ("a", 2, "a2"), ("a", 3, "a3"), ("c", 2, "c2"), ("c", 3, "c3")):
             out["gemm_vec_" + "x".join(map(str, layout)) + suffix] = (
                 _one_block_per_task(make_gemm_staged(*layout, staging=staging, stages=stages)), gemm_args)
+    # the tensor-core GEMM (gpu.gemm_tc; bench_gemm's --tc-variants)
+    for layout in ((64, 64, 16, 128, 4), (64, 64, 32, 128, 3), (32, 64, 16, 128, 4), (128, 64, 16, 128, 3)):
+        out["gemm_tc_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_tc(*layout)), gemm_args)
     out.update(_sparse_kernels())
     return out
 
