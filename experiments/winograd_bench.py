@@ -510,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **dmeta, "script": NAME, "layers": args.layers, "batch": args.batch, "seed": args.seed,
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
         "config": args.config, "ours_only": args.ours_only,
+        "gemm_math": os.environ.get("MEGASIM_GEMM_MATH", "fp32"),
         "reference": "float64 torch conv2d on the GPU with cuDNN disabled (im2col + DGEMM); spot-checked against a "
                      "CPU float64 direct convolution (image 0, filters 0-3)",
         "timing": "gpu.timing.time_cuda: torch.cuda.Event pairs on the legacy default stream, median of repeats, "

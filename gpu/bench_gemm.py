@@ -147,7 +147,8 @@ def main(argv=None) -> int:
     dv = cuda.get_current_device()
     meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
                        "torch": torch.__version__, "torch_flags": flags, "repeats": args.repeats,
-                       "sets": args.sets, "batch": args.batch, "kernels": list(kernels)})
+                       "sets": args.sets, "batch": args.batch, "kernels": list(kernels),
+                       "gemm_math_of_prod": dev.GEMM_MATH})
     rows, res_rows = [], []
     print(f"{'layer':11s} {'kernel':22s} {'ms':>8s} {'TFLOP/s':>8s} {'%cuBLAS':>8s} {'rel_err':>9s}")
     for name in layers:

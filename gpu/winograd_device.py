@@ -33,6 +33,7 @@ import os
 import numpy as np
 from numba import cuda, float32
 
+from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
                             otrans_pair_m2, otrans_pair_m4)
@@ -266,8 +267,19 @@ if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
 FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
-gemm_fast_a = make_gemm_staged(*FAST_A)
-gemm_fast_b = make_gemm_staged(*FAST_B)
+# MEGASIM_GEMM_MATH=3xtf32 (read at import; session 23's experiment, issue #3) runs the same two configs
+# on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc, 3-stage cp.async ring); "fp32" (the
+# default) is the FP32-pipe path above. Every kernel of the process (non-fused GEMM, megakernel) uses it.
+GEMM_MATHS = ("fp32", "3xtf32")
+GEMM_MATH = os.environ.get("MEGASIM_GEMM_MATH", "fp32")
+if GEMM_MATH not in GEMM_MATHS:
+    raise ValueError(f"MEGASIM_GEMM_MATH={GEMM_MATH!r}: want one of {GEMM_MATHS}")
+if GEMM_MATH == "3xtf32":
+    gemm_fast_a = make_gemm_tc(*FAST_A[:4], stages=3)
+    gemm_fast_b = make_gemm_tc(*FAST_B[:4], stages=3)
+else:
+    gemm_fast_a = make_gemm_staged(*FAST_A)
+    gemm_fast_b = make_gemm_staged(*FAST_B)
 _FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
 _A_T, _A_GK, _A_KS, _A_NT = FAST_A[:4]
 _B_T, _B_GK, _B_KS, _B_NT = FAST_B[:4]
