@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from gpu.async_copy import cp_async4, cp_async16, cp_async_commit, cp_async_wait_group
-from gpu.tensor_core import mma_tf32, split_tf32
+from gpu.tensor_core import mma_tf32, split_tf32, split_tf32_trunc
 from gpu.vector_access import SHARED_ALIGNMENT, load1, store1
 
 ZERO = np.float32(0.0)
@@ -59,8 +59,17 @@ def warp_grid(T: int, GK: int, NT: int) -> tuple[int, int]:
     return best[1], best[2]
 
 
-def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4):
-    """A GEMM task device function ``gemm(g, j, prm, V, U, M)`` on tensor cores (module docstring)."""
+SPLITS = ("rna", "trunc")
+
+
+def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str = "rna",
+                 pass_major: bool = False):
+    """A GEMM task device function ``gemm(g, j, prm, V, U, M)`` on tensor cores (module docstring).
+    ``split``: "rna" (``gpu.tensor_core.split_tf32``, two conversions) or "trunc" (``split_tf32_trunc``,
+    an ``and`` and a ``sub``). ``pass_major``: issue the 3 passes each over all tiles (else the 3 MMAs
+    of a tile back to back, each waiting on the one before)."""
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r}: want one of {SPLITS}")
     if stages not in (2, 3, 4):
         raise ValueError(f"stages={stages}: want 2, 3 or 4")
     if KS % 8 or KS <= 0:
@@ -85,6 +94,8 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4):
     K8 = KS // 8
     wait_ring = cp_async_wait_group(NS - 2)
     wait_all = cp_async_wait_group(0)
+    split_op = split_tf32 if split == "rna" else split_tf32_trunc
+    PASS_MAJOR = bool(pass_major)
 
     @cuda.jit(device=True)
     def issue(smem, V, U, tid, v_base, u_base, rows, width, c, C, K, slot, vec_a, vec_b):
@@ -137,29 +148,50 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4):
         for k8 in range(K8):
             for mt in range(MT):
                 q = pa + mt * (16 * AS2) + k8 * 8
-                ah[4 * mt], al[4 * mt] = split_tf32(load1(smem, q))
-                ah[4 * mt + 1], al[4 * mt + 1] = split_tf32(load1(smem, q + 8 * AS2))
-                ah[4 * mt + 2], al[4 * mt + 2] = split_tf32(load1(smem, q + 4))
-                ah[4 * mt + 3], al[4 * mt + 3] = split_tf32(load1(smem, q + 8 * AS2 + 4))
+                ah[4 * mt], al[4 * mt] = split_op(load1(smem, q))
+                ah[4 * mt + 1], al[4 * mt + 1] = split_op(load1(smem, q + 8 * AS2))
+                ah[4 * mt + 2], al[4 * mt + 2] = split_op(load1(smem, q + 4))
+                ah[4 * mt + 3], al[4 * mt + 3] = split_op(load1(smem, q + 8 * AS2 + 4))
             for nn in range(NN):
                 q = pb + k8 * (8 * BS) + nn * 8
-                bh[2 * nn], bl[2 * nn] = split_tf32(load1(smem, q))
-                bh[2 * nn + 1], bl[2 * nn + 1] = split_tf32(load1(smem, q + 4 * BS))
-            for mt in range(MT):
-                for nn in range(NN):
-                    o = (mt * NN + nn) * 4
-                    a = 4 * mt
-                    b = 2 * nn
-                    d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
-                                              acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                    d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
-                                              d0, d1, d2, d3)
-                    d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
-                                              d0, d1, d2, d3)
-                    acc[o] = d0
-                    acc[o + 1] = d1
-                    acc[o + 2] = d2
-                    acc[o + 3] = d3
+                bh[2 * nn], bl[2 * nn] = split_op(load1(smem, q))
+                bh[2 * nn + 1], bl[2 * nn + 1] = split_op(load1(smem, q + 4 * BS))
+            if PASS_MAJOR:   # each pass over all tiles: no MMA waits on the one just issued
+                for ps in range(3):
+                    for mt in range(MT):
+                        for nn in range(NN):
+                            o = (mt * NN + nn) * 4
+                            a = 4 * mt
+                            b = 2 * nn
+                            if ps == 0:
+                                d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
+                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                            elif ps == 1:
+                                d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
+                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                            else:
+                                d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
+                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                            acc[o] = d0
+                            acc[o + 1] = d1
+                            acc[o + 2] = d2
+                            acc[o + 3] = d3
+            else:
+                for mt in range(MT):
+                    for nn in range(NN):
+                        o = (mt * NN + nn) * 4
+                        a = 4 * mt
+                        b = 2 * nn
+                        d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
+                                                  acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                        d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
+                                                  d0, d1, d2, d3)
+                        d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
+                                                  d0, d1, d2, d3)
+                        acc[o] = d0
+                        acc[o + 1] = d1
+                        acc[o + 2] = d2
+                        acc[o + 3] = d3
 
     @cuda.jit(device=True)
     def gemm_tc(g, j, prm, V, U, M):
@@ -231,5 +263,6 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4):
                                 store1(M, m_base + rr * K + n + 1, acc[o + 2 * h + 1])
 
     gemm_tc.shared_bytes = gemm_tc_shared_bytes(T, GK, KS, NS)
-    gemm_tc.layout = dict(T=T, GK=GK, KS=KS, NT=NT, stages=NS, WM=WM, WN=WN, math="3xtf32")
+    gemm_tc.layout = dict(T=T, GK=GK, KS=KS, NT=NT, stages=NS, WM=WM, WN=WN, math="3xtf32", split=split,
+                          pass_major=PASS_MAJOR)
     return gemm_tc

@@ -13,6 +13,10 @@ normwise error on these layers): its error is an FP32 GEMM's, and the tests hold
 
 - ``split_tf32(x)`` -> ``(big, small)``, both uint32 bit patterns for the MMA (``cvt.rna.tf32.f32`` twice,
   one ``sub.f32`` between, sm_80+);
+- ``split_tf32_trunc(x)`` -> ``(big, small)``: ``big`` = x with its 13 low bits cleared (one ``and``),
+  ``small`` = x - big in full FP32 (one ``sub``), which the MMA truncates to TF32 as it reads it (it uses
+  the 19 high bits of each input register). Two full-rate instructions instead of two conversions; the
+  dropped parts are below 2^-20 |x|, so the product stays FP32-accurate (the tests bound it);
 - ``mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)`` -> ``(d0, d1, d2, d3)``:
   ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``, one warp's D (16 x 8) = A (16 x 8) B (8 x 8)
   + C. Fragments, with ``g = lane // 4`` and ``q = lane % 4`` (PTX ISA, "Matrix Fragments for
@@ -34,7 +38,8 @@ import threading
 import numpy as np
 from numba import config, types
 
-__all__ = ["mma_tf32", "split_tf32", "py_mma_tf32", "py_split_tf32", "tf32_round_bits"]
+__all__ = ["mma_tf32", "split_tf32", "split_tf32_trunc", "py_mma_tf32", "py_split_tf32", "py_split_tf32_trunc",
+           "tf32_round_bits"]
 
 SIM_WARP_TIMEOUT_S = 120.0
 
@@ -53,6 +58,13 @@ def py_split_tf32(x):
     """The simulator's split: (rna(x), rna(x - rna(x))) as uint32 bit patterns."""
     big = tf32_round_bits(x)
     small = tf32_round_bits(np.float32(np.float32(x) - _f32(big)))
+    return np.uint32(big), np.uint32(small)
+
+
+def py_split_tf32_trunc(x):
+    """The simulator's truncating split: (x with 13 low bits cleared, x - that in FP32) as uint32 bit patterns."""
+    big = int(np.float32(x).view(np.uint32)) & 0xFFFFE000
+    small = np.float32(np.float32(x) - _f32(big)).view(np.uint32)
     return np.uint32(big), np.uint32(small)
 
 
@@ -101,6 +113,7 @@ def py_mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
 
 if config.ENABLE_CUDASIM:
     split_tf32 = py_split_tf32
+    split_tf32_trunc = py_split_tf32_trunc
     mma_tf32 = py_mma_tf32
 else:
     from llvmlite import ir
@@ -120,6 +133,23 @@ else:
             fty = ir.FunctionType(ir.LiteralStructType([_I32, _I32]), [_F32])
             asm = ir.InlineAsm(fty, "{ .reg .f32 r; cvt.rna.tf32.f32 $0, $2; sub.f32 r, $2, $0; "
                                     "cvt.rna.tf32.f32 $1, r; }", "=r,=r,f")
+            res = builder.call(asm, [args[0]])
+            return context.make_tuple(builder, sig.return_type,
+                                      [builder.extract_value(res, 0), builder.extract_value(res, 1)])
+
+        return sig, codegen
+
+    @intrinsic
+    def split_tf32_trunc(typingctx, x):
+        """(x & ~0x1fff, x - that) as uint32 bit patterns: see the module docstring."""
+        if x != types.float32:
+            return None
+        sig = types.UniTuple(types.uint32, 2)(x)
+
+        def codegen(context, builder, sig, args):
+            fty = ir.FunctionType(ir.LiteralStructType([_I32, _I32]), [_F32])
+            asm = ir.InlineAsm(fty, "{ .reg .f32 r; and.b32 $0, $2, 0xFFFFE000; sub.f32 r, $2, $0; "
+                                    "mov.b32 $1, r; }", "=r,=r,f")
             res = builder.call(asm, [args[0]])
             return context.make_tuple(builder, sig.return_type,
                                       [builder.extract_value(res, 0), builder.extract_value(res, 1)])

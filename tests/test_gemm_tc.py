@@ -25,7 +25,7 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 
 from gpu import gemm_tc, gemm_vec, winograd_device  # noqa: E402
 from gpu.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
-from gpu.tensor_core import py_split_tf32, tf32_round_bits  # noqa: E402
+from gpu.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
 
@@ -60,6 +60,15 @@ def test_split_is_exact_to_fp32_precision():
         assert int(big) & 0x1FFF == 0 and int(small) & 0x1FFF == 0
         assert abs(float(v) - _f32(big) - _f32(small)) <= 2.0 ** -21 * abs(float(v))
         assert abs(float(v) - _f32(big)) > 0 or float(v) == _f32(big)
+
+
+def test_truncating_split_is_exact_to_fp32_precision():
+    x = np.random.default_rng(8).standard_normal(1000).astype(np.float32)
+    for v in x:
+        big, small = py_split_tf32_trunc(v)
+        assert int(big) & 0x1FFF == 0
+        # what the MMA reads of small: its 19 high bits
+        assert abs(float(v) - _f32(big) - _f32(int(small) & 0xFFFFE000)) <= 2.0 ** -20 * abs(float(v))
 
 
 def run_gemm(fn, layout, batch, tiles, C, K, extra_threads=0, seed=0):
@@ -99,9 +108,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("layout, shape, extra", CASES)
-def test_tc_gemm_matches_float64(layout, shape, extra):
-    fn = make_gemm_tc(*layout)
+@pytest.mark.parametrize("layout, shape, extra, split, pass_major",
+                         [c + ("rna", False) for c in CASES] + [CASES[1] + ("trunc", False), CASES[0] + ("trunc", True)])
+def test_tc_gemm_matches_float64(layout, shape, extra, split, pass_major):
+    fn = make_gemm_tc(*layout, split=split, pass_major=pass_major)
     M, ref, V, U = run_gemm(fn, layout, *shape, extra_threads=extra)
     assert not np.isnan(M).any()
     assert rel_err(M, ref) <= 1e-5
@@ -121,6 +131,8 @@ def test_tc_layouts():
         make_gemm_tc(8, 64, 16, 128)
     with pytest.raises(ValueError, match="KS=12"):
         make_gemm_tc(64, 64, 12, 128)
+    with pytest.raises(ValueError, match="split='rz'"):
+        make_gemm_tc(64, 64, 16, 128, 3, "rz")
     with pytest.raises(ValueError, match="stages=5"):
         make_gemm_tc(64, 64, 16, 128, 5)
 
