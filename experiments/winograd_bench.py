@@ -11,7 +11,8 @@ after every layer, so a crash keeps the layers done.
 Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with megasim's default parameters (as ``gpu.winograd.conv2d``
   with no mapping); ``fused_sweep_best`` (``--fused-sweep small``): the fastest of M in {1, 2, 4, 8} x
-  D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M;
+  D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M
+  (``--fused-sweep wide``: D_IG up to 16d, 20 points);
   ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
@@ -40,7 +41,7 @@ the small layers, vgg-1..3 the rest); ``--quick`` = 10 repeats, 2 warm-ups, laye
 yolov3-1 unless --layers is given.
 
     bash gpu/on_device.sh python -m experiments.winograd_bench [--layers vgg-1 resnet-1] [--quick]
-        [--out DIR] [--repeats 30] [--fused-sweep small|none]
+        [--out DIR] [--repeats 30] [--fused-sweep small|wide|none]
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ COLUMNS = ("layer", "impl", "median_ms", "min_ms", "max_ms", "rel_err", "status"
 TOL_FP32, TOL_TF32 = 1e-3, 1e-2
 QUICK_LAYERS = ("resnet-4", "yolov3-1")
 SWEEP_M = (1, 2, 4, 8)
-SWEEP_D_IG_FACTORS = (1, 2, 4)
+SWEEP_D_IG_FACTORS = {"small": (1, 2, 4), "wide": (1, 2, 4, 8, 16)}
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -140,9 +141,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def sweep_candidates(graph) -> list:
-    """The small Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} (d = smallest valid
-    D_IG for M, at least 1), D_GO = its default for M. Deduplicated, in order."""
+def sweep_candidates(graph, size: str = "small") -> list:
+    """The Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} ("small"; "wide" adds 8d and
+    16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. Deduplicated, in order."""
     from megasim.mapping import Algorithm1Params, counts, default_params
     n_g = counts(graph)["N_G"]
     out: list = []
@@ -151,7 +152,7 @@ def sweep_candidates(graph) -> list:
             continue
         base = default_params(graph, m)
         d = max(1, int(base.d_ig))
-        for f in SWEEP_D_IG_FACTORS:
+        for f in SWEEP_D_IG_FACTORS[size]:
             p = Algorithm1Params(max(int(base.d_ig), f * d) if f > 1 else int(base.d_ig), int(base.d_go), m)
             if p not in out:
                 out.append(p)
@@ -166,7 +167,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
-    ap.add_argument("--fused-sweep", choices=("small", "none"), default="small")
+    ap.add_argument("--fused-sweep", choices=("small", "wide", "none"), default="small",
+                    help="Algorithm 1 sweep for fused_sweep_best: small (12 points), wide (20), none")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
@@ -304,10 +306,10 @@ def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl:
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         traceback.print_exc()
         rows.append(error_row(name, impl, exc, detail=str(default.as_dict())))
-    if lb.args.fused_sweep != "small":
+    if lb.args.fused_sweep == "none":
         return
     sweep, best = [], None
-    for params in sweep_candidates(lb.plan.graph):
+    for params in sweep_candidates(lb.plan.graph, lb.args.fused_sweep):
         try:
             row, stats = fused_row(best_impl, params, repeats=10, warmup=2)
             sweep.append({**params.as_dict(), "median_ms": stats.median_ms, "rel_err": row["rel_err"],

@@ -208,7 +208,9 @@ def test_sweep_candidates_are_valid_and_include_default():
     cands = wb.sweep_candidates(graph)
     assert default_params(graph) in cands
     assert len(cands) == len(set(cands))
-    for p in cands:
+    wide = wb.sweep_candidates(graph, "wide")
+    assert set(cands) <= set(wide) and len(wide) == len(set(wide))
+    for p in wide:
         algorithm1(graph, p)        # raises MappingError if invalid
 
 
