@@ -24,6 +24,9 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
            (its acquire, pairing with the parent's fence), then ``syncthreads`` releases the block.
            A task that waits on nothing (input and filter transforms) needs no acquire and skips it.
 
+The fence is ``gpu.memory_fence.dependency_fence()``: ``threadfence`` (fence.sc.gpu) by default, or the
+lighter fence.acq_rel.gpu, which is all the protocol needs, with ``MEGASIM_DEPENDENCY_FENCE=acq_rel``.
+
 This is the barrier-plus-single-fence pattern of CUDA's cooperative-groups grid sync
 (``__syncthreads(); if (master) { __threadfence(); atomicAdd(...); spin; __threadfence(); }
 __syncthreads();``), split into its release half (parent) and acquire half (child).
@@ -50,6 +53,7 @@ import os
 from numba import config as numba_config
 from numba import cuda, int32
 
+from gpu.memory_fence import dependency_fence
 from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
@@ -195,7 +199,7 @@ def _claim_and_wait(table, ctl, counters, first):
                 ok = _wait_zero(counters, c0, ctl, pos, task)
             if ok == 1 and v1 > 0:
                 ok = _wait_zero(counters, c1, ctl, pos, task)
-            cuda.threadfence()  # acquire: pairs with the parents' fence before their decrement
+            dependency_fence()  # acquire: pairs with the parents' fence before their decrement
     return pos, ok
 
 
@@ -253,7 +257,7 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
         sig = table[pos, T_SIGNAL]
         sh[0] = -1
         if sig >= 0:
-            cuda.threadfence()  # release
+            dependency_fence()  # release
             if cuda.atomic.sub(counters, sig, 1) == 1 and ready:
                 sh[0] = sig     # this signal completed the counter: the block releases its waiters
         if tracing and not ready:
