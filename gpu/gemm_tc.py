@@ -16,10 +16,6 @@ through dynamic shared memory (``shared_bytes``); every thread of the block call
   (rows past the group, columns past K, channels past C) are zero-filled by the copies; C % 4 or K % 4
   not 0 falls back to 4-byte copies.
 - The epilogue writes each lane's accumulators (two adjacent columns per row) to M, edges masked.
-- ``paired``: which physical k of a stage feeds which k slot of an MMA is free, as long as A and B agree.
-  With ``paired`` slot q is physical k 2q and slot q + 4 is 2q + 1, so a lane's two A values of a row are
-  adjacent (one 64-bit load, A row stride KS + 8) and its two B values are consecutive rows (B row
-  stride GK + 4 keeps a warp's reads on distinct banks); 4 A loads per 8 k instead of 8.
 
 Layout rules (``ValueError`` otherwise): NT a multiple of 32 with NT / 32 = WM * WN, T a multiple of 16 WM,
 GK of 8 WN, KS of 8.
@@ -32,18 +28,15 @@ from numba import cuda, float32, uint32
 
 from gpu.async_copy import cp_async4, cp_async16, cp_async_commit, cp_async_wait_group
 from gpu.tensor_core import mma_tf32, split_tf32, split_tf32_trunc
-from gpu.vector_access import SHARED_ALIGNMENT, load1, load2, store1, store2
+from gpu.vector_access import SHARED_ALIGNMENT, load1, store1
 
 ZERO = np.float32(0.0)
 # gpu.winograd_device's P_* indices (repeated to avoid an import cycle; a test checks them equal).
 _P_C, _P_K, _P_TILES, _P_KTILES = 3, 4, 10, 13
 
 
-def gemm_tc_shared_bytes(T: int, GK: int, KS: int, stages: int, paired: bool = False) -> int:
-    """Dynamic shared memory of ``make_gemm_tc``: ``stages`` slots of A (T x (KS + 4)) and B (KS x (GK + 8));
-    paired: A (T x (KS + 8)) and B (KS x (GK + 4))."""
-    if paired:
-        return 4 * stages * (T * (KS + 8) + KS * (GK + 4))
+def gemm_tc_shared_bytes(T: int, GK: int, KS: int, stages: int) -> int:
+    """Dynamic shared memory of ``make_gemm_tc``: ``stages`` slots of A (T x (KS + 4)) and B (KS x (GK + 8))."""
     return 4 * stages * (T * (KS + 4) + KS * (GK + 8))
 
 
@@ -70,13 +63,11 @@ SPLITS = ("rna", "trunc")
 
 
 def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str = "rna",
-                 pass_major: bool = False, paired: bool = False):
+                 pass_major: bool = False):
     """A GEMM task device function ``gemm(g, j, prm, V, U, M)`` on tensor cores (module docstring).
     ``split``: "rna" (``gpu.tensor_core.split_tf32``, two conversions) or "trunc" (``split_tf32_trunc``,
     an ``and`` and a ``sub``). ``pass_major``: issue the 3 passes each over all tiles (else the 3 MMAs
-    of a tile back to back, each waiting on the one before). ``paired``: a lane's two k of a fragment
-    are adjacent physical k (module docstring), read by one 64-bit load for A; the epilogue writes
-    each lane's two columns with one 64-bit store."""
+    of a tile back to back, each waiting on the one before)."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: want one of {SPLITS}")
     if stages not in (2, 3, 4):
@@ -90,13 +81,8 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
     NACC = MT * NN * 4
     NAF = 4 * MT                  # A fragment registers per lane (per TF32 half)
     NBF = 2 * NN                  # B ...
-    PAIRED = bool(paired)
-    # row strides: a warp's fragment reads on distinct banks (module docstring)
-    AS2 = KS + 8 if PAIRED else KS + 4
-    BS = GK + 4 if PAIRED else GK + 8
-    KQ_A = 1 if PAIRED else 4     # smem distance of a lane's two A k (slots q and q + 4)
-    KQ_B = BS if PAIRED else 4 * BS
-    KOFF = 2 if PAIRED else 1     # smem k of slot q: KOFF * q
+    AS2 = KS + 4
+    BS = GK + 8
     A_ST = T * AS2
     ST = A_ST + KS * BS           # floats per ring slot
     KQ4 = KS // 4
@@ -162,22 +148,14 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
         for k8 in range(K8):
             for mt in range(MT):
                 q = pa + mt * (16 * AS2) + k8 * 8
-                if PAIRED:
-                    x0, x2 = load2(smem, q)
-                    x1, x3 = load2(smem, q + 8 * AS2)
-                else:
-                    x0 = load1(smem, q)
-                    x1 = load1(smem, q + 8 * AS2)
-                    x2 = load1(smem, q + KQ_A)
-                    x3 = load1(smem, q + 8 * AS2 + KQ_A)
-                ah[4 * mt], al[4 * mt] = split_op(x0)
-                ah[4 * mt + 1], al[4 * mt + 1] = split_op(x1)
-                ah[4 * mt + 2], al[4 * mt + 2] = split_op(x2)
-                ah[4 * mt + 3], al[4 * mt + 3] = split_op(x3)
+                ah[4 * mt], al[4 * mt] = split_op(load1(smem, q))
+                ah[4 * mt + 1], al[4 * mt + 1] = split_op(load1(smem, q + 8 * AS2))
+                ah[4 * mt + 2], al[4 * mt + 2] = split_op(load1(smem, q + 4))
+                ah[4 * mt + 3], al[4 * mt + 3] = split_op(load1(smem, q + 8 * AS2 + 4))
             for nn in range(NN):
                 q = pb + k8 * (8 * BS) + nn * 8
                 bh[2 * nn], bl[2 * nn] = split_op(load1(smem, q))
-                bh[2 * nn + 1], bl[2 * nn + 1] = split_op(load1(smem, q + KQ_B))
+                bh[2 * nn + 1], bl[2 * nn + 1] = split_op(load1(smem, q + 4 * BS))
             if PASS_MAJOR:   # each pass over all tiles: no MMA waits on the one just issued
                 for ps in range(3):
                     for mt in range(MT):
@@ -246,8 +224,8 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
         tq = lane - gq * 4
         wm = warp // WN
         wn = warp - wm * WN
-        a_lane = (wm * (MT * 16) + gq) * AS2 + KOFF * tq  # As[row g of the warp's first m-tile, k of slot q]
-        b_lane = A_ST + KOFF * tq * BS + wn * (NN * 8) + gq  # Bs[k of slot q, column g of its first n-tile]
+        a_lane = (wm * (MT * 16) + gq) * AS2 + tq         # As[row g of the warp's first m-tile, k q]
+        b_lane = A_ST + tq * BS + wn * (NN * 8) + gq      # Bs[k q, column g of its first n-tile]
         for q in range(NACC):
             acc[q] = ZERO
         for p in range(NS - 1):                  # prologue: stages 0 .. NS-2
@@ -271,7 +249,6 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
         wait_all()                               # (only empty groups can be left) before smem reuse
         if active:
             m_base = (e * tiles + row0) * K + col0
-            pair_out = K % 2 == 0                # then every (row, even column) of M is 8-byte aligned
             for mt in range(MT):
                 for nn in range(NN):
                     o = (mt * NN + nn) * 4
@@ -280,15 +257,12 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
                     for h in range(2):
                         rr = r + 8 * h
                         if rr < rows:
-                            if PAIRED and pair_out and n + 1 < width:
-                                store2(M, m_base + rr * K + n, acc[o + 2 * h], acc[o + 2 * h + 1])
-                            else:
-                                if n < width:
-                                    store1(M, m_base + rr * K + n, acc[o + 2 * h])
-                                if n + 1 < width:
-                                    store1(M, m_base + rr * K + n + 1, acc[o + 2 * h + 1])
+                            if n < width:
+                                store1(M, m_base + rr * K + n, acc[o + 2 * h])
+                            if n + 1 < width:
+                                store1(M, m_base + rr * K + n + 1, acc[o + 2 * h + 1])
 
-    gemm_tc.shared_bytes = gemm_tc_shared_bytes(T, GK, KS, NS, PAIRED)
+    gemm_tc.shared_bytes = gemm_tc_shared_bytes(T, GK, KS, NS)
     gemm_tc.layout = dict(T=T, GK=GK, KS=KS, NT=NT, stages=NS, WM=WM, WN=WN, math="3xtf32", split=split,
-                          pass_major=PASS_MAJOR, paired=PAIRED)
+                          pass_major=PASS_MAJOR)
     return gemm_tc

@@ -6,15 +6,13 @@ Why: Numba indexes an array through a negative-index wrap-around per dimension (
 array's C-order data directly:
 
 - ``load1(a, i)`` / ``store1(a, i, v)``: one element;
-- ``load2(a, i)`` / ``store2(a, i, v0, v1)``: elements ``i, i + 1`` moved by one 64-bit instruction
-  (the tensor-core GEMM's paired fragments and epilogue, ``gpu.gemm_tc``);
 - ``load4(a, i)`` / ``store4(a, i, v0, v1, v2, v3)``: elements ``i .. i + 3`` moved by one 128-bit
   instruction (``ld.shared.v4.f32``: a thread's 4-float register fragment in one LDS.128, as cuBLAS
   reads it; ``st.global.v4.f32`` for four consecutive outputs).
 
 Contract (not checked, as in CUDA C): ``a`` is a C-contiguous float32 array of any rank, ``i`` a flat
-element index with ``0 <= i`` and ``i (+ 3) < a.size``; for the 2- and 4-wide forms ``i`` is a multiple
-of 2 or 4 and the data is 8- or 16-byte aligned (device allocations are; declare shared arrays with
+element index with ``0 <= i`` and ``i (+ 3) < a.size``; for the 4-wide forms ``i`` is a multiple of 4
+and the data is 16-byte aligned (device allocations are; declare shared arrays with
 ``alignment=SHARED_ALIGNMENT``). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) all four are
 their plain-Python forms ``py_*`` (also usable on NumPy arrays anywhere), with the contract asserted,
 so CI checks every index the kernels compute.
@@ -24,8 +22,8 @@ from __future__ import annotations
 
 from numba import config, types
 
-__all__ = ["SHARED_ALIGNMENT", "load1", "load2", "load4", "store1", "store2", "store4", "py_load1", "py_load2",
-           "py_load4", "py_store1", "py_store2", "py_store4"]
+__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "store1", "store4", "py_load1", "py_load4", "py_store1",
+           "py_store4"]
 
 # ``alignment=`` for a shared array read with load4 (the CUDA simulator rejects the argument).
 SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
@@ -33,7 +31,7 @@ SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
 
 def _flat(a, i, width):
     flat = a.reshape(-1)
-    assert 0 <= i <= flat.size - width and i % width == 0, \
+    assert 0 <= i <= flat.size - width and (width == 1 or i % 4 == 0), \
         f"flat access of {width} at {i} of {flat.size}"
     return flat
 
@@ -46,19 +44,6 @@ def py_load1(a, i):
 def py_store1(a, i, v):
     """a.flat[i] = v: the plain-Python form, contract asserted."""
     _flat(a, i, 1)[i] = v
-
-
-def py_load2(a, i):
-    """a.flat[i], a.flat[i + 1]: the plain-Python form, contract asserted."""
-    flat = _flat(a, i, 2)
-    return flat[i], flat[i + 1]
-
-
-def py_store2(a, i, v0, v1):
-    """a.flat[i:i + 2] = v0, v1: the plain-Python form, contract asserted."""
-    flat = _flat(a, i, 2)
-    flat[i] = v0
-    flat[i + 1] = v1
 
 
 def py_load4(a, i):
@@ -78,7 +63,6 @@ def py_store4(a, i, v0, v1, v2, v3):
 
 if config.ENABLE_CUDASIM:
     load1, store1, load4, store4 = py_load1, py_store1, py_load4, py_store4
-    load2, store2 = py_load2, py_store2
 
 else:
     from llvmlite import ir
@@ -86,7 +70,6 @@ else:
 
     _F32 = ir.FloatType()
     _VEC4 = ir.VectorType(_F32, 4)
-    _VEC2 = ir.VectorType(_F32, 2)
 
     def _accepts(a, i) -> bool:
         return (isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32
@@ -125,37 +108,6 @@ else:
             return context.get_dummy_value()
 
         return types.void(a, i, v), codegen
-
-    @intrinsic
-    def load2(typingctx, a, i):
-        """a.flat[i], a.flat[i + 1] in one 64-bit load (see the module contract)."""
-        if not _accepts(a, i):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _VEC2)
-            vec = builder.load(ptr, align=8)
-            parts = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(2)]
-            return context.make_tuple(builder, sig.return_type, parts)
-
-        return types.UniTuple(types.float32, 2)(a, i), codegen
-
-    @intrinsic
-    def store2(typingctx, a, i, v0, v1):
-        """a.flat[i:i + 2] = v0, v1 in one 64-bit store (see the module contract)."""
-        if not _accepts(a, i):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ptr = _element_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _VEC2)
-            vec = ir.Constant(_VEC2, ir.Undefined)
-            for k in range(2):
-                vec = builder.insert_element(vec, _f32(context, builder, args[2 + k], sig.args[2 + k]),
-                                             ir.Constant(ir.IntType(32), k))
-            builder.store(vec, ptr, align=8)
-            return context.get_dummy_value()
-
-        return types.void(a, i, v0, v1), codegen
 
     @intrinsic
     def load4(typingctx, a, i):

@@ -108,12 +108,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("layout, shape, extra, split, pass_major, paired",
-                         [c + ("rna", False, False) for c in CASES]
-                         + [CASES[1] + ("trunc", False, False), CASES[0] + ("trunc", True, False)]
-                         + [c + ("trunc", False, True) for c in CASES])
-def test_tc_gemm_matches_float64(layout, shape, extra, split, pass_major, paired):
-    fn = make_gemm_tc(*layout, split=split, pass_major=pass_major, paired=paired)
+@pytest.mark.parametrize("layout, shape, extra, split, pass_major",
+                         [c + ("rna", False) for c in CASES] + [CASES[1] + ("trunc", False), CASES[0] + ("trunc", True)])
+def test_tc_gemm_matches_float64(layout, shape, extra, split, pass_major):
+    fn = make_gemm_tc(*layout, split=split, pass_major=pass_major)
     M, ref, V, U = run_gemm(fn, layout, *shape, extra_threads=extra)
     assert not np.isnan(M).any()
     assert rel_err(M, ref) <= 1e-5
@@ -129,7 +127,6 @@ def test_tc_layouts():
     assert warp_grid(128, 64, 256) == (4, 2)
     assert make_gemm_tc(64, 64, 16, 128, 3).shared_bytes == 4 * 3 * (64 * 20 + 16 * 72)
     assert make_gemm_tc(64, 64, 16, 128, 3).layout["math"] == "3xtf32"
-    assert make_gemm_tc(64, 64, 16, 128, 3, paired=True).shared_bytes == 4 * 3 * (64 * 24 + 16 * 68)
     with pytest.raises(ValueError, match="no tensor-core GEMM layout for T=8"):
         make_gemm_tc(8, 64, 16, 128)
     with pytest.raises(ValueError, match="KS=12"):
