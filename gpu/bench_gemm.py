@@ -15,7 +15,8 @@ times with CUDA events (median of ``--repeats``):
   (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+;
 - ``tc_TxGKxKSxNTxS[t]``: ``gpu.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor
   cores, FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+); suffix ``t``: the truncating
-  split (``split="trunc"``), ``p``: pass-major MMA order (``pass_major=True``).
+  split (``split="trunc"``). (Session 23 also tried a pass-major MMA order, "p", and paired-k fragment
+  loads, "k": slower / no faster; in git history.)
 
 Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
 checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
     ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[rR] (gpu.gemm_vec)")
-    ap.add_argument("--tc-variants", nargs="*", default=[], help="TxGKxKSxNTxS[t][p] (gpu.gemm_tc, 3xTF32)")
+    ap.add_argument("--tc-variants", nargs="*", default=[], help="TxGKxKSxNTxS[t] (gpu.gemm_tc, 3xTF32)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
     ap.add_argument("--repeats", type=int, default=20)
@@ -139,14 +140,14 @@ def main(argv=None) -> int:
 
     for s in args.tc_variants:
         try:
-            m = re.match(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(t?)(p?)$", s)
+            m = re.match(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(t?)$", s)
             if not m:
                 raise ValueError("no match")
             T, GK, KS, NT, S = (int(m.group(i)) for i in range(1, 6))
-            fn = make_gemm_tc(T, GK, KS, NT, S, "trunc" if m.group(6) else "rna", bool(m.group(7)))
+            fn = make_gemm_tc(T, GK, KS, NT, S, "trunc" if m.group(6) else "rna")
         except ValueError as exc:
-            raise SystemExit(f"--tc-variants {s!r} is not allowed: want TxGKxKSxNTxS[t][p], e.g. "
-                             f"64x64x16x128x4 or 64x64x16x128x3tp (t: the truncating split, p: pass-major MMAs) ({exc})")
+            raise SystemExit(f"--tc-variants {s!r} is not allowed: want TxGKxKSxNTxS[t], e.g. "
+                             f"64x64x16x128x4 or 64x64x16x128x3t (t: the truncating split) ({exc})")
         kernels[f"tc_{s}"] = (wrap(fn), T, GK, KS, NT, fn.shared_bytes)
 
     dv = cuda.get_current_device()

@@ -9,7 +9,14 @@ through dynamic shared memory (``shared_bytes``); every thread of the block call
   fragment).
 - Per 8 k, a lane reads its A fragments (4 floats per m-tile) and B fragments (2 per n-tile) from shared
   memory, splits each into TF32 (big, small) once, and issues 3 MMAs per tile: small x big, big x small,
-  big x big (the small products first, into the same accumulator).
+  big x big (the small products first, into the same accumulator). ``split="trunc"`` (what
+  ``MEGASIM_GEMM_MATH=3xtf32`` runs) splits with an ``and`` and a ``sub``; "rna" with two ``cvt.rna``,
+  which on the H200 made the GEMM 1.2x slower (the conversions' pipe, not the MMAs, was the limit).
+- Measured (H200, session 23, ``gpu.bench_gemm --tc-variants 64x64x16x128x3t``): 116-117% of cuBLAS FP32
+  SGEMM on the 13 Table-2 GEMM phases (geometric mean; 99-132%), rel err <= 4e-6 against float64 (the
+  FP32-pipe kernels: <= 3e-7; the tensor cores' FP32 accumulation rounds less carefully). Tried and not
+  kept: bigger block tiles (128 x 64, 64 x 128, 128 x 128: slower), KS 24 / 32 (slower), a pass-major MMA
+  order (slower), 64-bit paired-k fragment loads (no faster).
 - Staging: both operands by ``cp.async`` into a ring of ``stages`` slots (as ``make_gemm_staged``'s "c"):
   A as it lies, As[r, kk] with row stride KS + 4, B as Bs[kk, n] with row stride GK + 8. Those strides put
   a warp's fragment reads (A: rows g, columns q; B: rows q, columns g) on 32 distinct banks. Edges
@@ -62,12 +69,10 @@ def warp_grid(T: int, GK: int, NT: int) -> tuple[int, int]:
 SPLITS = ("rna", "trunc")
 
 
-def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str = "rna",
-                 pass_major: bool = False):
+def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str = "rna"):
     """A GEMM task device function ``gemm(g, j, prm, V, U, M)`` on tensor cores (module docstring).
     ``split``: "rna" (``gpu.tensor_core.split_tf32``, two conversions) or "trunc" (``split_tf32_trunc``,
-    an ``and`` and a ``sub``). ``pass_major``: issue the 3 passes each over all tiles (else the 3 MMAs
-    of a tile back to back, each waiting on the one before)."""
+    an ``and`` and a ``sub``)."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: want one of {SPLITS}")
     if stages not in (2, 3, 4):
@@ -95,7 +100,6 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
     wait_ring = cp_async_wait_group(NS - 2)
     wait_all = cp_async_wait_group(0)
     split_op = split_tf32 if split == "rna" else split_tf32_trunc
-    PASS_MAJOR = bool(pass_major)
 
     @cuda.jit(device=True)
     def issue(smem, V, U, tid, v_base, u_base, rows, width, c, C, K, slot, vec_a, vec_b):
@@ -156,42 +160,21 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
                 q = pb + k8 * (8 * BS) + nn * 8
                 bh[2 * nn], bl[2 * nn] = split_op(load1(smem, q))
                 bh[2 * nn + 1], bl[2 * nn + 1] = split_op(load1(smem, q + 4 * BS))
-            if PASS_MAJOR:   # each pass over all tiles: no MMA waits on the one just issued
-                for ps in range(3):
-                    for mt in range(MT):
-                        for nn in range(NN):
-                            o = (mt * NN + nn) * 4
-                            a = 4 * mt
-                            b = 2 * nn
-                            if ps == 0:
-                                d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
-                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                            elif ps == 1:
-                                d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
-                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                            else:
-                                d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
-                                                          acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                            acc[o] = d0
-                            acc[o + 1] = d1
-                            acc[o + 2] = d2
-                            acc[o + 3] = d3
-            else:
-                for mt in range(MT):
-                    for nn in range(NN):
-                        o = (mt * NN + nn) * 4
-                        a = 4 * mt
-                        b = 2 * nn
-                        d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
-                                                  acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                        d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
-                                                  d0, d1, d2, d3)
-                        d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
-                                                  d0, d1, d2, d3)
-                        acc[o] = d0
-                        acc[o + 1] = d1
-                        acc[o + 2] = d2
-                        acc[o + 3] = d3
+            for mt in range(MT):
+                for nn in range(NN):
+                    o = (mt * NN + nn) * 4
+                    a = 4 * mt
+                    b = 2 * nn
+                    d0, d1, d2, d3 = mma_tf32(al[a], al[a + 1], al[a + 2], al[a + 3], bh[b], bh[b + 1],
+                                              acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                    d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bl[b], bl[b + 1],
+                                              d0, d1, d2, d3)
+                    d0, d1, d2, d3 = mma_tf32(ah[a], ah[a + 1], ah[a + 2], ah[a + 3], bh[b], bh[b + 1],
+                                              d0, d1, d2, d3)
+                    acc[o] = d0
+                    acc[o + 1] = d1
+                    acc[o + 2] = d2
+                    acc[o + 3] = d3
 
     @cuda.jit(device=True)
     def gemm_tc(g, j, prm, V, U, M):
@@ -263,6 +246,5 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
                                 store1(M, m_base + rr * K + n + 1, acc[o + 2 * h + 1])
 
     gemm_tc.shared_bytes = gemm_tc_shared_bytes(T, GK, KS, NS)
-    gemm_tc.layout = dict(T=T, GK=GK, KS=KS, NT=NT, stages=NS, WM=WM, WN=WN, math="3xtf32", split=split,
-                          pass_major=PASS_MAJOR)
+    gemm_tc.layout = dict(T=T, GK=GK, KS=KS, NT=NT, stages=NS, WM=WM, WN=WN, math="3xtf32", split=split)
     return gemm_tc

@@ -124,7 +124,6 @@ def _kernels() -> dict:
     for layout in ((64, 64, 16, 128, 4), (64, 64, 32, 128, 3), (32, 64, 16, 128, 4), (128, 64, 16, 128, 3)):
         out["gemm_tc_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_tc(*layout)), gemm_args)
     out["gemm_tc_64x64x16x128x3t"] = (_one_block_per_task(make_gemm_tc(64, 64, 16, 128, 3, "trunc")), gemm_args)
-    out["gemm_tc_64x64x16x128x3tp"] = (_one_block_per_task(make_gemm_tc(64, 64, 16, 128, 3, "trunc", True)), gemm_args)
     out.update(_sparse_kernels())
     return out
 
