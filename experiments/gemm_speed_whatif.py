@@ -41,7 +41,11 @@ def faster_gemm(spec, factor: float) -> dict:
     costs = dict(spec.task_costs)
     if KIND not in costs:
         raise MegasimError(f"spec {spec.name!r} has no {KIND!r} task cost to speed up")
-    costs[KIND] = dataclasses.replace(costs[KIND], compute_efficiency=costs[KIND].compute_efficiency * factor)
+    eff = costs[KIND].compute_efficiency
+    if not 0 < eff * factor <= 1:
+        raise MegasimError(f"--factor {factor:g} is not allowed: the GEMM's compute efficiency {eff:.4f} would become "
+                           f"{eff * factor:.4f}; allowed up to {1 / eff:.4f} (efficiency 1)")
+    costs[KIND] = dataclasses.replace(costs[KIND], compute_efficiency=eff * factor)
     return {"task_costs": costs}
 
 
