@@ -122,39 +122,30 @@ else:
     _F32 = ir.FloatType()
     _I32 = ir.IntType(32)
 
-    @intrinsic
-    def split_tf32(typingctx, x):
-        """(rna(x), rna(x - rna(x))) as TF32 bit patterns (uint32): see the module docstring."""
-        if x != types.float32:
-            return None
-        sig = types.UniTuple(types.uint32, 2)(x)
+    def _split_intrinsic(ptx: str, doc: str):
+        """An intrinsic ``f(x: float32) -> (uint32, uint32)`` running ``ptx`` ($0, $1 out, $2 = x)."""
+        @intrinsic
+        def split(typingctx, x):
+            if x != types.float32:
+                return None
+            sig = types.UniTuple(types.uint32, 2)(x)
 
-        def codegen(context, builder, sig, args):
-            fty = ir.FunctionType(ir.LiteralStructType([_I32, _I32]), [_F32])
-            asm = ir.InlineAsm(fty, "{ .reg .f32 r; cvt.rna.tf32.f32 $0, $2; sub.f32 r, $2, $0; "
-                                    "cvt.rna.tf32.f32 $1, r; }", "=r,=r,f")
-            res = builder.call(asm, [args[0]])
-            return context.make_tuple(builder, sig.return_type,
-                                      [builder.extract_value(res, 0), builder.extract_value(res, 1)])
+            def codegen(context, builder, sig, args):
+                fty = ir.FunctionType(ir.LiteralStructType([_I32, _I32]), [_F32])
+                res = builder.call(ir.InlineAsm(fty, ptx, "=r,=r,f"), [args[0]])
+                return context.make_tuple(builder, sig.return_type,
+                                          [builder.extract_value(res, 0), builder.extract_value(res, 1)])
 
-        return sig, codegen
+            return sig, codegen
+        split.__doc__ = doc
+        return split
 
-    @intrinsic
-    def split_tf32_trunc(typingctx, x):
-        """(x & ~0x1fff, x - that) as uint32 bit patterns: see the module docstring."""
-        if x != types.float32:
-            return None
-        sig = types.UniTuple(types.uint32, 2)(x)
-
-        def codegen(context, builder, sig, args):
-            fty = ir.FunctionType(ir.LiteralStructType([_I32, _I32]), [_F32])
-            asm = ir.InlineAsm(fty, "{ .reg .f32 r; and.b32 $0, $2, 0xFFFFE000; sub.f32 r, $2, $0; "
-                                    "mov.b32 $1, r; }", "=r,=r,f")
-            res = builder.call(asm, [args[0]])
-            return context.make_tuple(builder, sig.return_type,
-                                      [builder.extract_value(res, 0), builder.extract_value(res, 1)])
-
-        return sig, codegen
+    split_tf32 = _split_intrinsic(
+        "{ .reg .f32 r; cvt.rna.tf32.f32 $0, $2; sub.f32 r, $2, $0; cvt.rna.tf32.f32 $1, r; }",
+        "(rna(x), rna(x - rna(x))) as TF32 bit patterns (uint32): see the module docstring.")
+    split_tf32_trunc = _split_intrinsic(
+        "{ .reg .f32 r; and.b32 $0, $2, 0xFFFFE000; sub.f32 r, $2, $0; mov.b32 $1, r; }",
+        "(x & ~0x1fff, x - that) as uint32 bit patterns: see the module docstring.")
 
     @intrinsic
     def mma_tf32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):

@@ -24,6 +24,7 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 
 from gpu import gemm_vec
 from gpu.gemm_vec import make_gemm_staged
+from tests.gemm_harness import rel_err, run_gemm
 
 pytestmark = pytest.mark.cudasim
 
@@ -35,35 +36,6 @@ def _fast_simulator_barriers():
         sys.setswitchinterval(2e-4)
     yield
     sys.setswitchinterval(old)
-
-
-def run_gemm(fn, layout, batch, tiles, C, K, seed=0):
-    """M = V @ U through ``fn`` (one block per task, NT threads), and the float64 reference."""
-    T, GK, NT = layout[0], layout[1], layout[3]
-    groups = -(-tiles // T)
-    kts = -(-K // GK)
-    prm = np.zeros(16, np.int32)
-    prm[gemm_vec._P_C], prm[gemm_vec._P_K] = C, K
-    prm[gemm_vec._P_TILES], prm[gemm_vec._P_KTILES] = tiles, kts
-    rng = np.random.default_rng(seed)
-    V = rng.standard_normal((batch, tiles, C)).astype(np.float32)
-    U = rng.standard_normal((batch, C, K)).astype(np.float32)
-    M = np.full((batch, tiles, K), np.nan, np.float32)
-    table = np.array([(0, g, e * kts + kt) for e in range(batch) for g in range(groups) for kt in range(kts)],
-                     np.int32)
-
-    @cuda.jit
-    def kern(table, prm, V, U, M):
-        b = cuda.blockIdx.x
-        fn(table[b, 1], table[b, 2], prm, V, U, M)
-
-    kern[len(table), NT, 0, fn.shared_bytes](table, prm, V, U, M)
-    ref = np.einsum("etc,eck->etk", V.astype(np.float64), U.astype(np.float64))
-    return M, ref
-
-
-def rel_err(m, ref):
-    return float(np.linalg.norm(m.astype(np.float64) - ref) / np.linalg.norm(ref))
 
 
 # (layout T, GK, KS, NT, SK), (batch, tiles, C, K)
@@ -82,7 +54,7 @@ CASES = [
 @pytest.mark.parametrize("layout, shape", CASES)
 def test_v_variant_matches_float64(layout, shape):
     fn = make_gemm_staged(*layout, staging="v")
-    M, ref = run_gemm(fn, layout, *shape)
+    M, ref, _, _ = run_gemm(fn, layout, *shape)
     assert not np.isnan(M).any()
     assert rel_err(M, ref) <= 1e-5
 
@@ -92,7 +64,7 @@ def test_v_variant_matches_float64(layout, shape):
                                            ((16, 16, 8, 8, 2), (1, 6, 44, 16))])   # 6 k-steps
 def test_a_variant_indices_match_float64(layout, shape, stages):
     fn = make_gemm_staged(*layout, staging="a", stages=stages)
-    M, ref = run_gemm(fn, layout, *shape)
+    M, ref, _, _ = run_gemm(fn, layout, *shape)
     assert not np.isnan(M).any()
     assert rel_err(M, ref) <= 1e-5
 
@@ -109,7 +81,7 @@ def test_a_variant_indices_match_float64(layout, shape, stages):
 ])
 def test_c_variant_indices_match_float64(layout, shape, stages):
     fn = make_gemm_staged(*layout, staging="c", stages=stages)
-    M, ref = run_gemm(fn, layout, *shape)
+    M, ref, _, _ = run_gemm(fn, layout, *shape)
     assert not np.isnan(M).any()
     assert rel_err(M, ref) <= 1e-5
 

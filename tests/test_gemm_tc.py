@@ -26,6 +26,7 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 from gpu import gemm_tc, gemm_vec, winograd_device  # noqa: E402
 from gpu.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
 from gpu.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
+from tests.gemm_harness import P_C, P_K, P_KTILES, P_TILES, rel_err, run_gemm  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
 
@@ -71,35 +72,6 @@ def test_truncating_split_is_exact_to_fp32_precision():
         assert abs(float(v) - _f32(big) - _f32(int(small) & 0xFFFFE000)) <= 2.0 ** -20 * abs(float(v))
 
 
-def run_gemm(fn, layout, batch, tiles, C, K, extra_threads=0, seed=0):
-    """M = V @ U through ``fn`` (one block per task, NT + extra_threads threads), and the float64 reference."""
-    T, GK, NT = layout[0], layout[1], layout[3]
-    groups = -(-tiles // T)
-    kts = -(-K // GK)
-    prm = np.zeros(16, np.int32)
-    prm[gemm_tc._P_C], prm[gemm_tc._P_K] = C, K
-    prm[gemm_tc._P_TILES], prm[gemm_tc._P_KTILES] = tiles, kts
-    rng = np.random.default_rng(seed)
-    V = rng.standard_normal((batch, tiles, C)).astype(np.float32)
-    U = rng.standard_normal((batch, C, K)).astype(np.float32)
-    M = np.full((batch, tiles, K), np.nan, np.float32)
-    table = np.array([(0, g, e * kts + kt) for e in range(batch) for g in range(groups) for kt in range(kts)],
-                     np.int32)
-
-    @cuda.jit
-    def kern(table, prm, V, U, M):
-        b = cuda.blockIdx.x
-        fn(table[b, 1], table[b, 2], prm, V, U, M)
-
-    kern[len(table), NT + extra_threads, 0, fn.shared_bytes](table, prm, V, U, M)
-    ref = np.einsum("etc,eck->etk", V.astype(np.float64), U.astype(np.float64))
-    return M, ref, V, U
-
-
-def rel_err(m, ref):
-    return float(np.linalg.norm(m.astype(np.float64) - ref) / np.linalg.norm(ref))
-
-
 # (T, GK, KS, NT, stages), (batch, tiles, C, K), extra (idle) threads in the block
 CASES = [
     ((32, 16, 8, 64, 2), (1, 37, 13, 21), 32),   # C, K odd: 4-byte copies; 2 row groups, the 2nd partial
@@ -137,7 +109,8 @@ def test_tc_layouts():
 
 
 def test_parameter_indices_match_the_executor():
-    assert (gemm_tc._P_C, gemm_tc._P_K, gemm_tc._P_TILES, gemm_tc._P_KTILES) == (
-        winograd_device.P_C, winograd_device.P_K, winograd_device.P_TILES, winograd_device.P_KTILES)
-    assert (gemm_vec._P_C, gemm_vec._P_K) == (winograd_device.P_C, winograd_device.P_K)
+    wd = (winograd_device.P_C, winograd_device.P_K, winograd_device.P_TILES, winograd_device.P_KTILES)
+    assert (gemm_tc._P_C, gemm_tc._P_K, gemm_tc._P_TILES, gemm_tc._P_KTILES) == wd
+    assert (gemm_vec._P_C, gemm_vec._P_K, gemm_vec._P_TILES, gemm_vec._P_KTILES) == wd
+    assert (P_C, P_K, P_TILES, P_KTILES) == wd
     assert winograd_device.GEMM_MATH in winograd_device.GEMM_MATHS
