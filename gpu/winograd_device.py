@@ -21,7 +21,9 @@ listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 16, 128 threa
 compile-time specialised path with an 8 x 8 register tile per thread, 128-bit shared fragments, B
 by cp.async copies into a 4-stage ring and A through registers (``gpu.gemm_vec.make_gemm_staged``,
 staging "a", 4 stages: it fits 128 registers); any other
-config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). A device function may return
+config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). With
+``MEGASIM_GEMM_MATH=3xtf32`` (read at import) the two specialised configs run ``gpu.gemm_tc`` instead:
+tensor cores, FP32-accurate by the 3xTF32 split. A device function may return
 early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
 """
