@@ -66,6 +66,10 @@ def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None
     if graph.kind_names != KINDS or graph.wait_counters.shape[1] > 2 or graph.signal_counters.shape[1] > 1:
         raise KernelInputError("the megakernel runs Winograd TaskGraphs (kinds ftrans, itrans, gemm, otrans; "
                                "at most 2 waits and 1 signal per task)")
+    if cfg.gemm_math != "fp32" and cfg.gemm_math != dev.GEMM_MATH:
+        raise KernelInputError(f"gemm_math={cfg.gemm_math!r} is not allowed in this process: its kernels were built "
+                               f"with MEGASIM_GEMM_MATH={dev.GEMM_MATH!r} (set MEGASIM_GEMM_MATH={cfg.gemm_math} "
+                               "before the first import of gpu)")
     smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step, cfg.gemm_threads)
     if smem > 48 * 1024:
         raise KernelInputError(f"GEMM staging needs {smem} bytes of shared memory; at most 49152 are allowed "

@@ -19,7 +19,7 @@ from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, WinogradConfig, gemm_kernel_order,
+from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, gemm_kernel_order,
                                        lower_winograd)
 from megasim.mapping import (DISPATCHES, STYLES, Algorithm1Params, Schedule, algorithm1, default_params,
                              naive_fused, nonfused)
@@ -33,7 +33,7 @@ _INT_KEYS = {"D_IG": "d_ig", "D_GO": "d_go", "M": "m", "t": "tiles_per_group", "
              "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads",
              "pairs": "transform_pairs_per_thread", "gemm_threads": "gemm_threads",
              "blocks_per_sm": "blocks_per_sm", "ready_window": "ready_window"}
-_STR_KEYS = {"style": ("style", STYLES), "dispatch": ("dispatch", DISPATCHES)}
+_STR_KEYS = {"style": ("style", STYLES), "dispatch": ("dispatch", DISPATCHES), "gemm_math": ("gemm_math", GEMM_MATHS)}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Plan:
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None
     ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
+    gemm_math: str = "fp32"             # "3xtf32": the tensor-core GEMM's footprint (gpu side: MEGASIM_GEMM_MATH)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -76,7 +77,7 @@ class Plan:
         return WinogradConfig(m=self.tile, tiles_per_group=self.tiles_per_group,
                               transform_threads=self.transform_threads,
                               transform_pairs_per_thread=self.pairs_per_thread, gemm_k_tile=self.gemm_k_tile,
-                              gemm_threads=self.gemm_threads)
+                              gemm_threads=self.gemm_threads, gemm_math=self.gemm_math)
 
     @classmethod
     def parse(cls, schedule: str = "fused", text: str | None = None) -> "Plan":
@@ -127,6 +128,8 @@ class Plan:
             if value is not None:
                 parts.append(f"{key}={value}")
         parts += [f"style={self.style}", f"dispatch={self.dispatch}"]
+        if self.gemm_math != "fp32":
+            parts.append(f"gemm_math={self.gemm_math}")
         return ",".join(parts)
 
     def as_dict(self) -> dict[str, Any]:

@@ -325,6 +325,17 @@ def test_persistent_blockidx_is_rejected():
         conv2d(x, w, config=cfg(m=2, t=4), style="persistent", dispatch="blockidx")
 
 
+def test_gemm_math_must_match_the_process():
+    from gpu import winograd_device as dev
+    other = "3xtf32" if dev.GEMM_MATH == "fp32" else None
+    if other is None:
+        pytest.skip("this process runs MEGASIM_GEMM_MATH=3xtf32: every config is allowed")
+    x, w = inputs(1, 2, 3, 3, 3, seed=12)
+    with pytest.raises(KernelInputError, match="gemm_math='3xtf32' is not allowed in this process") as info:
+        conv2d(x, w, config=WinogradConfig(m=2, tiles_per_group=4, gemm_math=other))
+    assert "\n" not in str(info.value)
+
+
 def test_mapping_error_passes_through():
     x, w = inputs(*AWKWARD, seed=13)
     with pytest.raises(MappingError):
@@ -391,10 +402,15 @@ def test_model_knows_the_kernels_gemm_footprint():
     """megasim's occupancy uses the GEMM kernel's shared memory and registers: they must agree with
     gpu/'s own sizing for the specialised paths and the generic path."""
     from gpu import winograd_device as dev
-    from megasim.lowering.winograd import GEMM_FAST_PATHS
-    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS.items():
+    from megasim.lowering.winograd import GEMM_FAST_PATHS_BY_MATH
+    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS_BY_MATH[dev.GEMM_MATH].items():
         assert dev.gemm_shared_bytes(t, gk, ks, thr) == smem
-        assert WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr).gemm_shared_bytes == smem
+        assert WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr,
+                              gemm_math=dev.GEMM_MATH).gemm_shared_bytes == smem
+    # the other math's footprints: what gpu.gemm_tc / gpu.gemm_vec would allocate
+    from gpu.gemm_tc import make_gemm_tc
+    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS_BY_MATH["3xtf32"].items():
+        assert make_gemm_tc(t, gk, ks, thr, stages=3, split="trunc").shared_bytes == smem
     for t, gk, ks, thr in [(4, 8, 4, 32), (6, 10, 3, 64), (32, 64, 8, 256), (16, 48, 8, 128)]:
         cfg = WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr)
         assert cfg.gemm_shared_bytes == dev.gemm_shared_bytes(t, gk, ks, thr), (t, gk, ks, thr)

@@ -226,3 +226,20 @@ def test_pairs_per_thread_default_by_schedule():
         assert len(t3) < len(t1)
         assert g1.flops[t1].sum() == pytest.approx(g3.flops[t3].sum())
     assert g1.flops.sum() == pytest.approx(g3.flops.sum())
+
+
+def test_gemm_math_sets_the_gemm_footprint_and_parses():
+    from megasim.errors import MegasimError
+    from megasim.plan import Plan
+    fp32 = WinogradConfig()
+    tc = WinogradConfig(gemm_math="3xtf32")
+    assert fp32.gemm_shared_bytes == 25088 and tc.gemm_shared_bytes == 4 * 3 * (64 * 20 + 16 * 72)
+    assert tc.gemm_registers_used == fp32.gemm_registers_used == 128
+    with pytest.raises(MegasimError, match="gemm_math='bf16' is not allowed"):
+        WinogradConfig(gemm_math="bf16")
+    plan = Plan.parse("fused", "M=4,gemm_math=3xtf32")
+    assert plan.config.gemm_math == "3xtf32" and "gemm_math=3xtf32" in plan.param_string()
+    assert Plan.parse("fused", plan.param_string()).config == plan.config
+    assert "gemm_math" not in Plan.parse("fused", "M=4").param_string()
+    with pytest.raises(MegasimError, match="--param gemm_math='tf32' is not allowed"):
+        Plan.parse("fused", "gemm_math=tf32")

@@ -66,6 +66,11 @@ FLOAT_BYTES = 4
 # gemm_shared_bytes below; a test checks both against gpu/'s own sizing, so the model's occupancy is the
 # real kernel's.
 GEMM_FAST_PATHS = {(32, 64, 16, 128): (128, 24576), (64, 64, 16, 128): (128, 25088)}
+# The same two configs with gemm_math="3xtf32" (gpu.gemm_tc on tensor cores, a 3-slot cp.async ring of
+# t x 20 + 16 x 72 floats; the GEMM kernel is still capped at 128 registers).
+GEMM_MATHS = ("fp32", "3xtf32")
+GEMM_FAST_PATHS_BY_MATH = {"fp32": GEMM_FAST_PATHS,
+                           "3xtf32": {(32, 64, 16, 128): (128, 21504), (64, 64, 16, 128): (128, 29184)}}
 GEMM_GENERIC_REGISTERS = 128
 # The megakernels (gpu/megakernel.py): the per-task one capped at 128 registers per thread (4 blocks of
 # 128 threads per SM) and the persistent one at 216 (its claim loop keeps more live: 2 blocks per SM).
@@ -101,8 +106,11 @@ class WinogradConfig:
     gemm_registers: int | None = None
     megakernel_registers: int = MEGAKERNEL_REGISTERS
     persistent_megakernel_registers: int = PERSISTENT_MEGAKERNEL_REGISTERS
+    gemm_math: str = "fp32"         # "3xtf32": gpu.gemm_tc's footprint for the specialised configs
 
     def __post_init__(self) -> None:
+        if self.gemm_math not in GEMM_MATHS:
+            raise LoweringError(f"gemm_math={self.gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}")
         if self.m not in SUPPORTED_TILES:
             raise LoweringError(f"m={self.m!r} is not allowed: Winograd output tile must be one of {SUPPORTED_TILES}")
         if (isinstance(self.transform_pairs_per_thread, bool) or not isinstance(self.transform_pairs_per_thread, int)
@@ -150,14 +158,15 @@ class WinogradConfig:
     def gemm_registers_used(self) -> int:
         if self.gemm_registers is not None:
             return self.gemm_registers
-        return GEMM_FAST_PATHS.get(self._gemm_key, (GEMM_GENERIC_REGISTERS, 0))[0]
+        return GEMM_FAST_PATHS_BY_MATH[self.gemm_math].get(self._gemm_key, (GEMM_GENERIC_REGISTERS, 0))[0]
 
     @property
     def gemm_shared_bytes(self) -> int:
         """Dynamic shared memory of a GEMM block: the specialised path's, or two stages of A (k_step x t)
         and B (k_step x gemm_k_tile), padded to the register tile."""
-        if self._gemm_key in GEMM_FAST_PATHS:
-            return GEMM_FAST_PATHS[self._gemm_key][1]
+        paths = GEMM_FAST_PATHS_BY_MATH[self.gemm_math]
+        if self._gemm_key in paths:
+            return paths[self._gemm_key][1]
         pad = GEMM_REGISTER_TILE
         rows = -(-self.tiles_per_group // pad) * pad
         cols = -(-self.gemm_k_tile // pad) * pad
