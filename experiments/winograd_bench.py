@@ -163,7 +163,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m experiments.winograd_bench", description=__doc__.split("\n")[0])
     ap.add_argument("--layers", nargs="+", default=None, help="Table-2 names or specs (default: all 13)")
     ap.add_argument("--quick", action="store_true", help=f"10 repeats, 2 warm-ups, layers {', '.join(QUICK_LAYERS)}")
-    ap.add_argument("--out", default=None, help="output directory (default experiments/results/<device-slug>)")
+    ap.add_argument("--out", default=None, help="output directory (default experiments/results/<device-slug>, "
+                    "and its gemm_3xtf32/ with MEGASIM_GEMM_MATH=3xtf32)")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
@@ -505,9 +506,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fp32_torch_flags()
     dmeta = device_meta(torch, cuda)
     slug = device_slug(dmeta["device"])
-    out_dirs = [Path(args.out) if args.out else _REPO / "experiments" / "results" / slug]
+    # another GEMM math writes beside the FP32 results, never over them
+    math_dir = "" if os.environ.get("MEGASIM_GEMM_MATH", "fp32") == "fp32" else f"gemm_{os.environ['MEGASIM_GEMM_MATH']}"
+    out_dirs = [Path(args.out) if args.out else _REPO / "experiments" / "results" / slug / math_dir]
     if os.environ.get("OUT") and not args.out:
-        out_dirs.append(Path(os.environ["OUT"]) / "results" / slug)
+        out_dirs.append(Path(os.environ["OUT"]) / "results" / slug / math_dir)
     meta = provenance({
         **dmeta, "script": NAME, "layers": args.layers, "batch": args.batch, "seed": args.seed,
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
