@@ -39,6 +39,7 @@ from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
                             otrans_pair_m2, otrans_pair_m4)
+from megasim.lowering.winograd import GEMM_MATHS
 
 # Kind ids: the position in megasim.lowering.winograd.KINDS.
 FTRANS, ITRANS, GEMM, OTRANS = 0, 1, 2, 3
@@ -273,7 +274,6 @@ FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 # on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc: 3-stage cp.async ring, the truncating
 # split, 1.2x the "rna" split's speed in bench_gemm on the H200); "fp32" (the
 # default) is the FP32-pipe path above. Every kernel of the process (non-fused GEMM, megakernel) uses it.
-GEMM_MATHS = ("fp32", "3xtf32")
 GEMM_MATH = os.environ.get("MEGASIM_GEMM_MATH", "fp32")
 if GEMM_MATH not in GEMM_MATHS:
     raise ValueError(f"MEGASIM_GEMM_MATH={GEMM_MATH!r}: want one of {GEMM_MATHS}")

@@ -10,8 +10,6 @@ C and K not multiples of 4 or of the tile, fewer rows than T, more k-steps than 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -24,18 +22,10 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 
 from gpu import gemm_vec
 from gpu.gemm_vec import make_gemm_staged
+from tests.gemm_harness import fast_simulator_barriers  # noqa: F401  (autouse fixture)
 from tests.gemm_harness import rel_err, run_gemm
 
 pytestmark = pytest.mark.cudasim
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 # (layout T, GK, KS, NT, SK), (batch, tiles, C, K)

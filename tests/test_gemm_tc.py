@@ -11,8 +11,6 @@ The error bound 1e-5 is the point: a single TF32 product (no split) gives ~3e-4 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -27,17 +25,9 @@ from gpu import gemm_tc, gemm_vec, winograd_device  # noqa: E402
 from gpu.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
 from gpu.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
 from tests.gemm_harness import P_C, P_K, P_KTILES, P_TILES, rel_err, run_gemm  # noqa: E402
+from tests.gemm_harness import fast_simulator_barriers  # noqa: E402,F401  (autouse fixture)
 
 pytestmark = pytest.mark.cudasim
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def _f32(bits: int) -> float:
