@@ -47,24 +47,6 @@ def gemm_tc_shared_bytes(T: int, GK: int, KS: int, stages: int) -> int:
     return 4 * stages * (T * (KS + 4) + KS * (GK + 8))
 
 
-@cuda.jit(device=True)
-def copy_quad(smem, d, src_arr, src, avail, vec):
-    """cp.async of src_arr.flat[src:src + 4] to smem.flat[d:d + 4], the elements at or past ``avail`` (all
-    when avail <= 0) zero-filled. ``vec``: one 16-byte copy, for an operand whose quads are all in or
-    all out (a row length % 4 == 0); else four 4-byte copies."""
-    if vec:
-        if avail > 0:
-            cp_async16(smem, d, src_arr, src, 16)
-        else:
-            cp_async16(smem, d, src_arr, 0, 0)
-    else:
-        for i in range(4):
-            if i < avail:
-                cp_async4(smem, d + i, src_arr, src + i, 4)
-            else:
-                cp_async4(smem, d + i, src_arr, 0, 0)
-
-
 def warp_grid(T: int, GK: int, NT: int) -> tuple[int, int]:
     """(WM, WN) for NT / 32 warps: the squarest grid whose warp tiles are whole 16 x 8 MMA tiles."""
     nw = NT // 32
@@ -129,16 +111,40 @@ def make_gemm_tc(T: int, GK: int, KS: int, NT: int, stages: int = 4, split: str 
                 r = idx // KQ4
                 kq = idx - r * KQ4
                 k0 = c + kq * 4
-                avail = C - k0 if r < rows else 0
-                copy_quad(smem, a0 + r * AS2 + kq * 4, V, v_base + r * C + k0, avail, vec_a)
+                d = a0 + r * AS2 + kq * 4
+                src = v_base + r * C + k0
+                rok = r < rows
+                if vec_a:
+                    if rok and k0 < C:
+                        cp_async16(smem, d, V, src, 16)
+                    else:
+                        cp_async16(smem, d, V, 0, 0)
+                else:
+                    for i in range(4):
+                        if rok and k0 + i < C:
+                            cp_async4(smem, d + i, V, src + i, 4)
+                        else:
+                            cp_async4(smem, d + i, V, 0, 0)
         b0 = a0 + A_ST
         for ll in range(LB):
             idx = tid + ll * NT
             if idx < QB:
                 kk = idx // GQ
                 n0 = (idx - kk * GQ) * 4
-                avail = width - n0 if c + kk < C else 0
-                copy_quad(smem, b0 + kk * BS + n0, U, u_base + (c + kk) * K + n0, avail, vec_b)
+                d = b0 + kk * BS + n0
+                krow = c + kk < C
+                src = u_base + (c + kk) * K + n0
+                if vec_b:
+                    if krow and n0 < width:
+                        cp_async16(smem, d, U, src, 16)
+                    else:
+                        cp_async16(smem, d, U, 0, 0)
+                else:
+                    for i in range(4):
+                        if krow and n0 + i < width:
+                            cp_async4(smem, d + i, U, src + i, 4)
+                        else:
+                            cp_async4(smem, d + i, U, 0, 0)
 
     @cuda.jit(device=True)
     def mma_stage(acc, smem, pa, pb, ah, al, bh, bl):
