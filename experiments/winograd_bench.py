@@ -12,7 +12,9 @@ Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with megasim's default parameters (as ``gpu.winograd.conv2d``
   with no mapping); ``fused_sweep_best`` (``--fused-sweep small``): the fastest of M in {1, 2, 4, 8} x
   D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M
-  (``--fused-sweep wide``: D_IG up to 16d, 20 points);
+  (``--fused-sweep wide``: D_IG up to 16d, 20 points; ``--fused-sweep space``: the optimiser's default
+  space at the bench's t, M in {1, 2, 4, 8, 16} x d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4}, 60 points,
+  ``megasim.mapping.scaled_params``);
   ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
@@ -143,10 +145,21 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def sweep_candidates(graph, size: str = "small") -> list:
     """The Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} ("small"; "wide" adds 8d and
-    16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. Deduplicated, in order."""
-    from megasim.mapping import Algorithm1Params, counts, default_params
+    16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. "space": the optimiser's
+    default space (M, d_ig_x, d_go_x; ``megasim.search.default_space``) at this graph's t. Deduplicated,
+    in order."""
+    from megasim.mapping import Algorithm1Params, counts, default_params, scaled_params
     n_g = counts(graph)["N_G"]
     out: list = []
+    if size == "space":
+        from megasim.search import default_space
+        values = {p.name: p.values for p in default_space().parameters}
+        for m in values["M"]:
+            for d_ig_x in values["d_ig_x"]:
+                for d_go_x in values["d_go_x"]:
+                    if m <= n_g and (p := scaled_params(graph, m, d_ig_x, d_go_x)) not in out:
+                        out.append(p)
+        return out
     for m in SWEEP_M:
         if m > n_g:
             continue
@@ -168,8 +181,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
-    ap.add_argument("--fused-sweep", choices=("small", "wide", "none"), default="small",
-                    help="Algorithm 1 sweep for fused_sweep_best: small (12 points), wide (20), none")
+    ap.add_argument("--fused-sweep", choices=("small", "wide", "space", "none"), default="small",
+                    help="Algorithm 1 sweep for fused_sweep_best: small (12 points), wide (20), space (the "
+                    "optimiser's default space at t, 60), none")
+    ap.add_argument("--ready-sweep", choices=("small", "wide", "space", "none"), default=None,
+                    help="the same for fused_ready_sweep_best (default: as --fused-sweep)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
@@ -297,9 +313,10 @@ class LayerBench:
                          repeats=self.args.repeats if repeats is None else repeats, rotate=sets or self.sets)
 
 
-def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl: str, best_impl: str) -> None:
+def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl: str, best_impl: str,
+               sweep_size: str) -> None:
     """The fused rows of one dispatch: ``impl`` at the default parameters, ``best_impl`` the best of the
-    small sweep (its points in ``meta[best_impl[:-5]]``, e.g. "fused_sweep")."""
+    ``sweep_size`` sweep (its points in ``meta[best_impl[:-5]]``, e.g. "fused_sweep")."""
     name = lb.p.name
     try:
         row, _ = fused_row(impl, default, check_api=True)
@@ -307,10 +324,10 @@ def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl:
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         traceback.print_exc()
         rows.append(error_row(name, impl, exc, detail=str(default.as_dict())))
-    if lb.args.fused_sweep == "none":
+    if sweep_size == "none":
         return
     sweep, best = [], None
-    for params in sweep_candidates(lb.plan.graph, lb.args.fused_sweep):
+    for params in sweep_candidates(lb.plan.graph, sweep_size):
         try:
             row, stats = fused_row(best_impl, params, repeats=10, warmup=2)
             sweep.append({**params.as_dict(), "median_ms": stats.median_ms, "rel_err": row["rel_err"],
@@ -361,8 +378,10 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
 
     default = default_params(graph)
     meta["fused_default"] = default.as_dict()
-    for impl, best_impl in (("fused", "fused_sweep_best"), ("fused_ready", "fused_ready_sweep_best")):
-        _run_fused(lb, rows, meta, fused_row, default, impl, best_impl)
+    ready_sweep = lb.args.fused_sweep if lb.args.ready_sweep is None else lb.args.ready_sweep
+    for impl, best_impl, size in (("fused", "fused_sweep_best", lb.args.fused_sweep),
+                                  ("fused_ready", "fused_ready_sweep_best", ready_sweep)):
+        _run_fused(lb, rows, meta, fused_row, default, impl, best_impl, size)
     try:
         prep = PreparedSchedule(lb.plan_nonfused, winograd_nonfused(lb.plan_nonfused.graph), kernels="per_kind")
         lb.poison(lb.ws[0].Y)
@@ -514,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance({
         **dmeta, "script": NAME, "layers": args.layers, "batch": args.batch, "seed": args.seed,
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
+        "ready_sweep": args.fused_sweep if args.ready_sweep is None else args.ready_sweep,
         "config": args.config, "ours_only": args.ours_only,
         "gemm_math": os.environ.get("MEGASIM_GEMM_MATH", "fp32"),
         "reference": "float64 torch conv2d on the GPU with cuDNN disabled (im2col + DGEMM); spot-checked against a "

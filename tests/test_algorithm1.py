@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from megasim.errors import MappingError
 from megasim.lowering import WinogradConfig, lower_winograd
 from megasim.mapping import (Algorithm1Params, algorithm1, check_valid, counts, default_params, first_violation,
-                             naive_fused, nonfused, random_order)
+                             naive_fused, nonfused, random_order, scaled_params)
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import ConvProblem, parse_layer
 
@@ -194,3 +194,29 @@ def test_named_minimums_on_known_graph():
     assert name == "D_GO" and d_go % (2 * (16 + 36)) == 0
     assert_permutation_and_valid(g, algorithm1(g, Algorithm1Params(d_ig, d_go, 2)))
     assert default_params(g, m=2) == Algorithm1Params(d_ig, d_go, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems, st.integers(1, 16), st.sampled_from([1, 2, 8]), st.sampled_from([1, 2, 4]))
+def test_scaled_params_are_valid_multiples(prob, m, d_ig_x, d_go_x):
+    """The optimiser's coordinates: (1, 1) is the tightest map; larger multiples stay valid and grow."""
+    graph = graph_of(*prob)
+    n_g = counts(graph)["N_G"]
+    if m > n_g:
+        with pytest.raises(MappingError, match=rf"^M={m} is not allowed: .*N_G={n_g}$"):
+            scaled_params(graph, m, d_ig_x, d_go_x)
+        return
+    base = default_params(graph, m)
+    assert scaled_params(graph, m) == base
+    params = scaled_params(graph, m, d_ig_x, d_go_x)
+    assert params.m == m and params.d_go == round(d_go_x * base.d_go)
+    assert params.d_ig >= base.d_ig and (params.d_ig > base.d_ig) == (d_ig_x > 1)
+    assert_permutation_and_valid(graph, algorithm1(graph, params))
+
+
+@pytest.mark.parametrize("kw,needle", [({"d_ig_x": 0.5}, "d_ig_x=0.5 is not allowed"),
+                                       ({"d_go_x": float("nan")}, "d_go_x=nan is not allowed")])
+def test_scaled_params_bad_multiples(kw, needle):
+    graph = graph_of(2, 16, 16, 12, 12, 4, 4, 32, 8)
+    with pytest.raises(MappingError, match=needle):
+        scaled_params(graph, 1, **kw)

@@ -203,7 +203,7 @@ def test_format_table_and_slug():
 
 
 def test_sweep_candidates_are_valid_and_include_default():
-    from megasim.mapping import default_params
+    from megasim.mapping import counts, default_params
     graph = lower_winograd(ConvProblem(2, 16, 16, 12, 12), WinogradConfig(tiles_per_group=4, gemm_k_tile=8))
     cands = wb.sweep_candidates(graph)
     assert default_params(graph) in cands
@@ -212,6 +212,12 @@ def test_sweep_candidates_are_valid_and_include_default():
     assert set(cands) <= set(wide) and len(wide) == len(set(wide))
     for p in wide:
         algorithm1(graph, p)        # raises MappingError if invalid
+    space = wb.sweep_candidates(graph, "space")
+    assert default_params(graph, 1) in space and len(space) == len(set(space))
+    assert {p.m for p in space} == {m for m in (1, 2, 4, 8, 16) if m <= counts(graph)["N_G"]}
+    assert len({p.d_go for p in space if p.m == 1}) == 3
+    for p in space:
+        algorithm1(graph, p)
 
 
 def test_parse_args_defaults():

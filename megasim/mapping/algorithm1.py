@@ -182,3 +182,22 @@ def default_params(graph: TaskGraph, m: int = 4) -> Algorithm1Params:
         if _valid(graph, _build(st, d_ig, iters, m)):
             return Algorithm1Params(d_ig, iters * step_blocks, m)
     raise MappingError("no valid Algorithm 1 parameters found")  # pragma: no cover
+
+
+def scaled_params(graph: TaskGraph, m: int, d_ig_x: float = 1, d_go_x: float = 1) -> Algorithm1Params:
+    """Parameters as multiples of the tightest valid ones for M (the optimiser's coordinates).
+
+    ``D_IG = min + (d_ig_x - 1) * unit``, the unit being the smallest valid D_IG, or one step's worth
+    of input transforms (``M * S_I``) when that is 0; ``D_GO = d_go_x * min``. Multiples >= 1 keep
+    every point valid. MappingError when M exceeds the number of groups N_G.
+    """
+    st = _streams(graph)
+    if m > st.n_g:
+        raise MappingError(f"M={m} is not allowed: it must be at most the number of groups N_G={st.n_g}")
+    for name, x in (("d_ig_x", d_ig_x), ("d_go_x", d_go_x)):
+        if not x >= 1:
+            raise MappingError(f"{name}={x!r} is not allowed: it must be a number >= 1")
+    base = default_params(graph, m)
+    unit = base.d_ig if base.d_ig > 0 else m * st.s_i
+    return Algorithm1Params(int(base.d_ig + round((float(d_ig_x) - 1) * unit)),
+                            int(round(float(d_go_x) * base.d_go)), m)

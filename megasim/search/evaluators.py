@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
 from megasim.lowering.winograd import WinogradConfig, lower_winograd, winograd_shape
-from megasim.mapping import Algorithm1Params, algorithm1, default_params
+from megasim.mapping import Algorithm1Params, algorithm1, scaled_params
 from megasim.plan import Plan
 from megasim.search.cache import Cache, device_name, model_fingerprint
 from megasim.search.record import Record
@@ -64,15 +64,12 @@ def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
                          transform_pairs_per_thread=int(point["pairs"]),
                          gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
     graph = graph if graph is not None else _graph(problem, cfg)
-    shape = winograd_shape(problem, cfg)
     m = int(point["M"])
-    if m > shape.groups:
-        raise MegasimError(f"M={m} is not allowed: it must be at most the number of groups N_G={shape.groups}")
-    base = default_params(graph, m)
-    unit = base.d_ig if base.d_ig > 0 else m * shape.s_i
-    d_ig = int(base.d_ig + round((float(point["d_ig_x"]) - 1) * unit))
-    d_go = int(round(float(point["d_go_x"]) * base.d_go))
-    return Plan("fused", d_ig, d_go, m, tiles_per_group=cfg.tiles_per_group,
+    groups = winograd_shape(problem, cfg).groups
+    if m > groups:
+        raise MegasimError(f"M={m} is not allowed: it must be at most the number of groups N_G={groups}")
+    params = scaled_params(graph, m, point["d_ig_x"], point["d_go_x"])
+    return Plan("fused", params.d_ig, params.d_go, m, tiles_per_group=cfg.tiles_per_group,
                 transform_threads=cfg.transform_threads,
                 transform_pairs_per_thread=cfg.transform_pairs_per_thread, gemm_k_tile=cfg.gemm_k_tile,
                 gemm_threads=cfg.gemm_threads, style=point["style"], dispatch=point["dispatch"],
