@@ -10,11 +10,12 @@ after every layer, so a crash keeps the layers done.
 
 Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with megasim's default parameters (as ``gpu.winograd.conv2d``
-  with no mapping); ``fused_sweep_best`` (``--fused-sweep small``): the fastest of M in {1, 2, 4, 8} x
-  D_IG in {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M
-  (``--fused-sweep wide``: D_IG up to 16d, 20 points; ``--fused-sweep space``: the optimiser's default
-  space at the bench's t, M in {1, 2, 4, 8, 16} x d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4}, 60 points,
-  ``megasim.mapping.scaled_params``);
+  with no mapping); ``fused_sweep_best``: the fastest point of an Algorithm 1 sweep, by default
+  (``--fused-sweep space``) the optimiser's default space at the bench's t: M in {1, 2, 4, 8, 16} x
+  d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4} (multiples of the tightest valid D_IG and D_GO for M,
+  ``megasim.mapping.scaled_params``), 60 points; ``--fused-sweep small``: M in {1, 2, 4, 8} x D_IG in
+  {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M, 12 points
+  (the sweep of sessions 1-23); ``wide``: the same with D_IG up to 16d, 20 points;
   ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
@@ -43,7 +44,7 @@ the small layers, vgg-1..3 the rest); ``--quick`` = 10 repeats, 2 warm-ups, laye
 yolov3-1 unless --layers is given.
 
     bash gpu/on_device.sh python -m experiments.winograd_bench [--layers vgg-1 resnet-1] [--quick]
-        [--out DIR] [--repeats 30] [--fused-sweep small|wide|none]
+        [--out DIR] [--repeats 30] [--fused-sweep space|small|wide|none] [--ready-sweep small|...]
 """
 
 from __future__ import annotations
@@ -181,11 +182,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
-    ap.add_argument("--fused-sweep", choices=("small", "wide", "space", "none"), default="small",
-                    help="Algorithm 1 sweep for fused_sweep_best: small (12 points), wide (20), space (the "
-                    "optimiser's default space at t, 60), none")
-    ap.add_argument("--ready-sweep", choices=("small", "wide", "space", "none"), default=None,
-                    help="the same for fused_ready_sweep_best (default: as --fused-sweep)")
+    ap.add_argument("--fused-sweep", choices=("space", "small", "wide", "none"), default="space",
+                    help="Algorithm 1 sweep for fused_sweep_best: space (the optimiser's default space at t, "
+                    "60 points; default), small (12), wide (20), none")
+    ap.add_argument("--ready-sweep", choices=("small", "wide", "space", "none"), default="small",
+                    help="the same for fused_ready_sweep_best (default small)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
@@ -378,9 +379,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
 
     default = default_params(graph)
     meta["fused_default"] = default.as_dict()
-    ready_sweep = lb.args.fused_sweep if lb.args.ready_sweep is None else lb.args.ready_sweep
     for impl, best_impl, size in (("fused", "fused_sweep_best", lb.args.fused_sweep),
-                                  ("fused_ready", "fused_ready_sweep_best", ready_sweep)):
+                                  ("fused_ready", "fused_ready_sweep_best", lb.args.ready_sweep)):
         _run_fused(lb, rows, meta, fused_row, default, impl, best_impl, size)
     try:
         prep = PreparedSchedule(lb.plan_nonfused, winograd_nonfused(lb.plan_nonfused.graph), kernels="per_kind")
@@ -533,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance({
         **dmeta, "script": NAME, "layers": args.layers, "batch": args.batch, "seed": args.seed,
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
-        "ready_sweep": args.fused_sweep if args.ready_sweep is None else args.ready_sweep,
+        "ready_sweep": args.ready_sweep,
         "config": args.config, "ours_only": args.ours_only,
         "gemm_math": os.environ.get("MEGASIM_GEMM_MATH", "fp32"),
         "reference": "float64 torch conv2d on the GPU with cuDNN disabled (im2col + DGEMM); spot-checked against a "

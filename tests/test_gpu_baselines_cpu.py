@@ -222,7 +222,7 @@ def test_sweep_candidates_are_valid_and_include_default():
 
 def test_parse_args_defaults():
     a = wb.parse_args([])
-    assert a.layers == list(TABLE2_NAMES) and a.repeats == 30 and a.warmup == 5 and a.fused_sweep == "small"
+    assert a.layers == list(TABLE2_NAMES) and a.repeats == 30 and a.warmup == 5 and a.fused_sweep == "space" and a.ready_sweep == "small"
     q = wb.parse_args(["--quick"])
     assert q.layers == list(wb.QUICK_LAYERS) and q.repeats == 10
     c = wb.parse_args(["--layers", "vgg-1", "--repeats", "25", "--fused-sweep", "none"])
