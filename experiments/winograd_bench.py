@@ -15,7 +15,8 @@ Implementations (``impl``):
   d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4} (multiples of the tightest valid D_IG and D_GO for M,
   ``megasim.mapping.scaled_params``), 60 points; ``--fused-sweep small``: M in {1, 2, 4, 8} x D_IG in
   {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M, 12 points
-  (the sweep of sessions 1-23); ``wide``: the same with D_IG up to 16d, 20 points;
+  (the sweep of sessions 1-23); ``wide``: the same with D_IG up to 16d, 20 points; ``deep``: ``space``
+  with d_go_x in {1, 2, 4, 8, 16}, 100 points;
   ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
@@ -44,7 +45,7 @@ the small layers, vgg-1..3 the rest); ``--quick`` = 10 repeats, 2 warm-ups, laye
 yolov3-1 unless --layers is given.
 
     bash gpu/on_device.sh python -m experiments.winograd_bench [--layers vgg-1 resnet-1] [--quick]
-        [--out DIR] [--repeats 30] [--fused-sweep space|small|wide|none] [--ready-sweep small|...]
+        [--out DIR] [--repeats 30] [--fused-sweep space|deep|small|wide|none] [--ready-sweep small|...]
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ TF32_IMPLS = frozenset({"cudnn_best_tf32"})
 COLUMNS = ("layer", "impl", "median_ms", "min_ms", "max_ms", "rel_err", "status", "detail", "repeats", "sets", "tflops")
 TOL_FP32, TOL_TF32 = 1e-3, 1e-2
 QUICK_LAYERS = ("resnet-4", "yolov3-1")
+SWEEPS = ("space", "deep", "small", "wide", "none")
 SWEEP_M = (1, 2, 4, 8)
 SWEEP_D_IG_FACTORS = {"small": (1, 2, 4), "wide": (1, 2, 4, 8, 16)}
+SWEEP_DEEP_D_GO_X = (1, 2, 4, 8, 16)   # "deep": the space's M and d_ig_x with D_GO up to 16x its minimum
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -147,14 +150,17 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 def sweep_candidates(graph, size: str = "small") -> list:
     """The Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} ("small"; "wide" adds 8d and
     16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. "space": the optimiser's
-    default space (M, d_ig_x, d_go_x; ``megasim.search.default_space``) at this graph's t. Deduplicated,
-    in order."""
+    default space (M, d_ig_x, d_go_x; ``megasim.search.default_space``) at this graph's t; "deep": the same
+    with d_go_x up to 16 (SWEEP_DEEP_D_GO_X; the space's best sat at d_go_x = 4, its edge, on most
+    layers). Deduplicated, in order."""
     from megasim.mapping import Algorithm1Params, counts, default_params, scaled_params
     n_g = counts(graph)["N_G"]
     out: list = []
-    if size == "space":
+    if size in ("space", "deep"):
         from megasim.search import default_space
         values = {p.name: p.values for p in default_space().parameters}
+        if size == "deep":
+            values["d_go_x"] = SWEEP_DEEP_D_GO_X
         for m in values["M"]:
             for d_ig_x in values["d_ig_x"]:
                 for d_go_x in values["d_go_x"]:
@@ -182,10 +188,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
-    ap.add_argument("--fused-sweep", choices=("space", "small", "wide", "none"), default="space",
+    ap.add_argument("--fused-sweep", choices=SWEEPS, default="space",
                     help="Algorithm 1 sweep for fused_sweep_best: space (the optimiser's default space at t, "
-                    "60 points; default), small (12), wide (20), none")
-    ap.add_argument("--ready-sweep", choices=("small", "wide", "space", "none"), default="small",
+                    "60 points; default), deep (space with D_GO to 16x, 100), small (12), wide (20), none")
+    ap.add_argument("--ready-sweep", choices=SWEEPS, default="small",
                     help="the same for fused_ready_sweep_best (default small)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)

@@ -218,6 +218,8 @@ def test_sweep_candidates_are_valid_and_include_default():
     assert len({p.d_go for p in space if p.m == 1}) == 3
     for p in space:
         algorithm1(graph, p)
+    deep = wb.sweep_candidates(graph, "deep")
+    assert set(space) < set(deep) and len({p.d_go for p in deep if p.m == 1}) == 5
 
 
 def test_parse_args_defaults():
