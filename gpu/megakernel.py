@@ -80,6 +80,17 @@ CTL_SIZE = 24
 TRACE_COLS = 5
 
 DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
+SH_INTS = 5                   # static shared memory of a block: position, ok, kind, group, index
+# Where the block's threads take the claimed row's kind, group and index: "broadcast" (thread 0 reads
+# them beside the counters, before the acquire fence, and passes them through shared memory) or
+# "reload" (every thread reads the row again after the barrier, as until session 24; after a GEMM's or
+# an output transform's acquire fence, which drops the line from L1, that is another L2 round trip).
+# MEGASIM_CLAIM_ROW, read at import.
+CLAIM_ROWS = ("broadcast", "reload")
+CLAIM_ROW = os.environ.get("MEGASIM_CLAIM_ROW", "broadcast")
+if CLAIM_ROW not in CLAIM_ROWS:
+    raise ValueError(f"MEGASIM_CLAIM_ROW={CLAIM_ROW!r}: want one of {CLAIM_ROWS}")
+BROADCAST_ROW = CLAIM_ROW == "broadcast"
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -174,19 +185,25 @@ def _release(ctl, counters, c):
 
 @cuda.jit(device=True)
 def _claim_and_wait(table, ctl, counters, first):
-    """Thread 0: the next map position of this block and whether its parents are done (1) or the
-    block must give up (0)."""
+    """Thread 0: (the next map position of this block, 1 if its parents are done or 0 if the block must
+    give up, and the position's kind, group and index, read with its counters before the acquire)."""
     dispatch = ctl[CTL_DISPATCH]
     if dispatch == DISPATCH_READY:
         pos = _claim_ready(ctl, counters)
         if pos < 0:
-            return ctl[CTL_NTASKS], 0
+            return ctl[CTL_NTASKS], 0, -1, -1, -1
     elif dispatch == DISPATCH_BLOCKIDX:
         pos = cuda.blockIdx.x if first else ctl[CTL_NTASKS]
     else:
         pos = cuda.atomic.add(ctl, CTL_TICKET, 1)
     ok = 1
+    kind = -1
+    g = -1
+    idx = -1
     if pos < ctl[CTL_NTASKS]:
+        kind = table[pos, T_KIND]   # the row's one line: read before the acquire fence drops it from L1
+        g = table[pos, T_GROUP]
+        idx = table[pos, T_INDEX]
         task = table[pos, T_TASK]
         c0 = table[pos, T_WAIT0]
         c1 = table[pos, T_WAIT1]
@@ -200,7 +217,7 @@ def _claim_and_wait(table, ctl, counters, first):
             if ok == 1 and v1 > 0:
                 ok = _wait_zero(counters, c1, ctl, pos, task)
             dependency_fence()  # acquire: pairs with the parents' fence before their decrement
-    return pos, ok
+    return pos, ok, kind, g, idx
 
 
 # Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
@@ -226,9 +243,12 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     tracing = ctl[CTL_TRACE] != 0
     if tid == 0:
         t_claim = globaltimer() if tracing else 0
-        pos, ok = _claim_and_wait(table, ctl, counters, first)
+        pos, ok, kind, g, idx = _claim_and_wait(table, ctl, counters, first)
         sh[0] = pos
         sh[1] = ok
+        sh[2] = kind
+        sh[3] = g
+        sh[4] = idx
         if tracing and pos < ctl[CTL_NTASKS]:
             trace[pos, 0] = t_claim
             trace[pos, 1] = globaltimer()
@@ -238,9 +258,14 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     ok = sh[1]
     if pos >= ctl[CTL_NTASKS] or ok == 0:
         return 0
-    kind = table[pos, T_KIND]
-    g = table[pos, T_GROUP]
-    idx = table[pos, T_INDEX]
+    if BROADCAST_ROW:
+        kind = sh[2]
+        g = sh[3]
+        idx = sh[4]
+    else:
+        kind = table[pos, T_KIND]
+        g = table[pos, T_GROUP]
+        idx = table[pos, T_INDEX]
     if kind == GEMM:
         gemm_task(g, idx, prm, V, U, M)
     elif kind == ITRANS:
@@ -292,7 +317,7 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~40 more registers
     live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
     """
-    sh = cuda.shared.array(2, int32)
+    sh = cuda.shared.array(SH_INTS, int32)
     _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
 
 
@@ -300,7 +325,7 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
 def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
     each claiming positions by ticket until the map is used up."""
-    sh = cuda.shared.array(2, int32)
+    sh = cuda.shared.array(SH_INTS, int32)
     # Every claim passes first=False (persistent launches claim by ticket only: the host refuses
     # dispatch='blockidx' with them) and the call sits in the loop's body, not its condition: the
     # earlier form (`while _claim_run_signal(first, ...) == 1: first = False`) compiled every task body

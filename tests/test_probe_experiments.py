@@ -4,6 +4,7 @@ probe: the committed predictions joined with the H200's times are what the code 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,20 @@ def test_wave_tail_reproduces_its_committed_joined_rows(tmp_path, capsys):
     assert (tmp_path / "wave_tail.csv").exists() and (tmp_path / "wave_tail.json").exists()
     out = capsys.readouterr().out
     assert "pred/wave" in out and len(out.strip().splitlines()) == 13
+
+
+def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path):
+    """gpu.probe_dispatch (GPU only) reads each layer's fused_sweep_best from a bench JSON and times it
+    with ticket and blockIdx dispatch beside the non-fused pipeline; the plans carry the GEMM math."""
+    from gpu.probe_dispatch import best_params, plans_for
+    bench = tmp_path / "winograd_bench.json"
+    bench.write_text(json.dumps({"meta": {"per_layer": {
+        "resnet-1": {"fused_sweep_best": {"D_IG": 992, "D_GO": 2816, "M": 16}},
+        "vgg-1": {"fused_sweep_best": None}}}}))
+    assert best_params(bench) == {"resnet-1": "D_IG=992,D_GO=2816,M=16"}
+    plans = dict(plans_for("D_IG=992,D_GO=2816,M=16", "3xtf32"))
+    assert list(plans) == ["fused_ticket", "fused_blockidx", "nonfused"]
+    assert [plans[k].dispatch for k in ("fused_ticket", "fused_blockidx")] == ["ticket", "blockidx"]
+    assert (plans["fused_blockidx"].d_ig, plans["fused_blockidx"].d_go, plans["fused_blockidx"].m) == (992, 2816, 16)
+    assert {p.gemm_math for p in plans.values()} == {"3xtf32"} and plans["nonfused"].schedule == "nonfused"
+    assert {p.gemm_math for _, p in plans_for("D_IG=1,D_GO=2,M=1", "fp32")} == {"fp32"}
