@@ -17,7 +17,9 @@ Implementations (``impl``):
   {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M, 12 points
   (the sweep of sessions 1-23); ``wide``: the same with D_IG up to 16d, 20 points; ``deep``: ``space``
   with d_go_x in {1, 2, 4, 8, 16}, 100 points;
-  ``detail`` holds the parameters. ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
+  ``detail`` holds the parameters. ``fused_blockidx_best``: that best mapping with blockIdx dispatch
+  (block b runs map position b, as in the paper: no ticket atomic per claim; opt-in, session 24).
+  ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.mapping.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
   Both are timed through ``gpu.prepared.PreparedSchedule`` (tables uploaded once; the executor's
@@ -63,7 +65,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 NAME = "winograd_bench"
-IMPLS = ("fused", "fused_sweep_best", "fused_ready", "fused_ready_sweep_best", "nonfused", "cudnn_best_fp32", "cudnn_winograd_nonfused", "torch_default",
+IMPLS = ("fused", "fused_sweep_best", "fused_blockidx_best", "fused_ready", "fused_ready_sweep_best", "nonfused", "cudnn_best_fp32", "cudnn_winograd_nonfused", "torch_default",
          "cudnn_best_tf32", "cublas_gemm_phase", "our_gemm_phase")
 TF32_IMPLS = frozenset({"cudnn_best_tf32"})
 COLUMNS = ("layer", "impl", "median_ms", "min_ms", "max_ms", "rel_err", "status", "detail", "repeats", "sets", "tflops")
@@ -124,7 +126,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     impls = [i for i in IMPLS if any(r["impl"] == i for r in rows)]
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     cell = {(r["layer"], r["impl"]): r for r in rows}
-    short = {"fused_sweep_best": "fused_best", "fused_ready_sweep_best": "ready_best", "cudnn_best_fp32": "cudnn_fp32", "cudnn_winograd_nonfused": "cudnn_wino_nf",
+    short = {"fused_sweep_best": "fused_best", "fused_blockidx_best": "blockidx_best",
+             "fused_ready_sweep_best": "ready_best", "cudnn_best_fp32": "cudnn_fp32", "cudnn_winograd_nonfused": "cudnn_wino_nf",
              "torch_default": "torch", "cudnn_best_tf32": "cudnn_TF32", "cublas_gemm_phase": "cublas_gemm",
              "our_gemm_phase": "our_gemm"}
     heads = ["layer"] + [short.get(i, i) for i in impls]
@@ -358,15 +361,16 @@ def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl:
 def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     from gpu.prepared import PreparedSchedule
     from gpu.winograd import conv2d
-    from megasim.mapping import algorithm1, default_params
+    from megasim.mapping import Algorithm1Params, algorithm1, default_params
     from megasim.plan import winograd_nonfused
     name, flops, graph = lb.p.name, lb.p.direct_flops, lb.plan.graph
 
     def fused_row(impl: str, params, repeats=None, warmup=None, check_api=False):
         sched = algorithm1(graph, params)
-        dispatch = "ready" if impl.startswith("fused_ready") else "ticket"
-        if dispatch == "ready":
-            sched = sched.with_style("per_task", "ready")
+        dispatch = ("ready" if impl.startswith("fused_ready") else
+                    "blockidx" if impl.startswith("fused_blockidx") else "ticket")
+        if dispatch != "ticket":
+            sched = sched.with_style("per_task", dispatch)
         prep = PreparedSchedule(lb.plan, sched, kernels="megakernel")
         lb.poison(lb.ws[0].Y)
         prep.run(lb.ws[0])
@@ -388,6 +392,14 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     for impl, best_impl, size in (("fused", "fused_sweep_best", lb.args.fused_sweep),
                                   ("fused_ready", "fused_ready_sweep_best", lb.args.ready_sweep)):
         _run_fused(lb, rows, meta, fused_row, default, impl, best_impl, size)
+    if "fused_sweep_best" in meta:     # the ticket sweep's best mapping, blocks claiming by blockIdx
+        best = Algorithm1Params(meta["fused_sweep_best"]["D_IG"], meta["fused_sweep_best"]["D_GO"],
+                                meta["fused_sweep_best"]["M"])
+        try:
+            rows.append(fused_row("fused_blockidx_best", best)[0])
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append(error_row(name, "fused_blockidx_best", exc))
     try:
         prep = PreparedSchedule(lb.plan_nonfused, winograd_nonfused(lb.plan_nonfused.graph), kernels="per_kind")
         lb.poison(lb.ws[0].Y)

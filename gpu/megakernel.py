@@ -80,17 +80,12 @@ CTL_SIZE = 24
 TRACE_COLS = 5
 
 DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
-SH_INTS = 5                   # static shared memory of a block: position, ok, kind, group, index
-# Where the block's threads take the claimed row's kind, group and index: "broadcast" (thread 0 reads
-# them beside the counters, before the acquire fence, and passes them through shared memory) or
-# "reload" (every thread reads the row again after the barrier, as until session 24; after a GEMM's or
-# an output transform's acquire fence, which drops the line from L1, that is another L2 round trip).
-# MEGASIM_CLAIM_ROW, read at import.
-CLAIM_ROWS = ("broadcast", "reload")
-CLAIM_ROW = os.environ.get("MEGASIM_CLAIM_ROW", "broadcast")
-if CLAIM_ROW not in CLAIM_ROWS:
-    raise ValueError(f"MEGASIM_CLAIM_ROW={CLAIM_ROW!r}: want one of {CLAIM_ROWS}")
-BROADCAST_ROW = CLAIM_ROW == "broadcast"
+# Static shared memory of a block: the claimed position, ok, and the row's kind, group and index. Thread 0
+# reads the whole row beside its counters, before the acquire fence, and broadcasts it: until session 24
+# every thread re-read the row after the barrier, which after a GEMM's or an output transform's acquire
+# fence (it drops the line from L1) was another L2 round trip (H200, best mappings: fused 0.6% / 1.8%
+# faster, FP32 / 3xTF32 GEMM; experiments/results/nvidia-h200/probe_dispatch/).
+SH_INTS = 5
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -258,14 +253,9 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     ok = sh[1]
     if pos >= ctl[CTL_NTASKS] or ok == 0:
         return 0
-    if BROADCAST_ROW:
-        kind = sh[2]
-        g = sh[3]
-        idx = sh[4]
-    else:
-        kind = table[pos, T_KIND]
-        g = table[pos, T_GROUP]
-        idx = table[pos, T_INDEX]
+    kind = sh[2]
+    g = sh[3]
+    idx = sh[4]
     if kind == GEMM:
         gemm_task(g, idx, prm, V, U, M)
     elif kind == ITRANS:

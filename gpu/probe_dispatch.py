@@ -8,12 +8,13 @@ best mapping (``fused_sweep_best`` of a ``winograd_bench`` JSON) with ticket dis
 ``atomic.add`` per claim) and with blockIdx dispatch (the block's index is its map position, as in the
 paper: no atomic; safe here because a block waits only on earlier positions and the bounded waits turn
 a stall into an error), and the non-fused pipeline, round-robin (``gpu.validate.measure_plans``).
-Run it under each ``MEGASIM_CLAIM_ROW`` to time where a block reads its task's row (``gpu.megakernel``).
+(Session 24 also ran it under ``MEGASIM_CLAIM_ROW=reload|broadcast``, a switch of commit 970b425 that
+timed where a block reads its task's row; broadcast won and is the only path now.)
 
     bash gpu/on_device.sh python -m gpu.probe_dispatch [--bench FILE] [--layers ...] [--tag T]
 
 Writes ``$OUT/probe_dispatch[_T].json`` and ``.csv`` (provenance: device, driver, versions, git SHA,
-date, ``gemm_math`` and ``claim_row``); prints a table. ``--bench`` defaults to the committed bench of
+date, ``gemm_math``); prints a table. ``--bench`` defaults to the committed bench of
 this device and GEMM math (``experiments/results/<device>/[gemm_3xtf32/]winograd_bench.json``).
 """
 
@@ -53,7 +54,6 @@ def plans_for(param: str, gemm_math: str) -> list[tuple[str, Plan]]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    from gpu import megakernel
     from gpu.validate import device_name, measure_plans
     from gpu.winograd_device import GEMM_MATH
     from experiments.winograd_bench import device_slug
@@ -80,14 +80,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                             repeats=args.repeats, rounds=args.rounds)
         by = {r["label"]: r for r in got}
         for r in got:
-            r["claim_row"] = megakernel.CLAIM_ROW
             r["gemm_math"] = GEMM_MATH
         rows += got
         t, b, n = (by[k].get("measured_us") or float("nan") for k in ("fused_ticket", "fused_blockidx", "nonfused"))
         print(f"{layer:11s} ticket {t:9.1f} us  blockidx {b:9.1f} us ({t / b:5.3f}x)  non-fused {n:9.1f} us  "
               f"best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
     meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": GEMM_MATH,
-                     "claim_row": megakernel.CLAIM_ROW, "rounds": args.rounds, "repeats": args.repeats,
+                     "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probe_dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})
     stem = Path(os.environ.get("OUT", ".")) / (f"probe_dispatch_{args.tag}" if args.tag else "probe_dispatch")
