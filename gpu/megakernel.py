@@ -225,6 +225,12 @@ MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS"
 # (The CUDA simulator's jit takes no max_registers.)
 _megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
                    if MEGAKERNEL_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
+# The persistent megakernel is uncapped (215 registers: 2 blocks per SM) unless
+# MEGASIM_PERSISTENT_MAX_REGISTERS sets a cap (session 24's experiment: at 128, 4 blocks per SM, ptxas spills
+# 336 / 1,228 bytes of stores / loads with the FP32 GEMM and 164 / 496 with 3xTF32).
+PERSISTENT_MAX_REGISTERS = int(os.environ.get("MEGASIM_PERSISTENT_MAX_REGISTERS", "0")) or None
+_persistent_jit = (cuda.jit(max_registers=PERSISTENT_MAX_REGISTERS)
+                   if PERSISTENT_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
 
 
 @cuda.jit(device=True)
@@ -311,7 +317,7 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
 
 
-@cuda.jit
+@_persistent_jit
 def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
     each claiming positions by ticket until the map is used up."""

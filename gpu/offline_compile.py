@@ -149,7 +149,8 @@ def _sparse_kernels() -> dict:
 def _own_cap(name: str) -> int | None:
     """The register cap a kernel is compiled with on the device (``cuda.jit(max_registers=...)``)."""
     from gpu import megakernel as mk
-    return {"megakernel": mk.MEGAKERNEL_MAX_REGISTERS, "gemm_kernel": mk.GEMM_KERNEL_MAX_REGISTERS}.get(name)
+    return {"megakernel": mk.MEGAKERNEL_MAX_REGISTERS, "gemm_kernel": mk.GEMM_KERNEL_MAX_REGISTERS,
+            "megakernel_persistent": mk.PERSISTENT_MAX_REGISTERS}.get(name)
 
 
 def main(argv=None) -> int:

@@ -46,14 +46,19 @@ def best_params(bench_json: str | Path) -> dict[str, str]:
     return out
 
 
-def plans_for(param: str, gemm_math: str) -> list[tuple[str, Plan]]:
-    """(label, Plan): the mapping under each dispatch, then the non-fused pipeline."""
+def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tuple[str, Plan]]:
+    """(label, Plan): the mapping under each dispatch, with ``persistent_blocks`` > 0 also as a persistent
+    grid of that many blocks per SM (ticket), then the non-fused pipeline."""
     math_param = f",gemm_math={gemm_math}" if gemm_math != "fp32" else ""
     plans = [(label, Plan.parse("fused", f"{param},dispatch={d}{math_param}")) for d, label in DISPATCH_LABELS]
+    if persistent_blocks:
+        plans.append(("fused_persistent", Plan.parse(
+            "fused", f"{param},style=persistent,blocks_per_sm={persistent_blocks}{math_param}")))
     return plans + [("nonfused", Plan.parse("nonfused", math_param.lstrip(",") or None))]
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    from gpu import megakernel
     from gpu.validate import device_name, measure_plans
     from gpu.winograd_device import GEMM_MATH
     from experiments.winograd_bench import device_slug
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--persistent", type=int, default=0,
+                    help="also time the mapping as a persistent grid of this many blocks per SM (0: no)")
     args = ap.parse_args(argv)
     for layer in args.layers:
         parse_layer(layer)
@@ -76,17 +83,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for layer in args.layers:
         if layer not in params:
             raise SystemExit(f"layer {layer!r} has no fused_sweep_best in {bench}")
-        got = measure_plans(parse_layer(layer), plans_for(params[layer], GEMM_MATH), layer=layer,
+        got = measure_plans(parse_layer(layer), plans_for(params[layer], GEMM_MATH, args.persistent), layer=layer,
                             repeats=args.repeats, rounds=args.rounds)
         by = {r["label"]: r for r in got}
         for r in got:
             r["gemm_math"] = GEMM_MATH
         rows += got
         t, b, n = (by[k].get("measured_us") or float("nan") for k in ("fused_ticket", "fused_blockidx", "nonfused"))
-        print(f"{layer:11s} ticket {t:9.1f} us  blockidx {b:9.1f} us ({t / b:5.3f}x)  non-fused {n:9.1f} us  "
-              f"best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
+        p = by["fused_persistent"].get("measured_us") or float("nan") if "fused_persistent" in by else None
+        print(f"{layer:11s} ticket {t:9.1f} us  blockidx {b:9.1f} us ({t / b:5.3f}x)  "
+              + (f"persistent {p:9.1f} us ({t / p:5.3f}x)  " if p is not None else "")
+              + f"non-fused {n:9.1f} us  best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
     meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": GEMM_MATH,
-                     "rounds": args.rounds, "repeats": args.repeats,
+                     "persistent_blocks_per_sm": args.persistent,
+                     "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probe_dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})
     stem = Path(os.environ.get("OUT", ".")) / (f"probe_dispatch_{args.tag}" if args.tag else "probe_dispatch")

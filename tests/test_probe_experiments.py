@@ -46,3 +46,5 @@ def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path
     assert (plans["fused_blockidx"].d_ig, plans["fused_blockidx"].d_go, plans["fused_blockidx"].m) == (992, 2816, 16)
     assert {p.gemm_math for p in plans.values()} == {"3xtf32"} and plans["nonfused"].schedule == "nonfused"
     assert {p.gemm_math for _, p in plans_for("D_IG=1,D_GO=2,M=1", "fp32")} == {"fp32"}
+    persistent = dict(plans_for("D_IG=1,D_GO=2,M=1", "fp32", persistent_blocks=4))["fused_persistent"]
+    assert (persistent.style, persistent.blocks_per_sm, persistent.dispatch) == ("persistent", 4, "ticket")
