@@ -53,7 +53,7 @@ import os
 from numba import config as numba_config
 from numba import cuda, int32
 
-from gpu.memory_fence import dependency_fence
+from gpu.memory_fence import ACQUIRE_BY_LOAD, dependency_fence, load_acquire
 from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
@@ -203,15 +203,20 @@ def _claim_and_wait(table, ctl, counters, first):
         c0 = table[pos, T_WAIT0]
         c1 = table[pos, T_WAIT1]
         if c0 >= 0 or c1 >= 0:
-            # first look at both counters together (two atomics in flight, one L2 round trip when
+            # first look at both counters together (two reads in flight, one L2 round trip when
             # the parents are done), then wait on whichever is not yet zero
-            v0 = cuda.atomic.add(counters, c0, 0) if c0 >= 0 else 0
-            v1 = cuda.atomic.add(counters, c1, 0) if c1 >= 0 else 0
+            if ACQUIRE_BY_LOAD:
+                v0 = load_acquire(counters, c0) if c0 >= 0 else 0
+                v1 = load_acquire(counters, c1) if c1 >= 0 else 0
+            else:
+                v0 = cuda.atomic.add(counters, c0, 0) if c0 >= 0 else 0
+                v1 = cuda.atomic.add(counters, c1, 0) if c1 >= 0 else 0
             if v0 > 0:
                 ok = _wait_zero(counters, c0, ctl, pos, task)
             if ok == 1 and v1 > 0:
                 ok = _wait_zero(counters, c1, ctl, pos, task)
-            dependency_fence()  # acquire: pairs with the parents' fence before their decrement
+            if not ACQUIRE_BY_LOAD or v0 > 0 or v1 > 0:
+                dependency_fence()  # acquire: pairs with the parents' fence before their decrement
     return pos, ok, kind, g, idx
 
 

@@ -44,3 +44,44 @@ else:
             builder.call(asm, [])
             return context.get_dummy_value()
         return types.void(), codegen
+
+
+# -- the child's first look at its counters -------------------------------------------------------------
+# MEGASIM_ACQUIRE (read at import): how thread 0 takes its first look at a task's counters. "fence" (until
+# session 24): a relaxed ``atomic.add(counters, c, 0)`` per counter, then ``dependency_fence()`` (the
+# acquire pattern). "load": one ``ld.acquire.gpu`` per counter, which is an acquire by itself (PTX ISA,
+# memory consistency model: an acquire operation synchronizes with the parent's release pattern when it
+# reads the value the parent's decrement wrote), so a task whose parents are done needs no fence; the
+# fence stays after a wait (``_wait_zero`` polls with relaxed atomics). Under the CUDA simulator both are
+# the atomic read (the simulator's threads share one memory).
+ACQUIRES = ("fence", "load")
+ACQUIRE = os.environ.get("MEGASIM_ACQUIRE", "fence")
+if ACQUIRE not in ACQUIRES:
+    raise ValueError(f"MEGASIM_ACQUIRE={ACQUIRE!r}: want one of {ACQUIRES}")
+ACQUIRE_BY_LOAD = ACQUIRE == "load"
+
+if config.ENABLE_CUDASIM:
+    @cuda.jit(device=True)
+    def load_acquire(arr, i):
+        """The simulator's ld.acquire.gpu: an atomic read."""
+        return cuda.atomic.add(arr, i, 0)
+else:
+    from llvmlite import ir as _ir
+    from numba import types as _types
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def load_acquire(typingctx, arr, i):
+        """``ld.acquire.gpu.global.s32`` of ``arr[i]`` (a C-contiguous int32 device array, flat index)."""
+        if not (isinstance(arr, _types.Array) and arr.dtype == _types.int32 and isinstance(i, _types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+            base = builder.addrspacecast(data, _ir.PointerType(data.type.pointee, 1))
+            idx = context.cast(builder, args[1], sig.args[1], _types.intp)
+            addr = builder.ptrtoint(builder.gep(base, [idx], inbounds=True), _ir.IntType(64))
+            asm = _ir.InlineAsm(_ir.FunctionType(_ir.IntType(32), [_ir.IntType(64)]),
+                                "ld.acquire.gpu.global.s32 $0, [$1];", "=r,l,~{memory}", side_effect=True)
+            return builder.call(asm, [addr])
+        return _types.int32(arr, i), codegen

@@ -58,7 +58,7 @@ def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tu
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    from gpu import megakernel
+    from gpu import megakernel, memory_fence
     from gpu.validate import device_name, measure_plans
     from gpu.winograd_device import GEMM_MATH
     from experiments.winograd_bench import device_slug
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
               + (f"persistent {p:9.1f} us ({t / p:5.3f}x)  " if p is not None else "")
               + f"non-fused {n:9.1f} us  best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
     meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": GEMM_MATH,
-                     "persistent_blocks_per_sm": args.persistent,
+                     "persistent_blocks_per_sm": args.persistent, "acquire": memory_fence.ACQUIRE,
                      "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probe_dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})
