@@ -19,9 +19,13 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
   parent:  all threads write their results; ``syncthreads``; thread 0: ``threadfence`` (its
            release: the block's writes, ordered before it by the barrier, become visible device-wide
            before the decrement), then ``atomic.sub(counters[sig], 1)``.
-  child:   thread 0 polls ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler
-           cannot hoist the load out of the loop and the value comes from L2), then ``threadfence``
-           (its acquire, pairing with the parent's fence), then ``syncthreads`` releases the block.
+  child:   thread 0 first reads each counter with ``ld.acquire.gpu`` (``gpu.memory_fence.load_acquire``:
+           an acquire by itself; reading 0 there, the child needs no fence); while one is not 0 it polls
+           ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler cannot hoist the
+           load out of the loop and the value comes from L2), then ``threadfence`` (its acquire,
+           pairing with the parent's fence); then ``syncthreads`` releases the block.
+           (``MEGASIM_ACQUIRE=fence``: the first look by relaxed atomics, always followed by the fence,
+           as until session 24.)
            A task that waits on nothing (input and filter transforms) needs no acquire and skips it.
 
 The fence is ``gpu.memory_fence.dependency_fence()``: ``threadfence`` (fence.sc.gpu) by default, or the

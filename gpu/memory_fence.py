@@ -47,15 +47,17 @@ else:
 
 
 # -- the child's first look at its counters -------------------------------------------------------------
-# MEGASIM_ACQUIRE (read at import): how thread 0 takes its first look at a task's counters. "fence" (until
-# session 24): a relaxed ``atomic.add(counters, c, 0)`` per counter, then ``dependency_fence()`` (the
-# acquire pattern). "load": one ``ld.acquire.gpu`` per counter, which is an acquire by itself (PTX ISA,
+# MEGASIM_ACQUIRE (read at import): how thread 0 takes its first look at a task's counters. "load" (the
+# default since session 24): one ``ld.acquire.gpu`` per counter, which is an acquire by itself (PTX ISA,
 # memory consistency model: an acquire operation synchronizes with the parent's release pattern when it
 # reads the value the parent's decrement wrote), so a task whose parents are done needs no fence; the
-# fence stays after a wait (``_wait_zero`` polls with relaxed atomics). Under the CUDA simulator both are
-# the atomic read (the simulator's threads share one memory).
-ACQUIRES = ("fence", "load")
-ACQUIRE = os.environ.get("MEGASIM_ACQUIRE", "fence")
+# fence stays after a wait (``_wait_zero`` polls with relaxed atomics). "fence" (until session 24): a
+# relaxed ``atomic.add(counters, c, 0)`` per counter, then ``dependency_fence()`` (the acquire pattern).
+# H200, the 13 layers at their best mappings: "load" 0.9% (FP32 GEMM) / 1.4% (3xTF32) faster, the
+# non-fused control 0.1% (experiments/results/nvidia-h200/probe_dispatch/acquire/). Under the CUDA
+# simulator both are the atomic read (the simulator's threads share one memory).
+ACQUIRES = ("load", "fence")
+ACQUIRE = os.environ.get("MEGASIM_ACQUIRE", "load")
 if ACQUIRE not in ACQUIRES:
     raise ValueError(f"MEGASIM_ACQUIRE={ACQUIRE!r}: want one of {ACQUIRES}")
 ACQUIRE_BY_LOAD = ACQUIRE == "load"
