@@ -37,12 +37,12 @@ __syncthreads();``), split into its release half (parent) and acquire half (chil
 
 Ready-queue dispatch (``ctl[CTL_DISPATCH]`` = DISPATCH_READY, ``megasim.mapping.ready``): thread 0 takes
 a queue slot with one ``atomic.add`` on the queue's head and polls the slot (an atomic read) until a
-map position is written there; the position's counters are then checked and fenced exactly as above
-(they read 0: the task was queued only after its last parent's decrement), so the acquire half is the
-same. After a task, thread 0's decrement returns the counter's old value; if it was 1, the whole block
-counts down the pending counts of that counter's wait groups, and the thread that completes a group
-reserves slots at the queue's tail and writes the group's positions, then fences. After a root, the
-block's last thread queues the next root the same way.
+map position is written there; the position's counters are then read exactly as above (they read 0:
+the task was queued only after its last parent's decrement), so the acquire half is the same. After a
+task, thread 0's decrement returns the counter's old value; if it was 1, the whole block counts down the
+pending counts of that counter's wait groups, and the thread that completes a group reserves slots at
+the queue's tail and writes the group's positions, then fences. After a root, the block's last thread
+queues the next root the same way.
 
 Every wait is bounded by ``ctl[CTL_POLL_LIMIT]`` polls; on timeout thread 0 records the error (the
 first one wins, by ``atomic.cas`` on the error code) and the block leaves without running or
@@ -313,8 +313,8 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
 
     Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
     transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
-    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok) through 8 bytes
-    of static shared memory; after the task, thread 0 signals. Dynamic shared memory:
+    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index)
+    through 20 bytes of static shared memory; after the task, thread 0 signals. Dynamic shared memory:
     ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the module docstring.
     Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
     nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
