@@ -9,8 +9,9 @@ set (the lent GPU machine) a copy also goes to ``$OUT/results/<device-slug>/``. 
 after every layer, so a crash keeps the layers done.
 
 Implementations (``impl``):
-- ``fused``: our megakernel, Algorithm 1 with megasim's default parameters (as ``gpu.winograd.conv2d``
-  with no mapping); ``fused_sweep_best``: the fastest point of an Algorithm 1 sweep, by default
+- ``fused``: our megakernel, Algorithm 1 with the GPU API's default parameters (as ``gpu.winograd.conv2d``
+  with no mapping: ``megasim.mapping.recommended_params`` since the end of session 24; the tightest
+  ``default_params`` at M = 4 before, as the ``detail`` column of older results shows); ``fused_sweep_best``: the fastest point of an Algorithm 1 sweep, by default
   (``--fused-sweep space``) the optimiser's default space at the bench's t: M in {1, 2, 4, 8, 16} x
   d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4} (multiples of the tightest valid D_IG and D_GO for M,
   ``megasim.mapping.scaled_params``), 60 points; ``--fused-sweep small``: M in {1, 2, 4, 8} x D_IG in
@@ -361,7 +362,7 @@ def _run_fused(lb: LayerBench, rows: list, meta: dict, fused_row, default, impl:
 def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     from gpu.prepared import PreparedSchedule
     from gpu.winograd import conv2d
-    from megasim.mapping import Algorithm1Params, algorithm1, default_params
+    from megasim.mapping import Algorithm1Params, algorithm1, recommended_params
     from megasim.plan import winograd_nonfused
     name, flops, graph = lb.p.name, lb.p.direct_flops, lb.plan.graph
 
@@ -387,7 +388,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         prep.check()
         return make_row(name, impl, stats, err, detail=detail, sets=lb.sets, flops=flops), stats
 
-    default = default_params(graph)
+    default = recommended_params(graph)
     meta["fused_default"] = default.as_dict()
     for impl, best_impl, size in (("fused", "fused_sweep_best", lb.args.fused_sweep),
                                   ("fused_ready", "fused_ready_sweep_best", lb.args.ready_sweep)):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from megasim.errors import MappingError
 from megasim.lowering import WinogradConfig, lower_winograd
 from megasim.mapping import (Algorithm1Params, algorithm1, check_valid, counts, default_params, first_violation,
-                             naive_fused, nonfused, random_order, scaled_params)
+                             naive_fused, nonfused, random_order, recommended_params, scaled_params)
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import ConvProblem, parse_layer
 
@@ -220,3 +220,13 @@ def test_scaled_params_bad_multiples(kw, needle):
     graph = graph_of(2, 16, 16, 12, 12, 4, 4, 32, 8)
     with pytest.raises(MappingError, match=needle):
         scaled_params(graph, 1, **kw)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems)
+def test_recommended_params_are_the_documented_multiples(prob):
+    """The GPU API's default: M = 8 (at most N_G), d_ig_x = 8, d_go_x = 4; always a valid map."""
+    graph = graph_of(*prob)
+    params = recommended_params(graph)
+    assert params == scaled_params(graph, min(8, counts(graph)["N_G"]), 8, 4)
+    assert_permutation_and_valid(graph, algorithm1(graph, params))

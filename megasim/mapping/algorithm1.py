@@ -184,6 +184,21 @@ def default_params(graph: TaskGraph, m: int = 4) -> Algorithm1Params:
     raise MappingError("no valid Algorithm 1 parameters found")  # pragma: no cover
 
 
+# The GPU API's default mapping (``gpu.winograd.conv2d(mapping=None)``): M = 8 (at most N_G), D_IG = the
+# smallest valid one plus 7 units, D_GO = 4x the smallest valid one (``scaled_params``'s multiples). Chosen
+# on session 24's H200 3xTF32 bench sweep (the optimiser's 60-point space on the 13 Table-2 layers,
+# experiments/results/nvidia-h200/gemm_3xtf32/winograd_bench.json, 244dde8) as the fixed point with the
+# least time over each layer's best: +1.0% geometric mean, at most +3.2%. On the sweeps it was not chosen
+# on: H200 FP32 +0.9% (max 2.5%), H100 (2b51f5e) 3xTF32 +2.1% (4.3%), FP32 +1.5% (4.4%). The tightest
+# parameters (``default_params``, M = 4, the model's default) measure +14% to +21% there (max +69%).
+RECOMMENDED_M, RECOMMENDED_D_IG_X, RECOMMENDED_D_GO_X = 8, 8, 4
+
+
+def recommended_params(graph: TaskGraph) -> Algorithm1Params:
+    """The GPU API's default Algorithm 1 parameters for this graph (see RECOMMENDED_M above)."""
+    return scaled_params(graph, min(RECOMMENDED_M, _streams(graph).n_g), RECOMMENDED_D_IG_X, RECOMMENDED_D_GO_X)
+
+
 def scaled_params(graph: TaskGraph, m: int, d_ig_x: float = 1, d_go_x: float = 1) -> Algorithm1Params:
     """Parameters as multiples of the tightest valid ones for M (the optimiser's coordinates).
 
