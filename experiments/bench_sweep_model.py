@@ -16,6 +16,8 @@ DIR/bench_sweep_model_points.csv (every point), with provenance. No GPU.
     python -m experiments.bench_sweep_model --spec megasim/hardware/calibrated/h200_3xtf32.json \\
         --gemm-math 3xtf32 [--size space] [--layers ...] [--workers 2] [--out DIR]      # ~10 min, 2 cores
     python -m experiments.bench_sweep_model ... --measured experiments/results/<device>/.../winograd_bench.json
+    python -m experiments.bench_sweep_model ... --points DIR/bench_sweep_model_points.csv --measured FILE
+        # no model run: judge committed predictions against another measured sweep (seconds)
 """
 
 from __future__ import annotations
