@@ -31,6 +31,7 @@ from typing import Any
 from experiments.provenance import provenance, write_results
 from experiments.sweeps import measure, parallel_map, print_table, spec_meta
 from experiments.winograd_bench import sweep_candidates
+from megasim.errors import MegasimError
 from megasim.hardware import load_spec
 from megasim.lowering.winograd import GEMM_MATHS, lower_winograd
 from megasim.plan import Plan
@@ -105,8 +106,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--points", default=None, help="reuse a bench_sweep_model_points.csv instead of predicting")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
-    for layer in args.layers:
-        parse_layer(layer)          # a bad name is a one-line error before any work
+    try:
+        for layer in args.layers:
+            parse_layer(layer)          # a bad name is a one-line error before any work
+    except MegasimError as exc:
+        raise SystemExit(f"--layers: {exc}")
+    for flag, path in (("--measured", args.measured), ("--points", args.points)):
+        if path and not Path(path).is_file():
+            raise SystemExit(f"{flag} {path!r}: no such file")
     if args.points:
         from experiments.provenance import read_rows
         def typed(p: dict) -> dict:

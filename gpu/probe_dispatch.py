@@ -29,6 +29,7 @@ from pathlib import Path
 
 from numba import cuda
 
+from megasim.errors import MegasimError
 from megasim.plan import Plan
 from megasim.workloads import TABLE2_NAMES, parse_layer
 
@@ -72,8 +73,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--persistent", type=int, default=0,
                     help="also time the mapping as a persistent grid of this many blocks per SM (0: no)")
     args = ap.parse_args(argv)
-    for layer in args.layers:
-        parse_layer(layer)
+    try:
+        for layer in args.layers:
+            parse_layer(layer)
+    except MegasimError as exc:
+        raise SystemExit(f"--layers: {exc}")
     bench = args.bench or (f"experiments/results/{device_slug(device_name())}/"
                            f"{'gemm_3xtf32/' if GEMM_MATH != 'fp32' else ''}winograd_bench.json")
     if not Path(bench).exists():

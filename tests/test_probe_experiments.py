@@ -48,3 +48,27 @@ def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path
     assert {p.gemm_math for _, p in plans_for("D_IG=1,D_GO=2,M=1", "fp32")} == {"fp32"}
     persistent = dict(plans_for("D_IG=1,D_GO=2,M=1", "fp32", persistent_blocks=4))["fused_persistent"]
     assert (persistent.style, persistent.blocks_per_sm, persistent.dispatch) == ("persistent", 4, "ticket")
+
+
+def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
+    """experiments.bench_sweep_model: the pick is the fastest predicted valid fused point; its regret is its
+    measured median over the best measured one; bad inputs are one-line exits."""
+    from experiments import bench_sweep_model as bsm
+    points = [{"layer": "L", "schedule": "nonfused", "valid": True, "predicted_us": 100.0, "D_IG": None,
+               "D_GO": None, "M": None},
+              {"layer": "L", "schedule": "fused", "valid": True, "predicted_us": 90.0, "D_IG": 8, "D_GO": 44, "M": 1},
+              {"layer": "L", "schedule": "fused", "valid": True, "predicted_us": 95.0, "D_IG": 16, "D_GO": 88, "M": 2},
+              {"layer": "L", "schedule": "fused", "valid": False, "predicted_us": float("nan"), "D_IG": 1,
+               "D_GO": 1, "M": 1}]
+    bench = tmp_path / "winograd_bench.json"
+    bench.write_text(json.dumps({"meta": {"per_layer": {"L": {"fused_sweep": [
+        {"D_IG": 8, "D_GO": 44, "M": 1, "median_ms": 0.110, "status": "ok"},
+        {"D_IG": 16, "D_GO": 88, "M": 2, "median_ms": 0.100, "status": "ok"},
+        {"D_IG": 1, "D_GO": 1, "M": 1, "status": "error MappingError"}]}}}}))
+    (row,) = bsm.summarise(points, bsm.measured_sweeps(bench))
+    assert row["choice"] == "D_IG=8 D_GO=44 M=1" and row["speedup_predicted"] == round(100 / 90, 4)
+    assert row["best_measured"] == "D_IG=16 D_GO=88 M=2" and row["regret"] == round(0.110 / 0.100 - 1, 4)
+    with pytest.raises(SystemExit, match="^--layers: unknown layer 'nope'"):
+        bsm.main(["--layers", "nope"])
+    with pytest.raises(SystemExit, match="^--measured '.*missing.json': no such file$"):
+        bsm.main(["--layers", "resnet-4", "--measured", str(tmp_path / "missing.json")])
