@@ -85,8 +85,9 @@ else:
         return all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32
                    for a in (dst, src)) and all(isinstance(x, types.Integer) for x in (di, si, nb))
 
-    def _address(context, builder, arytype, ary, itype, i, addrspace, int_type):
-        """Integer address of element i in ``addrspace`` (3: shared, i32; 1: global, i64)."""
+    def element_address(context, builder, arytype, ary, itype, i, addrspace, int_type):
+        """Integer address of element i in ``addrspace`` (3: shared, i32; 1: global, i64), for inline PTX
+        (also ``gpu.memory_fence.load_acquire``'s)."""
         data = context.make_array(arytype)(context, builder, value=ary).data
         base = builder.addrspacecast(data, ir.PointerType(data.type.pointee, addrspace))
         idx = context.cast(builder, i, itype, types.intp)
@@ -99,8 +100,8 @@ else:
                 return None
 
             def codegen(context, builder, sig, args):
-                d = _address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 3, _I32)
-                s = _address(context, builder, sig.args[2], args[2], sig.args[3], args[3], 1, _I64)
+                d = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 3, _I32)
+                s = element_address(context, builder, sig.args[2], args[2], sig.args[3], args[3], 1, _I64)
                 n = context.cast(builder, args[4], sig.args[4], types.int32)
                 asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_I32, _I64, _I32]), ptx,
                                    "r,l,r,~{memory}", side_effect=True)

@@ -72,6 +72,8 @@ else:
     from numba import types as _types
     from numba.cuda.extending import intrinsic as _intrinsic
 
+    from gpu.async_copy import element_address
+
     @_intrinsic
     def load_acquire(typingctx, arr, i):
         """``ld.acquire.gpu.global.s32`` of ``arr[i]`` (a C-contiguous int32 device array, flat index)."""
@@ -79,10 +81,7 @@ else:
             return None
 
         def codegen(context, builder, sig, args):
-            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-            base = builder.addrspacecast(data, _ir.PointerType(data.type.pointee, 1))
-            idx = context.cast(builder, args[1], sig.args[1], _types.intp)
-            addr = builder.ptrtoint(builder.gep(base, [idx], inbounds=True), _ir.IntType(64))
+            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _ir.IntType(64))
             asm = _ir.InlineAsm(_ir.FunctionType(_ir.IntType(32), [_ir.IntType(64)]),
                                 "ld.acquire.gpu.global.s32 $0, [$1];", "=r,l,~{memory}", side_effect=True)
             return builder.call(asm, [addr])

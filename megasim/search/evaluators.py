@@ -65,10 +65,7 @@ def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
                          gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
     graph = graph if graph is not None else _graph(problem, cfg)
     m = int(point["M"])
-    groups = winograd_shape(problem, cfg).groups
-    if m > groups:
-        raise MegasimError(f"M={m} is not allowed: it must be at most the number of groups N_G={groups}")
-    params = scaled_params(graph, m, point["d_ig_x"], point["d_go_x"])
+    params = scaled_params(graph, m, point["d_ig_x"], point["d_go_x"])   # MappingError when M > N_G
     return Plan("fused", params.d_ig, params.d_go, m, tiles_per_group=cfg.tiles_per_group,
                 transform_threads=cfg.transform_threads,
                 transform_pairs_per_thread=cfg.transform_pairs_per_thread, gemm_k_tile=cfg.gemm_k_tile,
