@@ -42,6 +42,9 @@ default stream; what it measures and how a spec value follows from it:
   on its own to extend a saved measurements file). ``megasim.calibration`` then fits
   ``block_sm_share`` per kind as well.
 
+- ``megakernel_ticket_ns``: each kind's tasks alone in the per-task megakernel, with ticket and with
+  blockIdx dispatch; the time saved per task's slot (``gpu.calibrate_occupancy.measure_megakernel_ticket``).
+
 ``sm_count`` is read from the driver (and ``l2_bytes`` when its probe fails). Everything else stays the preset's.
 """
 
@@ -590,6 +593,14 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
     # The order in which an SM's blocks end (the schedulers favour older blocks): fits younger_block_weight.
     from gpu.calibrate_occupancy import measure_block_end_order
     m.extra["block_end_order"] = measure_block_end_order(layers, plan_params)
+    # What the per-task megakernel's ticket costs (ticket vs blockIdx dispatch): megakernel_ticket_ns.
+    from gpu.calibrate_occupancy import measure_megakernel_ticket
+    try:
+        value, m.extra["megakernel_ticket_rows"] = measure_megakernel_ticket(layers, plan_params)
+        m.values["megakernel_ticket_ns"] = value
+    except Exception as err:  # noqa: BLE001 - a failed probe leaves the field unset (None: atomic_latency_ns)
+        log.warning("megakernel_ticket_ns not measured: %s", err)
+        m.extra.setdefault("failed_probes", {})["megakernel_ticket_ns"] = f"{type(err).__name__}: {err}"[:300]
     return m
 
 

@@ -9,6 +9,9 @@ round of issue 4's calibration (``megasim.calibration`` fits ``block_sm_share`` 
     # only the traced end order of an SM's first-wave GEMM blocks (fits younger_block_weight):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --end-order-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
+    # only the per-task megakernel's ticket cost (megakernel_ticket_ns; ticket vs blockIdx dispatch):
+    bash gpu/on_device.sh python -m gpu.calibrate_occupancy --ticket-only \
+        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
 
 What it measures, on the calibration layers only (resnet-1, vgg-3; never a fused schedule):
 
@@ -241,6 +244,78 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
     return rows, notes
 
 
+TICKET_MIN_WAVES = 4     # runs of fewer waves of tasks than this are recorded but not used
+
+
+def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats: int = 10, rounds: int = 3,
+                              sm_count: int | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """(``megakernel_ticket_ns`` value and method, rows): what the per-task megakernel's ticket costs a
+    task's slot at full occupancy. Each kind's tasks of the non-fused schedule (the transforms also at
+    the fused schedule's pairs per thread) run alone in the megakernel, one block per task, counters at
+    zero, queued-timed (``time_queued``) with ticket and with blockIdx dispatch, alternately for
+    ``rounds`` rounds. Per run, the saving per task is (T_ticket - T_blockidx) / waves, waves = tasks /
+    (SMs x the driver's occupancy of the megakernel); the value is the median over the runs of at least
+    ``TICKET_MIN_WAVES`` waves (the others are recorded, with ``used`` false). ``sm_count``: None = the
+    driver's."""
+    from gpu.calibrate import nonfused_workspaces
+    from gpu.prepared import PreparedSchedule
+    from megasim.mapping import Launch, Schedule
+    spin = spin or Spinner()
+    sm = sm_count or int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    rows: list[dict[str, Any]] = []
+    rng = np.random.default_rng(11)
+    param_sets = [(plan_params, None)]
+    if fused_transform_params(plan_params) is not None:
+        param_sets.append((fused_transform_params(plan_params), TRANSFORM_KINDS))
+    for params, kinds in param_sets:
+        for name in layers:
+            graph, schedule, wplan, wss = nonfused_workspaces(name, params, rng)
+            zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
+            for launch in schedule.launches:
+                kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+                if kinds is not None and kind not in kinds:
+                    continue
+                preps = {}
+                for dispatch in ("ticket", "blockidx"):
+                    one = Schedule(launch.name, (Launch(launch.order, launch.name, "per_task", dispatch),))
+                    prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
+                    prep.d_counters_init = zeros            # the kind's parents ran before (gpu.diagnose)
+                    prep.run(wss[0])
+                    prep.check()
+                    preps[dispatch] = prep
+                pl = preps["ticket"].launches[0]
+                per_sm = _active_blocks(pl.kernel, pl.threads, wplan.shared_bytes)
+                times: dict[str, list[float]] = {"ticket": [], "blockidx": []}
+                for _ in range(rounds):
+                    for dispatch, prep in preps.items():
+                        st, _host = time_queued(lambda i, p=prep: p.run(wss[i]), spin, repeats=repeats, rotate=3)
+                        times[dispatch].append(st.median_ms)
+                for prep in preps.values():
+                    prep.check()
+                tasks = int(len(launch.order))
+                waves = tasks / (sm * per_sm) if per_sm > 0 else float("nan")
+                t_ms, b_ms = float(np.median(times["ticket"])), float(np.median(times["blockidx"]))
+                saving = (t_ms - b_ms) * 1e6 / waves if waves == waves else float("nan")
+                rows.append({"layer": name, "kind": kind, "plan_params": params, "tasks": tasks,
+                             "blocks_per_sm": per_sm, "waves": waves, "ticket_ms": times["ticket"],
+                             "blockidx_ms": times["blockidx"], "ticket_median_ms": t_ms,
+                             "blockidx_median_ms": b_ms, "saving_per_task_ns": saving,
+                             "used": bool(waves >= TICKET_MIN_WAVES)})
+                log.info("%s %s [%s] ticket %.4f blockIdx %.4f ms, %.1f waves: %.0f ns per task", name, kind,
+                         params, t_ms, b_ms, waves, saving)
+            del wss
+    used = [r["saving_per_task_ns"] for r in rows if r["used"]]
+    if not used:
+        raise TimingError(f"megakernel ticket: no run of at least {TICKET_MIN_WAVES} waves of tasks")
+    value = max(0.0, float(np.median(used)))
+    method = (f"each kind's tasks alone in the per-task megakernel on {', '.join(layers)} (the transforms also at the "
+              f"fused schedule's pairs per thread), counters at zero, queued-timed with ticket and with blockIdx "
+              f"dispatch alternately ({rounds} rounds of {repeats}); per run (T_ticket - T_blockidx) / waves of "
+              f"tasks (SMs x the driver's occupancy); median over the {len(used)} runs of >= {TICKET_MIN_WAVES} "
+              f"waves (range {min(used):.0f} .. {max(used):.0f} ns) (gpu.calibrate_occupancy.measure_megakernel_ticket)")
+    return {"value": value, "method": method}, rows
+
+
 def traced_parts(wplan, schedule, counters_init, wss) -> dict[str, float]:
     """Where a megakernel task's time goes, from a traced run of ``schedule`` (the inputs rotated over
     ``wss``; the last run kept): the mean per task of ready - claim (``trace_claim_ns``: ticket, table
@@ -383,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the mixed-kind runs, added to --base's measurements")
     ap.add_argument("--end-order-only", action="store_true",
                     help="only the traced end order of an SM's first-wave GEMM blocks, added to --base's measurements")
+    ap.add_argument("--ticket-only", action="store_true",
+                    help="only the per-task megakernel's ticket cost (megakernel_ticket_ns), added to --base's measurements")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     m = Measurements.from_dict(json.loads(Path(args.base).read_text()))
@@ -396,6 +473,20 @@ def main(argv: list[str] | None = None) -> int:
         _write_measurements(m, args.out)
         for r in m.extra["block_end_order"]:
             print(f"{r['layer']:9s} {r['kind']:6s} first-wave ends {[round(e, 2) for e in r['end_us']]} us ({r['sms']} SMs)")
+        return 0
+    if args.ticket_only:
+        value, rows = measure_megakernel_ticket(tuple(args.layers), m.plan_params)
+        m.values["megakernel_ticket_ns"] = {"value": value["value"],
+                                            "method": f"{value['method']}; measured {date} on {name}"}
+        m.extra["megakernel_ticket_rows"] = rows
+        m.extra["megakernel_ticket_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                                             "seconds": round(time.perf_counter() - t0, 1)}
+        _write_measurements(m, args.out)
+        for r in rows:
+            print(f"{r['layer']:9s} {r['kind']:6s} [{r['plan_params']}] ticket {r['ticket_median_ms'] * 1e3:8.1f} us  "
+                  f"blockIdx {r['blockidx_median_ms'] * 1e3:8.1f} us  {r['waves']:6.1f} waves  "
+                  f"{r['saving_per_task_ns']:6.0f} ns per task{'' if r['used'] else ' (not used)'}")
+        print(f"megakernel_ticket_ns = {value['value']:.0f}")
         return 0
     if args.mixed or args.mixed_only:
         m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), fused_transform_params(m.plan_params)

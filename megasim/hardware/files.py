@@ -9,7 +9,8 @@ Format (schema_version 1)::
                     "gemm": {...}}}
 
 Every field of GPUSpec must appear under "values" with a value and a source, except the optional
-ones (``OPTIONAL_FIELDS``: ``megakernel_launch_ns``, ``queued_launch_ns``); unknown fields are rejected (a typo must not silently fall back to a default).
+ones (``megasim.hardware.spec.OPTIONAL_FIELDS``, e.g. ``megakernel_launch_ns``); unknown fields are rejected
+(a typo must not silently fall back to a default).
 """
 
 from __future__ import annotations

@@ -185,6 +185,12 @@ class GPUSpec:
     # single-kind run: the order in which an SM's blocks, started together, end
     # (megasim.calibration_age.fit_age_weight). None = 1, every block alike.
     younger_block_weight: float | None = None
+    # Optional (session 25): what the per-task megakernel's ticket (an atomic on one global counter per
+    # task claimed) costs a task's slot at full occupancy; blockIdx dispatch (block b runs map position
+    # b) skips it, so a blockIdx launch's claim is each kind's megakernel_claim_ns less this. Measured by
+    # each kind's tasks alone in the megakernel under both dispatches (gpu.calibrate_occupancy
+    # .measure_megakernel_ticket). None = atomic_latency_ns (an idle round trip).
+    megakernel_ticket_ns: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -202,7 +208,7 @@ class GPUSpec:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
                           "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
-                          "queued_launch_ns"):
+                          "queued_launch_ns", "megakernel_ticket_ns"):
                 if value < 0:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
@@ -240,7 +246,8 @@ def base_kind(cost_name: str) -> str:
 
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
-OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight")
+OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight",
+                   "megakernel_ticket_ns")
 
 
 def spec_field_names() -> tuple[str, ...]:

@@ -14,7 +14,9 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   (persistent grid). Both read the task map and check the task's counters, one atomic round trip.
   In a megakernel launch whose kind gives ``megakernel_claim_ns`` (measured from traced runs), that
   replaces the ticket and the check: claim -> ready takes ``block_dispatch_ns`` (per-task launches
-  only) plus the kind's claim time, when the parents are done by then.
+  only) plus the kind's claim time, when the parents are done by then. With blockIdx dispatch
+  (``Launch.dispatch == "blockidx"``: block b runs map position b, no ticket) it is the measured
+  claim less the ticket's cost (``megakernel_ticket_ns``, default one ``atomic_latency_ns``).
 - **Dependency waits.** A task whose counters are not yet zero keeps its slot and polls; it resumes
   an atomic round trip after the last parent signals (the paper's Listing 2). Parents signal when
   they end.
@@ -375,11 +377,15 @@ class _Run:
             self.r_idle: deque[tuple[int, int]] = deque()
         # Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
         # and the counter look, or the kind's measured megakernel claim in a megakernel launch.
+        # A measured claim includes the ticket, which blockIdx dispatch skips (GPUSpec.megakernel_ticket_ns).
         dispatch = 0.0 if launch.style == "persistent" else self.spec.block_dispatch_ns
         atomic = self.spec.atomic_latency_ns
         plain = (atomic if launch.style == "persistent" else dispatch) + atomic
         mega = self._is_megakernel(launch)
-        self.cur_check_ns = [plain if not mega or c is None else dispatch + c for c in self.mk_claim]
+        ticket = atomic if self.spec.megakernel_ticket_ns is None else self.spec.megakernel_ticket_ns
+        no_ticket = ticket if launch.dispatch == "blockidx" else 0.0
+        self.cur_check_ns = [plain if not mega or c is None else dispatch + max(0.0, c - no_ticket)
+                             for c in self.mk_claim]
         start = self.clock.now + delay
         # A kind's fixed time once per launch (TaskCost.launch_fixed_ns) holds back the first blocks.
         delay += max((self.launch_fixed[k] for k in kinds), default=0.0)
