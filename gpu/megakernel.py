@@ -18,7 +18,9 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
 
   parent:  all threads write their results; ``syncthreads``; thread 0: ``threadfence`` (its
            release: the block's writes, ordered before it by the barrier, become visible device-wide
-           before the decrement), then ``atomic.sub(counters[sig], 1)``.
+           before the decrement), then ``atomic.sub(counters[sig], 1)`` (``MEGASIM_SIGNAL=red``: a
+           ``red.relaxed.gpu`` add of -1, whose old value thread 0 does not wait for; the ready queue
+           needs the old value and keeps the atomic).
   child:   thread 0 first reads each counter with ``ld.acquire.gpu`` (``gpu.memory_fence.load_acquire``:
            an acquire by itself; reading 0 there, the child needs no fence); while one is not 0 it polls
            ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler cannot hoist the
@@ -57,7 +59,7 @@ import os
 from numba import config as numba_config
 from numba import cuda, int32
 
-from gpu.memory_fence import ACQUIRE_BY_LOAD, dependency_fence, load_acquire
+from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
@@ -288,8 +290,13 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
         sh[0] = -1
         if sig >= 0:
             dependency_fence()  # release
-            if cuda.atomic.sub(counters, sig, 1) == 1 and ready:
-                sh[0] = sig     # this signal completed the counter: the block releases its waiters
+            if ready:
+                if cuda.atomic.sub(counters, sig, 1) == 1:
+                    sh[0] = sig     # this signal completed the counter: the block releases its waiters
+            elif SIGNAL_BY_RED:
+                red_add(counters, sig, -1)      # no old value to wait for (gpu.memory_fence.SIGNAL)
+            else:
+                cuda.atomic.sub(counters, sig, 1)
         if tracing and not ready:
             trace[pos, 2] = globaltimer()
     if ready:

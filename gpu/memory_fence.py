@@ -86,3 +86,40 @@ else:
                                 "ld.acquire.gpu.global.s32 $0, [$1];", "=r,l,~{memory}", side_effect=True)
             return builder.call(asm, [addr])
         return _types.int32(arr, i), codegen
+
+
+# -- the parent's decrement ----------------------------------------------------------------------------
+# MEGASIM_SIGNAL (read at import): how thread 0 decrements the counter a task signals, after its release
+# fence, when the block does not need the old value (ticket and blockIdx dispatch; the ready queue does).
+# "atom" (until session 25): ``cuda.atomic.sub``, whose old value comes back, so thread 0 (and its block,
+# and the slot) waits an L2 round trip for it. "red": ``red.relaxed.gpu.global.add.s32`` (no value comes
+# back), the pattern of CUTLASS's barrier (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``): the fence
+# before it makes it the release. Under the CUDA simulator both are the atomic.
+SIGNALS = ("atom", "red")
+SIGNAL = os.environ.get("MEGASIM_SIGNAL", "atom")
+if SIGNAL not in SIGNALS:
+    raise ValueError(f"MEGASIM_SIGNAL={SIGNAL!r}: want one of {SIGNALS}")
+SIGNAL_BY_RED = SIGNAL == "red"
+
+if config.ENABLE_CUDASIM:
+    @cuda.jit(device=True)
+    def red_add(arr, i, v):
+        """The simulator's red.relaxed.gpu.global.add: an atomic add."""
+        cuda.atomic.add(arr, i, v)
+else:
+    @_intrinsic
+    def red_add(typingctx, arr, i, v):
+        """``red.relaxed.gpu.global.add.s32`` of ``v`` to ``arr[i]`` (a C-contiguous int32 device array, flat
+        index): an atomic add whose old value does not come back."""
+        if not (isinstance(arr, _types.Array) and arr.dtype == _types.int32 and isinstance(i, _types.Integer)
+                and isinstance(v, _types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _ir.IntType(64))
+            val = context.cast(builder, args[2], sig.args[2], _types.int32)
+            asm = _ir.InlineAsm(_ir.FunctionType(_ir.VoidType(), [_ir.IntType(64), _ir.IntType(32)]),
+                                "red.relaxed.gpu.global.add.s32 [$0], $1;", "l,r,~{memory}", side_effect=True)
+            builder.call(asm, [addr, val])
+            return context.get_dummy_value()
+        return _types.void(arr, i, v), codegen
