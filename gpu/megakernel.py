@@ -18,9 +18,9 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
 
   parent:  all threads write their results; ``syncthreads``; thread 0: ``threadfence`` (its
            release: the block's writes, ordered before it by the barrier, become visible device-wide
-           before the decrement), then ``atomic.sub(counters[sig], 1)`` (``MEGASIM_SIGNAL=red``: a
-           ``red.relaxed.gpu`` add of -1, whose old value thread 0 does not wait for; the ready queue
-           needs the old value and keeps the atomic).
+           before the decrement), then a ``red.relaxed.gpu`` add of -1 to ``counters[sig]``, whose old
+           value thread 0 does not wait for (the ready queue needs the old value: ``atomic.sub``;
+           ``MEGASIM_SIGNAL=atom``: the atomic always, as until session 25).
   child:   thread 0 first reads each counter with ``ld.acquire.gpu`` (``gpu.memory_fence.load_acquire``:
            an acquire by itself; reading 0 there, the child needs no fence); while one is not 0 it polls
            ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler cannot hoist the

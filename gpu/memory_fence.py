@@ -92,11 +92,16 @@ else:
 # MEGASIM_SIGNAL (read at import): how thread 0 decrements the counter a task signals, after its release
 # fence, when the block does not need the old value (ticket and blockIdx dispatch; the ready queue does).
 # "atom" (until session 25): ``cuda.atomic.sub``, whose old value comes back, so thread 0 (and its block,
-# and the slot) waits an L2 round trip for it. "red": ``red.relaxed.gpu.global.add.s32`` (no value comes
-# back), the pattern of CUTLASS's barrier (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``): the fence
-# before it makes it the release. Under the CUDA simulator both are the atomic.
+# and the slot) waits an L2 round trip for it. "red" (the default since session 25):
+# ``red.relaxed.gpu.global.add.s32`` (no value comes back), the pattern of CUTLASS's barrier
+# (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``): the fence before it makes it the release. Predicted
+# 2-3% on the few-channel layers (a loaded L2 round trip, ~0.4 us, per signalling task); measured on the
+# H200 at the 13 best mappings: 0.5% faster (FP32 and 3xTF32, ticket and blockIdx; every layer with FP32),
+# non-fused control +0.1% / -0.2% (experiments/results/nvidia-h200/probe_dispatch/signal/): the release
+# fence before it, not the atomic's reply, is what a signal waits for. Under the CUDA simulator both are
+# the atomic.
 SIGNALS = ("atom", "red")
-SIGNAL = os.environ.get("MEGASIM_SIGNAL", "atom")
+SIGNAL = os.environ.get("MEGASIM_SIGNAL", "red")
 if SIGNAL not in SIGNALS:
     raise ValueError(f"MEGASIM_SIGNAL={SIGNAL!r}: want one of {SIGNALS}")
 SIGNAL_BY_RED = SIGNAL == "red"
