@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -110,6 +111,12 @@ def main(argv: list[str] | None = None) -> dict:
               "failures": len(failures), "failed": failures[:50], "styles": styles,
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
               "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}
+    from gpu import memory_fence
+    from gpu.winograd_device import GEMM_MATH
+    from megasim.validation import run_meta
+    report["meta"] = run_meta({"gemm_math": GEMM_MATH, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
+                               "dependency_fence": memory_fence.DEPENDENCY_FENCE,
+                               "command": " ".join(["python -m gpu.fuzz", *sys.argv[1:]])})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fuzz_megakernel.json").write_text(json.dumps(report, indent=1))
