@@ -91,7 +91,15 @@ DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
 # every thread re-read the row after the barrier, which after a GEMM's or an output transform's acquire
 # fence (it drops the line from L1) was another L2 round trip (H200, best mappings: fused 0.6% / 1.8%
 # faster, FP32 / 3xTF32 GEMM; experiments/results/nvidia-h200/probe_dispatch/).
-SH_INTS = 5
+# MEGASIM_CLAIM_TAIL (read at import; session 25): "shared" (default) also keeps the row's signal counter
+# and whether the launch uses the ready queue in sh[5], sh[6], and folds "the map is used up" into ok, so
+# that no thread reads ``table`` or ``ctl`` from global memory between the acquire and the signal (each
+# such read was an L2 round trip: the acquire drops L1's lines); "global": the reads of session 24.
+CLAIM_TAIL = os.environ.get("MEGASIM_CLAIM_TAIL", "shared")
+if CLAIM_TAIL not in ("shared", "global"):
+    raise ValueError(f"MEGASIM_CLAIM_TAIL={CLAIM_TAIL!r}: want shared or global")
+TAIL_IN_SHARED = CLAIM_TAIL == "shared"
+SH_INTS = 7
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -187,12 +195,13 @@ def _release(ctl, counters, c):
 @cuda.jit(device=True)
 def _claim_and_wait(table, ctl, counters, first):
     """Thread 0: (the next map position of this block, 1 if its parents are done or 0 if the block must
-    give up, and the position's kind, group and index, read with its counters before the acquire)."""
+    give up (or, with TAIL_IN_SHARED, the map is used up), the position's kind, group, index and signal
+    counter, read with its counters before the acquire, and the launch's dispatch)."""
     dispatch = ctl[CTL_DISPATCH]
     if dispatch == DISPATCH_READY:
         pos = _claim_ready(ctl, counters)
         if pos < 0:
-            return ctl[CTL_NTASKS], 0, -1, -1, -1
+            return ctl[CTL_NTASKS], 0, -1, -1, -1, -1, dispatch
     elif dispatch == DISPATCH_BLOCKIDX:
         pos = cuda.blockIdx.x if first else ctl[CTL_NTASKS]
     else:
@@ -201,10 +210,12 @@ def _claim_and_wait(table, ctl, counters, first):
     kind = -1
     g = -1
     idx = -1
+    sig = -1
     if pos < ctl[CTL_NTASKS]:
         kind = table[pos, T_KIND]   # the row's one line: read before the acquire fence drops it from L1
         g = table[pos, T_GROUP]
         idx = table[pos, T_INDEX]
+        sig = table[pos, T_SIGNAL]
         task = table[pos, T_TASK]
         c0 = table[pos, T_WAIT0]
         c1 = table[pos, T_WAIT1]
@@ -223,7 +234,9 @@ def _claim_and_wait(table, ctl, counters, first):
                 ok = _wait_zero(counters, c1, ctl, pos, task)
             if not ACQUIRE_BY_LOAD or v0 > 0 or v1 > 0:
                 dependency_fence()  # acquire: pairs with the parents' fence before their decrement
-    return pos, ok, kind, g, idx
+    elif TAIL_IN_SHARED:
+        ok = 0                      # the map is used up: the block ends without another look at ctl
+    return pos, ok, kind, g, idx, sig, dispatch
 
 
 # Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
@@ -255,12 +268,14 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     tracing = ctl[CTL_TRACE] != 0
     if tid == 0:
         t_claim = globaltimer() if tracing else 0
-        pos, ok, kind, g, idx = _claim_and_wait(table, ctl, counters, first)
+        pos, ok, kind, g, idx, sig, dispatch = _claim_and_wait(table, ctl, counters, first)
         sh[0] = pos
         sh[1] = ok
         sh[2] = kind
         sh[3] = g
         sh[4] = idx
+        sh[5] = sig
+        sh[6] = 1 if dispatch == DISPATCH_READY else 0
         if tracing and pos < ctl[CTL_NTASKS]:
             trace[pos, 0] = t_claim
             trace[pos, 1] = globaltimer()
@@ -268,7 +283,10 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     cuda.syncthreads()
     pos = sh[0]
     ok = sh[1]
-    if pos >= ctl[CTL_NTASKS] or ok == 0:
+    if TAIL_IN_SHARED:
+        if ok == 0:
+            return 0
+    elif pos >= ctl[CTL_NTASKS] or ok == 0:
         return 0
     kind = sh[2]
     g = sh[3]
@@ -282,11 +300,14 @@ def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, tr
     elif kind == FTRANS:
         ftrans_task(g, idx, prm, w, U)
     cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
-    ready = ctl[CTL_DISPATCH] == DISPATCH_READY
+    if TAIL_IN_SHARED:
+        ready = sh[6] == 1
+    else:
+        ready = ctl[CTL_DISPATCH] == DISPATCH_READY
     if tid == 0:
         if tracing:
             trace[pos, 4] = globaltimer()
-        sig = table[pos, T_SIGNAL]
+        sig = sh[5] if TAIL_IN_SHARED else table[pos, T_SIGNAL]
         sh[0] = -1
         if sig >= 0:
             dependency_fence()  # release
@@ -321,7 +342,7 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
     transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
     ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index)
-    through 20 bytes of static shared memory; after the task, thread 0 signals. Dynamic shared memory:
+    through 28 bytes of static shared memory (with its signal counter and dispatch); after the task, thread 0 signals. Dynamic shared memory:
     ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the module docstring.
     Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
     nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
