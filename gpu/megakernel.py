@@ -61,8 +61,7 @@ from numba import cuda, int32
 
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.trace import globaltimer, smid
-from gpu.winograd_device import (FTRANS, GEMM, ITRANS, NUM_PARAMS, OTRANS, ftrans_task, gemm_task, itrans_task,
-                                 otrans_task)
+from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
 
 # Task table columns.
 T_KIND, T_GROUP, T_INDEX, T_WAIT0, T_WAIT1, T_SIGNAL, T_TASK, T_ROOT = 0, 1, 2, 3, 4, 5, 6, 7
@@ -100,11 +99,6 @@ CLAIM_TAIL = os.environ.get("MEGASIM_CLAIM_TAIL", "shared")
 if CLAIM_TAIL not in ("shared", "global"):
     raise ValueError(f"MEGASIM_CLAIM_TAIL={CLAIM_TAIL!r}: want shared or global")
 TAIL_IN_SHARED = CLAIM_TAIL == "shared"
-# MEGASIM_PARAMS_IN_SHARED (read at import; session 25): "1" copies ``prm`` (the problem's scalars) into
-# static shared memory at the block's start, by its last threads, beside thread 0's claim, and the task
-# bodies read that copy: their first reads of ``prm`` came after the acquire (an L2 round trip each).
-# "0": the bodies read ``prm`` from global memory.
-PARAMS_IN_SHARED = os.environ.get("MEGASIM_PARAMS_IN_SHARED", "1") == "1"
 SH_INTS = 7
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
@@ -264,16 +258,6 @@ _persistent_jit = (cuda.jit(max_registers=PERSISTENT_MAX_REGISTERS)
 
 
 @cuda.jit(device=True)
-def _params_to_shared(prm, psh):
-    """psh[:] = prm, by the block's last threads (thread 0 is claiming meanwhile); the claim's barrier
-    orders it before the task bodies read psh."""
-    j = cuda.blockDim.x - 1 - cuda.threadIdx.x
-    while j < NUM_PARAMS:
-        psh[j] = prm[j]
-        j += cuda.blockDim.x
-
-
-@cuda.jit(device=True)
 def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     """One map position of the launch, by the whole block: thread 0 claims it (ticket, blockIdx or a
     ready-queue slot) and waits on its counters, broadcasting (position, ok) through ``sh``; all threads
@@ -367,12 +351,7 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
     """
     sh = cuda.shared.array(SH_INTS, int32)
-    if PARAMS_IN_SHARED:
-        psh = cuda.shared.array(NUM_PARAMS, int32)
-        _params_to_shared(prm, psh)
-        _claim_run_signal(True, sh, table, ctl, counters, psh, x, w, U, V, M, Y, trace)
-    else:
-        _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+    _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
 
 
 @_persistent_jit
@@ -385,16 +364,9 @@ def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
     # earlier form (`while _claim_run_signal(first, ...) == 1: first = False`) compiled every task body
     # twice, 1284 FFMA instead of 642, and spilled ~300 registers (ptxas sm_90, 255 registers either way).
     running = 1
-    if PARAMS_IN_SHARED:
-        psh = cuda.shared.array(NUM_PARAMS, int32)
-        _params_to_shared(prm, psh)
-        while running == 1:
-            running = _claim_run_signal(False, sh, table, ctl, counters, psh, x, w, U, V, M, Y, trace)
-            cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
-    else:
-        while running == 1:
-            running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
-            cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
+    while running == 1:
+        running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+        cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
 
 
 def megakernel_for(ctl):
