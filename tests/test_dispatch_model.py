@@ -1,0 +1,46 @@
+"""experiments.dispatch_model: blockIdx / ticket, predicted against gpu.probe_dispatch's measurements."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from experiments import dispatch_model
+from megasim.errors import MegasimError
+
+PROBE = "experiments/results/nvidia-h200/probe_dispatch/tail/probe_dispatch_fp32_tail_shared.csv"
+SPEC = "megasim/hardware/calibrated/h200.json"
+
+
+def test_compare_pairs_each_layers_two_dispatches():
+    rows = [{"layer": "a", "label": "fused_ticket", "params": "p", "measured_us": "100", "predicted_us": 110.0},
+            {"layer": "a", "label": "fused_blockidx", "params": "q", "measured_us": "98", "predicted_us": 105.6},
+            {"layer": "b", "label": "fused_ticket", "params": "p", "measured_us": "50", "predicted_us": 55.0}]
+    out = dispatch_model.compare(rows, "probe.csv")
+    assert len(out) == 1                                  # layer b lacks its blockIdx row
+    assert out[0]["measured_ratio"] == pytest.approx(0.98) and out[0]["predicted_ratio"] == pytest.approx(0.96)
+
+
+def test_a_probe_file_without_fused_rows_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "p.csv"
+    bad.write_text("layer,label,measured_us\nresnet-1,nonfused,10\n")
+    with pytest.raises(MegasimError, match="no measured rows labelled fused_ticket or fused_blockidx"):
+        dispatch_model.probe_rows(bad)
+    with pytest.raises(MegasimError, match="cannot be read"):
+        dispatch_model.probe_rows(tmp_path / "missing.csv")
+
+
+def test_main_predicts_one_layer_of_a_committed_probe(tmp_path):
+    rows = [r for r in csv.DictReader(open(PROBE)) if r["layer"] == "resnet-4"]
+    probe = tmp_path / "probe.csv"
+    with probe.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert dispatch_model.main(["--probe", str(probe), "--spec", SPEC, "--workers", "1", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "dispatch_model.json").read_text())
+    (row,) = out["rows"]
+    assert row["layer"] == "resnet-4" and row["predicted_blockidx_us"] < row["predicted_ticket_us"]
+    assert out["meta"]["summary"][str(probe)]["layers"] == 1
