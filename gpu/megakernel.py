@@ -341,9 +341,10 @@ def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
 
     Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
     transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
-    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index)
-    through 28 bytes of static shared memory (with its signal counter and dispatch); after the task, thread 0 signals. Dynamic shared memory:
-    ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the module docstring.
+    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index,
+    signal counter, dispatch) through 28 bytes of static shared memory; after the task, thread 0
+    signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the
+    module docstring.
     Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
     nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
 
