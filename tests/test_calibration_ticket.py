@@ -28,12 +28,12 @@ def test_ticket_probe_runs_both_dispatches_and_takes_the_median_saving(monkeypat
 
     monkeypatch.setattr(co, "time_queued", fake_time_queued)
     monkeypatch.setattr(co, "_active_blocks", lambda kernel, threads, smem: 1)
-    value, rows = co.measure_megakernel_ticket(("N=1,C=3,K=2,H=5,W=6",), spin=lambda: None, repeats=1, rounds=1,
-                                               sm_count=1)
-    # 4 kinds at the default parameters, the 3 transforms again at 4 pairs per thread.
+    # At pairs=4 (the fused schedule's transform size already) the 4 kinds run once each (at the
+    # defaults the transforms would run again at pairs=4: fused_transform_params).
+    value, rows = co.measure_megakernel_ticket(("N=1,C=3,K=2,H=5,W=6",), "pairs=4", spin=lambda: None, repeats=1,
+                                               rounds=1, sm_count=1)
     assert [(r["kind"], r["plan_params"]) for r in rows] == [
-        ("ftrans", ""), ("itrans", ""), ("gemm", ""), ("otrans", ""),
-        ("ftrans", "pairs=4"), ("itrans", "pairs=4"), ("otrans", "pairs=4")]
+        (k, "pairs=4") for k in ("ftrans", "itrans", "gemm", "otrans")]
     for r in rows:
         assert r["waves"] == r["tasks"]          # 1 SM x 1 block per SM
         assert r["saving_per_task_ns"] == pytest.approx(0.1e6 / r["tasks"])
