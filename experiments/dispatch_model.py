@@ -5,8 +5,9 @@ takes the next map position from an atomic ticket) and with blockIdx dispatch (b
 position b, as in the paper), with the non-fused pipeline beside them, round-robin. This script
 predicts the same rows (same TaskGraph: the hash is checked) with a calibrated spec and compares the
 blockIdx / ticket time ratio, predicted against measured. The model's only difference between the two
-dispatches is the ticket: one ``atomic_latency_ns`` off each task's calibrated claim
-(``megasim.sim.engine``); nothing here is fitted to the probe.
+dispatches is the ticket: the spec's ``megakernel_ticket_ns`` (measured on single-kind runs; default one
+``atomic_latency_ns``) off each task's calibrated claim (``megasim.sim.engine``); nothing here is fitted
+to the probe.
 
 Writes DIR/dispatch_model.csv (a row per layer and probe file: measured and predicted ticket and
 blockIdx times and their ratios) and .json with provenance. No GPU; ~1 min per probe file on 2 cores.
@@ -19,11 +20,11 @@ blockIdx times and their ratios) and .json with provenance. No GPU; ~1 min per p
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
 from experiments.provenance import provenance, write_results
+from experiments.ready_dispatch import geomean
 from experiments.sweeps import print_table, spec_meta
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
@@ -61,10 +62,6 @@ def compare(rows: list[dict[str, Any]], probe: str) -> list[dict[str, Any]]:
                     "measured_ticket_us": mt, "measured_blockidx_us": mb, "measured_ratio": mb / mt,
                     "predicted_ticket_us": pt, "predicted_blockidx_us": pb, "predicted_ratio": pb / pt})
     return out
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -265,8 +265,9 @@ def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats:
     rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(11)
     param_sets = [(plan_params, None)]
-    if fused_transform_params(plan_params) is not None:
-        param_sets.append((fused_transform_params(plan_params), TRANSFORM_KINDS))
+    fused_params = fused_transform_params(plan_params)
+    if fused_params is not None:
+        param_sets.append((fused_params, TRANSFORM_KINDS))
     for params, kinds in param_sets:
         for name in layers:
             graph, schedule, wplan, wss = nonfused_workspaces(name, params, rng)
@@ -293,9 +294,9 @@ def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats:
                 for prep in preps.values():
                     prep.check()
                 tasks = int(len(launch.order))
-                waves = tasks / (sm * per_sm) if per_sm > 0 else float("nan")
+                waves = tasks / (sm * per_sm) if per_sm > 0 else float("nan")   # -1: the driver cannot say
                 t_ms, b_ms = float(np.median(times["ticket"])), float(np.median(times["blockidx"]))
-                saving = (t_ms - b_ms) * 1e6 / waves if waves == waves else float("nan")
+                saving = (t_ms - b_ms) * 1e6 / waves
                 rows.append({"layer": name, "kind": kind, "plan_params": params, "tasks": tasks,
                              "blocks_per_sm": per_sm, "waves": waves, "ticket_ms": times["ticket"],
                              "blockidx_ms": times["blockidx"], "ticket_median_ms": t_ms,

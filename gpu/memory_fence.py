@@ -74,17 +74,23 @@ else:
 
     from gpu.async_copy import element_address
 
+    def _is_int32_array(arr) -> bool:
+        return isinstance(arr, _types.Array) and arr.dtype == _types.int32
+
+    def _global_address(context, builder, sig, args):
+        """The 64-bit global address of ``args[0][args[1]]``, for inline PTX."""
+        return element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _ir.IntType(64))
+
     @_intrinsic
     def load_acquire(typingctx, arr, i):
         """``ld.acquire.gpu.global.s32`` of ``arr[i]`` (a C-contiguous int32 device array, flat index)."""
-        if not (isinstance(arr, _types.Array) and arr.dtype == _types.int32 and isinstance(i, _types.Integer)):
+        if not (_is_int32_array(arr) and isinstance(i, _types.Integer)):
             return None
 
         def codegen(context, builder, sig, args):
-            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _ir.IntType(64))
             asm = _ir.InlineAsm(_ir.FunctionType(_ir.IntType(32), [_ir.IntType(64)]),
                                 "ld.acquire.gpu.global.s32 $0, [$1];", "=r,l,~{memory}", side_effect=True)
-            return builder.call(asm, [addr])
+            return builder.call(asm, [_global_address(context, builder, sig, args)])
         return _types.int32(arr, i), codegen
 
 
@@ -116,15 +122,13 @@ else:
     def red_add(typingctx, arr, i, v):
         """``red.relaxed.gpu.global.add.s32`` of ``v`` to ``arr[i]`` (a C-contiguous int32 device array, flat
         index): an atomic add whose old value does not come back."""
-        if not (isinstance(arr, _types.Array) and arr.dtype == _types.int32 and isinstance(i, _types.Integer)
-                and isinstance(v, _types.Integer)):
+        if not (_is_int32_array(arr) and isinstance(i, _types.Integer) and isinstance(v, _types.Integer)):
             return None
 
         def codegen(context, builder, sig, args):
-            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _ir.IntType(64))
             val = context.cast(builder, args[2], sig.args[2], _types.int32)
             asm = _ir.InlineAsm(_ir.FunctionType(_ir.VoidType(), [_ir.IntType(64), _ir.IntType(32)]),
                                 "red.relaxed.gpu.global.add.s32 [$0], $1;", "l,r,~{memory}", side_effect=True)
-            builder.call(asm, [addr, val])
+            builder.call(asm, [_global_address(context, builder, sig, args), val])
             return context.get_dummy_value()
         return _types.void(arr, i, v), codegen
