@@ -188,7 +188,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", nargs="+", default=None, help="Table-2 names or specs (default: all 13)")
     ap.add_argument("--quick", action="store_true", help=f"10 repeats, 2 warm-ups, layers {', '.join(QUICK_LAYERS)}")
     ap.add_argument("--out", default=None, help="output directory (default experiments/results/<device-slug>, "
-                    "and its gemm_3xtf32/ with MEGASIM_GEMM_MATH=3xtf32)")
+                    "and its gemm_3xtf32/ for the 3xTF32 GEMM: --config gemm_math=3xtf32 or MEGASIM_GEMM_MATH=3xtf32)")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
@@ -200,7 +200,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
-                    "(t, tile, threads, pairs, gemm_k_tile, gemm_threads), e.g. pairs=4 (default: megasim's defaults)")
+                    "(t, tile, threads, pairs, gemm_k_tile, gemm_threads, gemm_math), e.g. pairs=4 "
+                    "(default: megasim's defaults)")
     ap.add_argument("--ours-only", action="store_true", help="time our kernels only (no PyTorch, cuDNN, cuBLAS)")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
@@ -545,7 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dmeta = device_meta(torch, cuda)
     slug = device_slug(dmeta["device"])
     # another GEMM math writes beside the FP32 results, never over them
-    math_dir = "" if os.environ.get("MEGASIM_GEMM_MATH", "fp32") == "fp32" else f"gemm_{os.environ['MEGASIM_GEMM_MATH']}"
+    gemm_math = args.fused_config.gemm_math      # --config's gemm_math, else MEGASIM_GEMM_MATH, else fp32
+    math_dir = "" if gemm_math == "fp32" else f"gemm_{gemm_math}"
     out_dirs = [Path(args.out) if args.out else _REPO / "experiments" / "results" / slug / math_dir]
     if os.environ.get("OUT") and not args.out:
         out_dirs.append(Path(os.environ["OUT"]) / "results" / slug / math_dir)
@@ -554,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "repeats": args.repeats, "warmup": args.warmup, "sets_wanted": args.sets, "fused_sweep": args.fused_sweep,
         "ready_sweep": args.ready_sweep,
         "config": args.config, "ours_only": args.ours_only,
-        "gemm_math": os.environ.get("MEGASIM_GEMM_MATH", "fp32"),
+        "gemm_math": gemm_math,
         "reference": "float64 torch conv2d on the GPU with cuDNN disabled (im2col + DGEMM); spot-checked against a "
                      "CPU float64 direct convolution (image 0, filters 0-3)",
         "timing": "gpu.timing.time_cuda: torch.cuda.Event pairs on the legacy default stream, median of repeats, "

@@ -116,13 +116,15 @@ def main(argv=None) -> int:
 
     # name -> (kernel, T, GK, KS, NT, shared bytes)
     os.makedirs(args.out, exist_ok=True)
-    kernels = {"prod": (mk.gemm_kernel, default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
+    prod = mk.kernels_for(default.gemm_math)      # the GEMM math of WinogradConfig() (MEGASIM_GEMM_MATH)
+    kernels = {"prod": (prod.gemm_kernel, default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
                         default.gemm_threads,
                         dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
-                                              default.gemm_threads))}
+                                              default.gemm_threads, default.gemm_math))}
     for fk in args.prod_configs:  # gemm_kernel (gemm_task dispatch) with another config
         T, GK, KS, NT = parse_config(fk)
-        kernels[f"prod_{fk}"] = (mk.gemm_kernel, T, GK, KS, NT, dev.gemm_shared_bytes(T, GK, KS, NT))
+        kernels[f"prod_{fk}"] = (prod.gemm_kernel, T, GK, KS, NT, dev.gemm_shared_bytes(T, GK, KS, NT,
+                                                                                       default.gemm_math))
     if not args.no_generic:
         kernels["generic"] = (wrap(dev.gemm_generic), default.tiles_per_group, default.gemm_k_tile,
                               default.gemm_k_step, default.gemm_threads,
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
     meta = provenance({"device": dv.name.decode() if isinstance(dv.name, bytes) else str(dv.name),
                        "torch": torch.__version__, "torch_flags": flags, "repeats": args.repeats,
                        "sets": args.sets, "batch": args.batch, "kernels": list(kernels),
-                       "gemm_math_of_prod": dev.GEMM_MATH})
+                       "gemm_math_of_prod": default.gemm_math})
     rows, res_rows = [], []
     print(f"{'layer':11s} {'kernel':22s} {'ms':>8s} {'TFLOP/s':>8s} {'%cuBLAS':>8s} {'rel_err':>9s}")
     for name in layers:
@@ -220,7 +222,7 @@ def main(argv=None) -> int:
     print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared"
           "  cp.async ld.global.v4")
     reports = dict(kernels)
-    reports["megakernel"] = (mk.megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
+    reports["megakernel"] = (prod.megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
                              kernels["prod"][5])
     for kname, (kern, T, GK, KS, NT, smem) in reports.items():
         try:

@@ -66,11 +66,8 @@ def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None
     if graph.kind_names != KINDS or graph.wait_counters.shape[1] > 2 or graph.signal_counters.shape[1] > 1:
         raise KernelInputError("the megakernel runs Winograd TaskGraphs (kinds ftrans, itrans, gemm, otrans; "
                                "at most 2 waits and 1 signal per task)")
-    if cfg.gemm_math != "fp32" and cfg.gemm_math != dev.GEMM_MATH:
-        raise KernelInputError(f"gemm_math={cfg.gemm_math!r} is not allowed in this process: its kernels were built "
-                               f"with MEGASIM_GEMM_MATH={dev.GEMM_MATH!r} (set MEGASIM_GEMM_MATH={cfg.gemm_math} "
-                               "before the first import of gpu)")
-    smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step, cfg.gemm_threads)
+    smem = dev.gemm_shared_bytes(cfg.tiles_per_group, cfg.gemm_k_tile, cfg.gemm_k_step, cfg.gemm_threads,
+                                 cfg.gemm_math)
     if smem > 48 * 1024:
         raise KernelInputError(f"GEMM staging needs {smem} bytes of shared memory; at most 49152 are allowed "
                                "(lower tiles_per_group, gemm_k_tile or gemm_k_step)")
@@ -233,7 +230,7 @@ def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_co
     ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit, ready_fields)
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
-    mk.megakernel_for(ctl)[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,
+    mk.megakernel_for(ctl, plan.config.gemm_math)[grid, threads, 0, plan.shared_bytes](d_table, d_ctl, d_counters, d_prm,
                                                               ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, no_trace())
     _raise_kernel_error(plan, d_ctl.copy_to_host(), launch.name)
 
@@ -261,7 +258,8 @@ def per_kind_kernel(plan: WinogradPlan, kind: int, d_table, d_prm) -> tuple:
     if kind == dev.ITRANS:
         return mk.itrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.x, ws.V)
     if kind == dev.GEMM:
-        return mk.gemm_kernel, cfg.gemm_threads, plan.shared_bytes, lambda ws: (d_table, d_prm, ws.V, ws.U, ws.M)
+        return (mk.kernels_for(cfg.gemm_math).gemm_kernel, cfg.gemm_threads, plan.shared_bytes,
+                lambda ws: (d_table, d_prm, ws.V, ws.U, ws.M))
     return mk.otrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.M, ws.Y)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from megasim.errors import MegasimError
-from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, WinogradConfig
+from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math
 from megasim.mapping import Algorithm1Params, algorithm1, counts, default_params, random_order
 from megasim.plan import winograd_naive, winograd_nonfused
 from megasim.workloads import parse_layer
@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", default="experiments/results/fuzz")
     parser.add_argument("--poll-limit", type=int, default=1 << 22)
+    parser.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
+                        help="the GEMM's math (default: MEGASIM_GEMM_MATH, else fp32)")
     args = parser.parse_args(argv)
 
     problem = parse_layer(args.layer)
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
     x = rng.standard_normal((problem.n, problem.c, problem.h, problem.w)).astype(np.float32)
     w = rng.standard_normal((problem.k, problem.c, 3, 3)).astype(np.float32)
     ref = reference(x, w, padding=problem.padding)
-    cfg = WinogradConfig(tiles_per_group=args.t, transform_pairs_per_thread=args.pairs)
+    cfg = WinogradConfig(tiles_per_group=args.t, transform_pairs_per_thread=args.pairs,
+                         gemm_math=args.gemm_math or default_gemm_math())
     plan = ex.make_plan(problem, cfg)
     d_x = cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
     d_w = cuda.to_device(w)
@@ -112,9 +115,8 @@ def main(argv: list[str] | None = None) -> dict:
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
               "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}
     from gpu import memory_fence
-    from gpu.winograd_device import GEMM_MATH
     from megasim.validation import run_meta
-    report["meta"] = run_meta({"gemm_math": GEMM_MATH, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
+    report["meta"] = run_meta({"gemm_math": plan.config.gemm_math, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
                                "dependency_fence": memory_fence.DEPENDENCY_FENCE,
                                "command": " ".join(["python -m gpu.fuzz", *sys.argv[1:]])})
     out = Path(args.out)

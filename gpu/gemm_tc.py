@@ -9,8 +9,8 @@ through dynamic shared memory (``shared_bytes``); every thread of the block call
   fragment).
 - Per 8 k, a lane reads its A fragments (4 floats per m-tile) and B fragments (2 per n-tile) from shared
   memory, splits each into TF32 (big, small) once, and issues 3 MMAs per tile: small x big, big x small,
-  big x big (the small products first, into the same accumulator). ``split="trunc"`` (what
-  ``MEGASIM_GEMM_MATH=3xtf32`` runs) splits with an ``and`` and a ``sub``; "rna" with two ``cvt.rna``,
+  big x big (the small products first, into the same accumulator). ``split="trunc"`` (what the
+  GEMM math "3xtf32" runs) splits with an ``and`` and a ``sub``; "rna" with two ``cvt.rna``,
   which on the H200 made the GEMM 1.2x slower (the conversions' pipe, not the MMAs, was the limit).
 - Measured (H200, session 23, ``gpu.bench_gemm --tc-variants 64x64x16x128x3t``): 116-117% of cuBLAS FP32
   SGEMM on the 13 Table-2 GEMM phases (geometric mean; 99-132%), rel err <= 4e-6 against float64 (the

@@ -55,13 +55,15 @@ quickly instead of hanging.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from numba import config as numba_config
 from numba import cuda, int32
 
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.trace import globaltimer, smid
-from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task, itrans_task, otrans_task
+from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task, otrans_task
+from megasim.lowering.winograd import GEMM_MATHS
 
 # Task table columns.
 T_KIND, T_GROUP, T_INDEX, T_WAIT0, T_WAIT1, T_SIGNAL, T_TASK, T_ROOT = 0, 1, 2, 3, 4, 5, 6, 7
@@ -257,122 +259,166 @@ _persistent_jit = (cuda.jit(max_registers=PERSISTENT_MAX_REGISTERS)
                    if PERSISTENT_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
 
 
-@cuda.jit(device=True)
-def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
-    """One map position of the launch, by the whole block: thread 0 claims it (ticket, blockIdx or a
-    ready-queue slot) and waits on its counters, broadcasting (position, ok) through ``sh``; all threads
-    run the task; thread 0 signals (ready queue: then the block queues what the signal released, and
-    after a root the next root). Returns 1 when a task ran (a persistent block claims again), 0 when the map is
-    used up or the block must give up (an error is recorded in ``ctl``)."""
-    tid = cuda.threadIdx.x
-    tracing = ctl[CTL_TRACE] != 0
-    if tid == 0:
-        t_claim = globaltimer() if tracing else 0
-        pos, ok, kind, g, idx, sig, dispatch = _claim_and_wait(table, ctl, counters, first)
-        sh[0] = pos
-        sh[1] = ok
-        sh[2] = kind
-        sh[3] = g
-        sh[4] = idx
-        sh[5] = sig
-        sh[6] = 1 if dispatch == DISPATCH_READY else 0
-        if tracing and pos < ctl[CTL_NTASKS]:
-            trace[pos, 0] = t_claim
-            trace[pos, 1] = globaltimer()
-            trace[pos, 3] = smid()
-    cuda.syncthreads()
-    pos = sh[0]
-    ok = sh[1]
-    if TAIL_IN_SHARED:
-        if ok == 0:
-            return 0
-    elif pos >= ctl[CTL_NTASKS] or ok == 0:
-        return 0
-    kind = sh[2]
-    g = sh[3]
-    idx = sh[4]
-    if kind == GEMM:
-        gemm_task(g, idx, prm, V, U, M)
-    elif kind == ITRANS:
-        itrans_task(g, idx, prm, x, V)
-    elif kind == OTRANS:
-        otrans_task(g, idx, prm, M, Y)
-    elif kind == FTRANS:
-        ftrans_task(g, idx, prm, w, U)
-    cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
-    if TAIL_IN_SHARED:
-        ready = sh[6] == 1
-    else:
-        ready = ctl[CTL_DISPATCH] == DISPATCH_READY
-    if tid == 0:
-        if tracing:
-            trace[pos, 4] = globaltimer()
-        sig = sh[5] if TAIL_IN_SHARED else table[pos, T_SIGNAL]
-        sh[0] = -1
-        if sig >= 0:
-            dependency_fence()  # release
-            if ready:
-                if cuda.atomic.sub(counters, sig, 1) == 1:
-                    sh[0] = sig     # this signal completed the counter: the block releases its waiters
-            elif SIGNAL_BY_RED:
-                red_add(counters, sig, -1)      # no old value to wait for (gpu.memory_fence.SIGNAL)
-            else:
-                cuda.atomic.sub(counters, sig, 1)
-        if tracing and not ready:
-            trace[pos, 2] = globaltimer()
-    if ready:
+# The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
+# takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128
+# threads per SM, 24 bytes spilled (``python -m gpu.offline_compile gemm_kernel``).
+# MEGASIM_GEMM_KERNEL_MAX_REGISTERS overrides it for experiments (read at import).
+GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "128"))
+_gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
+
+
+@dataclass(frozen=True)
+class MathKernels:
+    """The kernels that run GEMM tasks, compiled for one GEMM math (``kernels_for``)."""
+
+    gemm_math: str
+    megakernel: object
+    megakernel_persistent: object
+    gemm_kernel: object
+
+
+def _build_kernels(gemm_math: str) -> MathKernels:
+    """The megakernels and the non-fused GEMM kernel around ``gpu.winograd_device.gemm_task_for(gemm_math)``
+    (Numba compiles each on its first launch)."""
+    gemm_task = gemm_task_for(gemm_math)
+
+    @cuda.jit(device=True)
+    def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+        """One map position of the launch, by the whole block: thread 0 claims it (ticket, blockIdx or a
+        ready-queue slot) and waits on its counters, broadcasting (position, ok) through ``sh``; all threads
+        run the task; thread 0 signals (ready queue: then the block queues what the signal released, and
+        after a root the next root). Returns 1 when a task ran (a persistent block claims again), 0 when the map is
+        used up or the block must give up (an error is recorded in ``ctl``)."""
+        tid = cuda.threadIdx.x
+        tracing = ctl[CTL_TRACE] != 0
+        if tid == 0:
+            t_claim = globaltimer() if tracing else 0
+            pos, ok, kind, g, idx, sig, dispatch = _claim_and_wait(table, ctl, counters, first)
+            sh[0] = pos
+            sh[1] = ok
+            sh[2] = kind
+            sh[3] = g
+            sh[4] = idx
+            sh[5] = sig
+            sh[6] = 1 if dispatch == DISPATCH_READY else 0
+            if tracing and pos < ctl[CTL_NTASKS]:
+                trace[pos, 0] = t_claim
+                trace[pos, 1] = globaltimer()
+                trace[pos, 3] = smid()
         cuda.syncthreads()
-        if tid == cuda.blockDim.x - 1 and table[pos, T_ROOT] == 1:
-            _queue_next_root(ctl, counters)     # another warp than thread 0's, beside the release
-        if sh[0] >= 0:
-            _release(ctl, counters, sh[0])
-        if tracing:
-            cuda.syncthreads()
-            if tid == 0:
+        pos = sh[0]
+        ok = sh[1]
+        if TAIL_IN_SHARED:
+            if ok == 0:
+                return 0
+        elif pos >= ctl[CTL_NTASKS] or ok == 0:
+            return 0
+        kind = sh[2]
+        g = sh[3]
+        idx = sh[4]
+        if kind == GEMM:
+            gemm_task(g, idx, prm, V, U, M)
+        elif kind == ITRANS:
+            itrans_task(g, idx, prm, x, V)
+        elif kind == OTRANS:
+            otrans_task(g, idx, prm, M, Y)
+        elif kind == FTRANS:
+            ftrans_task(g, idx, prm, w, U)
+        cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
+        if TAIL_IN_SHARED:
+            ready = sh[6] == 1
+        else:
+            ready = ctl[CTL_DISPATCH] == DISPATCH_READY
+        if tid == 0:
+            if tracing:
+                trace[pos, 4] = globaltimer()
+            sig = sh[5] if TAIL_IN_SHARED else table[pos, T_SIGNAL]
+            sh[0] = -1
+            if sig >= 0:
+                dependency_fence()  # release
+                if ready:
+                    if cuda.atomic.sub(counters, sig, 1) == 1:
+                        sh[0] = sig     # this signal completed the counter: the block releases its waiters
+                elif SIGNAL_BY_RED:
+                    red_add(counters, sig, -1)      # no old value to wait for (gpu.memory_fence.SIGNAL)
+                else:
+                    cuda.atomic.sub(counters, sig, 1)
+            if tracing and not ready:
                 trace[pos, 2] = globaltimer()
-    return 1
+        if ready:
+            cuda.syncthreads()
+            if tid == cuda.blockDim.x - 1 and table[pos, T_ROOT] == 1:
+                _queue_next_root(ctl, counters)     # another warp than thread 0's, beside the release
+            if sh[0] >= 0:
+                _release(ctl, counters, sh[0])
+            if tracing:
+                cuda.syncthreads()
+                if tid == 0:
+                    trace[pos, 2] = globaltimer()
+        return 1
 
 
-@_megakernel_jit
-def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
-    """Runs the launch's task map, one map position per block (per-task launches, Listing 1b): a
-    grid of one block per position (ticket: block order does not matter; blockidx: block b runs
-    position b, as in the paper).
+    @_megakernel_jit
+    def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+        """Runs the launch's task map, one map position per block (per-task launches, Listing 1b): a
+        grid of one block per position (ticket: block order does not matter; blockidx: block b runs
+        position b, as in the paper).
 
-    Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
-    transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
-    ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index,
-    signal counter, dispatch) through 28 bytes of static shared memory; after the task, thread 0
-    signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the
-    module docstring.
-    Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
-    nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
+        Block: 1-D, at least max(transform_threads, gemm_threads) threads; transform tasks use the first
+        transform_threads, the GEMM uses all. Thread 0 claims the position (ticket: ``atomic.add`` on
+        ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index,
+        signal counter, dispatch) through 28 bytes of static shared memory; after the task, thread 0
+        signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the
+        module docstring.
+        Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
+        nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
 
-    A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~40 more registers
-    live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
-    """
-    sh = cuda.shared.array(SH_INTS, int32)
-    _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
-
-
-@_persistent_jit
-def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
-    """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
-    each claiming positions by ticket until the map is used up."""
-    sh = cuda.shared.array(SH_INTS, int32)
-    # Every claim passes first=False (persistent launches claim by ticket only: the host refuses
-    # dispatch='blockidx' with them) and the call sits in the loop's body, not its condition: the
-    # earlier form (`while _claim_run_signal(first, ...) == 1: first = False`) compiled every task body
-    # twice, 1284 FFMA instead of 642, and spilled ~300 registers (ptxas sm_90, 255 registers either way).
-    running = 1
-    while running == 1:
-        running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
-        cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
+        A separate kernel from ``megakernel_persistent`` because the claim loop keeps ~40 more registers
+        live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
+        """
+        sh = cuda.shared.array(SH_INTS, int32)
+        _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
 
 
-def megakernel_for(ctl):
-    """The megakernel that runs a launch with this (host) control array."""
-    return megakernel_persistent if ctl[CTL_PERSISTENT] else megakernel
+    @_persistent_jit
+    def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+        """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
+        each claiming positions by ticket until the map is used up."""
+        sh = cuda.shared.array(SH_INTS, int32)
+        # Every claim passes first=False (persistent launches claim by ticket only: the host refuses
+        # dispatch='blockidx' with them) and the call sits in the loop's body, not its condition: the
+        # earlier form (`while _claim_run_signal(first, ...) == 1: first = False`) compiled every task body
+        # twice, 1284 FFMA instead of 642, and spilled ~300 registers (ptxas sm_90, 255 registers either way).
+        running = 1
+        while running == 1:
+            running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+            cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
+
+    @_gemm_jit
+    def gemm_kernel(table, prm, V, U, M):
+        """Non-fused batched GEMM: block b runs the gemm task in table row b.
+        Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
+        b = cuda.blockIdx.x
+        gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
+
+    return MathKernels(gemm_math, megakernel, megakernel_persistent, gemm_kernel)
+
+
+_KERNELS = {math: _build_kernels(math) for math in GEMM_MATHS}
+
+
+def kernels_for(gemm_math: str) -> MathKernels:
+    """The GEMM-running kernels of a GEMM math (one of ``megasim.lowering.winograd.GEMM_MATHS``)."""
+    try:
+        return _KERNELS[gemm_math]
+    except KeyError:
+        raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
+
+
+def megakernel_for(ctl, gemm_math: str):
+    """The megakernel that runs a launch with this (host) control array and GEMM math."""
+    kernels = kernels_for(gemm_math)
+    return kernels.megakernel_persistent if ctl[CTL_PERSISTENT] else kernels.megakernel
 
 
 RESTORE_THREADS = 256
@@ -405,22 +451,6 @@ def itrans_kernel(table, prm, x, V):
     Block: transform_threads threads (more are idle). No shared memory, no counters."""
     b = cuda.blockIdx.x
     itrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, x, V)
-
-
-# The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
-# takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128
-# threads per SM, 24 bytes spilled (``python -m gpu.offline_compile gemm_kernel``).
-# MEGASIM_GEMM_KERNEL_MAX_REGISTERS overrides it for experiments (read at import).
-GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "128"))
-_gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
-
-
-@_gemm_jit
-def gemm_kernel(table, prm, V, U, M):
-    """Non-fused batched GEMM: block b runs the gemm task in table row b.
-    Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
-    b = cuda.blockIdx.x
-    gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
 
 
 @cuda.jit

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from megasim.lowering.winograd import GEMM_MATHS, default_gemm_math
+
 PTX_COUNTS = {
     "ffma": r"\bfma\.rn\.f32",
     "ld_shared": r"\bld\.shared",
@@ -90,8 +92,8 @@ def _one_block_per_task(task):
     return kern
 
 
-def _kernels() -> dict:
-    """The project's Winograd kernels with their argument types."""
+def _kernels(gemm_math: str = "fp32") -> dict:
+    """The project's Winograd kernels with their argument types (the GEMM-running ones in ``gemm_math``)."""
     from numba import types
 
     from gpu import megakernel as mk
@@ -105,13 +107,14 @@ def _kernels() -> dict:
     f4 = types.Array(types.float32, 4, "C")
     gemm_args = (i32_2, i32_1, f3, f3, f3)
     mega_args = (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)
+    math_kernels = mk.kernels_for(gemm_math)
     out = {
-        "gemm_kernel": (mk.gemm_kernel.py_func, gemm_args),
+        "gemm_kernel": (math_kernels.gemm_kernel.py_func, gemm_args),
         "ftrans_kernel": (mk.ftrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
         "itrans_kernel": (mk.itrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
         "otrans_kernel": (mk.otrans_kernel.py_func, (i32_2, i32_1, f3, f4)),
-        "megakernel": (mk.megakernel.py_func, mega_args),
-        "megakernel_persistent": (mk.megakernel_persistent.py_func, mega_args),
+        "megakernel": (math_kernels.megakernel.py_func, mega_args),
+        "megakernel_persistent": (math_kernels.megakernel_persistent.py_func, mega_args),
     }
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
@@ -159,8 +162,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ptx-dir", default=None, help="write each kernel's PTX here")
     ap.add_argument("--max-registers", type=int, default=None, help="register cap per thread (ptxas; default: "
                     "the kernel's own, 128 for the per-task megakernel and the GEMM kernel)")
+    ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
+                    help="the GEMM math of gemm_kernel and the megakernels (default: MEGASIM_GEMM_MATH, else fp32)")
     args = ap.parse_args(argv)
-    kernels = _kernels()
+    kernels = _kernels(args.gemm_math or default_gemm_math())
     names = args.kernels or list(kernels)
     unknown = [n for n in names if n not in kernels]
     if unknown:

@@ -30,6 +30,7 @@ from pathlib import Path
 from numba import cuda
 
 from megasim.errors import MegasimError
+from megasim.lowering.winograd import GEMM_MATHS, default_gemm_math
 from megasim.plan import Plan
 from megasim.workloads import TABLE2_NAMES, parse_layer
 
@@ -61,7 +62,6 @@ def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tu
 def main(argv: list[str] | None = None) -> list[dict]:
     from gpu import megakernel, memory_fence
     from gpu.validate import device_name, measure_plans
-    from gpu.winograd_device import GEMM_MATH
     from experiments.winograd_bench import device_slug
     from megasim.validation import run_meta
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
+                    help="the GEMM math of every plan (default: MEGASIM_GEMM_MATH, else fp32)")
     ap.add_argument("--persistent", type=int, default=0,
                     help="also time the mapping as a persistent grid of this many blocks per SM (0: no)")
     args = ap.parse_args(argv)
@@ -78,8 +80,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             parse_layer(layer)
     except MegasimError as exc:
         raise SystemExit(f"--layers: {exc}")
+    gemm_math = args.gemm_math or default_gemm_math()
     bench = args.bench or (f"experiments/results/{device_slug(device_name())}/"
-                           f"{'gemm_3xtf32/' if GEMM_MATH != 'fp32' else ''}winograd_bench.json")
+                           f"{'gemm_3xtf32/' if gemm_math != 'fp32' else ''}winograd_bench.json")
     if not Path(bench).exists():
         raise SystemExit(f"--bench {bench!r}: no such file (a winograd_bench JSON of this device and GEMM math)")
     params = best_params(bench)
@@ -87,18 +90,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for layer in args.layers:
         if layer not in params:
             raise SystemExit(f"layer {layer!r} has no fused_sweep_best in {bench}")
-        got = measure_plans(parse_layer(layer), plans_for(params[layer], GEMM_MATH, args.persistent), layer=layer,
+        got = measure_plans(parse_layer(layer), plans_for(params[layer], gemm_math, args.persistent), layer=layer,
                             repeats=args.repeats, rounds=args.rounds)
         by = {r["label"]: r for r in got}
         for r in got:
-            r["gemm_math"] = GEMM_MATH
+            r["gemm_math"] = gemm_math
         rows += got
         t, b, n = (by[k].get("measured_us") or float("nan") for k in ("fused_ticket", "fused_blockidx", "nonfused"))
         p = by["fused_persistent"].get("measured_us") or float("nan") if "fused_persistent" in by else None
         print(f"{layer:11s} ticket {t:9.1f} us  blockidx {b:9.1f} us ({t / b:5.3f}x)  "
               + (f"persistent {p:9.1f} us ({t / p:5.3f}x)  " if p is not None else "")
               + f"non-fused {n:9.1f} us  best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
-    meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": GEMM_MATH,
+    meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": gemm_math,
                      "persistent_blocks_per_sm": args.persistent, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
                      "claim_tail": megakernel.CLAIM_TAIL,
                      "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,

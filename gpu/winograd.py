@@ -21,7 +21,7 @@ from numba import cuda
 from gpu import executor as ex
 from gpu import layout as lay
 from gpu.errors import KernelInputError
-from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, WinogradConfig, lower_winograd
+from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.mapping import Algorithm1Params, Schedule, algorithm1, recommended_params
 from megasim.plan import winograd_nonfused
@@ -60,17 +60,25 @@ def _check_tensor(name: str, a, on_device: bool) -> None:
         raise KernelInputError(f"device array {name} must be C-contiguous")
 
 
-def _config(m, config, schedule: str) -> WinogradConfig:
+def _config(m, config, schedule: str, gemm_math) -> WinogradConfig:
     """``config``, or megasim's defaults for ``schedule`` (pairs per transform thread differ by schedule)."""
+    if gemm_math is not None and gemm_math not in GEMM_MATHS:
+        raise KernelInputError(f"gemm_math={gemm_math!r} is not allowed (allowed: {', '.join(GEMM_MATHS)})")
     if config is None:
         m = 4 if m is None else m
         if m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
-        return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule])
+        pairs = DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule]
+        if gemm_math is None:
+            return WinogradConfig(m=m, transform_pairs_per_thread=pairs)
+        return WinogradConfig(m=m, transform_pairs_per_thread=pairs, gemm_math=gemm_math)
     if not isinstance(config, WinogradConfig):
         raise KernelInputError(f"config must be a WinogradConfig, got {type(config).__name__}")
     if m is not None and m != config.m:
         raise KernelInputError(f"m={m!r} differs from config.m={config.m}; give one of them")
+    if gemm_math is not None and gemm_math != config.gemm_math:
+        raise KernelInputError(f"gemm_math={gemm_math!r} differs from config.gemm_math={config.gemm_math!r}; "
+                               "give one of them")
     return config
 
 
@@ -101,7 +109,7 @@ def _schedule(plan: ex.WinogradPlan, schedule: str, mapping, style, dispatch, bl
 
 def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW", padding: int = 1,
            m: int | None = None, config: WinogradConfig | None = None, style: str | None = None,
-           dispatch: str | None = None, blocks_per_sm: int | None = None,
+           dispatch: str | None = None, blocks_per_sm: int | None = None, gemm_math: str | None = None,
            poll_limit: int = ex.DEFAULT_POLL_LIMIT):
     """Convolve x with w (K, C, 3, 3), stride 1, zero padding ``padding``, by Winograd F(m x m, 3x3).
 
@@ -116,6 +124,9 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
     style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` defaults to config.m, or 4.
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
+    ``gemm_math``: the GEMM's arithmetic, "fp32" (the FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate
+    by the 3xTF32 split); None: config.gemm_math (whose default is the environment's MEGASIM_GEMM_MATH,
+    else "fp32").
     Raises KernelInputError (bad inputs), MappingError (bad mapping), MegakernelError (a kernel's
     dependency wait gave up after ``poll_limit`` polls).
     """
@@ -139,7 +150,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], x.shape[1], x.shape[2])
     if w.shape[1] != c:
         raise KernelInputError(f"channels differ: x has C={c} ({layout}), w has C={w.shape[1]}")
-    cfg = _config(m, config, schedule)
+    cfg = _config(m, config, schedule, gemm_math)
     problem = ConvProblem(int(n), int(c), int(w.shape[0]), int(h), int(wd), padding=int(padding))
     plan = _plan(problem, cfg)
     sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)

@@ -21,10 +21,10 @@ listed in ``_FAST`` (t = 32 and t = 64 with gemm_k_tile 64, k-step 16, 128 threa
 compile-time specialised path with an 8 x 8 register tile per thread, 128-bit shared fragments, B
 by cp.async copies into a 4-stage ring and A through registers (``gpu.gemm_vec.make_gemm_staged``,
 staging "a", 4 stages: it fits 128 registers); any other
-config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). With
-``MEGASIM_GEMM_MATH=3xtf32`` (read at import) the two specialised configs run ``gpu.gemm_tc`` instead:
-tensor cores, FP32-accurate by the 3xTF32 split. A device function may return
-early only where noted; ``gemm_task`` calls ``cuda.syncthreads()``, so every thread of the block must
+config runs ``gemm_generic`` (runtime sizes, 4 x 4 register tile, double buffered). With the GEMM math
+"3xtf32" (a WinogradConfig's ``gemm_math``; ``gemm_task_for``) the two specialised configs run
+``gpu.gemm_tc`` instead: tensor cores, FP32-accurate by the 3xTF32 split. A device function may return
+early only where noted; a GEMM task calls ``cuda.syncthreads()``, so every thread of the block must
 call it (the megakernel does).
 """
 
@@ -57,17 +57,19 @@ TILE_RC = 16                  # TILE_R * TILE_C, spelled out: local array sizes 
 ZERO = np.float32(0.0)
 
 
-def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int | None = None) -> int:
+def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int | None = None,
+                      gemm_math: str = "fp32") -> int:
     """Dynamic shared memory of a GEMM task. Generic path: two stages of A (k_step x t) and B
     (k_step x width), rows and columns padded up to its register tile. A config with a specialised
-    path (``fast_gemm_for``): that path's bytes (two stages, A rows padded to t + 4, or
-    the k-split hand-off if larger); with gemm_threads None, the larger of all candidates."""
+    path (``fast_gemm_for``): that path's bytes in ``gemm_math`` (its operand ring, or the k-split
+    hand-off if larger); with gemm_threads None, the larger of all candidates."""
     tp = -(-t // TILE_R) * TILE_R
     gp = -(-gemm_k_tile // TILE_C) * TILE_C
     generic = 2 * k_step * (tp + gp) * 4
     if gemm_threads is None:
-        return max([generic] + [f.shared_bytes for k, f in _FAST.items() if k[:3] == (t, gemm_k_tile, k_step)])
-    fast = fast_gemm_for(t, gemm_k_tile, k_step, gemm_threads)
+        return max([generic] + [f.shared_bytes for k, f in _FAST_BY_MATH[gemm_math].items()
+                                if k[:3] == (t, gemm_k_tile, k_step)])
+    fast = fast_gemm_for(t, gemm_k_tile, k_step, gemm_threads, gemm_math)
     return fast.shared_bytes if fast is not None else generic
 
 
@@ -270,47 +272,56 @@ if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
 FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
-# MEGASIM_GEMM_MATH=3xtf32 (read at import; session 23's experiment, issue #3) runs the same two configs
-# on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc: 3-stage cp.async ring, the truncating
-# split, 1.2x the "rna" split's speed in bench_gemm on the H200); "fp32" (the
-# default) is the FP32-pipe path above. Every kernel of the process (non-fused GEMM, megakernel) uses it.
-GEMM_MATH = os.environ.get("MEGASIM_GEMM_MATH", "fp32")
-if GEMM_MATH not in GEMM_MATHS:
-    raise ValueError(f"MEGASIM_GEMM_MATH={GEMM_MATH!r}: want one of {GEMM_MATHS}")
-if GEMM_MATH == "3xtf32":
-    gemm_fast_a = make_gemm_tc(*FAST_A[:4], stages=3, split="trunc")
-    gemm_fast_b = make_gemm_tc(*FAST_B[:4], stages=3, split="trunc")
-else:
-    gemm_fast_a = make_gemm_staged(*FAST_A)
-    gemm_fast_b = make_gemm_staged(*FAST_B)
-_FAST = {FAST_A[:4]: gemm_fast_a, FAST_B[:4]: gemm_fast_b}
+# The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
+# "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc:
+# 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).
+# Each math has its own gemm_task and so its own compiled GEMM kernel and megakernels
+# (gpu.megakernel.kernels_for): a WinogradConfig's gemm_math picks them per call.
+_FAST_BY_MATH = {
+    "fp32": {FAST_A[:4]: make_gemm_staged(*FAST_A), FAST_B[:4]: make_gemm_staged(*FAST_B)},
+    "3xtf32": {FAST_A[:4]: make_gemm_tc(*FAST_A[:4], stages=3, split="trunc"),
+               FAST_B[:4]: make_gemm_tc(*FAST_B[:4], stages=3, split="trunc")},
+}
 _A_T, _A_GK, _A_KS, _A_NT = FAST_A[:4]
 _B_T, _B_GK, _B_KS, _B_NT = FAST_B[:4]
 
 
-def fast_gemm_for(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int):
-    """The specialised GEMM device function ``gemm_task`` runs for this config, or None (generic)."""
-    return _FAST.get((t, gemm_k_tile, k_step, gemm_threads))
+def fast_gemm_for(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int, gemm_math: str = "fp32"):
+    """The specialised GEMM device function ``gemm_task_for(gemm_math)`` runs for this config, or None
+    (generic)."""
+    return _FAST_BY_MATH[gemm_math].get((t, gemm_k_tile, k_step, gemm_threads))
 
 
-@cuda.jit(device=True)
-def gemm_task(g, j, prm, V, U, M):
-    """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
-    kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
+def _make_gemm_task(gemm_fast_a, gemm_fast_b):
+    @cuda.jit(device=True)
+    def gemm_task(g, j, prm, V, U, M):
+        """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
+        kt columns] = V[e, rows, :C] @ U[e, :C, kt columns].
 
-    Configs in ``_FAST`` run their specialised ``make_gemm_staged`` function (compile-time tile sizes,
-    8 x 8 register tile, k-split, cp.async ring; the first gemm_threads threads compute), any
-    other runs ``gemm_generic``. All stage operands through dynamic shared memory
-    (``gemm_shared_bytes``) and call ``cuda.syncthreads()``, so every thread of the block must call
-    this (the megakernel does).
-    """
-    t = prm[P_T]
-    gk = prm[P_GK]
-    ks = prm[P_KSTEP]
-    nt = prm[P_GTHR]
-    if t == _A_T and gk == _A_GK and ks == _A_KS and nt == _A_NT:
-        gemm_fast_a(g, j, prm, V, U, M)
-    elif t == _B_T and gk == _B_GK and ks == _B_KS and nt == _B_NT:
-        gemm_fast_b(g, j, prm, V, U, M)
-    else:
-        gemm_generic(g, j, prm, V, U, M)
+        The two specialised configs run their math's function (compile-time tile sizes, 8 x 8 register
+        tile per thread, a cp.async ring; the first gemm_threads threads compute), any other config runs
+        ``gemm_generic``. All stage operands through dynamic shared memory (``gemm_shared_bytes``) and
+        call ``cuda.syncthreads()``, so every thread of the block must call this (the megakernel does).
+        """
+        t = prm[P_T]
+        gk = prm[P_GK]
+        ks = prm[P_KSTEP]
+        nt = prm[P_GTHR]
+        if t == _A_T and gk == _A_GK and ks == _A_KS and nt == _A_NT:
+            gemm_fast_a(g, j, prm, V, U, M)
+        elif t == _B_T and gk == _B_GK and ks == _B_KS and nt == _B_NT:
+            gemm_fast_b(g, j, prm, V, U, M)
+        else:
+            gemm_generic(g, j, prm, V, U, M)
+    return gemm_task
+
+
+_GEMM_TASKS = {math: _make_gemm_task(fast[FAST_A[:4]], fast[FAST_B[:4]]) for math, fast in _FAST_BY_MATH.items()}
+
+
+def gemm_task_for(gemm_math: str):
+    """The GEMM task device function ``gemm_task(g, j, prm, V, U, M)`` of a GEMM math (one of GEMM_MATHS)."""
+    try:
+        return _GEMM_TASKS[gemm_math]
+    except KeyError:
+        raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None

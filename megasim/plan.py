@@ -14,13 +14,13 @@ complete string (defaults resolved) that reproduces a prediction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, gemm_kernel_order,
-                                       lower_winograd)
+from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math,
+                                       gemm_kernel_order, lower_winograd)
 from megasim.mapping import (DISPATCHES, STYLES, Algorithm1Params, Schedule, algorithm1, default_params,
                              naive_fused, nonfused)
 from megasim.sim import SimOptions, SimResult, simulate
@@ -52,7 +52,7 @@ class Plan:
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None
     ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
-    gemm_math: str = "fp32"             # "3xtf32": the tensor-core GEMM's footprint (gpu side: MEGASIM_GEMM_MATH)
+    gemm_math: str = field(default_factory=default_gemm_math)   # "fp32" or "3xtf32" (WinogradConfig.gemm_math)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -128,8 +128,8 @@ class Plan:
             if value is not None:
                 parts.append(f"{key}={value}")
         parts += [f"style={self.style}", f"dispatch={self.dispatch}"]
-        if self.gemm_math != "fp32":
-            parts.append(f"gemm_math={self.gemm_math}")
+        if self.gemm_math != "fp32" or default_gemm_math() != "fp32":
+            parts.append(f"gemm_math={self.gemm_math}")   # (written whenever it is not the plain default)
         return ",".join(parts)
 
     def as_dict(self) -> dict[str, Any]:

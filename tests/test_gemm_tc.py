@@ -103,4 +103,3 @@ def test_parameter_indices_match_the_executor():
     assert (gemm_tc._P_C, gemm_tc._P_K, gemm_tc._P_TILES, gemm_tc._P_KTILES) == wd
     assert (gemm_vec._P_C, gemm_vec._P_K, gemm_vec._P_TILES, gemm_vec._P_KTILES) == wd
     assert (P_C, P_K, P_TILES, P_KTILES) == wd
-    assert winograd_device.GEMM_MATH in winograd_device.GEMM_MATHS

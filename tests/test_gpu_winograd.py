@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from megasim.errors import MappingError, MegasimError
-from megasim.lowering.winograd import WinogradConfig, lower_winograd
+from megasim.lowering.winograd import GEMM_MATHS, WinogradConfig, lower_winograd
 from megasim.lowering.winograd_math import matrices
 from megasim.mapping import (Algorithm1Params, Launch, Schedule, algorithm1, default_params, naive_fused, nonfused,
                              random_order)
@@ -325,15 +325,29 @@ def test_persistent_blockidx_is_rejected():
         conv2d(x, w, config=cfg(m=2, t=4), style="persistent", dispatch="blockidx")
 
 
-def test_gemm_math_must_match_the_process():
-    from gpu import winograd_device as dev
-    other = "3xtf32" if dev.GEMM_MATH == "fp32" else None
-    if other is None:
-        pytest.skip("this process runs MEGASIM_GEMM_MATH=3xtf32: every config is allowed")
+@pytest.mark.parametrize("schedule", ["fused", "nonfused"])
+def test_both_gemm_maths_run_in_one_process(schedule):
+    """A config's gemm_math picks its kernels per call: the FP32-pipe and the 3xTF32 tensor-core GEMM
+    (the specialised t = 32 path) side by side, each correct, whatever MEGASIM_GEMM_MATH says."""
+    from gpu import megakernel as mk
+    x, w = inputs(1, 3, 6, 5, 3, seed=21)
+    ref = reference(x, w)
+    for math in ("fp32", "3xtf32"):
+        config = WinogradConfig(m=2, tiles_per_group=32, gemm_math=math)
+        y = conv2d(x, w, schedule=schedule, config=config, gemm_math=math)
+        assert rel_err(y, ref) < TOL, math
+    assert mk.kernels_for("fp32").megakernel is not mk.kernels_for("3xtf32").megakernel
+    with pytest.raises(ValueError, match="gemm_math='bf16' is not allowed"):
+        mk.kernels_for("bf16")
+
+
+def test_gemm_math_argument_is_checked():
     x, w = inputs(1, 2, 3, 3, 3, seed=12)
-    with pytest.raises(KernelInputError, match="gemm_math='3xtf32' is not allowed in this process") as info:
-        conv2d(x, w, config=WinogradConfig(m=2, tiles_per_group=4, gemm_math=other))
+    with pytest.raises(KernelInputError, match="gemm_math='bf16' is not allowed") as info:
+        conv2d(x, w, gemm_math="bf16")
     assert "\n" not in str(info.value)
+    with pytest.raises(KernelInputError, match="gemm_math='3xtf32' differs from config.gemm_math='fp32'"):
+        conv2d(x, w, config=WinogradConfig(m=2, gemm_math="fp32"), gemm_math="3xtf32")
 
 
 def test_mapping_error_passes_through():
@@ -392,9 +406,12 @@ def test_vector_gemm_param_indices_match_the_executor():
 
 def test_gemm_shared_bytes_covers_the_specialised_paths():
     from gpu import winograd_device as dev
-    for key, fn in dev._FAST.items():
-        assert dev.gemm_shared_bytes(*key) == fn.shared_bytes
-        assert dev.gemm_shared_bytes(*key[:3]) >= fn.shared_bytes
+    for math, fast in dev._FAST_BY_MATH.items():
+        for key, fn in fast.items():
+            assert dev.fast_gemm_for(*key, gemm_math=math) is fn
+            assert dev.gemm_shared_bytes(*key, gemm_math=math) == fn.shared_bytes
+            assert dev.gemm_shared_bytes(*key[:3], gemm_math=math) >= fn.shared_bytes
+    assert tuple(dev._FAST_BY_MATH) == GEMM_MATHS
     assert dev.gemm_shared_bytes(2, 8, 2, 32) == 2 * 2 * (4 + 8) * 4
 
 
@@ -403,14 +420,11 @@ def test_model_knows_the_kernels_gemm_footprint():
     gpu/'s own sizing for the specialised paths and the generic path."""
     from gpu import winograd_device as dev
     from megasim.lowering.winograd import GEMM_FAST_PATHS_BY_MATH
-    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS_BY_MATH[dev.GEMM_MATH].items():
-        assert dev.gemm_shared_bytes(t, gk, ks, thr) == smem
-        assert WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr,
-                              gemm_math=dev.GEMM_MATH).gemm_shared_bytes == smem
-    # the other math's footprints: what gpu.gemm_tc / gpu.gemm_vec would allocate
-    from gpu.gemm_tc import make_gemm_tc
-    for (t, gk, ks, thr), (_, smem) in GEMM_FAST_PATHS_BY_MATH["3xtf32"].items():
-        assert make_gemm_tc(t, gk, ks, thr, stages=3, split="trunc").shared_bytes == smem
+    for math, paths in GEMM_FAST_PATHS_BY_MATH.items():
+        for (t, gk, ks, thr), (_, smem) in paths.items():
+            assert dev.gemm_shared_bytes(t, gk, ks, thr, math) == smem
+            assert WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr,
+                                  gemm_math=math).gemm_shared_bytes == smem
     for t, gk, ks, thr in [(4, 8, 4, 32), (6, 10, 3, 64), (32, 64, 8, 256), (16, 48, 8, 128)]:
         cfg = WinogradConfig(tiles_per_group=t, gemm_k_tile=gk, gemm_k_step=ks, gemm_threads=thr)
         assert cfg.gemm_shared_bytes == dev.gemm_shared_bytes(t, gk, ks, thr), (t, gk, ks, thr)
