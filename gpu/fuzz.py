@@ -114,9 +114,10 @@ def main(argv: list[str] | None = None) -> dict:
               "failures": len(failures), "failed": failures[:50], "styles": styles,
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
               "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}
-    from gpu import memory_fence
+    from gpu import megakernel, memory_fence
     from megasim.validation import run_meta
     report["meta"] = run_meta({"gemm_math": plan.config.gemm_math, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
+                               "claim_tail": megakernel.CLAIM_TAIL, "launch_scalars": megakernel.LAUNCH_SCALARS,
                                "dependency_fence": memory_fence.DEPENDENCY_FENCE,
                                "command": " ".join(["python -m gpu.fuzz", *sys.argv[1:]])})
     out = Path(args.out)

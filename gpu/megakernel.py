@@ -57,6 +57,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from numba import config as numba_config
 from numba import cuda, int32
 
@@ -102,6 +104,15 @@ if CLAIM_TAIL not in ("shared", "global"):
     raise ValueError(f"MEGASIM_CLAIM_TAIL={CLAIM_TAIL!r}: want shared or global")
 TAIL_IN_SHARED = CLAIM_TAIL == "shared"
 SH_INTS = 7
+# MEGASIM_LAUNCH_SCALARS (read at import; session 26): "args" (default) takes the launch's map length,
+# dispatch and trace flag from the megakernel's three scalar arguments (``launch_scalars``), which the
+# GPU keeps in its constant bank; "ctl" reads them from ``ctl`` as until session 25. At a block's start
+# that read was an L2 round trip before the ticket: another block's acquire has dropped the line from L1.
+# The host fills both, so either build runs any launch.
+LAUNCH_SCALARS = os.environ.get("MEGASIM_LAUNCH_SCALARS", "args")
+if LAUNCH_SCALARS not in ("args", "ctl"):
+    raise ValueError(f"MEGASIM_LAUNCH_SCALARS={LAUNCH_SCALARS!r}: want args or ctl")
+SCALARS_IN_ARGS = LAUNCH_SCALARS == "args"
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -195,17 +206,17 @@ def _release(ctl, counters, c):
 
 
 @cuda.jit(device=True)
-def _claim_and_wait(table, ctl, counters, first):
+def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
     """Thread 0: (the next map position of this block, 1 if its parents are done or 0 if the block must
     give up (or, with TAIL_IN_SHARED, the map is used up), the position's kind, group, index and signal
     counter, read with its counters before the acquire, and the launch's dispatch)."""
-    dispatch = ctl[CTL_DISPATCH]
+    dispatch = dispatch_arg if SCALARS_IN_ARGS else ctl[CTL_DISPATCH]
     if dispatch == DISPATCH_READY:
         pos = _claim_ready(ctl, counters)
         if pos < 0:
             return ctl[CTL_NTASKS], 0, -1, -1, -1, -1, dispatch
     elif dispatch == DISPATCH_BLOCKIDX:
-        pos = cuda.blockIdx.x if first else ctl[CTL_NTASKS]
+        pos = cuda.blockIdx.x if first else (ntasks_arg if SCALARS_IN_ARGS else ctl[CTL_NTASKS])
     else:
         pos = cuda.atomic.add(ctl, CTL_TICKET, 1)
     ok = 1
@@ -213,7 +224,8 @@ def _claim_and_wait(table, ctl, counters, first):
     g = -1
     idx = -1
     sig = -1
-    if pos < ctl[CTL_NTASKS]:
+    ntasks = ntasks_arg if SCALARS_IN_ARGS else ctl[CTL_NTASKS]
+    if pos < ntasks:
         kind = table[pos, T_KIND]   # the row's one line: read before the acquire fence drops it from L1
         g = table[pos, T_GROUP]
         idx = table[pos, T_INDEX]
@@ -283,24 +295,25 @@ def _build_kernels(gemm_math: str) -> MathKernels:
     gemm_task = gemm_task_for(gemm_math)
 
     @cuda.jit(device=True)
-    def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch,
+                          trace_on):
         """One map position of the launch, by the whole block: thread 0 claims it (ticket, blockIdx or a
         ready-queue slot) and waits on its counters, broadcasting (position, ok) through ``sh``; all threads
         run the task; thread 0 signals (ready queue: then the block queues what the signal released, and
         after a root the next root). Returns 1 when a task ran (a persistent block claims again), 0 when the map is
         used up or the block must give up (an error is recorded in ``ctl``)."""
         tid = cuda.threadIdx.x
-        tracing = ctl[CTL_TRACE] != 0
+        tracing = (trace_on != 0) if SCALARS_IN_ARGS else (ctl[CTL_TRACE] != 0)
         if tid == 0:
             t_claim = globaltimer() if tracing else 0
-            pos, ok, kind, g, idx, sig, dispatch = _claim_and_wait(table, ctl, counters, first)
+            pos, ok, kind, g, idx, sig, how = _claim_and_wait(table, ctl, counters, first, ntasks, dispatch)
             sh[0] = pos
             sh[1] = ok
             sh[2] = kind
             sh[3] = g
             sh[4] = idx
             sh[5] = sig
-            sh[6] = 1 if dispatch == DISPATCH_READY else 0
+            sh[6] = 1 if how == DISPATCH_READY else 0
             if tracing and pos < ctl[CTL_NTASKS]:
                 trace[pos, 0] = t_claim
                 trace[pos, 1] = globaltimer()
@@ -357,9 +370,8 @@ def _build_kernels(gemm_math: str) -> MathKernels:
                     trace[pos, 2] = globaltimer()
         return 1
 
-
     @_megakernel_jit
-    def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on):
         """Runs the launch's task map, one map position per block (per-task launches, Listing 1b): a
         grid of one block per position (ticket: block order does not matter; blockidx: block b runs
         position b, as in the paper).
@@ -369,7 +381,7 @@ def _build_kernels(gemm_math: str) -> MathKernels:
         ``ctl[CTL_TICKET]``), waits on the task's counters and broadcasts (position, ok, kind, group, index,
         signal counter, dispatch) through 28 bytes of static shared memory; after the task, thread 0
         signals. Dynamic shared memory: ``gemm_shared_bytes`` (GEMM staging). Memory ordering: see the
-        module docstring.
+        module docstring. ``ntasks``, ``dispatch``, ``trace_on``: ``launch_scalars(ctl)`` (int32).
         Tracing (``ctl[CTL_TRACE]``): thread 0 writes ``trace[pos]`` = (claim, ready, end) global-timer
         nanoseconds, the SM id and the end of the task's body (before the signal); ``trace`` needs a row per map position then (else one dummy row).
 
@@ -377,11 +389,11 @@ def _build_kernels(gemm_math: str) -> MathKernels:
         live (ptxas, sm_90: 128 (capped) against 216 per thread, i.e. 4 blocks of 128 threads per SM, not 2).
         """
         sh = cuda.shared.array(SH_INTS, int32)
-        _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+        _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on)
 
 
     @_persistent_jit
-    def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace):
+    def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on):
         """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
         each claiming positions by ticket until the map is used up."""
         sh = cuda.shared.array(SH_INTS, int32)
@@ -391,7 +403,8 @@ def _build_kernels(gemm_math: str) -> MathKernels:
         # twice, 1284 FFMA instead of 642, and spilled ~300 registers (ptxas sm_90, 255 registers either way).
         running = 1
         while running == 1:
-            running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace)
+            running = _claim_run_signal(False, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks,
+                                        dispatch, trace_on)
             cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
 
     @_gemm_jit
@@ -413,6 +426,12 @@ def kernels_for(gemm_math: str) -> MathKernels:
         return _KERNELS[gemm_math]
     except KeyError:
         raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
+
+
+def launch_scalars(ctl) -> tuple:
+    """The megakernel's three scalar arguments for a launch with this (host) control array: its map length,
+    dispatch and trace flag (int32)."""
+    return np.int32(ctl[CTL_NTASKS]), np.int32(ctl[CTL_DISPATCH]), np.int32(ctl[CTL_TRACE])
 
 
 def megakernel_for(ctl, gemm_math: str):

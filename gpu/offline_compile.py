@@ -106,7 +106,7 @@ def _kernels(gemm_math: str = "fp32") -> dict:
     f3 = types.Array(types.float32, 3, "C")
     f4 = types.Array(types.float32, 4, "C")
     gemm_args = (i32_2, i32_1, f3, f3, f3)
-    mega_args = (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2)
+    mega_args = (i32_2, i32_1, i32_1, i32_1, f4, f4, f3, f3, f3, f4, i64_2, types.int32, types.int32, types.int32)
     math_kernels = mk.kernels_for(gemm_math)
     out = {
         "gemm_kernel": (math_kernels.gemm_kernel.py_func, gemm_args),

@@ -47,6 +47,7 @@ class _PreparedLaunch:
                 self.d_trace = cuda.to_device(np.zeros((max(1, self.size), mk.TRACE_COLS), np.int64))
             else:
                 self.d_trace = ex.no_trace()
+            self.scalars = mk.launch_scalars(ctl)
             self.d_ctl_init = cuda.to_device(ctl)
             self.d_ctl = cuda.to_device(ctl)
         elif self.size:
@@ -96,7 +97,7 @@ class PreparedSchedule:
         if self.kernels == "megakernel":
             return FrozenLaunch(pl.kernel, pl.grid, pl.threads, plan.shared_bytes,
                                 (pl.d_table, pl.d_ctl, self.d_counters, self.d_prm, ws.x, ws.w, ws.U, ws.V, ws.M,
-                                 ws.Y, pl.d_trace))
+                                 ws.Y, pl.d_trace, *pl.scalars))
         kernel, threads, shared, args_of = ex.per_kind_kernel(plan, pl.kind, pl.d_table, self.d_prm)
         return FrozenLaunch(kernel, pl.size, threads, shared, args_of(ws))
 
