@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": gemm_math,
                      "persistent_blocks_per_sm": args.persistent, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
                      "claim_tail": megakernel.CLAIM_TAIL, "launch_scalars": megakernel.LAUNCH_SCALARS,
-                     "counter_stride": megakernel.COUNTER_STRIDE,
                      "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probe_dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})
