@@ -397,8 +397,8 @@ def empty_megakernel_run(sm: int):
     ctl = np.zeros(mk.CTL_SIZE, np.int32)
     ctl[mk.CTL_POLL_LIMIT] = 1 << 20
     d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
-    cnt_init = cuda.to_device(ex.laid_out_counters(plan.graph.counter_init))
-    cnt = cuda.to_device(ex.laid_out_counters(plan.graph.counter_init))
+    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
     restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
                            mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
@@ -493,12 +493,11 @@ def traced_alone(wplan, wss, order, name: str, style: str = "per_task", blocks_p
     """The megakernel running only the tasks of ``order`` (counters at zero: their parents ran before),
     traced: ``runs`` runs with the workspaces ``wss`` rotated, the last kept. Returns its trace as
     float64, a row per map position (gpu.megakernel.TRACE_COLS: claim, ready, end, sm, done)."""
-    from gpu import executor as ex
     from gpu.prepared import PreparedSchedule
     from megasim.mapping import Launch, Schedule
     one = Schedule(name, (Launch(np.asarray(order, np.int64), name, style, "ticket", blocks_per_sm),))
     prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
-    prep.d_counters_init = cuda.to_device(ex.laid_out_counters(np.zeros(wplan.graph.num_counters, np.int32)))
+    prep.d_counters_init = cuda.to_device(np.zeros(wplan.graph.num_counters, np.int32))
     for i in range(runs):
         prep.run(wss[i % len(wss)])
     cuda.synchronize()

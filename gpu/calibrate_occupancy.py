@@ -178,7 +178,7 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
     for name in layers:
         graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
         d_prm = cuda.to_device(wplan.params)
-        zeros = cuda.to_device(ex.laid_out_counters(np.zeros(graph.num_counters, np.int32)))
+        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
         for launch in schedule.launches:
             kind_id = int(graph.kind[int(launch.order[0])])
             kind = graph.kind_names[kind_id]
@@ -257,7 +257,6 @@ def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats:
     (SMs x the driver's occupancy of the megakernel); the value is the median over the runs of at least
     ``TICKET_MIN_WAVES`` waves (the others are recorded, with ``used`` false). ``sm_count``: None = the
     driver's."""
-    from gpu import executor as ex
     from gpu.calibrate import nonfused_workspaces
     from gpu.prepared import PreparedSchedule
     from megasim.mapping import Launch, Schedule
@@ -272,7 +271,7 @@ def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats:
     for params, kinds in param_sets:
         for name in layers:
             graph, schedule, wplan, wss = nonfused_workspaces(name, params, rng)
-            zeros = cuda.to_device(ex.laid_out_counters(np.zeros(graph.num_counters, np.int32)))
+            zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
             for launch in schedule.launches:
                 kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
                 if kinds is not None and kind not in kinds:
@@ -340,7 +339,6 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     interleaved (``megasim.calibration.mixed_order``) in one per-task megakernel launch, counters zeroed
     (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
     kinds' single-kind megakernel runs, timed the same way, beside it."""
-    from gpu import executor as ex
     from gpu.calibrate import launch_orders, nonfused_workspaces
     from gpu.prepared import PreparedSchedule
     from megasim.calibration import MIXED_PAIRS, mixed_order
@@ -350,7 +348,7 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     rows = []
     for name in layers:
         graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
-        zeros = cuda.to_device(ex.laid_out_counters(np.zeros(graph.num_counters, np.int32)))
+        zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
 
         def timed(order, label):
             one = Schedule(label, (Launch(np.asarray(order, np.int64), label, "per_task", "ticket", None),))

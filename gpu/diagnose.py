@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 # One kind alone: its parents ran before, so the megakernel's counters start at zero.
                 prep = PreparedSchedule(plan, one, kernels=kernels, check=False)
                 if prep.d_counters_init is not None:
-                    prep.d_counters_init = cuda.to_device(ex.laid_out_counters(np.zeros(plan.graph.num_counters, np.int32)))
+                    prep.d_counters_init = cuda.to_device(np.zeros(plan.graph.num_counters, np.int32))
                 stats = time_cuda(lambda i: prep.run(ws), warmup=3, repeats=args.repeats)
                 rows.append({"layer": name, "what": f"{launch.name}:{kernels}", "tasks": int(len(launch.order)),
                              "median_ms": round(stats.median_ms, 4), "min_ms": round(stats.min_ms, 4)})

@@ -82,25 +82,11 @@ def task_table(graph: TaskGraph, order: np.ndarray) -> np.ndarray:
     table[:, mk.T_GROUP] = graph.group[order]
     table[:, mk.T_INDEX] = graph.index_in_group[order]
     nw = graph.wait_counters.shape[1]
-    table[:, mk.T_WAIT0:mk.T_WAIT0 + nw] = counter_slots(graph.wait_counters[order])
-    table[:, mk.T_SIGNAL] = counter_slots(graph.signal_counters[order, 0])
+    table[:, mk.T_WAIT0:mk.T_WAIT0 + nw] = graph.wait_counters[order]
+    table[:, mk.T_SIGNAL] = graph.signal_counters[order, 0]
     table[:, mk.T_TASK] = order
     table[:, mk.T_ROOT] = root_mask(graph, order)
     return table
-
-
-def counter_slots(counters: np.ndarray) -> np.ndarray:
-    """Where TaskGraph counters sit in the kernels' ``counters`` array (``mk.COUNTER_STRIDE`` int32 apart);
-    -1 (no counter) stays -1."""
-    counters = np.asarray(counters)
-    return np.where(counters >= 0, counters * mk.COUNTER_STRIDE, counters).astype(np.int32)
-
-
-def laid_out_counters(values: np.ndarray) -> np.ndarray:
-    """The dependency counters' region of ``counters``: value i at slot ``counter_slots(i)``."""
-    out = np.zeros(len(values) * mk.COUNTER_STRIDE, np.int32)
-    out[::mk.COUNTER_STRIDE] = values
-    return out
 
 
 def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, list[dict[int, int] | None]]:
@@ -113,7 +99,7 @@ def counters_for(plan: WinogradPlan, schedule: Schedule) -> tuple[np.ndarray, li
     ``ready_window`` roots, default one per SM, then -1 = not yet written), after the queue's head,
     tail and root ticket (a 128-byte line each): the state the megakernel changes is reset with the
     counters, once per run of the schedule."""
-    parts = [laid_out_counters(plan.graph.counter_init)]
+    parts = [plan.graph.counter_init.astype(np.int32)]
     offset = parts[0].size
     fields: list[dict[int, int] | None] = []
     for launch in schedule.launches:
@@ -197,7 +183,7 @@ def _raise_kernel_error(plan: WinogradPlan, ctl: np.ndarray, launch_name: str) -
     raise MegakernelError(
         f"launch {launch_name!r}: task {task} ({g.kind_names[g.kind[task]]}, group {g.group[task]}, "
         f"index {g.index_in_group[task]}) at map position {int(ctl[mk.CTL_ERR_POS])} gave up after "
-        f"{int(ctl[mk.CTL_POLL_LIMIT])} polls of counter {int(ctl[mk.CTL_ERR_COUNTER]) // mk.COUNTER_STRIDE} (still "
+        f"{int(ctl[mk.CTL_POLL_LIMIT])} polls of counter {int(ctl[mk.CTL_ERR_COUNTER])} (still "
         f"{int(ctl[mk.CTL_ERR_VALUE])}): a parent comes later in the map or never ran")
 
 

@@ -113,13 +113,6 @@ LAUNCH_SCALARS = os.environ.get("MEGASIM_LAUNCH_SCALARS", "args")
 if LAUNCH_SCALARS not in ("args", "ctl"):
     raise ValueError(f"MEGASIM_LAUNCH_SCALARS={LAUNCH_SCALARS!r}: want args or ctl")
 SCALARS_IN_ARGS = LAUNCH_SCALARS == "args"
-# MEGASIM_COUNTER_STRIDE (read at import; session 26's experiment): int32 slots between two dependency
-# counters in ``counters`` (1: packed, 32 to a 128-byte line; 8: one per 32-byte sector; 32: one per line).
-# The host lays the counters out and writes their slots into the task table (gpu.executor.counter_slots);
-# only the ready queue's release maps a slot back to its counter.
-COUNTER_STRIDE = int(os.environ.get("MEGASIM_COUNTER_STRIDE", "1"))
-if COUNTER_STRIDE not in (1, 8, 32):
-    raise ValueError(f"MEGASIM_COUNTER_STRIDE={COUNTER_STRIDE}: want 1, 8 or 32")
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -198,7 +191,6 @@ def _release(ctl, counters, c):
     gpos = ctl[CTL_R_GPOS]
     pend = ctl[CTL_R_PEND]
     queue = ctl[CTL_R_QUEUE]
-    c = c // COUNTER_STRIDE             # the counter whose slot this is
     j = counters[cptr + c] + cuda.threadIdx.x
     end = counters[cptr + c + 1]
     while j < end:
