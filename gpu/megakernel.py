@@ -13,6 +13,13 @@ Arrays shared by the kernels (filled by ``gpu.executor``):
   first launch of a schedule (not between its launches: a GEMM in launch 3 still waits on the
   counter that launch 1's filter transforms counted down).
 - ``prm`` int32 (NUM_PARAMS,): problem and config scalars (``gpu.winograd_device.P_*``).
+- three int32 scalars after ``trace``: the launch's map length, dispatch and trace flag
+  (``launch_scalars(ctl)``), copies of ``ctl``'s host-written fields that the GPU keeps in its constant
+  bank, so that no block reads ``ctl`` before its ticket (session 26).
+
+The kernels that run GEMM tasks (both megakernels and the non-fused GEMM kernel) are built once per GEMM
+math around ``gpu.winograd_device.gemm_task_for(gemm_math)``: ``kernels_for(gemm_math)``, picked by a
+WinogradConfig's ``gemm_math`` (the transform kernels are shared).
 
 Memory-ordering protocol (only thread 0 of a block touches ``counters``):
 
