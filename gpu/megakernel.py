@@ -70,6 +70,7 @@ from numba import config as numba_config
 from numba import cuda, int32
 
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
+from gpu.switches import env_choice
 from gpu.trace import globaltimer, smid
 from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task, otrans_task
 from megasim.lowering.winograd import GEMM_MATHS
@@ -106,9 +107,7 @@ DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
 # and whether the launch uses the ready queue in sh[5], sh[6], and folds "the map is used up" into ok, so
 # that no thread reads ``table`` or ``ctl`` from global memory between the acquire and the signal (each
 # such read was an L2 round trip: the acquire drops L1's lines); "global": the reads of session 24.
-CLAIM_TAIL = os.environ.get("MEGASIM_CLAIM_TAIL", "shared")
-if CLAIM_TAIL not in ("shared", "global"):
-    raise ValueError(f"MEGASIM_CLAIM_TAIL={CLAIM_TAIL!r}: want shared or global")
+CLAIM_TAIL = env_choice("MEGASIM_CLAIM_TAIL", ("shared", "global"), "shared")
 TAIL_IN_SHARED = CLAIM_TAIL == "shared"
 SH_INTS = 7
 # MEGASIM_LAUNCH_SCALARS (read at import; session 26): "args" (default) takes the launch's map length,
@@ -116,9 +115,7 @@ SH_INTS = 7
 # GPU keeps in its constant bank; "ctl" reads them from ``ctl`` as until session 25. At a block's start
 # that read was an L2 round trip before the ticket: another block's acquire has dropped the line from L1.
 # The host fills both, so either build runs any launch.
-LAUNCH_SCALARS = os.environ.get("MEGASIM_LAUNCH_SCALARS", "args")
-if LAUNCH_SCALARS not in ("args", "ctl"):
-    raise ValueError(f"MEGASIM_LAUNCH_SCALARS={LAUNCH_SCALARS!r}: want args or ctl")
+LAUNCH_SCALARS = env_choice("MEGASIM_LAUNCH_SCALARS", ("args", "ctl"), "args")
 SCALARS_IN_ARGS = LAUNCH_SCALARS == "args"
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting

@@ -16,14 +16,12 @@ simulator both are ``cuda.threadfence()`` (the simulator's threads share one mem
 
 from __future__ import annotations
 
-import os
-
 from numba import config, cuda
 
+from gpu.switches import env_choice
+
 FENCES = ("sc", "acq_rel")
-DEPENDENCY_FENCE = os.environ.get("MEGASIM_DEPENDENCY_FENCE", "sc")
-if DEPENDENCY_FENCE not in FENCES:
-    raise ValueError(f"MEGASIM_DEPENDENCY_FENCE={DEPENDENCY_FENCE!r}: want one of {FENCES}")
+DEPENDENCY_FENCE = env_choice("MEGASIM_DEPENDENCY_FENCE", FENCES, "sc")
 
 if DEPENDENCY_FENCE == "sc" or config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
@@ -57,9 +55,7 @@ else:
 # non-fused control 0.1% (experiments/results/nvidia-h200/probe_dispatch/acquire/). Under the CUDA
 # simulator both are the atomic read (the simulator's threads share one memory).
 ACQUIRES = ("load", "fence")
-ACQUIRE = os.environ.get("MEGASIM_ACQUIRE", "load")
-if ACQUIRE not in ACQUIRES:
-    raise ValueError(f"MEGASIM_ACQUIRE={ACQUIRE!r}: want one of {ACQUIRES}")
+ACQUIRE = env_choice("MEGASIM_ACQUIRE", ACQUIRES, "load")
 ACQUIRE_BY_LOAD = ACQUIRE == "load"
 
 if config.ENABLE_CUDASIM:
@@ -107,9 +103,7 @@ else:
 # fence before it, not the atomic's reply, is what a signal waits for. Under the CUDA simulator both are
 # the atomic.
 SIGNALS = ("atom", "red")
-SIGNAL = os.environ.get("MEGASIM_SIGNAL", "red")
-if SIGNAL not in SIGNALS:
-    raise ValueError(f"MEGASIM_SIGNAL={SIGNAL!r}: want one of {SIGNALS}")
+SIGNAL = env_choice("MEGASIM_SIGNAL", SIGNALS, "red")
 SIGNAL_BY_RED = SIGNAL == "red"
 
 if config.ENABLE_CUDASIM:

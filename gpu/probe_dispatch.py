@@ -50,8 +50,9 @@ def best_params(bench_json: str | Path) -> dict[str, str]:
 
 def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tuple[str, Plan]]:
     """(label, Plan): the mapping under each dispatch, with ``persistent_blocks`` > 0 also as a persistent
-    grid of that many blocks per SM (ticket), then the non-fused pipeline."""
-    math_param = f",gemm_math={gemm_math}" if gemm_math != "fp32" else ""
+    grid of that many blocks per SM (ticket), then the non-fused pipeline. Every plan names ``gemm_math``
+    (a plan that names none takes MEGASIM_GEMM_MATH's)."""
+    math_param = f",gemm_math={gemm_math}"
     plans = [(label, Plan.parse("fused", f"{param},dispatch={d}{math_param}")) for d, label in DISPATCH_LABELS]
     if persistent_blocks:
         plans.append(("fused_persistent", Plan.parse(

@@ -21,7 +21,8 @@ from numba import cuda
 from gpu import executor as ex
 from gpu import layout as lay
 from gpu.errors import KernelInputError
-from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, lower_winograd
+from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math,
+                                       lower_winograd)
 from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.mapping import Algorithm1Params, Schedule, algorithm1, recommended_params
 from megasim.plan import winograd_nonfused
@@ -68,10 +69,8 @@ def _config(m, config, schedule: str, gemm_math) -> WinogradConfig:
         m = 4 if m is None else m
         if m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
-        pairs = DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule]
-        if gemm_math is None:
-            return WinogradConfig(m=m, transform_pairs_per_thread=pairs)
-        return WinogradConfig(m=m, transform_pairs_per_thread=pairs, gemm_math=gemm_math)
+        return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule],
+                              gemm_math=gemm_math or default_gemm_math())
     if not isinstance(config, WinogradConfig):
         raise KernelInputError(f"config must be a WinogradConfig, got {type(config).__name__}")
     if m is not None and m != config.m:
