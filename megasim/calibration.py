@@ -92,8 +92,8 @@ class Measurements:
         return cls(**data)
 
 
-def source(m: Measurements, method: str) -> str:
-    return f"measured {m.date} on {m.device} by megasim calibrate ({method})"
+def source(m: Measurements, method: str, by: str = "megasim calibrate") -> str:
+    return f"measured {m.date} on {m.device} by {by} ({method})"
 
 
 def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskGraph, Schedule]:
@@ -274,13 +274,15 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
 
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
              free: tuple[str, ...] = ("compute_efficiency", "fixed_ns"),
-             simulate_cost: Callable[[TaskCost], list[float]] | None = None) -> dict[str, Any]:
+             simulate_cost: Callable[[TaskCost], list[float]] | None = None,
+             start_values: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
     ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
 
     (compute_efficiency, fixed_ns), the first round: Nelder-Mead on log(efficiency) and fixed_ns,
     bounded by clipping. More free fields (the second round): scipy's bounded least_squares (trust
-    region) in log space (fixed times in us, linearly), started from ``START``.
+    region) in log space (fixed times in us, linearly), started from ``START`` or, for the fields it
+    names, from ``start_values`` (``megasim.calibration_update``: a spec's own values).
 
     ``simulate_cost(cost)`` gives the cases' simulated times (default: ``simulated_kind_us`` here;
     ``_kind_fits`` passes a ``CasePool``'s, the same numbers computed over processes)."""
@@ -318,7 +320,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         best = cost_of(res.x)
         evaluations = len(memo)
     else:
-        starts = dict(START, block_dram_bw_gbps=spec.tb_max_dram_bw_gbps)
+        starts = dict(START, block_dram_bw_gbps=spec.tb_max_dram_bw_gbps, **(start_values or {}))
         # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
         # parameter) sees through the small jumps that event reorderings cause.
         first = tuple(f for f in free if f not in STAGE2)
@@ -427,16 +429,19 @@ def _fit_job(job: dict[str, Any], pool: CasePool) -> dict[str, Any]:
     under the keys ``kind`` and ``kind + " checks"``)."""
     spec, kind = job["spec"], job["kind"]
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
-                   simulate_cost=lambda cost: pool.simulate(kind, spec, kind, cost))
+                   simulate_cost=lambda cost: pool.simulate(kind, spec, kind, cost),
+                   start_values=job.get("start_values"))
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     return fit
 
 
 def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
-               only: set[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               only: set[str] | None = None,
+               refit: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
-    on ``workers``)."""
+    on ``workers``). ``refit`` (``megasim.calibration_update``): only these second-round fields are
+    free, started from ``base``'s values, and the kinds without second-round rows are not fitted."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -466,17 +471,28 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
             return (f"{r['layer']} {row_label(r)}{at}", g, sch, r.get("timing", "events"))
 
         round2 = bool(queued)
+        if refit is not None and not round2:
+            continue
         free = (tuple(f for f in FREE_ROUND2 if f != "megakernel_fixed_ns"
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
                 + (("memory_overlap",) if base_kind(name) in PIPELINED_KINDS else ())
                 + (("further_block_sm_ready",) if base_kind(name) in FURTHER_READY_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
+        start_values = None
+        if refit is not None:
+            free = tuple(f for f in free if f in refit)
+            if not free:
+                continue
+            own = base.task_cost(name)
+            start_values = {f: getattr(own, f) for f in free            # (a log-space field at 0:
+                            if getattr(own, f) is not None and (getattr(own, f) > 0 or f in LINEAR)}  # START's)
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, name, rows)
         jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
                      "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
+                     "start_values": start_values,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     cases_by_key = {}
@@ -487,6 +503,25 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
         with ThreadPoolExecutor(max(len(jobs), 1)) as threads:
             fits = list(threads.map(lambda j: _fit_job(j, pool), jobs))
     return jobs, fits
+
+
+def natural_cases(m: Measurements, layers: tuple[str, ...]):
+    """(natural_of, params_of): for each cost name, (layer, plan params) -> (kind, the kind's graph cut
+    out of that layer's non-fused schedule, its schedule), over the parameter sets ``m``'s rows were
+    measured at; and a row's plan params. Each row fits the cost of its kind under its graph's cost
+    name (TaskGraph.cost_names): an implementation variant (e.g. gemm@t32, the GEMM at t = 32) is
+    fitted on its own rows."""
+    def params_of(r):
+        return r.get("plan_params", m.plan_params)
+
+    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
+    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
+    for p in param_sets:
+        for kind, subs in kind_cases(layers, p).items():
+            for layer, sub, sched in subs:
+                name = sub.cost_names[sub.kind_id(kind)]
+                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
+    return natural_of, params_of
 
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
@@ -508,19 +543,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
         raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate_occupancy)")
-    def params_of(r):
-        return r.get("plan_params", m.plan_params)
-
-    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
-    cases = {p: kind_cases(layers, p) for p in param_sets}
-    # Each row fits the cost of its kind under its graph's cost name (TaskGraph.cost_names): an
-    # implementation variant (e.g. gemm@t32, the GEMM at t = 32) is fitted on its own rows.
-    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
-    for p in param_sets:
-        for kind, subs in cases[p].items():
-            for layer, sub, sched in subs:
-                name = sub.cost_names[sub.kind_id(kind)]
-                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
+    natural_of, params_of = natural_cases(m, layers)
     report: dict[str, Any] = {"layers": list(layers), "plan_params": m.plan_params, "kinds": {}}
     end_rows = m.extra.get("block_end_order") or []
     if end_rows:

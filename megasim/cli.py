@@ -12,6 +12,7 @@
     megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
     megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
     megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE [--keep FIELD ..]
+    megasim update-spec --spec FILE --measurements FILE.measurements.json --out FILE [--refit FIELD ..]
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -287,6 +288,27 @@ def _cmd_transfer_spec(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_update_spec(args: argparse.Namespace) -> int:
+    from megasim.calibration_update import updated_spec
+    from megasim.hardware import dump_spec
+    m = _read_measurements(args.measurements, "--measurements")
+    base = load_spec(args.spec)
+    spec, report = updated_spec(base, m, tuple(args.refit), tuple(args.layers or ()) or None)
+    dump_spec(spec, args.out)
+    report["out"] = args.out
+    if args.json:
+        print(json.dumps(report, default=str))
+        return 0
+    print(f"wrote {args.out}: {base.name} with megakernel_claim_ns{''.join(', ' + f for f in args.refit)} "
+          f"updated from {m.device}'s runs of {m.date}")
+    for kind, entry in report["kinds"].items():
+        changes = "  ".join(f"{f} {v['before']:.4g} -> {v['after']:.4g}" for f, v in entry.items()
+                            if isinstance(v, dict) and v["before"] is not None)
+        rms = f"  (rms log error {entry['rms_log_error']:.3f})" if "rms_log_error" in entry else ""
+        print(f"  {kind:10s} {changes}{rms}")
+    return 0
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pathlib import Path
     from megasim.validation import CSV_COLUMNS, predict_rows, read_rows, run_meta, summarize, write_rows
@@ -453,6 +475,19 @@ def make_parser() -> argparse.ArgumentParser:
                    help="measured fields to keep from --spec (e.g. l2_bw_gbps, where the probe changed between "
                         "the two measurements)")
     p.set_defaults(func=_cmd_transfer_spec)
+    from megasim.calibration_update import REFITTABLE
+    p = sub.add_parser("update-spec", help="a calibrated spec after a kernel change: the traced claims and the "
+                       "named task-cost fields refitted from new measurements, every other cost kept (no GPU needed)")
+    p.add_argument("--spec", required=True, help="the calibrated spec to update")
+    p.add_argument("--measurements", required=True,
+                   help="FILE.measurements.json of the changed kernels (gpu.calibrate.measure)")
+    p.add_argument("--refit", nargs="*", default=["megakernel_fixed_ns"], choices=REFITTABLE, metavar="FIELD",
+                   help=f"task-cost fields to refit on the single-kind runs, from the spec's values "
+                        f"(default megakernel_fixed_ns; none: the claims only; allowed: {', '.join(REFITTABLE)})")
+    p.add_argument("--layers", nargs="+", help="calibration layers (default: those the measurements time)")
+    p.add_argument("--out", required=True, help="the spec file to write")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_update_spec)
     p = sub.add_parser("validate", help="predicted vs measured runtimes of many mappings (needs a GPU)")
     p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")
     p.add_argument("--spec", required=True, help="the GPU spec file the predictions use")

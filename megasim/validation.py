@@ -22,7 +22,7 @@ import numpy as np
 
 from megasim.errors import MappingError
 from megasim.lowering.winograd import lower_winograd
-from megasim.mapping import Algorithm1Params, algorithm1, default_params
+from megasim.mapping import default_params
 from megasim.plan import Plan, build
 from megasim.workloads.problem import ConvProblem
 

@@ -1,0 +1,103 @@
+"""Updating a calibrated spec after a kernel change (megasim.calibration_update): the traced claims are
+taken, the named fields refitted from the spec's own values, and every other cost kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from megasim.calibration import Measurements, kind_cases, simulated_us, variant_case
+from megasim.calibration_update import updated_spec
+from megasim.errors import SpecError
+from megasim.hardware import TaskCost, dump_spec, get_gpu
+from megasim.sim import simulate
+from tests.test_calibration_occupancy import LAYER, VARIANTS, small_h200
+
+TRUTH = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0,
+                            megakernel_claim_ns=700.0),
+         "itrans": TaskCost(0.2, 1500.0, block_sm_ready=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0,
+                            megakernel_claim_ns=900.0, coresident_stretch=0.3),
+         "gemm": TaskCost(0.45, 300.0, block_sm_ready=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=1200.0,
+                          megakernel_claim_ns=1400.0, memory_overlap=0.5),
+         "otrans": TaskCost(0.25, 900.0, block_sm_ready=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0,
+                            megakernel_claim_ns=1200.0)}
+TRACED = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "timing": "queued"}
+
+
+def measured(spec):
+    """Measurements of ``spec``'s kinds as gpu.calibrate_occupancy records them: each kind alone at
+    several occupancies (simulated with ``spec``), its persistent run traced with its claim time."""
+    rows = []
+    for kind, cases in kind_cases((LAYER,)).items():
+        (_, sub, sched), = cases
+        for v in VARIANTS:
+            g, s = variant_case(sub, sched, v)
+            row = {"layer": LAYER, "kind": kind, "tasks": sub.num_tasks,
+                   "median_ms": simulated_us(simulate(g, s, spec), v["timing"]) / 1000.0, **v}
+            if v == TRACED:
+                row["trace_claim_ns"] = spec.task_cost(kind).megakernel_claim_ns
+            rows.append(row)
+    values = {"queued_launch_ns": {"value": spec.queued_launch_ns, "method": "test"}}
+    return Measurements(device="test GPU", date="2026-11-26", preset="H200", values=values, kind_times=rows)
+
+
+def changed_kernels_spec():
+    """The spec of the kernels after a change to the megakernel's per-task path: claims and the time
+    added once a task is ready both cheaper; the task bodies as before."""
+    return small_h200(task_costs={**get_gpu("H200").task_costs, **{
+        k: dataclasses.replace(c, megakernel_claim_ns=c.megakernel_claim_ns * 0.7,
+                               megakernel_fixed_ns=c.megakernel_fixed_ns * 0.6) for k, c in TRUTH.items()}})
+
+
+def test_update_recovers_the_per_task_costs_and_keeps_the_bodies():
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    updated, report = updated_spec(old, measured(new), ("megakernel_fixed_ns",), workers=1)
+    for kind, truth in TRUTH.items():
+        got, want = updated.task_cost(kind), new.task_cost(kind)
+        assert got.megakernel_claim_ns == pytest.approx(want.megakernel_claim_ns)          # taken, not fitted
+        assert got.megakernel_fixed_ns == pytest.approx(want.megakernel_fixed_ns, rel=0.05, abs=50.0), kind
+        # every other field is the old spec's, exactly
+        assert dataclasses.replace(got, megakernel_claim_ns=0.0, megakernel_fixed_ns=0.0) == \
+            dataclasses.replace(truth, megakernel_claim_ns=0.0, megakernel_fixed_ns=0.0), kind
+        assert report["kinds"][kind]["megakernel_fixed_ns"]["before"] == truth.megakernel_fixed_ns
+        assert report["kinds"][kind]["rms_log_error"] < 0.01, kind
+        assert "on test GPU by megasim update-spec" in updated.sources[f"task_costs.{kind}.megakernel_fixed_ns"]
+    assert "megakernel_fixed_ns updated 2026-11-26 on test GPU" in updated.description
+    assert updated.queued_launch_ns == old.queued_launch_ns and updated.sm_count == old.sm_count
+
+
+def test_claims_only_update_fits_nothing():
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    updated, report = updated_spec(old, measured(new), (), workers=1)
+    for kind, truth in TRUTH.items():
+        assert updated.task_cost(kind) == dataclasses.replace(
+            truth, megakernel_claim_ns=new.task_cost(kind).megakernel_claim_ns), kind
+        assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}
+
+
+def test_refit_of_an_unknown_field_is_a_one_line_error():
+    with pytest.raises(SpecError, match="refit field 'compute_speed' is not allowed: want some of"):
+        updated_spec(small_h200(), measured(small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})),
+                     ("compute_speed",))
+
+
+def test_cli_update_spec(tmp_path):
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    spec_file, m_file, out = tmp_path / "old.json", tmp_path / "m.measurements.json", tmp_path / "new.json"
+    dump_spec(old, spec_file)
+    m_file.write_text(json.dumps(measured(changed_kernels_spec()).as_dict()))
+    run = subprocess.run([sys.executable, "-m", "megasim.cli", "update-spec", "--spec", str(spec_file),
+                          "--measurements", str(m_file), "--refit", "--out", str(out)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "megakernel_claim_ns 1400 -> 980" in run.stdout
+    bad = subprocess.run([sys.executable, "-m", "megasim.cli", "update-spec", "--spec", str(spec_file),
+                          "--measurements", str(m_file), "--refit", "fixed_time", "--out", str(out)],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "fixed_time" in bad.stderr and "Traceback" not in bad.stderr
