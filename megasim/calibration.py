@@ -449,8 +449,7 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
     for name, natural in natural_of.items():
         if only is not None and name not in only:
             continue
-        rows = [r for r in m.kind_times
-                if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
+        rows = natural_rows(m, natural, params_of)
         if not rows and "@" in name:
             continue                      # a variant the measurements do not time: priced as its kind
         queued = [r for r in rows if r.get("timing") == "queued"]
@@ -484,8 +483,8 @@ def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, ma
             if not free:
                 continue
             own = base.task_cost(name)
-            start_values = {f: getattr(own, f) for f in free            # (a log-space field at 0:
-                            if getattr(own, f) is not None and (getattr(own, f) > 0 or f in LINEAR)}  # START's)
+            # each field from the spec's own value (one unset, or at 0 in log space, from START's)
+            start_values = {f: v for f in free if (v := getattr(own, f)) is not None and (v > 0 or f in LINEAR)}
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, name, rows)
         jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
@@ -522,6 +521,13 @@ def natural_cases(m: Measurements, layers: tuple[str, ...]):
                 name = sub.cost_names[sub.kind_id(kind)]
                 natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
     return natural_of, params_of
+
+
+def natural_rows(m: Measurements, natural, params_of) -> list[dict[str, Any]]:
+    """``m``'s rows of one cost name: those of its kind on a (layer, plan params) of ``natural`` (an
+    entry of ``natural_cases``'s natural_of)."""
+    return [r for r in m.kind_times
+            if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
 
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,

@@ -34,6 +34,7 @@ from megasim.calibration import (
     Measurements,
     _kind_fits,
     natural_cases,
+    natural_rows,
     source,
     with_measured_claim,
 )
@@ -59,8 +60,7 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     report: dict[str, Any] = {"layers": list(layers), "refit": list(refit), "kinds": {}}
     base = spec
     for name, natural in natural_of.items():
-        rows = [r for r in m.kind_times
-                if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
+        rows = natural_rows(m, natural, params_of)
         before = base.task_cost(name).megakernel_claim_ns
         base, claim = with_measured_claim(base, name, rows)
         if claim is not None:
