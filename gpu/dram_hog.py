@@ -38,7 +38,6 @@ while the hog runs; anything that synchronises the whole device (``torch.cuda.sy
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
