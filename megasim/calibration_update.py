@@ -85,6 +85,9 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
             entry["cases"] = [c[0] for c in job["cases"]]
             entry["measured_us"] = fit["measured_us"]
             entry["simulated_us"] = fit["simulated_us"]
+    if not report["kinds"]:
+        raise SpecError("measurements: no traced or single-kind megakernel runs to update from "
+                        "(gpu.calibrate_occupancy's rows; these measurements have none)")
     what = ", ".join(("megakernel_claim_ns",) + tuple(refit))
     out = dataclasses.replace(base, task_costs=costs, sources=sources,
                               description=f"{spec.description}; {what} updated {m.date} on {m.device}")

@@ -101,3 +101,11 @@ def test_cli_update_spec(tmp_path):
                           "--measurements", str(m_file), "--refit", "fixed_time", "--out", str(out)],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "fixed_time" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_measurements_without_megakernel_runs_are_a_one_line_error():
+    m = measured(small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH}))
+    m = dataclasses.replace(m, kind_times=[r for r in m.kind_times if r["kernel"] != "megakernel"
+                                           and r.get("timing") != "queued"])
+    with pytest.raises(SpecError, match="no traced or single-kind megakernel runs to update from"):
+        updated_spec(small_h200(), m, ("megakernel_fixed_ns",))
