@@ -50,20 +50,21 @@ def parse_config(s: str) -> tuple[int, int, int, int]:
     return v
 
 
-VARIANT_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(?:(v)|([ac])(\d))?(?:r(\d+))?$")
+VARIANT_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(?:(v)|([ac])(\d))?(?:u(\d))?(?:r(\d+))?$")
 
 
-def parse_variant(s: str) -> tuple[tuple[int, int, int, int, int], str | None, int, int | None]:
-    """'TxGKxKSxNTxSK[v|aN|cN][rR]' -> ((T, GK, KS, NT, SK), staging or None, stages, register cap or
-    None), or a one-line exit."""
+def parse_variant(s: str) -> tuple[tuple[int, int, int, int, int], str | None, int, int | None, int]:
+    """'TxGKxKSxNTxSK[v|aN|cN][uU][rR]' -> ((T, GK, KS, NT, SK), staging or None, stages, register cap
+    or None, k-step unroll), or a one-line exit."""
     m = VARIANT_RE.match(s)
-    if not m:
-        raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[v|aN|cN][rR], "
-                         f"e.g. 64x64x8x128x2r128, 64x64x8x128x2v, 64x64x16x128x2c3")
+    if not m or (m.group(9) and not (m.group(6) or m.group(7))):
+        raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[v|aN|cN][uU][rR] (uU with a "
+                         f"staging), e.g. 64x64x8x128x2r128, 64x64x8x128x2v, 64x64x16x128x2c3, 64x64x16x128x2a4u4r128")
     layout = tuple(int(m.group(i)) for i in range(1, 6))
     staging = m.group(6) or m.group(7)
     stages = int(m.group(8)) if m.group(8) else 2
-    return layout, staging, stages, int(m.group(9)) if m.group(9) else None
+    unroll = int(m.group(9)) if m.group(9) else 1
+    return layout, staging, stages, int(m.group(10)) if m.group(10) else None, unroll
 
 
 def occupancy(regs: int, smem: int, threads: int) -> int:
@@ -132,9 +133,9 @@ def main(argv=None) -> int:
                                                     default.gemm_k_step, 0))
 
     for s in args.vec_variants:
-        (T, GK, KS, NT, SK), staging, stages, regs_cap = parse_variant(s)
+        (T, GK, KS, NT, SK), staging, stages, regs_cap, unroll = parse_variant(s)
         try:
-            fn = (make_gemm_staged(T, GK, KS, NT, SK, staging, stages) if staging
+            fn = (make_gemm_staged(T, GK, KS, NT, SK, staging, stages, unroll) if staging
                   else make_gemm_vec(T, GK, KS, NT, SK))
         except ValueError as exc:
             raise SystemExit(f"--vec-variants {s!r}: {exc}")

@@ -230,7 +230,8 @@ def load_quad(arr, g, avail, ok, vec):
     return v0, v1, v2, v3
 
 
-def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2):
+def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2,
+                     unroll: int = 1):
     """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiment;
     the benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; not used by the executors). Same
     contract, 8 x 8 register tile, k-split and epilogue; what differs is how a stage reaches shared
@@ -261,8 +262,13 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     (``gpu.async_copy``): indices, edges and the ring rotation are checked there, the asynchronous
     ordering (waits and barriers) only on the GPU.
 
-    Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"). Raises ValueError for a layout it
-    cannot tile."""
+    ``unroll`` (1, 2, 4 or 8; "v" and "a"): the k-steps of a stage written out ``unroll`` at a time
+    instead of one per iteration of a range loop, which LLVM leaves rolled (session 27: under ncu the
+    production kernel issues 83% of cycles and only 60% of what it issues is FFMA; the loop's own
+    counter and branch are 11 of the ~43 other instructions per 64 FFMA).
+
+    Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``.
+    Raises ValueError for a layout it cannot tile."""
     if staging not in STAGINGS:
         raise ValueError(f"staging {staging!r}: want one of {STAGINGS}")
     if staging in ("a", "c") and stages not in (2, 3, 4):
@@ -277,6 +283,8 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         raise ValueError(f"no staged vector GEMM layout for T={T}, GK={GK}, KS={KS}, NT={NT}, SK={SK} "
                          f"(want T, GK multiples of 8, NT = SK * T/8 * GK/8, KS a multiple of SK and 4"
                          f"{', and of 4 * SK' if staging == 'c' else ''})")
+    if unroll not in (1, 2, 4, 8) or (KS // SK) % unroll or (unroll > 1 and staging == "c"):
+        raise ValueError(f"unroll={unroll}: want 1, 2, 4 or 8 dividing KS / SK = {KS // SK}, and staging 'v' or 'a'")
     NS = stages if staging != "v" else 2
     ASYNC_B = staging in ("a", "c")
     ASYNC_A = staging == "c"
@@ -298,6 +306,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     RA = 4 * LA4                  # staging registers
     RB = 4 * LB4
     MQ = KQ4 // SK                # k quads per set per stage (c)
+    UNROLL = unroll
     wait_ring = cp_async_wait_group(NS - 2)
     wait_all = cp_async_wait_group(0)
 
@@ -415,6 +424,20 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                 acc[i * 8 + jj] += av[i] * bv[jj]
 
     @cuda.jit(device=True)
+    def k_step_t(acc, smem, qa, qb):
+        """One k of "v" / "a": the thread's two A fragments (transposed A at ``qa``) and two B
+        fragments (at ``qb``), 64 FMAs."""
+        a0, a1, a2, a3 = load4(smem, qa)
+        a4, a5, a6, a7 = load4(smem, qa + HALF_R)
+        b0, b1, b2, b3 = load4(smem, qb)
+        b4, b5, b6, b7 = load4(smem, qb + HALF_C)
+        av = (a0, a1, a2, a3, a4, a5, a6, a7)
+        bv = (b0, b1, b2, b3, b4, b5, b6, b7)
+        for i in range(8):
+            for jj in range(8):
+                acc[i * 8 + jj] += av[i] * bv[jj]
+
+    @cuda.jit(device=True)
     def gemm_staged(g, j, prm, V, U, M):
         tid = cuda.threadIdx.x
         C = prm[_P_C]
@@ -506,16 +529,35 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                 else:
                     pa = a_thr + buf * A_ST
                     pb = b_thr + slot * B_ST
-                    for kq in range(KQ):
-                        a0, a1, a2, a3 = load4(smem, pa + kq * (SK * AS))
-                        a4, a5, a6, a7 = load4(smem, pa + kq * (SK * AS) + HALF_R)
-                        b0, b1, b2, b3 = load4(smem, pb + kq * (SK * GK))
-                        b4, b5, b6, b7 = load4(smem, pb + kq * (SK * GK) + HALF_C)
-                        av = (a0, a1, a2, a3, a4, a5, a6, a7)
-                        bv = (b0, b1, b2, b3, b4, b5, b6, b7)
-                        for i in range(8):
-                            for jj in range(8):
-                                acc[i * 8 + jj] += av[i] * bv[jj]
+                    if UNROLL == 1:
+                        for kq in range(KQ):
+                            k_step_t(acc, smem, pa + kq * (SK * AS), pb + kq * (SK * GK))
+                    elif UNROLL == 2:
+                        for kq in range(0, KQ, 2):
+                            qa = pa + kq * (SK * AS)
+                            qb = pb + kq * (SK * GK)
+                            k_step_t(acc, smem, qa, qb)
+                            k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
+                    elif UNROLL == 4:
+                        for kq in range(0, KQ, 4):
+                            qa = pa + kq * (SK * AS)
+                            qb = pb + kq * (SK * GK)
+                            k_step_t(acc, smem, qa, qb)
+                            k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
+                            k_step_t(acc, smem, qa + 2 * SK * AS, qb + 2 * SK * GK)
+                            k_step_t(acc, smem, qa + 3 * SK * AS, qb + 3 * SK * GK)
+                    else:
+                        for kq in range(0, KQ, 8):
+                            qa = pa + kq * (SK * AS)
+                            qb = pb + kq * (SK * GK)
+                            k_step_t(acc, smem, qa, qb)
+                            k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
+                            k_step_t(acc, smem, qa + 2 * SK * AS, qb + 2 * SK * GK)
+                            k_step_t(acc, smem, qa + 3 * SK * AS, qb + 3 * SK * GK)
+                            k_step_t(acc, smem, qa + 4 * SK * AS, qb + 4 * SK * GK)
+                            k_step_t(acc, smem, qa + 5 * SK * AS, qb + 5 * SK * GK)
+                            k_step_t(acc, smem, qa + 6 * SK * AS, qb + 6 * SK * GK)
+                            k_step_t(acc, smem, qa + 7 * SK * AS, qb + 7 * SK * GK)
             if more and active:  # register-staged operands into the other buffer (last read in s-1)
                 if not ASYNC_A:
                     a_to_stage(smem, ra, tid, 1 - buf)
@@ -559,5 +601,6 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                                     store1(M, m_base + r * K + n0 + jj, acc[q + jj])
 
     gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS)
-    gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS)
+    gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS,
+                              unroll=unroll)
     return gemm_staged

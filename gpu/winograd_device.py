@@ -272,13 +272,17 @@ if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
 FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
+# The k-steps of a stage of the t = 64 path written out (make_gemm_staged's ``unroll``; session 27: 82.0%
+# of cuBLAS alone against 75.6% rolled; the t = 32 path, 4 k-steps per stage, gained nothing). Not for
+# "c", whose stage is written out already. MEGASIM_GEMM_UNROLL overrides it for experiments.
+_UNROLL_B = int(os.environ.get("MEGASIM_GEMM_UNROLL", "8" if _STAGING[0] != "c" else "1"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
 # "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc:
 # 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).
 # Each math has its own gemm_task and so its own compiled GEMM kernel and megakernels
 # (gpu.megakernel.kernels_for): a WinogradConfig's gemm_math picks them per call.
 _FAST_BY_MATH = {
-    "fp32": {FAST_A[:4]: make_gemm_staged(*FAST_A), FAST_B[:4]: make_gemm_staged(*FAST_B)},
+    "fp32": {FAST_A[:4]: make_gemm_staged(*FAST_A), FAST_B[:4]: make_gemm_staged(*FAST_B, unroll=_UNROLL_B)},
     "3xtf32": {FAST_A[:4]: make_gemm_tc(*FAST_A[:4], stages=3, split="trunc"),
                FAST_B[:4]: make_gemm_tc(*FAST_B[:4], stages=3, split="trunc")},
 }
