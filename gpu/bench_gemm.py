@@ -12,7 +12,8 @@ times with CUDA events (median of ``--repeats``):
   (``--vec-variants``; a suffix ``rR`` compiles the kernel with at most R registers per thread); with a
   staging suffix S, ``gpu.gemm_vec.make_gemm_staged`` (issue #3's staging experiments): ``v`` 128-bit
   global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
-  (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+;
+  (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+; after a ``v`` or ``a`` staging, ``uU`` writes
+  the k-steps of a stage out U at a time (``make_gemm_staged(unroll=U)``; session 27);
 - ``tc_TxGKxKSxNTxS[t]``: ``gpu.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor
   cores, FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+); suffix ``t``: the truncating
   split (``split="trunc"``). (Session 23 also tried a pass-major MMA order, "p", and paired-k fragment
@@ -80,7 +81,7 @@ def occupancy(regs: int, smem: int, threads: int) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
-    ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[rR] (gpu.gemm_vec)")
+    ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[v|aN|cN][uU][rR] (gpu.gemm_vec)")
     ap.add_argument("--tc-variants", nargs="*", default=[], help="TxGKxKSxNTxS[t] (gpu.gemm_tc, 3xTF32)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")

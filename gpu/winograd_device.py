@@ -37,6 +37,7 @@ from numba import cuda, float32
 
 from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
+from gpu.switches import env_choice
 from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, itrans_pair_m2, itrans_pair_m4,
                             otrans_pair_m2, otrans_pair_m4)
 from megasim.lowering.winograd import GEMM_MATHS
@@ -272,10 +273,14 @@ if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
 FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
-# The k-steps of a stage of the t = 64 path written out (make_gemm_staged's ``unroll``; session 27: 82.0%
-# of cuBLAS alone against 75.6% rolled; the t = 32 path, 4 k-steps per stage, gained nothing). Not for
-# "c", whose stage is written out already. MEGASIM_GEMM_UNROLL overrides it for experiments.
-_UNROLL_B = int(os.environ.get("MEGASIM_GEMM_UNROLL", "8" if _STAGING[0] != "c" else "1"))
+# How many k-steps of a stage of the t = 64 path are written out (make_gemm_staged's ``unroll``; 1: a rolled
+# range loop). Session 27: written out (8), the path alone reaches 82.0% of cuBLAS against 75.6% rolled (ncu:
+# the GEMM is issue-bound and the loop's counter is a sixth of its non-FFMA instructions), but in the
+# 128-register kernels that compile every path it spills (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144):
+# the non-fused GEMM 3.9% slower, the fused best 1.4% slower (faster by 3-5% on the many-channel layers,
+# slower by 5-13% on the few-channel ones). So 1 by default; MEGASIM_GEMM_UNROLL (1, 2, 4, 8) sets it for
+# experiments (read at import; "v" and "a" stagings only).
+_UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "1"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
 # "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc:
 # 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).

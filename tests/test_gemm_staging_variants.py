@@ -59,6 +59,32 @@ def test_a_variant_indices_match_float64(layout, shape, stages):
     assert rel_err(M, ref) <= 1e-5
 
 
+@pytest.mark.parametrize("staging, stages, unroll", [("v", 2, 2), ("a", 4, 4), ("a", 3, 2)])
+@pytest.mark.parametrize("layout, shape", [
+    ((16, 16, 8, 8, 2), (2, 11, 13, 9)),      # both scalar fallbacks; 4 k-steps per set: 2 or 1 unrolled passes
+    ((16, 16, 8, 8, 2), (1, 6, 44, 16)),      # 6 stages, the last partial (zero-filled k rows)
+    ((16, 16, 16, 8, 2), (1, 10, 36, 12)),    # KS = 16: 8 k-steps per set
+])
+def test_unrolled_k_steps_match_float64(layout, shape, staging, stages, unroll):
+    fn = make_gemm_staged(*layout, staging=staging, stages=stages, unroll=unroll)
+    M, ref, _, _ = run_gemm(fn, layout, *shape)
+    assert not np.isnan(M).any()
+    assert rel_err(M, ref) <= 1e-5
+
+
+def test_unroll_8_writes_out_a_whole_stage():
+    layout = (16, 16, 16, 8, 2)                # KS / SK = 8 k-steps per set
+    M, ref, _, _ = run_gemm(make_gemm_staged(*layout, staging="a", stages=4, unroll=8), layout, 1, 10, 36, 12)
+    assert rel_err(M, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("unroll, staging", [(3, "a"), (8, "a"), (2, "c")])
+def test_unroll_that_cannot_tile_is_refused(unroll, staging):
+    # (8 does not divide KS / SK = 4; "c" writes its stage out already)
+    with pytest.raises(ValueError, match=f"unroll={unroll}"):
+        make_gemm_staged(16, 16, 8, 8, 2, staging=staging, stages=2, unroll=unroll)
+
+
 @pytest.mark.parametrize("stages", [2, 3])
 @pytest.mark.parametrize("layout, shape", [
     ((16, 16, 8, 8, 2), (2, 11, 13, 9)),      # both scalar fallbacks (4-byte copies)
