@@ -230,7 +230,7 @@ def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_co
     ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit, ready_fields)
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
-    mk.megakernel_for(ctl, plan.config.gemm_math)[grid, threads, 0, plan.shared_bytes](
+    mk.megakernel_for(ctl, plan.config.gemm_math, plan.config)[grid, threads, 0, plan.shared_bytes](
         d_table, d_ctl, d_counters, d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, no_trace(), *mk.launch_scalars(ctl))
     _raise_kernel_error(plan, d_ctl.copy_to_host(), launch.name)
 

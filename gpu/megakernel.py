@@ -69,10 +69,12 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda, int32
 
+from gpu.errors import KernelInputError
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.switches import env_choice
 from gpu.trace import globaltimer, smid
-from gpu.winograd_device import FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task, otrans_task
+from gpu.winograd_device import (FAST_B, FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task,
+                                 make_transform_tasks, otrans_task)
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Task table columns.
@@ -293,10 +295,23 @@ class MathKernels:
     gemm_kernel: object
 
 
+# MEGASIM_MEGAKERNEL_ONLY (session 27's experiment, read at import): "m4t64" compiles the megakernels for
+# conv2d's default implementation alone (F(4x4) transforms, the t = 64 GEMM path; no F(2x2), no t = 32 or
+# generic GEMM): a smaller kernel, to measure what the instruction fetch of the whole one costs
+# (no-instruction stalls, docs/winograd_gpu.md, session 27). A launch of another configuration is refused
+# on the host (``megakernel_for``). Default "all".
+MEGAKERNEL_ONLY = env_choice("MEGASIM_MEGAKERNEL_ONLY", ("all", "m4t64"), "all")
+
+
 def _build_kernels(gemm_math: str) -> MathKernels:
     """The megakernels and the non-fused GEMM kernel around ``gpu.winograd_device.gemm_task_for(gemm_math)``
     (Numba compiles each on its first launch)."""
     gemm_task = gemm_task_for(gemm_math)
+    if MEGAKERNEL_ONLY == "m4t64":
+        mk_gemm_task = gemm_task_for(gemm_math, only_b=True)
+        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(4)
+    else:
+        mk_gemm_task, mk_ftrans_task, mk_itrans_task, mk_otrans_task = gemm_task, ftrans_task, itrans_task, otrans_task
 
     @cuda.jit(device=True)
     def _claim_run_signal(first, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch,
@@ -334,13 +349,13 @@ def _build_kernels(gemm_math: str) -> MathKernels:
         g = sh[3]
         idx = sh[4]
         if kind == GEMM:
-            gemm_task(g, idx, prm, V, U, M)
+            mk_gemm_task(g, idx, prm, V, U, M)
         elif kind == ITRANS:
-            itrans_task(g, idx, prm, x, V)
+            mk_itrans_task(g, idx, prm, x, V)
         elif kind == OTRANS:
-            otrans_task(g, idx, prm, M, Y)
+            mk_otrans_task(g, idx, prm, M, Y)
         elif kind == FTRANS:
-            ftrans_task(g, idx, prm, w, U)
+            mk_ftrans_task(g, idx, prm, w, U)
         cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
         if TAIL_IN_SHARED:
             ready = sh[6] == 1
@@ -438,8 +453,13 @@ def launch_scalars(ctl) -> tuple:
     return np.int32(ctl[CTL_NTASKS]), np.int32(ctl[CTL_DISPATCH]), np.int32(ctl[CTL_TRACE])
 
 
-def megakernel_for(ctl, gemm_math: str):
-    """The megakernel that runs a launch with this (host) control array and GEMM math."""
+def megakernel_for(ctl, gemm_math: str, config=None):
+    """The megakernel that runs a launch with this (host) control array and GEMM math (``config``, the
+    launch's WinogradConfig: checked against MEGASIM_MEGAKERNEL_ONLY)."""
+    if MEGAKERNEL_ONLY == "m4t64" and (config is None or config.m != 4 or (config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step, config.gemm_threads) != FAST_B[:4]):
+        raise KernelInputError(f"MEGASIM_MEGAKERNEL_ONLY=m4t64 compiles the megakernel for m=4 and the GEMM "
+                               f"config {FAST_B[:4]} only; this launch has "
+                               f"{'no config' if config is None else f'm={config.m}, {(config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step, config.gemm_threads)}'}")
     kernels = kernels_for(gemm_math)
     return kernels.megakernel_persistent if ctl[CTL_PERSISTENT] else kernels.megakernel
 

@@ -41,7 +41,7 @@ class _PreparedLaunch:
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
             ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit, ready_fields)
-            self.kernel = mk.megakernel_for(ctl, plan.config.gemm_math)
+            self.kernel = mk.megakernel_for(ctl, plan.config.gemm_math, plan.config)
             if trace:
                 ctl[mk.CTL_TRACE] = 1
                 self.d_trace = cuda.to_device(np.zeros((max(1, self.size), mk.TRACE_COLS), np.int64))

@@ -75,32 +75,6 @@ def gemm_shared_bytes(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int |
 
 
 @cuda.jit(device=True)
-def ftrans_task(kt, f, prm, w, U):
-    """Filter transform (FTrans, Sec. 2.1) of k-tile kt, task f, which covers pairs [f * P, (f + 1) * P)
-    of the k-tile (P = transform_threads * transform_pairs_per_thread; c-major, kk fastest): thread
-    i < transform_threads transforms pairs f * P + r * transform_threads + i, r = 0, 1, ... (so a warp's
-    pairs are consecutive in every round); the other threads of the block return at once. No shared
-    memory, no barrier."""
-    tid = cuda.threadIdx.x
-    thr = prm[P_TTHR]
-    if tid >= thr:
-        return
-    gk = prm[P_GK]
-    width = min(gk, prm[P_K] - kt * gk)
-    npairs = prm[P_C] * width
-    rounds = prm[P_TPAIRS]
-    for r in range(rounds):
-        p = (f * rounds + r) * thr + tid
-        if p < npairs:
-            c = p // width
-            k = kt * gk + (p - c * width)
-            if prm[P_M] == 4:
-                ftrans_pair_m4(w, U, k, c)
-            else:
-                ftrans_pair_m2(w, U, k, c)
-
-
-@cuda.jit(device=True)
 def _tile_coords(tile, prm):
     """(image, tile row, tile column) of a global tile index (tiles are numbered in raster order)."""
     per_image = prm[P_TILES_Y] * prm[P_TILES_X]
@@ -110,64 +84,98 @@ def _tile_coords(tile, prm):
     return n, ty, r - ty * prm[P_TILES_X]
 
 
-@cuda.jit(device=True)
-def itrans_task(g, s, prm, x, V):
-    """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s, which covers (tile, channel)
-    pairs [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread;
-    channel fastest): thread i < transform_threads transforms pairs s * P + r * transform_threads + i,
-    r = 0, 1, ... (a warp reads 32 consecutive channels of one pixel in every round); the other
-    threads return at once. No shared memory, no barrier."""
-    tid = cuda.threadIdx.x
-    thr = prm[P_TTHR]
-    if tid >= thr:
-        return
-    t = prm[P_T]
-    C = prm[P_C]
-    m = prm[P_M]
-    npairs = min(t, prm[P_TILES] - g * t) * C
-    rounds = prm[P_TPAIRS]
-    for r in range(rounds):
-        p = (s * rounds + r) * thr + tid
-        if p < npairs:
-            tl = p // C
-            c = p - tl * C
-            tile = g * t + tl
-            n, ty, tx = _tile_coords(tile, prm)
-            y0 = m * ty - prm[P_PAD]
-            x0 = m * tx - prm[P_PAD]
-            if m == 4:
-                itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
-            else:
-                itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+def make_transform_tasks(M_FIXED: int = 0):
+    """(ftrans_task, itrans_task, otrans_task) device functions. ``M_FIXED`` 0: the output tile m
+    is read from ``prm`` at run time (both F(4x4) and F(2x2) compiled in); 4 or 2: only that tile
+    size is compiled (a smaller megakernel: ``gpu.megakernel``'s MEGASIM_MEGAKERNEL_ONLY)."""
+
+    @cuda.jit(device=True)
+    def ftrans_task(kt, f, prm, w, U):
+        """Filter transform (FTrans, Sec. 2.1) of k-tile kt, task f, which covers pairs [f * P, (f + 1) * P)
+        of the k-tile (P = transform_threads * transform_pairs_per_thread; c-major, kk fastest): thread
+        i < transform_threads transforms pairs f * P + r * transform_threads + i, r = 0, 1, ... (so a warp's
+        pairs are consecutive in every round); the other threads of the block return at once. No shared
+        memory, no barrier."""
+        tid = cuda.threadIdx.x
+        thr = prm[P_TTHR]
+        if tid >= thr:
+            return
+        gk = prm[P_GK]
+        width = min(gk, prm[P_K] - kt * gk)
+        npairs = prm[P_C] * width
+        rounds = prm[P_TPAIRS]
+        for r in range(rounds):
+            p = (f * rounds + r) * thr + tid
+            if p < npairs:
+                c = p // width
+                k = kt * gk + (p - c * width)
+                if (prm[P_M] if M_FIXED == 0 else M_FIXED) == 4:
+                    ftrans_pair_m4(w, U, k, c)
+                else:
+                    ftrans_pair_m2(w, U, k, c)
+
+    @cuda.jit(device=True)
+    def itrans_task(g, s, prm, x, V):
+        """Input transform (ITrans, Sec. 2.1 and 2.3) of group g, task s, which covers (tile, channel)
+        pairs [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread;
+        channel fastest): thread i < transform_threads transforms pairs s * P + r * transform_threads + i,
+        r = 0, 1, ... (a warp reads 32 consecutive channels of one pixel in every round); the other
+        threads return at once. No shared memory, no barrier."""
+        tid = cuda.threadIdx.x
+        thr = prm[P_TTHR]
+        if tid >= thr:
+            return
+        t = prm[P_T]
+        C = prm[P_C]
+        m = prm[P_M] if M_FIXED == 0 else M_FIXED
+        npairs = min(t, prm[P_TILES] - g * t) * C
+        rounds = prm[P_TPAIRS]
+        for r in range(rounds):
+            p = (s * rounds + r) * thr + tid
+            if p < npairs:
+                tl = p // C
+                c = p - tl * C
+                tile = g * t + tl
+                n, ty, tx = _tile_coords(tile, prm)
+                y0 = m * ty - prm[P_PAD]
+                x0 = m * tx - prm[P_PAD]
+                if m == 4:
+                    itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+                else:
+                    itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
 
 
-@cuda.jit(device=True)
-def otrans_task(g, s, prm, M, Y):
-    """Output transform (OTrans, Sec. 2.1) of group g, task s, which covers (tile, k) pairs
-    [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread; k fastest):
-    thread i < transform_threads inverse-transforms pairs s * P + r * transform_threads + i,
-    r = 0, 1, ..., writing the m x m outputs that lie inside the P x Q image; the other threads return
-    at once. No shared memory, no barrier."""
-    tid = cuda.threadIdx.x
-    thr = prm[P_TTHR]
-    if tid >= thr:
-        return
-    t = prm[P_T]
-    K = prm[P_K]
-    m = prm[P_M]
-    npairs = min(t, prm[P_TILES] - g * t) * K
-    rounds = prm[P_TPAIRS]
-    for r in range(rounds):
-        q = (s * rounds + r) * thr + tid
-        if q < npairs:
-            tl = q // K
-            k = q - tl * K
-            tile = g * t + tl
-            n, ty, tx = _tile_coords(tile, prm)
-            if m == 4:
-                otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
-            else:
-                otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+    @cuda.jit(device=True)
+    def otrans_task(g, s, prm, M, Y):
+        """Output transform (OTrans, Sec. 2.1) of group g, task s, which covers (tile, k) pairs
+        [s * P, (s + 1) * P) of the group (P = transform_threads * transform_pairs_per_thread; k fastest):
+        thread i < transform_threads inverse-transforms pairs s * P + r * transform_threads + i,
+        r = 0, 1, ..., writing the m x m outputs that lie inside the P x Q image; the other threads return
+        at once. No shared memory, no barrier."""
+        tid = cuda.threadIdx.x
+        thr = prm[P_TTHR]
+        if tid >= thr:
+            return
+        t = prm[P_T]
+        K = prm[P_K]
+        m = prm[P_M] if M_FIXED == 0 else M_FIXED
+        npairs = min(t, prm[P_TILES] - g * t) * K
+        rounds = prm[P_TPAIRS]
+        for r in range(rounds):
+            q = (s * rounds + r) * thr + tid
+            if q < npairs:
+                tl = q // K
+                k = q - tl * K
+                tile = g * t + tl
+                n, ty, tx = _tile_coords(tile, prm)
+                if m == 4:
+                    otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+                else:
+                    otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+    return ftrans_task, itrans_task, otrans_task
+
+
+ftrans_task, itrans_task, otrans_task = make_transform_tasks()
 
 
 @cuda.jit(device=True)
@@ -301,7 +309,9 @@ def fast_gemm_for(t: int, gemm_k_tile: int, k_step: int, gemm_threads: int, gemm
     return _FAST_BY_MATH[gemm_math].get((t, gemm_k_tile, k_step, gemm_threads))
 
 
-def _make_gemm_task(gemm_fast_a, gemm_fast_b):
+def _make_gemm_task(gemm_fast_a, gemm_fast_b, only_b: bool = False):
+    ONLY_B = only_b
+
     @cuda.jit(device=True)
     def gemm_task(g, j, prm, V, U, M):
         """GEMM task j = e * k_tiles + kt of group g (the batched GEMM of Sec. 2.2): M[e, rows of g,
@@ -311,7 +321,11 @@ def _make_gemm_task(gemm_fast_a, gemm_fast_b):
         tile per thread, a cp.async ring; the first gemm_threads threads compute), any other config runs
         ``gemm_generic``. All stage operands through dynamic shared memory (``gemm_shared_bytes``) and
         call ``cuda.syncthreads()``, so every thread of the block must call this (the megakernel does).
+        ``only_b``: the second config's function alone, no dispatch (``gemm_task_for(..., only_b=True)``).
         """
+        if ONLY_B:
+            gemm_fast_b(g, j, prm, V, U, M)
+            return
         t = prm[P_T]
         gk = prm[P_GK]
         ks = prm[P_KSTEP]
@@ -325,12 +339,14 @@ def _make_gemm_task(gemm_fast_a, gemm_fast_b):
     return gemm_task
 
 
-_GEMM_TASKS = {math: _make_gemm_task(fast[FAST_A[:4]], fast[FAST_B[:4]]) for math, fast in _FAST_BY_MATH.items()}
+_GEMM_TASKS = {(math, only_b): _make_gemm_task(fast[FAST_A[:4]], fast[FAST_B[:4]], only_b)
+               for math, fast in _FAST_BY_MATH.items() for only_b in (False, True)}
 
 
-def gemm_task_for(gemm_math: str):
-    """The GEMM task device function ``gemm_task(g, j, prm, V, U, M)`` of a GEMM math (one of GEMM_MATHS)."""
+def gemm_task_for(gemm_math: str, only_b: bool = False):
+    """The GEMM task device function ``gemm_task(g, j, prm, V, U, M)`` of a GEMM math (one of GEMM_MATHS);
+    ``only_b``: the t = 64 specialised path alone (FAST_B), for a launch that runs nothing else."""
     try:
-        return _GEMM_TASKS[gemm_math]
+        return _GEMM_TASKS[(gemm_math, bool(only_b))]
     except KeyError:
         raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
