@@ -224,7 +224,7 @@ def main(argv=None) -> int:
     print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared"
           "  cp.async ld.global.v4")
     reports = dict(kernels)
-    reports["megakernel"] = (prod.megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
+    reports["megakernel"] = (mk.kernels_for(default.gemm_math, mk.specialised_for(default)).megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
                              kernels["prod"][5])
     for kname, (kern, T, GK, KS, NT, smem) in reports.items():
         try:

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                          "median_ms": round(stats.median_ms, 4), "min_ms": round(stats.min_ms, 4)})
     for row in rows:
         print(f"{row['layer']:10s} {row['what']:24s} {row['tasks']:8d} {row['median_ms']:9.4f} ms")
-    math_kernels = mk.kernels_for(WinogradConfig().gemm_math)
+    math_kernels = mk.kernels_for(WinogradConfig().gemm_math, mk.specialised_for(WinogradConfig()))
     resources = {k: _resources(getattr(math_kernels, k, None) or getattr(mk, k)) for k in
                  ("megakernel", "ftrans_kernel", "itrans_kernel", "gemm_kernel", "otrans_kernel")}
     for k, v in resources.items():

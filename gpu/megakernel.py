@@ -69,7 +69,6 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda, int32
 
-from gpu.errors import KernelInputError
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.switches import env_choice
 from gpu.trace import globaltimer, smid
@@ -295,21 +294,33 @@ class MathKernels:
     gemm_kernel: object
 
 
-# MEGASIM_MEGAKERNEL_ONLY (session 27's experiment, read at import): "m4t64" compiles the megakernels for
-# conv2d's default implementation alone (F(4x4) transforms, the t = 64 GEMM path; no F(2x2), no t = 32 or
-# generic GEMM): a smaller kernel, to measure what the instruction fetch of the whole one costs
-# (no-instruction stalls, docs/winograd_gpu.md, session 27). A launch of another configuration is refused
-# on the host (``megakernel_for``). Default "all".
-MEGAKERNEL_ONLY = env_choice("MEGASIM_MEGAKERNEL_ONLY", ("all", "m4t64"), "all")
+# Two builds of the megakernels per GEMM math (session 27). The general one holds every implementation path
+# (F(4x4) and F(2x2) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
+# specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
+# SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
+# spills, and the persistent build 144 registers instead of 214. Under ncu the general megakernel stalls for
+# instructions 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24); the specialised one made the
+# fused schedules 1.5% faster (4-5% on resnet-1 and yolov3-1) in an A/B on the H200 (docs/winograd_gpu.md,
+# session 27). ``megakernel_for`` picks the specialised build for a launch of that implementation;
+# MEGASIM_MEGAKERNEL_SPECIALISE=off (read at import) always picks the general one.
+SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("auto", "off"), "auto")
+SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
 
 
-def _build_kernels(gemm_math: str) -> MathKernels:
+def specialised_for(config) -> bool:
+    """Whether a launch of this WinogradConfig runs the specialised megakernel build."""
+    return SPECIALISE == "auto" and (config.m, (config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step,
+                                                config.gemm_threads)) == SPECIALISED
+
+
+def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None) -> MathKernels:
     """The megakernels and the non-fused GEMM kernel around ``gpu.winograd_device.gemm_task_for(gemm_math)``
-    (Numba compiles each on its first launch)."""
+    (Numba compiles each on its first launch); ``specialised``: the megakernels compiled for ``SPECIALISED``
+    alone; ``gemm_kernel``: the non-fused GEMM kernel to share instead of building one."""
     gemm_task = gemm_task_for(gemm_math)
-    if MEGAKERNEL_ONLY == "m4t64":
+    if specialised:
         mk_gemm_task = gemm_task_for(gemm_math, only_b=True)
-        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(4)
+        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0])
     else:
         mk_gemm_task, mk_ftrans_task, mk_itrans_task, mk_otrans_task = gemm_task, ftrans_task, itrans_task, otrans_task
 
@@ -426,23 +437,30 @@ def _build_kernels(gemm_math: str) -> MathKernels:
                                         dispatch, trace_on)
             cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
 
-    @_gemm_jit
-    def gemm_kernel(table, prm, V, U, M):
-        """Non-fused batched GEMM: block b runs the gemm task in table row b.
-        Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
-        b = cuda.blockIdx.x
-        gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
+    if gemm_kernel is None:
+        @_gemm_jit
+        def gemm_kernel(table, prm, V, U, M):
+            """Non-fused batched GEMM: block b runs the gemm task in table row b.
+            Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
+            b = cuda.blockIdx.x
+            gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
 
     return MathKernels(gemm_math, megakernel, megakernel_persistent, gemm_kernel)
 
 
-_KERNELS = {math: _build_kernels(math) for math in GEMM_MATHS}
+def _build_both(gemm_math: str) -> dict:
+    general = _build_kernels(gemm_math)
+    return {False: general, True: _build_kernels(gemm_math, True, general.gemm_kernel)}
 
 
-def kernels_for(gemm_math: str) -> MathKernels:
-    """The GEMM-running kernels of a GEMM math (one of ``megasim.lowering.winograd.GEMM_MATHS``)."""
+_KERNELS = {math: _build_both(math) for math in GEMM_MATHS}
+
+
+def kernels_for(gemm_math: str, specialised: bool = False) -> MathKernels:
+    """The GEMM-running kernels of a GEMM math (one of ``megasim.lowering.winograd.GEMM_MATHS``); with
+    ``specialised``, its megakernels compiled for ``SPECIALISED`` alone (the same non-fused GEMM kernel)."""
     try:
-        return _KERNELS[gemm_math]
+        return _KERNELS[gemm_math][bool(specialised)]
     except KeyError:
         raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
 
@@ -454,13 +472,9 @@ def launch_scalars(ctl) -> tuple:
 
 
 def megakernel_for(ctl, gemm_math: str, config=None):
-    """The megakernel that runs a launch with this (host) control array and GEMM math (``config``, the
-    launch's WinogradConfig: checked against MEGASIM_MEGAKERNEL_ONLY)."""
-    if MEGAKERNEL_ONLY == "m4t64" and (config is None or config.m != 4 or (config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step, config.gemm_threads) != FAST_B[:4]):
-        raise KernelInputError(f"MEGASIM_MEGAKERNEL_ONLY=m4t64 compiles the megakernel for m=4 and the GEMM "
-                               f"config {FAST_B[:4]} only; this launch has "
-                               f"{'no config' if config is None else f'm={config.m}, {(config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step, config.gemm_threads)}'}")
-    kernels = kernels_for(gemm_math)
+    """The megakernel that runs a launch with this (host) control array, GEMM math and WinogradConfig:
+    the specialised build where the config is ``SPECIALISED`` (``specialised_for``), else the general one."""
+    kernels = kernels_for(gemm_math, config is not None and specialised_for(config))
     return kernels.megakernel_persistent if ctl[CTL_PERSISTENT] else kernels.megakernel
 
 

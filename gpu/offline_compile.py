@@ -115,6 +115,9 @@ def _kernels(gemm_math: str = "fp32") -> dict:
         "otrans_kernel": (mk.otrans_kernel.py_func, (i32_2, i32_1, f3, f4)),
         "megakernel": (math_kernels.megakernel.py_func, mega_args),
         "megakernel_persistent": (math_kernels.megakernel_persistent.py_func, mega_args),
+        # the builds for conv2d's default implementation alone (gpu.megakernel.SPECIALISED)
+        "megakernel_specialised": (mk.kernels_for(gemm_math, True).megakernel.py_func, mega_args),
+        "megakernel_persistent_specialised": (mk.kernels_for(gemm_math, True).megakernel_persistent.py_func, mega_args),
     }
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
@@ -153,7 +156,9 @@ def _own_cap(name: str) -> int | None:
     """The register cap a kernel is compiled with on the device (``cuda.jit(max_registers=...)``)."""
     from gpu import megakernel as mk
     return {"megakernel": mk.MEGAKERNEL_MAX_REGISTERS, "gemm_kernel": mk.GEMM_KERNEL_MAX_REGISTERS,
-            "megakernel_persistent": mk.PERSISTENT_MAX_REGISTERS}.get(name)
+            "megakernel_persistent": mk.PERSISTENT_MAX_REGISTERS,
+            "megakernel_specialised": mk.MEGAKERNEL_MAX_REGISTERS,
+            "megakernel_persistent_specialised": mk.PERSISTENT_MAX_REGISTERS}.get(name)
 
 
 def main(argv=None) -> int:

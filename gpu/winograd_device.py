@@ -87,7 +87,7 @@ def _tile_coords(tile, prm):
 def make_transform_tasks(M_FIXED: int = 0):
     """(ftrans_task, itrans_task, otrans_task) device functions. ``M_FIXED`` 0: the output tile m
     is read from ``prm`` at run time (both F(4x4) and F(2x2) compiled in); 4 or 2: only that tile
-    size is compiled (a smaller megakernel: ``gpu.megakernel``'s MEGASIM_MEGAKERNEL_ONLY)."""
+    size is compiled (``gpu.megakernel``'s specialised build)."""
 
     @cuda.jit(device=True)
     def ftrans_task(kt, f, prm, w, U):
