@@ -529,9 +529,17 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                 else:
                     pa = a_thr + buf * A_ST
                     pb = b_thr + slot * B_ST
-                    if UNROLL == 1:
-                        for kq in range(KQ):
-                            k_step_t(acc, smem, pa + kq * (SK * AS), pb + kq * (SK * GK))
+                    if UNROLL == 1:   # (written inline, not through k_step_t: ptxas orders the loads
+                        for kq in range(KQ):  # of the two forms differently in the megakernel)
+                            a0, a1, a2, a3 = load4(smem, pa + kq * (SK * AS))
+                            a4, a5, a6, a7 = load4(smem, pa + kq * (SK * AS) + HALF_R)
+                            b0, b1, b2, b3 = load4(smem, pb + kq * (SK * GK))
+                            b4, b5, b6, b7 = load4(smem, pb + kq * (SK * GK) + HALF_C)
+                            av = (a0, a1, a2, a3, a4, a5, a6, a7)
+                            bv = (b0, b1, b2, b3, b4, b5, b6, b7)
+                            for i in range(8):
+                                for jj in range(8):
+                                    acc[i * 8 + jj] += av[i] * bv[jj]
                     elif UNROLL == 2:
                         for kq in range(0, KQ, 2):
                             qa = pa + kq * (SK * AS)
