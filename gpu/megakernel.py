@@ -299,11 +299,12 @@ class MathKernels:
 # specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
 # SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
 # spills, and the persistent build 144 registers instead of 214. Under ncu the general megakernel stalls for
-# instructions 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24); the specialised one made the
-# fused schedules 1.5% faster (4-5% on resnet-1 and yolov3-1) in an A/B on the H200 (docs/winograd_gpu.md,
-# session 27). ``megakernel_for`` picks the specialised build for a launch of that implementation;
-# MEGASIM_MEGAKERNEL_SPECIALISE=off (read at import) always picks the general one.
-SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("auto", "off"), "auto")
+# instructions 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24). Measured against the general
+# build in one device call (H200, docs/winograd_gpu.md, session 27): 2.5% faster on resnet-1 and yolov3-1,
+# 1-5% slower on the many-channel layers, 1.5% slower overall; so the general build stays the default and
+# MEGASIM_MEGAKERNEL_SPECIALISE=auto (read at import) makes ``megakernel_for`` pick the specialised build for
+# a launch of that implementation.
+SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("off", "auto"), "off")
 SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
 
 
