@@ -286,7 +286,8 @@ FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 # the GEMM is issue-bound and the loop's counter is a sixth of its non-FFMA instructions), but in the
 # 128-register kernels that compile every path it spills (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144):
 # the non-fused GEMM 3.9% slower, the fused best 1.4% slower (faster by 3-5% on the many-channel layers,
-# slower by 5-13% on the few-channel ones). So 1 by default; MEGASIM_GEMM_UNROLL (1, 2, 4, 8) sets it for
+# slower by 5-13% on the few-channel ones; against a rolled build itself 2.4% slow, see make_gemm_staged's
+# inline loop). So 1 by default; MEGASIM_GEMM_UNROLL (1, 2, 4, 8) sets it for
 # experiments (read at import; "v" and "a" stagings only).
 _UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "1"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
