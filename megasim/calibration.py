@@ -285,7 +285,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
     names, from ``start_values`` (``megasim.calibration_update``: a spec's own values).
 
     ``simulate_cost(cost)`` gives the cases' simulated times (default: ``simulated_kind_us`` here;
-    ``_kind_fits`` passes a ``CasePool``'s, the same numbers computed over processes)."""
+    ``kind_fits`` passes a ``CasePool``'s, the same numbers computed over processes)."""
     meas = np.asarray(measured_us, float)
     start = spec.task_cost(kind)
     evals = [0]
@@ -435,7 +435,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool) -> dict[str, Any]:
     return fit
 
 
-def _kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
+def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
                only: set[str] | None = None,
                refit: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
@@ -557,7 +557,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         # end order of the kinds' first-wave blocks, with those kinds fitted first at equal sharing;
         # then every kind is fitted with it in place.
         only = {r["kind"] for r in end_rows}
-        jobs, fits = _kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only)
+        jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only)
         first = dataclasses.replace(base, task_costs={**base.task_costs,
                                                       **{j["kind"]: f["cost"] for j, f in zip(jobs, fits)}})
         rho, how, checks = fit_age_weight(first, end_rows, m.plan_params)
@@ -565,7 +565,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                                    sources={**base.sources, "younger_block_weight": source(m, how)})
         report["younger_block_weight"] = rho
         report["end_order_checks_first_pass"] = checks
-    jobs, fits = _kind_fits(base, m, layers, natural_of, params_of, max_evals, workers)
+    jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers)
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     for job, fit in zip(jobs, fits):

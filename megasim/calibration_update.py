@@ -32,7 +32,7 @@ from typing import Any
 from megasim.calibration import (
     FREE_ROUND2,
     Measurements,
-    _kind_fits,
+    kind_fits,
     natural_cases,
     natural_rows,
     source,
@@ -68,7 +68,7 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
             report["kinds"].setdefault(name, {})["megakernel_claim_ns"] = {"before": before, "after": claim["value"]}
     costs = dict(base.task_costs)
     if refit:
-        jobs, fits = _kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, refit=tuple(refit))
+        jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, refit=tuple(refit))
         for job, fit in zip(jobs, fits):
             name = job["kind"]
             old = base.task_cost(name)
