@@ -310,8 +310,7 @@ SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_th
 
 def specialised_for(config) -> bool:
     """Whether a launch of this WinogradConfig runs the specialised megakernel build."""
-    return SPECIALISE == "auto" and (config.m, (config.tiles_per_group, config.gemm_k_tile, config.gemm_k_step,
-                                                config.gemm_threads)) == SPECIALISED
+    return SPECIALISE == "auto" and (config.m, config.gemm_key) == SPECIALISED
 
 
 def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None) -> MathKernels:

@@ -158,7 +158,8 @@ class WinogradConfig:
         return self.transform_threads * self.transform_pairs_per_thread
 
     @property
-    def _gemm_key(self) -> tuple[int, int, int, int]:
+    def gemm_key(self) -> tuple[int, int, int, int]:
+        """(t, gemm_k_tile, gemm_k_step, gemm_threads): what picks the GEMM's code path (GEMM_FAST_PATHS)."""
         return (self.tiles_per_group, self.gemm_k_tile, self.gemm_k_step, self.gemm_threads)
 
     @property
@@ -173,15 +174,15 @@ class WinogradConfig:
     def gemm_registers_used(self) -> int:
         if self.gemm_registers is not None:
             return self.gemm_registers
-        return GEMM_FAST_PATHS_BY_MATH[self.gemm_math].get(self._gemm_key, (GEMM_GENERIC_REGISTERS, 0))[0]
+        return GEMM_FAST_PATHS_BY_MATH[self.gemm_math].get(self.gemm_key, (GEMM_GENERIC_REGISTERS, 0))[0]
 
     @property
     def gemm_shared_bytes(self) -> int:
         """Dynamic shared memory of a GEMM block: the specialised path's, or two stages of A (k_step x t)
         and B (k_step x gemm_k_tile), padded to the register tile."""
         paths = GEMM_FAST_PATHS_BY_MATH[self.gemm_math]
-        if self._gemm_key in paths:
-            return paths[self._gemm_key][1]
+        if self.gemm_key in paths:
+            return paths[self.gemm_key][1]
         pad = GEMM_REGISTER_TILE
         rows = -(-self.tiles_per_group // pad) * pad
         cols = -(-self.gemm_k_tile // pad) * pad
@@ -372,7 +373,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     # The GEMM's work is what its kernel issues: a specialised path computes its whole t x gemm_k_tile
     # tile, zero-filled at the edges (a last group of fewer tiles, K not a multiple of gemm_k_tile:
     # densenet-1's K = 48 runs 64 columns); the generic path is counted by its useful work.
-    if cfg._gemm_key in GEMM_FAST_PATHS:
+    if cfg.gemm_key in GEMM_FAST_PATHS:
         gemm_flops = 2.0 * t * c * np.full(n_gemm, gk, np.float64)
     else:
         gemm_flops = 2.0 * grows * c * gw
