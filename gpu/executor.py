@@ -59,9 +59,10 @@ def pack_params(problem: ConvProblem, cfg: WinogradConfig, sh: WinogradShape) ->
 def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None = None) -> WinogradPlan:
     """The plan of a problem; ``graph`` must be ``lower_winograd(problem, cfg)`` when given."""
     sh = winograd_shape(problem, cfg)
-    if sh.tiles * cfg.alpha ** 2 * max(problem.c, problem.k) >= 2 ** 31:
+    # (the kernels' flat indices, int32 in the GEMM at MEGASIM_GEMM_INDEX=32, stay below 2^31)
+    if cfg.alpha ** 2 * max(sh.tiles * problem.c, sh.tiles * problem.k, problem.c * problem.k) >= 2 ** 31:
         raise KernelInputError(f"{problem.spec_string()}: the transformed tensors would hold 2^31 or more "
-                               "elements; split the batch")
+                               "elements; split the batch (or the channels)")
     graph = graph if graph is not None else lower_winograd(problem, cfg)
     if graph.kind_names != KINDS or graph.wait_counters.shape[1] > 2 or graph.signal_counters.shape[1] > 1:
         raise KernelInputError("the megakernel runs Winograd TaskGraphs (kinds ftrans, itrans, gemm, otrans; "

@@ -28,7 +28,8 @@ Every size is a compile-time constant, so the loops unroll and the accumulators 
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32
+from numba import config, cuda, float32, int32, types
+from numba.cuda.extending import intrinsic
 
 from gpu.async_copy import cp_async4, cp_async16, cp_async_commit, cp_async_wait_group
 from gpu.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
@@ -206,6 +207,24 @@ def gemm_staged_shared_bytes(T: int, GK: int, KS: int, NT: int, SK: int, staging
     return 4 * max(stage, (SK - 1) * 64 * (NT // SK))
 
 
+if config.ENABLE_CUDASIM:
+    def _as_is(i):
+        """``i`` unchanged (the simulator's form of the intrinsic below)."""
+        return i
+else:
+    @intrinsic
+    def _as_is(typingctx, i):
+        """``i`` unchanged, with no call in the IR: ``make_gemm_staged``'s index cast at ``index_bits=64``
+        leaves the code exactly as Numba types it (int64 arithmetic; the kernels' PTX as before the cast)."""
+        if not isinstance(i, types.Integer):
+            return None
+        plain = types.unliteral(i)
+
+        def codegen(context, builder, sig, args):
+            return context.cast(builder, args[0], sig.args[0], plain)
+        return plain(i), codegen
+
+
 @cuda.jit(device=True)
 def load_quad(arr, g, avail, ok, vec):
     """arr[g:g + 4] with the elements at or past ``avail`` (all of them when not ``ok``) zero. ``vec``:
@@ -231,7 +250,7 @@ def load_quad(arr, g, avail, ok, vec):
 
 
 def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2,
-                     unroll: int = 1):
+                     unroll: int = 1, index_bits: int = 64):
     """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiment;
     the benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; not used by the executors). Same
     contract, 8 x 8 register tile, k-split and epilogue; what differs is how a stage reaches shared
@@ -267,6 +286,11 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     production kernel issues 83% of cycles and only 60% of what it issues is FFMA; the loop's own
     counter and branch are 11 of the ~43 other instructions per 64 FFMA).
 
+    ``index_bits`` (64 or 32): the width of the task's index arithmetic. Numba types every integer
+    operation int64, so each stage's offsets, bounds tests and loop counters are 64-bit pairs of SASS
+    instructions; 32 wraps each index expression in ``int32(...)`` (LLVM then narrows the arithmetic)
+    and runs the loops on int32 counters. Contract at 32: every flat index of V, U and M below 2**31.
+
     Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``.
     Raises ValueError for a layout it cannot tile."""
     if staging not in STAGINGS:
@@ -285,6 +309,9 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                          f"{', and of 4 * SK' if staging == 'c' else ''})")
     if unroll not in (1, 2, 4, 8) or (KS // SK) % unroll or (unroll > 1 and staging == "c"):
         raise ValueError(f"unroll={unroll}: want 1, 2, 4 or 8 dividing KS / SK = {KS // SK}, and staging 'v' or 'a'")
+    if index_bits not in (32, 64):
+        raise ValueError(f"index_bits={index_bits}: want 32 or 64")
+    IX = int32 if index_bits == 32 else _as_is
     NS = stages if staging != "v" else 2
     ASYNC_B = staging in ("a", "c")
     ASYNC_A = staging == "c"
@@ -313,12 +340,12 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     @cuda.jit(device=True)
     def a_to_registers(ra, V, tid, active, v_base, rows, c, C, vec):
         """Quads (r, 4 consecutive k of the C-slice [c, c + KS)) of this task's A rows, zero-padded."""
-        for ll in range(LA4):
-            idx = tid + ll * NT
-            r = idx // KQ4
-            k0 = c + (idx - r * KQ4) * 4
+        for ll in range(IX(LA4)):
+            idx = IX(tid + ll * NT)
+            r = IX(idx // KQ4)
+            k0 = IX(c + (idx - r * KQ4) * 4)
             ok = active and idx < QA and r < rows
-            v0, v1, v2, v3 = load_quad(V, v_base + r * C + k0, C - k0, ok, vec)
+            v0, v1, v2, v3 = load_quad(V, IX(v_base + r * C + k0), IX(C - k0), ok, vec)
             ra[4 * ll] = v0
             ra[4 * ll + 1] = v1
             ra[4 * ll + 2] = v2
@@ -327,26 +354,26 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     @cuda.jit(device=True)
     def a_to_stage(smem, ra, tid, buf):
         """Registers into A buffer ``buf``, transposed: As[kk, r]."""
-        for ll in range(LA4):
-            idx = tid + ll * NT
+        for ll in range(IX(LA4)):
+            idx = IX(tid + ll * NT)
             if idx < QA:
-                r = idx // KQ4
-                p = buf * A_ST + (idx - r * KQ4) * (4 * AS) + r
-                for i in range(4):
-                    store1(smem, p + i * AS, ra[4 * ll + i])
+                r = IX(idx // KQ4)
+                p = IX(buf * A_ST + (idx - r * KQ4) * (4 * AS) + r)
+                for i in range(IX(4)):
+                    store1(smem, IX(p + i * AS), ra[4 * ll + i])
 
     @cuda.jit(device=True)
     def a_async(smem, V, tid, active, v_base, rows, c, C, slot, vec):
         """cp.async of the C-slice [c, c + KS) of this task's A rows into ring slot ``slot`` as
         As[r, kk] (row stride AS2), zero-filled (not committed)."""
-        for ll in range(LA4):
-            idx = tid + ll * NT
+        for ll in range(IX(LA4)):
+            idx = IX(tid + ll * NT)
             if active and idx < QA:
-                r = idx // KQ4
-                kq = idx - r * KQ4
-                k0 = c + kq * 4
-                d = slot * A_ST + r * AS2 + kq * 4
-                g = v_base + r * C + k0
+                r = IX(idx // KQ4)
+                kq = IX(idx - r * KQ4)
+                k0 = IX(c + kq * 4)
+                d = IX(slot * A_ST + r * AS2 + kq * 4)
+                g = IX(v_base + r * C + k0)
                 rok = r < rows
                 if vec:
                     if rok and k0 < C:
@@ -354,21 +381,21 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                     else:
                         cp_async16(smem, d, V, 0, 0)
                 else:
-                    for i in range(4):
-                        if rok and k0 + i < C:
-                            cp_async4(smem, d + i, V, g + i, 4)
+                    for i in range(IX(4)):
+                        if rok and IX(k0 + i) < C:
+                            cp_async4(smem, IX(d + i), V, IX(g + i), 4)
                         else:
-                            cp_async4(smem, d + i, V, 0, 0)
+                            cp_async4(smem, IX(d + i), V, 0, 0)
 
     @cuda.jit(device=True)
     def b_to_registers(rb, U, tid, active, u_base, width, c, C, K, vec):
         """Quads (k row, 4 consecutive columns) of the C-slice [c, c + KS) of this task's B, zero-padded."""
-        for ll in range(LB4):
-            idx = tid + ll * NT
-            kk = idx // GQ
-            n0 = (idx - kk * GQ) * 4
-            ok = active and idx < QB and c + kk < C
-            v0, v1, v2, v3 = load_quad(U, u_base + (c + kk) * K + n0, width - n0, ok, vec)
+        for ll in range(IX(LB4)):
+            idx = IX(tid + ll * NT)
+            kk = IX(idx // GQ)
+            n0 = IX((idx - kk * GQ) * 4)
+            ok = active and idx < QB and IX(c + kk) < C
+            v0, v1, v2, v3 = load_quad(U, IX(u_base + (c + kk) * K + n0), IX(width - n0), ok, vec)
             rb[4 * ll] = v0
             rb[4 * ll + 1] = v1
             rb[4 * ll + 2] = v2
@@ -377,34 +404,35 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     @cuda.jit(device=True)
     def b_to_stage(smem, rb, tid, buf):
         """Registers into B buffer ``buf`` (Bs[kk, n] flat is the quad index * 4): 128-bit stores."""
-        for ll in range(LB4):
-            idx = tid + ll * NT
+        for ll in range(IX(LB4)):
+            idx = IX(tid + ll * NT)
             if idx < QB:
-                store4(smem, B0 + buf * B_ST + idx * 4, rb[4 * ll], rb[4 * ll + 1], rb[4 * ll + 2], rb[4 * ll + 3])
+                store4(smem, IX(B0 + buf * B_ST + idx * 4), rb[4 * ll], rb[4 * ll + 1], rb[4 * ll + 2],
+                       rb[4 * ll + 3])
 
     @cuda.jit(device=True)
     def b_async(smem, U, tid, active, u_base, width, c, C, K, slot, vec):
         """cp.async of the C-slice [c, c + KS) of this task's B into ring slot ``slot``, zero-filled
         (not committed)."""
-        for ll in range(LB4):
-            idx = tid + ll * NT
+        for ll in range(IX(LB4)):
+            idx = IX(tid + ll * NT)
             if active and idx < QB:
-                kk = idx // GQ
-                n0 = (idx - kk * GQ) * 4
-                d = B0 + slot * B_ST + idx * 4
-                krow = c + kk < C
-                g = u_base + (c + kk) * K + n0
+                kk = IX(idx // GQ)
+                n0 = IX((idx - kk * GQ) * 4)
+                d = IX(B0 + slot * B_ST + idx * 4)
+                krow = IX(c + kk) < C
+                g = IX(u_base + (c + kk) * K + n0)
                 if vec:
                     if krow and n0 < width:
                         cp_async16(smem, d, U, g, 16)
                     else:
                         cp_async16(smem, d, U, 0, 0)
                 else:
-                    for i in range(4):
-                        if krow and n0 + i < width:
-                            cp_async4(smem, d + i, U, g + i, 4)
+                    for i in range(IX(4)):
+                        if krow and IX(n0 + i) < width:
+                            cp_async4(smem, IX(d + i), U, IX(g + i), 4)
                         else:
-                            cp_async4(smem, d + i, U, 0, 0)
+                            cp_async4(smem, IX(d + i), U, 0, 0)
 
     @cuda.jit(device=True)
     def issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, c, C, K, slot, vec_a, vec_b):
@@ -439,20 +467,20 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
 
     @cuda.jit(device=True)
     def gemm_staged(g, j, prm, V, U, M):
-        tid = cuda.threadIdx.x
-        C = prm[_P_C]
-        K = prm[_P_K]
-        tiles = prm[_P_TILES]
-        kts = prm[_P_KTILES]
-        e = j // kts
-        kt = j - e * kts
-        row0 = g * T
-        rows = min(T, tiles - row0)
-        col0 = kt * GK
-        width = min(GK, K - col0)
-        nsteps = (C + KS - 1) // KS
-        v_base = (e * tiles + row0) * C          # flat index of V[e, row0, 0]
-        u_base = e * C * K + col0                # U[e, 0, col0]
+        tid = IX(cuda.threadIdx.x)
+        C = IX(prm[_P_C])
+        K = IX(prm[_P_K])
+        tiles = IX(prm[_P_TILES])
+        kts = IX(prm[_P_KTILES])
+        e = IX(j // kts)
+        kt = IX(j - e * kts)
+        row0 = IX(g * T)
+        rows = IX(min(T, tiles - row0))
+        col0 = IX(kt * GK)
+        width = IX(min(GK, K - col0))
+        nsteps = IX((C + KS - 1) // KS)
+        v_base = IX((e * tiles + row0) * C)      # flat index of V[e, row0, 0]
+        u_base = IX(e * C * K + col0)            # U[e, 0, col0]
         vec_a = C % 4 == 0                       # A rows 16-byte aligned (device arrays are)
         vec_b = K % 4 == 0                       # B rows 16-byte aligned
         smem = cuda.shared.array(0, float32, alignment=SHARED_ALIGNMENT)
@@ -460,17 +488,17 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         ra = cuda.local.array(RA, float32)
         rb = cuda.local.array(RB, float32)
         active = tid < NT
-        sub = tid // P
-        lt = tid - sub * P
-        tx = lt % TX
-        ty = lt // TX
+        sub = IX(tid // P)
+        lt = IX(tid - sub * P)
+        tx = IX(lt % TX)
+        ty = IX(lt // TX)
         for q in range(64):
             acc[q] = ZERO
         # prologue: stage 0 (and, with a cp.async ring, stages 1 .. NS-2)
         if ASYNC_B:
-            for p in range(NS - 1):
+            for p in range(IX(NS - 1)):
                 if p < nsteps:
-                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, p * KS, C, K, p,
+                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, IX(p * KS), C, K, p,
                                 vec_a, vec_b)
                 cp_async_commit()
         else:
@@ -485,32 +513,32 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
             wait_ring()
         cuda.syncthreads()
         if ASYNC_A:
-            a_thr = ty * 4 * AS2 + sub * 4       # row ty*4, this set's first k quad
-            b_thr = B0 + sub * 4 * GK + tx * 4
+            a_thr = IX(ty * 4 * AS2 + sub * 4)   # row ty*4, this set's first k quad
+            b_thr = IX(B0 + sub * 4 * GK + tx * 4)
         else:
-            a_thr = sub * AS + ty * 4
-            b_thr = B0 + sub * GK + tx * 4
-        slot = 0                                 # ring slot read in this step (B; A too for "c")
-        wslot = NS - 1                           # ring slot the step's cp.async writes
+            a_thr = IX(sub * AS + ty * 4)
+            b_thr = IX(B0 + sub * GK + tx * 4)
+        slot = IX(0)                             # ring slot read in this step (B; A too for "c")
+        wslot = IX(NS - 1)                       # ring slot the step's cp.async writes
         for s in range(nsteps):
-            buf = s & 1
-            more = s + 1 < nsteps
+            buf = IX(s & 1)
+            more = IX(s + 1) < nsteps
             if ASYNC_B:   # stage s + NS - 1 into the slot last read in step s - 1
-                if s + NS - 1 < nsteps:
-                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, (s + NS - 1) * KS, C,
-                                K, wslot, vec_a, vec_b)
+                if IX(s + NS - 1) < nsteps:
+                    issue_async(smem, V, U, tid, active, v_base, u_base, rows, width, IX((s + NS - 1) * KS),
+                                C, K, wslot, vec_a, vec_b)
                 cp_async_commit()                # (an empty group past the end keeps the count)
             if more:  # next stage's register-staged global loads, in flight during the FMAs below
                 if not ASYNC_A:
-                    a_to_registers(ra, V, tid, active, v_base, rows, (s + 1) * KS, C, vec_a)
+                    a_to_registers(ra, V, tid, active, v_base, rows, IX((s + 1) * KS), C, vec_a)
                 if not ASYNC_B:
-                    b_to_registers(rb, U, tid, active, u_base, width, (s + 1) * KS, C, K, vec_b)
+                    b_to_registers(rb, U, tid, active, u_base, width, IX((s + 1) * KS), C, K, vec_b)
             if active:
                 if ASYNC_A:
-                    pa = a_thr + slot * A_ST
-                    pb = b_thr + slot * B_ST
-                    for m in range(MQ):
-                        qa = pa + m * (SK * 4)
+                    pa = IX(a_thr + slot * A_ST)
+                    pb = IX(b_thr + slot * B_ST)
+                    for m in range(IX(MQ)):
+                        qa = IX(pa + m * (SK * 4))
                         x0 = load4(smem, qa)
                         x1 = load4(smem, qa + AS2)
                         x2 = load4(smem, qa + 2 * AS2)
@@ -519,7 +547,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                         x5 = load4(smem, qa + (HALF_R + 1) * AS2)
                         x6 = load4(smem, qa + (HALF_R + 2) * AS2)
                         x7 = load4(smem, qa + (HALF_R + 3) * AS2)
-                        qb = pb + m * (SK * 4 * GK)
+                        qb = IX(pb + m * (SK * 4 * GK))
                         # the 4 k of the quad written out: a tuple indexed by a loop variable
                         # compiles to a branch chain when the loop is not unrolled
                         k_step(acc, smem, qb, (x0[0], x1[0], x2[0], x3[0], x4[0], x5[0], x6[0], x7[0]))
@@ -527,37 +555,37 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                         k_step(acc, smem, qb + 2 * GK, (x0[2], x1[2], x2[2], x3[2], x4[2], x5[2], x6[2], x7[2]))
                         k_step(acc, smem, qb + 3 * GK, (x0[3], x1[3], x2[3], x3[3], x4[3], x5[3], x6[3], x7[3]))
                 else:
-                    pa = a_thr + buf * A_ST
-                    pb = b_thr + slot * B_ST
+                    pa = IX(a_thr + buf * A_ST)
+                    pb = IX(b_thr + slot * B_ST)
                     if UNROLL == 1:   # (written inline, not through k_step_t: ptxas orders the loads
-                        for kq in range(KQ):  # of the two forms differently in the megakernel)
-                            a0, a1, a2, a3 = load4(smem, pa + kq * (SK * AS))
-                            a4, a5, a6, a7 = load4(smem, pa + kq * (SK * AS) + HALF_R)
-                            b0, b1, b2, b3 = load4(smem, pb + kq * (SK * GK))
-                            b4, b5, b6, b7 = load4(smem, pb + kq * (SK * GK) + HALF_C)
+                        for kq in range(IX(KQ)):  # of the two forms differently in the megakernel)
+                            a0, a1, a2, a3 = load4(smem, IX(pa + kq * (SK * AS)))
+                            a4, a5, a6, a7 = load4(smem, IX(pa + kq * (SK * AS) + HALF_R))
+                            b0, b1, b2, b3 = load4(smem, IX(pb + kq * (SK * GK)))
+                            b4, b5, b6, b7 = load4(smem, IX(pb + kq * (SK * GK) + HALF_C))
                             av = (a0, a1, a2, a3, a4, a5, a6, a7)
                             bv = (b0, b1, b2, b3, b4, b5, b6, b7)
                             for i in range(8):
                                 for jj in range(8):
                                     acc[i * 8 + jj] += av[i] * bv[jj]
                     elif UNROLL == 2:
-                        for kq in range(0, KQ, 2):
-                            qa = pa + kq * (SK * AS)
-                            qb = pb + kq * (SK * GK)
+                        for kq in range(IX(0), IX(KQ), IX(2)):
+                            qa = IX(pa + kq * (SK * AS))
+                            qb = IX(pb + kq * (SK * GK))
                             k_step_t(acc, smem, qa, qb)
                             k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
                     elif UNROLL == 4:
-                        for kq in range(0, KQ, 4):
-                            qa = pa + kq * (SK * AS)
-                            qb = pb + kq * (SK * GK)
+                        for kq in range(IX(0), IX(KQ), IX(4)):
+                            qa = IX(pa + kq * (SK * AS))
+                            qb = IX(pb + kq * (SK * GK))
                             k_step_t(acc, smem, qa, qb)
                             k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
                             k_step_t(acc, smem, qa + 2 * SK * AS, qb + 2 * SK * GK)
                             k_step_t(acc, smem, qa + 3 * SK * AS, qb + 3 * SK * GK)
                     else:
-                        for kq in range(0, KQ, 8):
-                            qa = pa + kq * (SK * AS)
-                            qb = pb + kq * (SK * GK)
+                        for kq in range(IX(0), IX(KQ), IX(8)):
+                            qa = IX(pa + kq * (SK * AS))
+                            qb = IX(pb + kq * (SK * GK))
                             k_step_t(acc, smem, qa, qb)
                             k_step_t(acc, smem, qa + SK * AS, qb + SK * GK)
                             k_step_t(acc, smem, qa + 2 * SK * AS, qb + 2 * SK * GK)
@@ -574,8 +602,8 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
             if ASYNC_B:
                 wait_ring()                      # this thread's copies of stage s + 1 have landed
             cuda.syncthreads()                   # ... and everyone's
-            slot = slot + 1 if slot + 1 < NS else 0
-            wslot = wslot + 1 if wslot + 1 < NS else 0
+            slot = IX(slot + 1) if slot + 1 < NS else IX(0)
+            wslot = IX(wslot + 1) if wslot + 1 < NS else IX(0)
         if ASYNC_B:
             wait_all()                           # (only empty groups can be left) before smem reuse
         if SK > 1:  # as make_gemm_vec: sets 1..SK-1 hand their sums to set 0
@@ -593,20 +621,20 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                         acc[4 * q4 + 2] += h2
                         acc[4 * q4 + 3] += h3
         if active and sub == 0:
-            m_base = (e * tiles + row0) * K + col0
+            m_base = IX((e * tiles + row0) * K + col0)
             full = width == GK and K % 4 == 0
             for i in range(8):
-                r = ty * 4 + (i & 3) + (i >> 2) * HALF_R
+                r = IX(ty * 4 + (i & 3) + (i >> 2) * HALF_R)
                 if r < rows:
                     for h in range(2):
-                        n0 = tx * 4 + h * HALF_C
+                        n0 = IX(tx * 4 + h * HALF_C)
                         q = i * 8 + h * 4
                         if full:
-                            store4(M, m_base + r * K + n0, acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
+                            store4(M, IX(m_base + r * K + n0), acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
                         else:
                             for jj in range(4):
                                 if n0 + jj < width:
-                                    store1(M, m_base + r * K + n0 + jj, acc[q + jj])
+                                    store1(M, IX(m_base + r * K + n0 + jj), acc[q + jj])
 
     gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS)
     gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS,

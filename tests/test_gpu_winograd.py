@@ -455,3 +455,12 @@ def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
         y = ws.Y.copy_to_host().transpose(0, 3, 1, 2)
         assert rel_err(y, reference(x, w)) <= TOL
 
+
+
+@pytest.mark.parametrize("problem", [ConvProblem(64, 512, 64, 512, 512),      # V: 36 x 1M tiles x 512
+                                     ConvProblem(1, 8192, 8192, 4, 4)])      # U: 36 x 8192 x 8192
+def test_tensors_of_2_31_elements_are_refused(problem):
+    """Flat indices stay below 2^31 (the GEMM's 32-bit index arithmetic relies on it)."""
+    with pytest.raises(KernelInputError, match="2\\^31 or more elements") as info:
+        ex.make_plan(problem, WinogradConfig())
+    assert "\n" not in str(info.value)
