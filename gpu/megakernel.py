@@ -259,16 +259,16 @@ def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
 
 
 # Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
-# (65536 / 512). Uncapped, ptxas takes 176; at 128 it spills 68 bytes (ptxas -v, sm_90:
-# ``python -m gpu.offline_compile megakernel``). The best fused mappings ran 6-14% faster than at 168
+# (65536 / 512). Uncapped, ptxas took 176; at 128 it spills 44 bytes (68 until session 28's 32-bit, 2-k-step
+# GEMM; ptxas -v, sm_90: ``python -m gpu.offline_compile megakernel``). The best fused mappings ran 6-14% faster than at 168
 # (3 blocks per SM) on four layers of the H200 (docs/winograd_gpu.md, session 13): a transform block
 # finds a slot beside three GEMM blocks. MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import; 0: the
-# compiler's choice). The persistent megakernel is not capped (216 registers: 2 blocks per SM).
+# compiler's choice). The persistent megakernel is not capped (2 blocks per SM).
 MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "128")) or None
 # (The CUDA simulator's jit takes no max_registers.)
 _megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
                    if MEGAKERNEL_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
-# The persistent megakernel is uncapped (215 registers: 2 blocks per SM) unless
+# The persistent megakernel is uncapped (210 registers since session 28, 214 before: 2 blocks per SM) unless
 # MEGASIM_PERSISTENT_MAX_REGISTERS sets a cap (session 24's experiment: at 128, 4 blocks per SM, ptxas spills
 # 336 / 1,228 bytes of stores / loads with the FP32 GEMM and 164 / 496 with 3xTF32).
 PERSISTENT_MAX_REGISTERS = int(os.environ.get("MEGASIM_PERSISTENT_MAX_REGISTERS", "0")) or None
@@ -278,7 +278,7 @@ _persistent_jit = (cuda.jit(max_registers=PERSISTENT_MAX_REGISTERS)
 
 # The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
 # takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128
-# threads per SM, 24 bytes spilled (``python -m gpu.offline_compile gemm_kernel``).
+# threads per SM, 4 bytes spilled (24 until session 28; ``python -m gpu.offline_compile gemm_kernel``).
 # MEGASIM_GEMM_KERNEL_MAX_REGISTERS overrides it for experiments (read at import).
 GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "128"))
 _gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
@@ -298,7 +298,8 @@ class MathKernels:
 # (F(4x4) and F(2x2) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
 # specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
 # SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
-# spills, and the persistent build 144 registers instead of 214. Under ncu the general megakernel stalls for
+# spills, and the persistent build 144 registers instead of 214 (session 28's GEMM: 0 / 44 bytes, 168 / 210
+# registers; its one-call A/B: the specialised build 1.5% slower again). Under ncu the general megakernel stalls for
 # instructions 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24). Measured against the general
 # build in one device call (H200, docs/winograd_gpu.md, session 27): 2.5% faster on resnet-1 and yolov3-1,
 # 1-5% slower on the many-channel layers, 1.5% slower overall; so the general build stays the default and

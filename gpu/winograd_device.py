@@ -281,19 +281,22 @@ if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
     raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
 FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
 FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
-# How many k-steps of a stage of the t = 64 path are written out (make_gemm_staged's ``unroll``; 1: a rolled
-# range loop). Session 27: written out (8), the path alone reaches 82.0% of cuBLAS against 75.6% rolled (ncu:
-# the GEMM is issue-bound and the loop's counter is a sixth of its non-FFMA instructions), but in the
-# 128-register kernels that compile every path it spills (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144):
-# the non-fused GEMM 3.9% slower, the fused best 1.4% slower (faster by 3-5% on the many-channel layers,
-# slower by 5-13% on the few-channel ones; against a rolled build itself 2.4% slow, see make_gemm_staged's
-# inline loop). So 1 by default; MEGASIM_GEMM_UNROLL (1, 2, 4, 8) sets it for
-# experiments (read at import; "v" and "a" stagings only).
-_UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "1"))
-# The width of the t = 64 path's index arithmetic (make_gemm_staged's ``index_bits``; session 28): Numba types
-# every integer operation int64. MEGASIM_GEMM_INDEX (64, 32) sets it (read at import). The t = 32 path stays
-# 64-bit: alone on the H200 it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32 (ptxas: 121 -> 128 registers).
-_INDEX_BITS_B = int(env_choice("MEGASIM_GEMM_INDEX", ("64", "32"), "64"))
+# The t = 64 path's k-steps and index arithmetic (make_gemm_staged's ``unroll`` and ``index_bits``). The GEMM is
+# issue-bound on instructions other than FFMA (session 27, ncu: 83% of cycles issue, 60% of what issues is FFMA);
+# writing a stage's k-steps out removes the rolled loop's counter, but at 64-bit index arithmetic (Numba types
+# every integer operation int64) the 128-register kernels that compile every path spilled (session 27:
+# gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144; non-fused 3.9% slower). Session 28, the same path with its
+# indices in int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device
+# call (experiments/results/h200_gemm/index32_s28/):
+#   unroll 1, 64-bit (as until session 27): gemm_kernel 77.3% of cuBLAS; the A/B's reference;
+#   unroll 1, 32-bit:                        79.0%; fused best and non-fused 0.5% / 0.9% slower;
+#   unroll 2, 32-bit (default):              84.9%; fused best 5.9% faster, non-fused 6.9% faster;
+#   unroll 4, 32-bit: spills 108 B (gemm_kernel) / 140 B (megakernel); not timed there. Alone (one path
+#   compiled, bench_gemm's variants): 83.6% at 2, 84.6% at 4, 84.5% at 8.
+# MEGASIM_GEMM_UNROLL (1, 2, 4, 8) and MEGASIM_GEMM_INDEX (64, 32) set them for experiments (read at import).
+# The t = 32 path stays rolled and 64-bit: alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32.
+_UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "2"))
+_INDEX_BITS_B = int(env_choice("MEGASIM_GEMM_INDEX", ("64", "32"), "32"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
 # "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc:
 # 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).
