@@ -251,8 +251,9 @@ def load_quad(arr, g, avail, ok, vec):
 
 def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2,
                      unroll: int = 1, index_bits: int = 64):
-    """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiment;
-    the benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; not used by the executors). Same
+    """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiments, the
+    benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; since session 6 also the executors' two
+    specialised FP32 paths, ``gpu.winograd_device.FAST_A`` / ``FAST_B``). Same
     contract, 8 x 8 register tile, k-split and epilogue; what differs is how a stage reaches shared
     memory:
 
@@ -287,9 +288,12 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     counter and branch are 11 of the ~43 other instructions per 64 FFMA).
 
     ``index_bits`` (64 or 32): the width of the task's index arithmetic. Numba types every integer
-    operation int64, so each stage's offsets, bounds tests and loop counters are 64-bit pairs of SASS
-    instructions; 32 wraps each index expression in ``int32(...)`` (LLVM then narrows the arithmetic)
-    and runs the loops on int32 counters. Contract at 32: every flat index of V, U and M below 2**31.
+    operation int64, so a stage's offsets, bounds tests and loop counters are 64-bit in the PTX; 32 wraps
+    each index expression in ``int32(...)`` (LLVM then narrows the arithmetic) and runs the loops on int32
+    counters. ptxas had narrowed most of it already (session 28: 1.9% fewer SASS instructions); what 32
+    bits buys is registers (the production kernels' spills 24 -> 0 and 68 -> 36 bytes), which is what lets
+    ``unroll=2`` fit. Contract at 32: every flat index of V, U and M below 2**31 (``gpu.executor.make_plan``
+    refuses larger tensors).
 
     Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``.
     Raises ValueError for a layout it cannot tile."""
