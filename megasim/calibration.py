@@ -441,7 +441,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration_update``): only these second-round fields are
-    free, started from ``base``'s values, and the kinds without second-round rows are not fitted."""
+    free (``"field"`` for every kind, ``"field@name"`` for cost name ``name`` alone), started from
+    ``base``'s values, and the kinds without second-round rows are not fitted."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -479,7 +480,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                 if round2 else ("compute_efficiency", "fixed_ns"))
         start_values = None
         if refit is not None:
-            free = tuple(f for f in free if f in refit)
+            free = tuple(f for f in free if f in refit or f"{f}@{name}" in refit)
             if not free:
                 continue
             own = base.task_cost(name)

@@ -16,7 +16,8 @@ tail), the task bodies, and with them every cost that describes how a body uses 
   calibration does: the mean claim -> ready time of the kind's traced persistent run);
 - the fields named in ``refit`` (e.g. ``megakernel_fixed_ns``, what the megakernel adds once a task is
   ready) are fitted on the new single-kind runs (``gpu.calibrate_occupancy``'s queued rows), each
-  started from the spec's own value, every other field held;
+  started from the spec's own value, every other field held; ``field@name`` refits a field of one cost
+  name only (``compute_efficiency@gemm``: a change to one kind's body leaves the others' bodies alone);
 - the kinds measured only by their non-fused kernel (first-round rows) and the spec-wide fitted rules
   (``mixed_kinds_sm_factor``, ``younger_block_weight``) and measured GPU values are kept.
 
@@ -51,9 +52,14 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     """``spec`` with each measured kind's ``megakernel_claim_ns`` from ``m``'s traced runs and the
     ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), and a
     report: per kind, each changed field before and after, and the fit's rms log error."""
-    bad = [f for f in refit if f not in REFITTABLE]
+    bad = [f for f in refit if f.split("@", 1)[0] not in REFITTABLE]
     if bad:
-        raise SpecError(f"refit field {bad[0]!r} is not allowed: want some of {', '.join(REFITTABLE)}")
+        raise SpecError(f"refit field {bad[0]!r} is not allowed: want some of {', '.join(REFITTABLE)}, "
+                        f"each alone or as FIELD@KIND")
+    unknown = [f for f in refit if "@" in f and f.split("@", 1)[1] not in spec.task_costs]
+    if unknown:
+        raise SpecError(f"refit field {unknown[0]!r} names no task cost of {spec.name}: want one of "
+                        f"{', '.join(sorted(spec.task_costs))}")
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     natural_of, params_of = natural_cases(m, layers)
     sources = dict(spec.sources)

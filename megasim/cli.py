@@ -12,7 +12,7 @@
     megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
     megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
     megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE [--keep FIELD ..]
-    megasim update-spec --spec FILE --measurements FILE.measurements.json --out FILE [--refit FIELD ..]
+    megasim update-spec --spec FILE --measurements FILE.measurements.json --out FILE [--refit FIELD[@KIND] ..]
 
 User errors (unknown layer or GPU, malformed spec, impossible parameters, bad spec file) print one
 line, ``megasim: error: ...``, and exit with status 2.
@@ -481,9 +481,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="the calibrated spec to update")
     p.add_argument("--measurements", required=True,
                    help="FILE.measurements.json of the changed kernels (gpu.calibrate.measure)")
-    p.add_argument("--refit", nargs="*", default=["megakernel_fixed_ns"], choices=REFITTABLE, metavar="FIELD",
-                   help=f"task-cost fields to refit on the single-kind runs, from the spec's values "
-                        f"(default megakernel_fixed_ns; none: the claims only; allowed: {', '.join(REFITTABLE)})")
+    p.add_argument("--refit", nargs="*", default=["megakernel_fixed_ns"], metavar="FIELD[@KIND]",
+                   help=f"task-cost fields to refit on the single-kind runs, from the spec's values, for every kind "
+                        f"or (FIELD@KIND) one (default megakernel_fixed_ns; none: the claims only; allowed fields: "
+                        f"{', '.join(REFITTABLE)})")
     p.add_argument("--layers", nargs="+", help="calibration layers (default: those the measurements time)")
     p.add_argument("--out", required=True, help="the spec file to write")
     p.add_argument("--json", action="store_true")

@@ -81,10 +81,28 @@ def test_claims_only_update_fits_nothing():
         assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}
 
 
-def test_refit_of_an_unknown_field_is_a_one_line_error():
-    with pytest.raises(SpecError, match="refit field 'compute_speed' is not allowed: want some of"):
+def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    updated, report = updated_spec(old, measured(new), ("megakernel_fixed_ns@gemm",), workers=1)
+    got = updated.task_cost("gemm")
+    assert got.megakernel_fixed_ns == pytest.approx(new.task_cost("gemm").megakernel_fixed_ns, rel=0.05, abs=50.0)
+    assert set(report["kinds"]["gemm"]) >= {"megakernel_claim_ns", "megakernel_fixed_ns"}
+    for kind in ("ftrans", "itrans", "otrans"):
+        assert updated.task_cost(kind).megakernel_fixed_ns == TRUTH[kind].megakernel_fixed_ns, kind
+        assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}, kind
+
+
+@pytest.mark.parametrize("refit, match", [
+    ("compute_speed", "refit field 'compute_speed' is not allowed: want some of"),
+    ("compute_speed@gemm", "refit field 'compute_speed@gemm' is not allowed"),
+    ("compute_efficiency@gemx", "refit field 'compute_efficiency@gemx' names no task cost of"),
+])
+def test_bad_refit_fields_are_one_line_errors(refit, match):
+    with pytest.raises(SpecError, match=match) as info:
         updated_spec(small_h200(), measured(small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})),
-                     ("compute_speed",))
+                     (refit,))
+    assert "\n" not in str(info.value)
 
 
 def test_cli_update_spec(tmp_path):
