@@ -297,13 +297,16 @@ FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 # The t = 32 path stays rolled and 64-bit: alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32.
 _UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "2"))
 _INDEX_BITS_B = int(env_choice("MEGASIM_GEMM_INDEX", ("64", "32"), "32"))
+# The same two for the t = 32 path (MEGASIM_GEMM_UNROLL_T32: 1, 2, 4; MEGASIM_GEMM_INDEX_T32: 64, 32).
+_UNROLL_A = int(env_choice("MEGASIM_GEMM_UNROLL_T32", ("1", "2", "4"), "1"))
+_INDEX_BITS_A = int(env_choice("MEGASIM_GEMM_INDEX_T32", ("64", "32"), "64"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
 # "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.gemm_tc:
 # 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).
 # Each math has its own gemm_task and so its own compiled GEMM kernel and megakernels
 # (gpu.megakernel.kernels_for): a WinogradConfig's gemm_math picks them per call.
 _FAST_BY_MATH = {
-    "fp32": {FAST_A[:4]: make_gemm_staged(*FAST_A),
+    "fp32": {FAST_A[:4]: make_gemm_staged(*FAST_A, unroll=_UNROLL_A, index_bits=_INDEX_BITS_A),
              FAST_B[:4]: make_gemm_staged(*FAST_B, unroll=_UNROLL_B, index_bits=_INDEX_BITS_B)},
     "3xtf32": {FAST_A[:4]: make_gemm_tc(*FAST_A[:4], stages=3, split="trunc"),
                FAST_B[:4]: make_gemm_tc(*FAST_B[:4], stages=3, split="trunc")},
