@@ -297,7 +297,10 @@ FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 # The t = 32 path stays rolled and 64-bit: alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32.
 _UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "2"))
 _INDEX_BITS_B = int(env_choice("MEGASIM_GEMM_INDEX", ("64", "32"), "32"))
-# The same two for the t = 32 path (MEGASIM_GEMM_UNROLL_T32: 1, 2, 4; MEGASIM_GEMM_INDEX_T32: 64, 32).
+# The same two for the t = 32 path (MEGASIM_GEMM_UNROLL_T32: 1, 2, 4; MEGASIM_GEMM_INDEX_T32: 64, 32). At 32 bits
+# and 2 k-steps (H200, one call, index32_s28/call4_t32/): that path's gemm_kernel 59.4% -> 65.4% of cuBLAS and
+# the non-fused pipeline at t = 32 7.1% faster, but the kernels spill more (megakernel 44 -> 64 B, gemm_kernel
+# 4 -> 24 B): the fused best 0.4% slower at t = 32 and 1.3% slower at the default t = 64. So 1 and 64.
 _UNROLL_A = int(env_choice("MEGASIM_GEMM_UNROLL_T32", ("1", "2", "4"), "1"))
 _INDEX_BITS_A = int(env_choice("MEGASIM_GEMM_INDEX_T32", ("64", "32"), "64"))
 # The GEMM maths (megasim.lowering.winograd.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
