@@ -289,7 +289,7 @@ FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
 # indices in int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device
 # call (experiments/results/h200_gemm/index32_s28/):
 #   unroll 1, 64-bit (as until session 27): gemm_kernel 77.3% of cuBLAS; the A/B's reference;
-#   unroll 1, 32-bit:                        79.0%; fused best and non-fused 0.5% / 0.9% slower;
+#   unroll 1, 32-bit:                        79.0% (both paths 32-bit); fused best and non-fused 0.5% / 0.9% slower;
 #   unroll 2, 32-bit (default):              84.9%; fused best 5.9% faster, non-fused 6.9% faster;
 #   unroll 4, 32-bit: spills 108 B (gemm_kernel) / 140 B (megakernel); not timed there. Alone (one path
 #   compiled, bench_gemm's variants): 83.6% at 2, 84.6% at 4, 84.5% at 8.
