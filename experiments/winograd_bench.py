@@ -31,8 +31,8 @@ Implementations (``impl``):
   ``cudnn_winograd_nonfused``: CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, same math;
   ``cudnn_best_tf32``: Find with DEFAULT math (TF32 tensor cores allowed): lower precision, labelled.
 - ``torch_default``: torch.nn.functional.conv2d, TF32 off, cudnn.benchmark off.
-- ``cublas_gemm_phase``: torch.bmm (cuBLAS FP32, TF32 off) of the 36 GEMMs of F(4x4,3x3):
-  (36, tiles, C) @ (36, C, K), on random operands. ``our_gemm_phase``: our GEMM launch alone.
+- ``cublas_gemm_phase``: torch.bmm (cuBLAS FP32, TF32 off) of the alpha^2 GEMMs of F(m x m,3x3) at the
+  config's m (36 for F(4x4)): (alpha^2, tiles, C) @ (alpha^2, C, K), on random operands. ``our_gemm_phase``: our GEMM launch alone.
 
 Method (/work/.library/device/METHOD.md): fresh normal float32 inputs per layer (numpy
 default_rng(seed + layer index)); rel_err = ||y - ref|| / ||ref|| against a float64 reference
@@ -478,7 +478,7 @@ def _run_gemm_phase(lb: LayerBench, rows: list, rng) -> None:
     from gpu.baselines import BmmGemmPhase, OurGemmPhase
     name = lb.p.name
     try:
-        bmm = BmmGemmPhase(lb.p, rng, sets=lb.sets)
+        bmm = BmmGemmPhase(lb.p, rng, sets=lb.sets, m=lb.cfg_nonfused.m)   # the same GEMMs as ours
         err = bmm.rel_err()
         stats = lb.time(bmm.run)
         sh = bmm.shape

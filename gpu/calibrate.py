@@ -402,7 +402,8 @@ def empty_megakernel_run(sm: int):
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
     restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
                            mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
-    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, mk.specialised_for(plan.config)).megakernel, sm, threads, plan.shared_bytes,
+    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, mk.specialised_for(plan.config), plan.config.m).megakernel,
+                          sm, threads, plan.shared_bytes,
                           (table, d_ctl, cnt, cuda.to_device(plan.params), ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
                            ex.no_trace(), *mk.launch_scalars(ctl)))
 

@@ -254,14 +254,15 @@ def per_kind_kernel(plan: WinogradPlan, kind: int, d_table, d_prm) -> tuple:
     running the tasks of ``d_table`` (one block per row); ``args_of(ws)`` is its argument tuple on
     the tensors of workspace ``ws``."""
     cfg = plan.config
+    transforms = mk.transform_kernels_for(cfg.m)
     if kind == dev.FTRANS:
-        return mk.ftrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.w, ws.U)
+        return transforms.ftrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.w, ws.U)
     if kind == dev.ITRANS:
-        return mk.itrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.x, ws.V)
+        return transforms.itrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.x, ws.V)
     if kind == dev.GEMM:
         return (mk.kernels_for(cfg.gemm_math).gemm_kernel, cfg.gemm_threads, plan.shared_bytes,
                 lambda ws: (d_table, d_prm, ws.V, ws.U, ws.M))
-    return mk.otrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.M, ws.Y)
+    return transforms.otrans_kernel, cfg.transform_threads, 0, lambda ws: (d_table, d_prm, ws.M, ws.Y)
 
 
 def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kernels: str = "megakernel",

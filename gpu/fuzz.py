@@ -26,6 +26,7 @@ import numpy as np
 
 from megasim.errors import MegasimError
 from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math
+from megasim.lowering.winograd_math import SUPPORTED_TILES
 from megasim.mapping import Algorithm1Params, algorithm1, counts, default_params, random_order
 from megasim.plan import winograd_naive, winograd_nonfused
 from megasim.workloads import parse_layer
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--mappings", type=int, default=1000)
     parser.add_argument("--layer", default="N=2,C=24,K=40,H=14,W=13")
     parser.add_argument("--t", type=int, default=4, help="tiles per group (small: many groups, many orders)")
+    parser.add_argument("--m", type=int, choices=SUPPORTED_TILES, default=4, help="Winograd output tile F(m x m, 3 x 3)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"],
                         help="pairs per transform thread (default: the fused schedule's)")
     parser.add_argument("--seed", type=int, default=2026)
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     x = rng.standard_normal((problem.n, problem.c, problem.h, problem.w)).astype(np.float32)
     w = rng.standard_normal((problem.k, problem.c, 3, 3)).astype(np.float32)
     ref = reference(x, w, padding=problem.padding)
-    cfg = WinogradConfig(tiles_per_group=args.t, transform_pairs_per_thread=args.pairs,
+    cfg = WinogradConfig(m=args.m, tiles_per_group=args.t, transform_pairs_per_thread=args.pairs,
                          gemm_math=args.gemm_math or default_gemm_math())
     plan = ex.make_plan(problem, cfg)
     d_x = cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not rel <= 1e-4 or not np.array_equal(y, first):
             failures.append({**info, "rel_err": rel, "bitwise_equal_to_first": bool(np.array_equal(y, first))})
     elapsed = time.perf_counter() - start
-    report = {"layer": problem.spec_string(), "tiles_per_group": args.t, "transform_pairs_per_thread": args.pairs, "mappings": args.mappings,
+    report = {"layer": problem.spec_string(), "m": args.m, "tiles_per_group": args.t, "transform_pairs_per_thread": args.pairs, "mappings": args.mappings,
               "failures": len(failures), "failed": failures[:50], "styles": styles,
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
               "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}

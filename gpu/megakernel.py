@@ -295,7 +295,7 @@ class MathKernels:
 
 
 # Two builds of the megakernels per GEMM math (session 27). The general one holds every implementation path
-# (F(4x4) and F(2x2) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
+# (F(2x2), F(4x4) and F(6x6) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
 # specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
 # SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
 # spills, and the persistent build 144 registers instead of 214 (session 28's GEMM: 0 / 44 bytes, 168 / 210
@@ -307,6 +307,9 @@ class MathKernels:
 # a launch of that implementation.
 SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("off", "auto"), "off")
 SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
+# F(6x6) runs on builds of its own (``make_transform_tasks(6)``: its transforms, every GEMM path), megakernels
+# and non-fused transform kernels alike, so that its 8 x 8 tiles' registers cost the other tile sizes nothing.
+OWN_BUILD_TILES = (6,)
 
 
 def specialised_for(config) -> bool:
@@ -314,14 +317,18 @@ def specialised_for(config) -> bool:
     return SPECIALISE == "auto" and (config.m, config.gemm_key) == SPECIALISED
 
 
-def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None) -> MathKernels:
+def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, m_fixed: int = 0) -> MathKernels:
     """The megakernels and the non-fused GEMM kernel around ``gpu.winograd_device.gemm_task_for(gemm_math)``
     (Numba compiles each on its first launch); ``specialised``: the megakernels compiled for ``SPECIALISED``
-    alone; ``gemm_kernel``: the non-fused GEMM kernel to share instead of building one."""
+    alone; ``m_fixed``: the megakernels' transforms for that tile size alone (every GEMM path);
+    ``gemm_kernel``: the non-fused GEMM kernel to share instead of building one."""
     gemm_task = gemm_task_for(gemm_math)
     if specialised:
         mk_gemm_task = gemm_task_for(gemm_math, only_b=True)
         mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0])
+    elif m_fixed:
+        mk_gemm_task = gemm_task
+        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(m_fixed)
     else:
         mk_gemm_task, mk_ftrans_task, mk_itrans_task, mk_otrans_task = gemm_task, ftrans_task, itrans_task, otrans_task
 
@@ -449,21 +456,27 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None) 
     return MathKernels(gemm_math, megakernel, megakernel_persistent, gemm_kernel)
 
 
-def _build_both(gemm_math: str) -> dict:
+def _build_all(gemm_math: str) -> dict:
     general = _build_kernels(gemm_math)
-    return {False: general, True: _build_kernels(gemm_math, True, general.gemm_kernel)}
+    builds = {0: general, "specialised": _build_kernels(gemm_math, True, general.gemm_kernel)}
+    builds.update({m: _build_kernels(gemm_math, gemm_kernel=general.gemm_kernel, m_fixed=m) for m in OWN_BUILD_TILES})
+    return builds
 
 
-_KERNELS = {math: _build_both(math) for math in GEMM_MATHS}
+_KERNELS = {math: _build_all(math) for math in GEMM_MATHS}
 
 
-def kernels_for(gemm_math: str, specialised: bool = False) -> MathKernels:
-    """The GEMM-running kernels of a GEMM math (one of ``megasim.lowering.winograd.GEMM_MATHS``); with
-    ``specialised``, its megakernels compiled for ``SPECIALISED`` alone (the same non-fused GEMM kernel)."""
+def kernels_for(gemm_math: str, specialised: bool = False, m: int = 4) -> MathKernels:
+    """The GEMM-running kernels of a GEMM math (one of ``megasim.lowering.winograd.GEMM_MATHS``) for tile size
+    ``m`` (its own megakernels where m is in ``OWN_BUILD_TILES``); with ``specialised``, the megakernels compiled
+    for ``SPECIALISED`` alone. Every build shares one non-fused GEMM kernel per math."""
     try:
-        return _KERNELS[gemm_math][bool(specialised)]
+        builds = _KERNELS[gemm_math]
     except KeyError:
         raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
+    if specialised:
+        return builds["specialised"]
+    return builds[m if m in OWN_BUILD_TILES else 0]
 
 
 def launch_scalars(ctl) -> tuple:
@@ -475,7 +488,7 @@ def launch_scalars(ctl) -> tuple:
 def megakernel_for(ctl, gemm_math: str, config=None):
     """The megakernel that runs a launch with this (host) control array, GEMM math and WinogradConfig:
     the specialised build where the config is ``SPECIALISED`` (``specialised_for``), else the general one."""
-    kernels = kernels_for(gemm_math, config is not None and specialised_for(config))
+    kernels = kernels_for(gemm_math, config is not None and specialised_for(config), config.m if config else 4)
     return kernels.megakernel_persistent if ctl[CTL_PERSISTENT] else kernels.megakernel
 
 
@@ -495,25 +508,55 @@ def restore_kernel(dst_a, src_a, dst_b, src_b):
         dst_b[i] = src_b[i]
 
 
-@cuda.jit
-def ftrans_kernel(table, prm, w, U):
-    """Non-fused filter transform: block b runs the ftrans task in table row b.
-    Block: transform_threads threads (more are idle). No shared memory, no counters."""
-    b = cuda.blockIdx.x
-    ftrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, w, U)
+@dataclass(frozen=True)
+class TransformKernels:
+    """The non-fused transform kernels of one build (``transform_kernels_for``)."""
+
+    ftrans_kernel: object
+    itrans_kernel: object
+    otrans_kernel: object
 
 
-@cuda.jit
-def itrans_kernel(table, prm, x, V):
-    """Non-fused input transform: block b runs the itrans task in table row b.
-    Block: transform_threads threads (more are idle). No shared memory, no counters."""
-    b = cuda.blockIdx.x
-    itrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, x, V)
+def _build_transform_kernels(m_fixed: int = 0) -> TransformKernels:
+    """The three non-fused transform kernels around ``make_transform_tasks(m_fixed)`` (0: the general build's
+    tasks, F(4x4) and F(2x2) chosen at run time)."""
+    if m_fixed:
+        k_ftrans_task, k_itrans_task, k_otrans_task = make_transform_tasks(m_fixed)
+    else:
+        k_ftrans_task, k_itrans_task, k_otrans_task = ftrans_task, itrans_task, otrans_task
+
+    @cuda.jit
+    def ftrans_kernel(table, prm, w, U):
+        """Non-fused filter transform: block b runs the ftrans task in table row b.
+        Block: transform_threads threads (more are idle). No shared memory, no counters."""
+        b = cuda.blockIdx.x
+        k_ftrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, w, U)
+
+    @cuda.jit
+    def itrans_kernel(table, prm, x, V):
+        """Non-fused input transform: block b runs the itrans task in table row b.
+        Block: transform_threads threads (more are idle). No shared memory, no counters."""
+        b = cuda.blockIdx.x
+        k_itrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, x, V)
+
+    @cuda.jit
+    def otrans_kernel(table, prm, M, Y):
+        """Non-fused output transform: block b runs the otrans task in table row b.
+        Block: transform_threads threads (more are idle). No shared memory, no counters."""
+        b = cuda.blockIdx.x
+        k_otrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, M, Y)
+
+    return TransformKernels(ftrans_kernel, itrans_kernel, otrans_kernel)
 
 
-@cuda.jit
-def otrans_kernel(table, prm, M, Y):
-    """Non-fused output transform: block b runs the otrans task in table row b.
-    Block: transform_threads threads (more are idle). No shared memory, no counters."""
-    b = cuda.blockIdx.x
-    otrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, M, Y)
+_TRANSFORM_KERNELS = {0: _build_transform_kernels(), **{m: _build_transform_kernels(m) for m in OWN_BUILD_TILES}}
+# The general build's, by name (gpu.offline_compile, gpu.diagnose).
+ftrans_kernel = _TRANSFORM_KERNELS[0].ftrans_kernel
+itrans_kernel = _TRANSFORM_KERNELS[0].itrans_kernel
+otrans_kernel = _TRANSFORM_KERNELS[0].otrans_kernel
+
+
+def transform_kernels_for(m: int) -> TransformKernels:
+    """The non-fused transform kernels that run tile size ``m``: its own build where m is in
+    ``OWN_BUILD_TILES``, else the general one."""
+    return _TRANSFORM_KERNELS[m if m in OWN_BUILD_TILES else 0]

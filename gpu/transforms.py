@@ -15,7 +15,7 @@ Tensor elements are addressed by flat index from one base per thread (``gpu.vect
 ``store1``: no per-dimension wrap-around and stride multiplies, which cost ~20 integer instructions
 per element with Numba's 4-D indexing); the tensors must be C-contiguous.
 
-For each supported tile size m (2 and 4) this module defines three device functions:
+For each supported tile size m (2, 4 and 6) this module defines three device functions:
 
 - ``ftrans_pair_m{m}(w, U, k, c)``: reads w[k, c, 0:3, 0:3] (KCRS), writes U[e, c, k], e = i*alpha + j.
 - ``itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W)``: reads the alpha x alpha window of x (NHWC)
@@ -34,10 +34,17 @@ import linecache
 import numpy as np
 from numba import cuda
 
-from gpu.vector_access import load1, py_load1, py_store1, store1
+from gpu.switches import env_choice
+from gpu.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from megasim.lowering.winograd_math import SUPPORTED_TILES, matrices
 
 PY_FUNCS: dict = {}
+# Tiles of alpha = m + 2 at least this are generated streamed (``_two_sided``'s load_column / store_row), with
+# their strides opaque (``_stride``).
+STREAMED_ALPHA = 8
+# MEGASIM_OPAQUE_STRIDES (read at import; session 29): "streamed" (default) makes the strides opaque in the
+# streamed (F(6x6)) code only, "all" in every tile size's code too (an experiment on the F(2x2) and F(4x4) PTX).
+OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("streamed", "all"), "streamed")
 
 
 class _Consts:
@@ -80,20 +87,44 @@ def _combo(coefs, names, consts: _Consts) -> str:
     return out
 
 
-def _two_sided(left: np.ndarray, right: np.ndarray, src: str, dst: str, consts: _Consts) -> list[str]:
-    """Lines computing dst = left @ src @ right^T on scalars named {src}{i}_{j} -> {dst}{i}_{j}."""
+def _two_sided(left: np.ndarray, right: np.ndarray, src: str, dst: str, consts: _Consts,
+               load_column=None, store_row=None) -> list[str]:
+    """Lines computing dst = left @ src @ right^T on scalars named {src}{i}_{j} -> {dst}{i}_{j}.
+
+    With ``load_column(j)`` / ``store_row(i)`` (lists of lines), the code is streamed: column j of src is
+    loaded just before the products that use it, and row i of dst stored just after it is computed, so
+    that at most the product tmp = left @ src is live at once (F(6x6): 64 floats, where 64 loaded values,
+    64 of tmp and 64 results written in three sweeps took 255 registers and spilled 632 bytes in the
+    128-register megakernel; ptxas sm_90). Without them, every tmp then every dst, in row order: the
+    order of the F(2x2) and F(4x4) code, kept so that their PTX (and its measured speed) is unchanged."""
     p, q = left.shape
     r, s = right.shape
     lines = []
-    for i in range(p):          # tmp = left @ src   (p x s)
-        for j in range(s):
-            expr = _combo(left[i], [f"{src}{kk}_{j}" for kk in range(q)], consts)
-            lines.append(f"    {dst}t{i}_{j} = {expr}")
+    if load_column is None:
+        for i in range(p):          # tmp = left @ src   (p x s)
+            for j in range(s):
+                expr = _combo(left[i], [f"{src}{kk}_{j}" for kk in range(q)], consts)
+                lines.append(f"    {dst}t{i}_{j} = {expr}")
+    else:
+        for j in range(s):          # the same, a column of src at a time
+            lines += load_column(j)
+            for i in range(p):
+                expr = _combo(left[i], [f"{src}{kk}_{j}" for kk in range(q)], consts)
+                lines.append(f"    {dst}t{i}_{j} = {expr}")
     for i in range(p):          # dst = tmp @ right^T (p x r)
         for j in range(r):
             expr = _combo(right[j], [f"{dst}t{i}_{kk}" for kk in range(s)], consts)
             lines.append(f"    {dst}{i}_{j} = {expr}")
+        if store_row is not None:
+            lines += store_row(i)
     return lines
+
+
+def _stride(expr: str, alpha: int) -> str:
+    """A stride's expression; in streamed code passed through ``opaque_index``, so that the offsets made from it
+    (one per element of the tile) are computed per pair, not hoisted out of the task's loop over its pairs
+    into registers as loop invariants (``gpu.vector_access``)."""
+    return expr if alpha < STREAMED_ALPHA and OPAQUE_STRIDES == "streamed" else f"opaque_index({expr})"
 
 
 def _gen_ftrans(m: int, consts: _Consts) -> str:
@@ -102,10 +133,15 @@ def _gen_ftrans(m: int, consts: _Consts) -> str:
     lines = [f"def ftrans_pair_m{m}(w, U, k, c):",
              "    src = (k * w.shape[1] + c) * 9              # flat index of w[k, c, 0, 0]",
              "    dst = c * U.shape[2] + k                     # U[0, c, k]",
-             "    plane = U.shape[1] * U.shape[2]"]
+             f"    plane = {_stride('U.shape[1] * U.shape[2]', a)}"]
     lines += [f"    g{i}_{j} = load1(w, src + {3 * i + j})" for i in range(3) for j in range(3)]
-    lines += _two_sided(g, g, "g", "u", consts)
-    lines += [f"    store1(U, dst + {i * a + j} * plane, u{i}_{j})" for i in range(a) for j in range(a)]
+    if a < STREAMED_ALPHA:
+        lines += _two_sided(g, g, "g", "u", consts)
+        lines += [f"    store1(U, dst + {i * a + j} * plane, u{i}_{j})" for i in range(a) for j in range(a)]
+    else:
+        lines += _two_sided(g, g, "g", "u", consts, load_column=lambda j: [],
+                            store_row=lambda i: [f"    store1(U, dst + {i * a + j} * plane, u{i}_{j})"
+                                                 for j in range(a)])
     return "\n".join(lines) + "\n"
 
 
@@ -113,20 +149,28 @@ def _gen_itrans(m: int, consts: _Consts) -> str:
     bt, _, _ = matrices(m)
     a = m + 2
     lines = [f"def itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W):",
-             "    C = x.shape[3]",
-             "    row = x.shape[2] * C",
+             f"    C = {_stride('x.shape[3]', a)}",
+             f"    row = {_stride('x.shape[2] * C', a)}",
              "    src = (n * x.shape[1] + y0) * row + x0 * C + c  # flat index of x[n, y0, x0, c] (may be outside)",
              "    dst = tile * C + c                             # V[0, tile, c]",
-             "    plane = V.shape[1] * C"]
+             f"    plane = {_stride('V.shape[1] * C', a)}"]
     for i in range(a):
         lines.append(f"    r{i} = 0 <= y0 + {i} < H")
     for j in range(a):
         lines.append(f"    c{j} = 0 <= x0 + {j} < W")
-    for i in range(a):
-        for j in range(a):
-            lines.append(f"    d{i}_{j} = load1(x, src + {i} * row + {j} * C) if r{i} and c{j} else _zero")
-    lines += _two_sided(bt, bt, "d", "v", consts)
-    lines += [f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})" for i in range(a) for j in range(a)]
+    def load(i, j):
+        return f"    d{i}_{j} = load1(x, src + {i} * row + {j} * C) if r{i} and c{j} else _zero"
+
+    def store(i, j):
+        return f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})"
+
+    if a < STREAMED_ALPHA:
+        lines += [load(i, j) for i in range(a) for j in range(a)]
+        lines += _two_sided(bt, bt, "d", "v", consts)
+        lines += [store(i, j) for i in range(a) for j in range(a)]
+    else:
+        lines += _two_sided(bt, bt, "d", "v", consts, load_column=lambda j: [load(i, j) for i in range(a)],
+                            store_row=lambda i: [store(i, j) for j in range(a)])
     return "\n".join(lines) + "\n"
 
 
@@ -134,18 +178,29 @@ def _gen_otrans(m: int, consts: _Consts) -> str:
     _, _, at = matrices(m)
     a = m + 2
     lines = [f"def otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q):",
-             "    K = M.shape[2]",
+             f"    K = {_stride('M.shape[2]', a)}",
              "    src = tile * K + k                             # flat index of M[0, tile, k]",
-             "    plane = M.shape[1] * K",
-             "    row = Y.shape[2] * K",
+             f"    plane = {_stride('M.shape[1] * K', a)}",
+             f"    row = {_stride('Y.shape[2] * K', a)}",
              "    dst = (n * Y.shape[1] + oy) * row + ox * K + k  # Y[n, oy, ox, k]"]
-    lines += [f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)" for i in range(a) for j in range(a)]
-    lines += _two_sided(at, at, "s", "y", consts)
-    for i in range(m):
-        lines.append(f"    if oy + {i} < P:")
+    def load(i, j):
+        return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
+
+    def store_row(i):
+        out = [f"    if oy + {i} < P:"]
         for j in range(m):
-            lines.append(f"        if ox + {j} < Q:")
-            lines.append(f"            store1(Y, dst + {i} * row + {j} * K, y{i}_{j})")
+            out.append(f"        if ox + {j} < Q:")
+            out.append(f"            store1(Y, dst + {i} * row + {j} * K, y{i}_{j})")
+        return out
+
+    if a < STREAMED_ALPHA:
+        lines += [load(i, j) for i in range(a) for j in range(a)]
+        lines += _two_sided(at, at, "s", "y", consts)
+        for i in range(m):
+            lines += store_row(i)
+    else:
+        lines += _two_sided(at, at, "s", "y", consts, load_column=lambda j: [load(i, j) for i in range(a)],
+                            store_row=store_row)
     return "\n".join(lines) + "\n"
 
 
@@ -160,10 +215,10 @@ def _build() -> dict:
             # Registered so that tracebacks (and Numba's error messages) can show the generated lines.
             linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
             code = compile(src, filename, "exec")
-            py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1)
+            py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1, opaque_index=py_opaque_index)
             exec(code, py_ns)
             PY_FUNCS[name] = py_ns[name]
-            dev_ns = dict(consts.namespace(), load1=load1, store1=store1)
+            dev_ns = dict(consts.namespace(), load1=load1, store1=store1, opaque_index=opaque_index)
             exec(code, dev_ns)
             out[name] = cuda.jit(device=True)(dev_ns[name])
     return out

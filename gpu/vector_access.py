@@ -8,7 +8,12 @@ array's C-order data directly:
 - ``load1(a, i)`` / ``store1(a, i, v)``: one element;
 - ``load4(a, i)`` / ``store4(a, i, v0, v1, v2, v3)``: elements ``i .. i + 3`` moved by one 128-bit
   instruction (``ld.shared.v4.f32``: a thread's 4-float register fragment in one LDS.128, as cuBLAS
-  reads it; ``st.global.v4.f32`` for four consecutive outputs).
+  reads it; ``st.global.v4.f32`` for four consecutive outputs);
+- ``opaque_index(i)``: ``i`` as an int64 the compiler cannot see through (one volatile ``mov``), so that
+  offsets computed from it are not hoisted out of an enclosing loop as loop invariants. F(6x6)'s input
+  transform addresses 64 elements at ``src + i * row + j * C``; inside a transform task's loop over its
+  pairs, LLVM hoisted the 64 invariant offsets into registers (ptxas sm_90: 168 registers against 96
+  without the loop); with ``row`` and ``C`` passed through this, 96 again.
 
 Contract (not checked, as in CUDA C): ``a`` is a C-contiguous float32 array of any rank, ``i`` a flat
 element index with ``0 <= i`` and ``i (+ 3) < a.size``; for the 4-wide forms ``i`` is a multiple of 4
@@ -22,8 +27,8 @@ from __future__ import annotations
 
 from numba import config, types
 
-__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "store1", "store4", "py_load1", "py_load4", "py_store1",
-           "py_store4"]
+__all__ = ["SHARED_ALIGNMENT", "load1", "load4", "opaque_index", "store1", "store4", "py_load1", "py_load4",
+           "py_opaque_index", "py_store1", "py_store4"]
 
 # ``alignment=`` for a shared array read with load4 (the CUDA simulator rejects the argument).
 SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16
@@ -61,8 +66,13 @@ def py_store4(a, i, v0, v1, v2, v3):
     flat[i + 3] = v3
 
 
+def py_opaque_index(i):
+    """i: the plain-Python form."""
+    return i
+
+
 if config.ENABLE_CUDASIM:
-    load1, store1, load4, store4 = py_load1, py_store1, py_load4, py_store4
+    load1, store1, load4, store4, opaque_index = py_load1, py_store1, py_load4, py_store4, py_opaque_index
 
 else:
     from llvmlite import ir
@@ -139,3 +149,17 @@ else:
             return context.get_dummy_value()
 
         return types.void(a, i, v0, v1, v2, v3), codegen
+
+    @intrinsic
+    def opaque_index(typingctx, i):
+        """i as an int64 that the compiler must take as computed here (see the module docstring)."""
+        if not isinstance(i, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            value = context.cast(builder, args[0], sig.args[0], types.int64)
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), [ir.IntType(64)]), "mov.b64 $0, $1;", "=l,l",
+                               side_effect=True)
+            return builder.call(asm, [value])
+
+        return types.int64(i), codegen

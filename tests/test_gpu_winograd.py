@@ -73,7 +73,7 @@ AWKWARD = (1, 3, 5, 5, 7)
 
 # --- generated transforms (pure Python, no kernel) ------------------------------------------------
 
-@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("m", [2, 4, 6])
 def test_generated_transforms_match_the_matrices(m):
     bt, g, at = matrices(m)
     a = m + 2
@@ -83,9 +83,9 @@ def test_generated_transforms_match_the_matrices(m):
     PY_FUNCS[f"ftrans_pair_m{m}"](w, U, 1, 2)
     np.testing.assert_allclose(U[:, 2, 1].reshape(a, a), g @ w[1, 2] @ g.T, rtol=1e-5, atol=1e-5)
 
-    x = rng.standard_normal((1, 5, 6, 2)).astype(np.float32)
+    x = rng.standard_normal((1, a - 1, a, 2)).astype(np.float32)
     V = np.zeros((a * a, 1, 2), np.float32)
-    PY_FUNCS[f"itrans_pair_m{m}"](x, V, 0, -1, -1, 1, 0, 5, 6)     # window starts in the padding
+    PY_FUNCS[f"itrans_pair_m{m}"](x, V, 0, -1, -1, 1, 0, a - 1, a)  # window starts in the padding
     d = np.zeros((a, a))
     d[1:, 1:] = x[0, :a - 1, :a - 1, 1]
     np.testing.assert_allclose(V[:, 0, 1].reshape(a, a), bt @ d @ bt.T, rtol=1e-5, atol=1e-4)
@@ -100,14 +100,19 @@ def test_generated_transforms_match_the_matrices(m):
 
 # --- both schedules, both tile sizes ----------------------------------------------------------------
 
-@pytest.mark.parametrize("m", [4, 2])
+@pytest.mark.parametrize("m", [4, 2, 6])
 @pytest.mark.parametrize("schedule", ["nonfused", "fused"])
 def test_conv2d_matches_reference(schedule, m):
-    # K=10: two k-tiles of 8 and 2 columns; 5 x 3 outputs: partial tiles in both directions.
+    # K=10: two k-tiles of 8 and 2 columns; 5 x 3 outputs: partial tiles in both directions (m = 6: one
+    # tile, clipped in both; 7 x 8 outputs: two tiles each way, the second clipped).
     x, w = inputs(1, 3, 10, 5, 3, seed=m)
     y = conv2d(x, w, schedule=schedule, config=cfg(m=m, t=2 if m == 4 else 4))
     assert y.shape == (1, 10, 5, 3) and y.dtype == np.float32
     assert rel_err(y, reference(x, w)) <= TOL
+    if m == 6:
+        x, w = inputs(2, 5, 9, 7, 8, seed=16)
+        y = conv2d(x, w, schedule=schedule, config=cfg(m=6, t=3, ks=4))
+        assert rel_err(y, reference(x, w)) <= TOL
 
 
 def test_multistage_gemm_and_multitask_transforms():
