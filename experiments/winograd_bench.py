@@ -201,7 +201,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
                     "(t, tile, threads, pairs, gemm_k_tile, gemm_threads, gemm_math), e.g. pairs=4 "
-                    "(default: megasim's defaults)")
+                    "(default: megasim's defaults; without tile, each layer's default_tile, as conv2d)")
     ap.add_argument("--ours-only", action="store_true", help="time our kernels only (no PyTorch, cuDNN, cuBLAS)")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
@@ -211,6 +211,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.nonfused_config = Plan.parse("nonfused", args.config).config
     except MegasimError as exc:
         ap.error(f"--config: {exc}")
+    args.tile_given = any(part.split("=")[0].strip() == "tile" for part in args.config.split(","))
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.repeats < 1 or args.warmup < 0 or args.sets < 1:
@@ -275,6 +276,7 @@ class LayerBench:
         import numpy as np
         from gpu import executor as ex
         from gpu.timing import rotation_sets
+        from megasim.lowering.winograd import default_tile
         self.p, self.args, self.torch, self.cuda = problem, args, torch, cuda
         p = problem
         per_set = 4 * (p.n * p.c * p.h * p.w * 2 + p.k * p.c * 9 + p.n * p.k * p.out_h * p.out_w * 2)
@@ -292,6 +294,9 @@ class LayerBench:
         torch.cuda.synchronize()
         # Workspaces depend on the problem and the tile only, so the two plans share them.
         self.cfg, self.cfg_nonfused = args.fused_config, args.nonfused_config
+        if not args.tile_given:     # the layer's default tile, as gpu.winograd.conv2d picks it
+            self.cfg = dataclasses.replace(self.cfg, m=default_tile(p))
+            self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=default_tile(p))
         self.plan = ex.make_plan(p, self.cfg)
         self.plan_nonfused = ex.make_plan(p, self.cfg_nonfused)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them
@@ -378,7 +383,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         prep.run(lb.ws[0])
         prep.check()
         err = lb.err_nhwk(lb.ws[0])
-        detail = "D_IG={d_ig} D_GO={d_go} M={m}".format(d_ig=params.d_ig, d_go=params.d_go, m=params.m)
+        detail = "D_IG={d_ig} D_GO={d_go} M={m} tile={tile}".format(d_ig=params.d_ig, d_go=params.d_go, m=params.m,
+                                                                   tile=lb.cfg.m)
         if check_api:
             y_api = conv2d(lb.cuda.as_cuda_array(lb.x[0]), lb.cuda.as_cuda_array(lb.w[0]), mapping=params,
                            config=lb.cfg, dispatch=dispatch)
@@ -412,7 +418,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         api_err = lb.err_nchw(lb.torch.as_tensor(y_api, device="cuda"))
         stats = lb.time(lambda i: prep.run(lb.ws[i]))
         rows.append(make_row(name, "nonfused", stats, worst(err, api_err),
-                             detail=f"api_rel_err={api_err:.3g}", sets=lb.sets, flops=flops))
+                             detail=f"tile={lb.cfg_nonfused.m} api_rel_err={api_err:.3g}", sets=lb.sets, flops=flops))
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         rows.append(error_row(name, "nonfused", exc))
@@ -578,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = parse_layer(layer, batch=args.batch)
             rng = np.random.default_rng(args.seed + idx)
             lb = LayerBench(problem, args, rng, torch, cuda)
-            lmeta.update(problem=problem.spec_string(), sets=lb.sets, ref_spot_check_rel_err=lb.ref_spot_check())
+            lmeta.update(problem=problem.spec_string(), tile=lb.cfg.m, sets=lb.sets,
+                         ref_spot_check_rel_err=lb.ref_spot_check())
             if not args.ours_only:
                 _run_torch(lb, rows, lmeta)
                 _run_cudnn(lb, rows, lmeta)

@@ -22,7 +22,7 @@ from gpu import executor as ex
 from gpu import layout as lay
 from gpu.errors import KernelInputError
 from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math,
-                                       lower_winograd)
+                                       default_tile, lower_winograd)
 from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.mapping import Algorithm1Params, Schedule, algorithm1, recommended_params
 from megasim.plan import winograd_nonfused
@@ -61,12 +61,13 @@ def _check_tensor(name: str, a, on_device: bool) -> None:
         raise KernelInputError(f"device array {name} must be C-contiguous")
 
 
-def _config(m, config, schedule: str, gemm_math) -> WinogradConfig:
-    """``config``, or megasim's defaults for ``schedule`` (pairs per transform thread differ by schedule)."""
+def _config(m, config, schedule: str, gemm_math, problem: ConvProblem) -> WinogradConfig:
+    """``config``, or megasim's defaults for ``schedule`` (pairs per transform thread differ by schedule) and
+    the layer (``default_tile``)."""
     if gemm_math is not None and gemm_math not in GEMM_MATHS:
         raise KernelInputError(f"gemm_math={gemm_math!r} is not allowed (allowed: {', '.join(GEMM_MATHS)})")
     if config is None:
-        m = 4 if m is None else m
+        m = default_tile(problem) if m is None else m
         if m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
         return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule],
@@ -121,7 +122,8 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     Algorithm1Params, or any valid megasim
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
-    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` defaults to config.m, or 4.
+    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4 or 6) defaults to config.m, or
+    ``megasim.lowering.winograd.default_tile`` of the layer (6 where F(6x6)'s GEMM has fewer multiplies, else 4).
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
     ``gemm_math``: the GEMM's arithmetic, "fp32" (the FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate
     by the 3xTF32 split); None: config.gemm_math (whose default is the environment's MEGASIM_GEMM_MATH,
@@ -149,8 +151,8 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], x.shape[1], x.shape[2])
     if w.shape[1] != c:
         raise KernelInputError(f"channels differ: x has C={c} ({layout}), w has C={w.shape[1]}")
-    cfg = _config(m, config, schedule, gemm_math)
     problem = ConvProblem(int(n), int(c), int(w.shape[0]), int(h), int(wd), padding=int(padding))
+    cfg = _config(m, config, schedule, gemm_math, problem)
     plan = _plan(problem, cfg)
     sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)
 

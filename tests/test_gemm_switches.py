@@ -48,3 +48,18 @@ def test_a_bad_switch_stops_the_import_with_one_line(name, value):
     run = _import(**{name: value})
     assert run.returncode != 0
     assert f"{name}={value!r}: want one of" in run.stderr.strip().splitlines()[-1]
+
+
+def test_opaque_strides_switch():
+    """gpu.transforms (session 29): strides opaque in F(6x6)'s streamed code only unless told "all"."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env.pop("MEGASIM_OPAQUE_STRIDES", None)
+    code = "from gpu import transforms as t; print(t.OPAQUE_STRIDES, t._stride('C', 6), t._stride('C', 8))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+                         timeout=300, check=False)
+    assert run.returncode == 0 and run.stdout.split() == ["streamed", "C", "opaque_index(C)"], run.stderr
+    env["MEGASIM_OPAQUE_STRIDES"] = "some"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+                         timeout=300, check=False)
+    assert run.returncode != 0 and "MEGASIM_OPAQUE_STRIDES='some': want one of ('streamed', 'all')" in run.stderr
+

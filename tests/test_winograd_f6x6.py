@@ -84,3 +84,35 @@ def test_f6x6_with_the_tensor_core_gemm_and_padding_0():
     x, w = inputs(1, 4, 6, 9, 10, seed=63)
     y = conv2d(x, w, config=cfg(gemm_math="3xtf32"), padding=0)
     assert rel_err(y, direct_conv2d_reference(x, w, 0)) <= TOL
+
+
+# --- the default tile per layer -------------------------------------------------------------------------------
+
+def test_default_tile_is_6_where_its_gemm_has_fewer_multiplies():
+    from megasim.lowering.winograd import default_tile, gemm_multiplies
+    from megasim.workloads import CATALOGUE, TABLE2_NAMES
+    picks = {name: default_tile(CATALOGUE[name]) for name in TABLE2_NAMES}
+    assert [n for n, m in picks.items() if m == 4] == ["resnet-3", "resnet-4", "yolov3-3", "yolov3-4", "yolov3-5"]
+    for name in TABLE2_NAMES:
+        p = CATALOGUE[name]
+        assert (gemm_multiplies(p, 6) < gemm_multiplies(p, 4)) == (picks[name] == 6)
+    assert gemm_multiplies(CATALOGUE["resnet-3"], 6) == gemm_multiplies(CATALOGUE["resnet-3"], 4)   # 14 x 14: a tie
+    from megasim.workloads.problem import ConvProblem
+    assert gemm_multiplies(ConvProblem(2, 1, 1, 5, 7), 4) == 36 * 2 * 2 * 2 and default_tile(ConvProblem(1, 1, 1, 12, 12)) == 6
+
+
+def test_conv2d_runs_the_layers_default_tile():
+    from gpu import winograd as gw
+    from megasim.workloads.problem import ConvProblem
+    assert gw._config(None, None, "fused", None, ConvProblem(1, 3, 4, 12, 12)).m == 6
+    assert gw._config(None, None, "nonfused", None, ConvProblem(1, 3, 4, 8, 8)).m == 4
+    assert gw._config(2, None, "fused", None, ConvProblem(1, 3, 4, 12, 12)).m == 2     # m given
+    x, w = inputs(1, 3, 4, 12, 11, seed=64)                                           # default: F(6x6)
+    assert rel_err(conv2d(x, w, schedule="nonfused"), direct_conv2d_reference(x, w)) <= TOL
+
+
+def test_bench_takes_the_tile_from_config_or_the_layer():
+    from experiments.winograd_bench import parse_args
+    assert not parse_args(["--config", "pairs=4"]).tile_given
+    assert parse_args(["--config", "pairs=4, tile=6"]).tile_given
+    assert parse_args(["--config", "tile=6"]).fused_config.m == 6

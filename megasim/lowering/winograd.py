@@ -81,8 +81,10 @@ GEMM_GENERIC_REGISTERS = 128
 # 128 threads per SM) and the persistent one at 216 (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 128
 PERSISTENT_MEGAKERNEL_REGISTERS = 216
-# The transform kernels (ftrans, itrans, otrans).
+# The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(6x6) has its own
+# (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m6 ...``).
 TRANSFORM_REGISTERS = (48, 72, 80)
+TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 6: (40, 96, 72)}
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
 # Default pairs per transform thread by schedule (measured on the H200, docs/notes.md, session 4): in the
 # megakernel (3 blocks per SM, a fixed per-task claim/poll/fence cost) 4 pairs per thread made the best
@@ -108,7 +110,7 @@ class WinogradConfig:
     1.34x faster per flop than 32 x 64 on the H200 (docs/notes.md, "GEMM tuning on H200").
     ``gemm_registers`` None means the registers of gpu/'s kernel for this config (GEMM_FAST_PATHS)."""
 
-    m: int = 4                      # output tile: F(4x4,3x3) or F(2x2,3x3)
+    m: int = 4                      # output tile: F(4x4,3x3), F(2x2,3x3) or F(6x6,3x3) (``default_tile``)
     tiles_per_group: int = DEFAULT_TILES_PER_GROUP   # t: tiles per task group (rows of each GEMM task)
     transform_threads: int = 128    # threads per transform block
     transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn
@@ -168,7 +170,7 @@ class WinogradConfig:
         gpu/'s kernels' own (TRANSFORM_REGISTERS)."""
         if self.transform_registers is not None:
             return (self.transform_registers,) * 3
-        return TRANSFORM_REGISTERS
+        return TRANSFORM_REGISTERS_BY_TILE[self.m]
 
     @property
     def gemm_registers_used(self) -> int:
@@ -217,6 +219,21 @@ def winograd_shape(problem: ConvProblem, cfg: WinogradConfig) -> WinogradShape:
     rows = min(t, tiles)
     return WinogradShape(ty, tx, tiles, -(-tiles // t), k_tiles, n_f, -(-rows * problem.c // per_task),
                          cfg.alpha ** 2 * k_tiles, -(-rows * problem.k // per_task))
+
+
+def gemm_multiplies(problem: ConvProblem, m: int) -> int:
+    """Multiplies of the batched GEMM of F(m x m, 3x3) per (input, output) channel pair: alpha^2 per tile,
+    the tiles that overhang the image's edge counted whole."""
+    return (m + 2) ** 2 * problem.n * -(-problem.out_h // m) * -(-problem.out_w // m)
+
+
+def default_tile(problem: ConvProblem) -> int:
+    """The output tile ``gpu.winograd.conv2d`` uses for a layer unless told: 6 where F(6x6)'s GEMM has fewer
+    multiplies than F(4x4)'s (1.78 per output against 2.25, less the 8 x 8 tiles' overhang: 0.82-0.91x on 8 of
+    the 13 Table-2 layers), else 4 (the sides 14, 16 and 32 tie; 7 and 8 need 1.78x the multiplies). Measured
+    on the H200 (session 29, docs/winograd_gpu.md): where the count is below F(4x4)'s, F(6x6) ran the fused
+    schedule 1.05-1.22x faster; on the ties 0.95-1.00x, on the 7 x 7 and 8 x 8 layers 0.6x."""
+    return 6 if gemm_multiplies(problem, 6) < gemm_multiplies(problem, 4) else 4
 
 
 def check_supported(problem: ConvProblem) -> None:
