@@ -118,12 +118,13 @@ def _kernels(gemm_math: str = "fp32") -> dict:
         # the builds for conv2d's default implementation alone (gpu.megakernel.SPECIALISED)
         "megakernel_specialised": (mk.kernels_for(gemm_math, True).megakernel.py_func, mega_args),
         "megakernel_persistent_specialised": (mk.kernels_for(gemm_math, True).megakernel_persistent.py_func, mega_args),
-        # F(6x6)'s own builds (gpu.megakernel.OWN_BUILD_TILES)
-        "megakernel_m6": (mk.kernels_for(gemm_math, m=6).megakernel.py_func, mega_args),
-        "ftrans_kernel_m6": (mk.transform_kernels_for(6).ftrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
-        "itrans_kernel_m6": (mk.transform_kernels_for(6).itrans_kernel.py_func, (i32_2, i32_1, f4, f3)),
-        "otrans_kernel_m6": (mk.transform_kernels_for(6).otrans_kernel.py_func, (i32_2, i32_1, f3, f4)),
     }
+    for m in mk.OWN_BUILD_TILES:    # F(5x5)'s and F(6x6)'s own builds
+        out[f"megakernel_m{m}"] = (mk.kernels_for(gemm_math, m=m).megakernel.py_func, mega_args)
+        out[f"megakernel_persistent_m{m}"] = (mk.kernels_for(gemm_math, m=m).megakernel_persistent.py_func, mega_args)
+        out[f"ftrans_kernel_m{m}"] = (mk.transform_kernels_for(m).ftrans_kernel.py_func, (i32_2, i32_1, f4, f3))
+        out[f"itrans_kernel_m{m}"] = (mk.transform_kernels_for(m).itrans_kernel.py_func, (i32_2, i32_1, f4, f3))
+        out[f"otrans_kernel_m{m}"] = (mk.transform_kernels_for(m).otrans_kernel.py_func, (i32_2, i32_1, f3, f4))
     for layout in ((64, 64, 8, 128, 2), (64, 64, 16, 128, 2), (32, 64, 8, 128, 4)):
         out["gemm_vec_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_vec(*layout)), gemm_args)
     # issue #3's staging experiments (gpu.gemm_vec.make_gemm_staged; bench_gemm's variant suffixes)
@@ -164,7 +165,9 @@ def _own_cap(name: str) -> int | None:
             "megakernel_persistent": mk.PERSISTENT_MAX_REGISTERS,
             "megakernel_specialised": mk.MEGAKERNEL_MAX_REGISTERS,
             "megakernel_persistent_specialised": mk.PERSISTENT_MAX_REGISTERS,
-            "megakernel_m6": mk.MEGAKERNEL_MAX_REGISTERS}.get(name)
+            "megakernel_m5": mk.MEGAKERNEL_MAX_REGISTERS, "megakernel_m6": mk.MEGAKERNEL_MAX_REGISTERS,
+            "megakernel_persistent_m5": mk.PERSISTENT_MAX_REGISTERS,
+            "megakernel_persistent_m6": mk.PERSISTENT_MAX_REGISTERS}.get(name)
 
 
 def main(argv=None) -> int:

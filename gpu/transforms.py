@@ -15,7 +15,7 @@ Tensor elements are addressed by flat index from one base per thread (``gpu.vect
 ``store1``: no per-dimension wrap-around and stride multiplies, which cost ~20 integer instructions
 per element with Numba's 4-D indexing); the tensors must be C-contiguous.
 
-For each supported tile size m (2, 4 and 6) this module defines three device functions:
+For each supported tile size m (2, 4, 5 and 6) this module defines three device functions:
 
 - ``ftrans_pair_m{m}(w, U, k, c)``: reads w[k, c, 0:3, 0:3] (KCRS), writes U[e, c, k], e = i*alpha + j.
 - ``itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W)``: reads the alpha x alpha window of x (NHWC)
@@ -41,9 +41,9 @@ from megasim.lowering.winograd_math import SUPPORTED_TILES, matrices
 PY_FUNCS: dict = {}
 # Tiles of alpha = m + 2 at least this are generated streamed (``_two_sided``'s load_column / store_row), with
 # their strides opaque (``_stride``).
-STREAMED_ALPHA = 8
+STREAMED_ALPHA = 7
 # MEGASIM_OPAQUE_STRIDES (read at import; session 29): "streamed" (default) makes the strides opaque in the
-# streamed (F(6x6)) code only, "all" in every tile size's code too (an experiment on the F(2x2) and F(4x4) PTX).
+# streamed (F(5x5), F(6x6)) code only, "all" in every tile size's code too (an experiment on the F(2x2) and F(4x4) PTX).
 OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("streamed", "all"), "streamed")
 
 

@@ -122,8 +122,9 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     Algorithm1Params, or any valid megasim
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
-    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4 or 6) defaults to config.m, or
-    ``megasim.lowering.winograd.default_tile`` of the layer (6 where F(6x6)'s GEMM has fewer multiplies, else 4).
+    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4, 5 or 6) defaults to config.m, or
+    ``megasim.lowering.winograd.default_tile`` of the layer (of 4, 5 and 6 the tile whose GEMM has the fewest
+    multiplies).
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
     ``gemm_math``: the GEMM's arithmetic, "fp32" (the FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate
     by the 3xTF32 split); None: config.gemm_math (whose default is the environment's MEGASIM_GEMM_MATH,

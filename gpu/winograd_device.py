@@ -38,8 +38,9 @@ from numba import cuda, float32
 from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.switches import env_choice
-from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, ftrans_pair_m6, itrans_pair_m2, itrans_pair_m4,
-                            itrans_pair_m6, otrans_pair_m2, otrans_pair_m4, otrans_pair_m6)
+from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, ftrans_pair_m5, ftrans_pair_m6, itrans_pair_m2,
+                            itrans_pair_m4, itrans_pair_m5, itrans_pair_m6, otrans_pair_m2, otrans_pair_m4,
+                            otrans_pair_m5, otrans_pair_m6)
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Kind ids: the position in megasim.lowering.winograd.KINDS.
@@ -86,10 +87,10 @@ def _tile_coords(tile, prm):
 
 def make_transform_tasks(M_FIXED: int = 0):
     """(ftrans_task, itrans_task, otrans_task) device functions. ``M_FIXED`` 0: the output tile m
-    is read from ``prm`` at run time (F(4x4) and F(2x2) compiled in); 2, 4 or 6: only that tile size is
-    compiled (``gpu.megakernel``'s specialised build: 4; its F(6x6) build: 6).
+    is read from ``prm`` at run time (F(4x4) and F(2x2) compiled in); 2, 4, 5 or 6: only that tile size is
+    compiled (``gpu.megakernel``'s specialised build: 4; its F(5x5) and F(6x6) builds: 5, 6).
 
-    F(6x6) has builds of its own because its input transform holds an 8 x 8 product (ptxas, sm_90: 168
+    F(5x5) and F(6x6) have builds of their own because its input transform holds an 8 x 8 product (ptxas, sm_90: 168
     registers for the task alone, 212 bytes spilled at the megakernel's cap of 128); compiled into the
     general build it took the non-fused input-transform kernel from 72 to 208 registers (fewer blocks per
     SM for every tile size) and the megakernel's spills from 44 to 620 bytes."""
@@ -116,6 +117,8 @@ def make_transform_tasks(M_FIXED: int = 0):
                 k = kt * gk + (p - c * width)
                 if M_FIXED == 6:
                     ftrans_pair_m6(w, U, k, c)
+                elif M_FIXED == 5:
+                    ftrans_pair_m5(w, U, k, c)
                 elif (prm[P_M] if M_FIXED == 0 else M_FIXED) == 4:
                     ftrans_pair_m4(w, U, k, c)
                 else:
@@ -148,6 +151,8 @@ def make_transform_tasks(M_FIXED: int = 0):
                 x0 = m * tx - prm[P_PAD]
                 if M_FIXED == 6:
                     itrans_pair_m6(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+                elif M_FIXED == 5:
+                    itrans_pair_m5(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 elif m == 4:
                     itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 else:
@@ -179,6 +184,8 @@ def make_transform_tasks(M_FIXED: int = 0):
                 n, ty, tx = _tile_coords(tile, prm)
                 if M_FIXED == 6:
                     otrans_pair_m6(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+                elif M_FIXED == 5:
+                    otrans_pair_m5(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 elif m == 4:
                     otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 else:

@@ -73,7 +73,7 @@ AWKWARD = (1, 3, 5, 5, 7)
 
 # --- generated transforms (pure Python, no kernel) ------------------------------------------------
 
-@pytest.mark.parametrize("m", [2, 4, 6])
+@pytest.mark.parametrize("m", [2, 4, 5, 6])
 def test_generated_transforms_match_the_matrices(m):
     bt, g, at = matrices(m)
     a = m + 2

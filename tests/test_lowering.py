@@ -201,7 +201,7 @@ def test_lowering_is_deterministic():
     assert lower_winograd(p).hash != lower_winograd(p, WinogradConfig(m=2)).hash
 
 
-@pytest.mark.parametrize("m", [2, 4, 6])
+@pytest.mark.parametrize("m", [2, 4, 5, 6])
 @pytest.mark.parametrize("shape", [(1, 3, 2, 7, 9, 1), (2, 2, 3, 4, 5, 0), (1, 1, 1, 1, 1, 1)])
 def test_winograd_reference_matches_direct(m, shape):
     n, c, k, h, w, pad = shape

@@ -81,10 +81,12 @@ GEMM_GENERIC_REGISTERS = 128
 # 128 threads per SM) and the persistent one at 216 (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 128
 PERSISTENT_MEGAKERNEL_REGISTERS = 216
-# The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(6x6) has its own
-# (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m6 ...``).
+# The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(5x5) and F(6x6)
+# have their own (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m5 ...``).
 TRANSFORM_REGISTERS = (48, 72, 80)
-TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 6: (40, 96, 72)}
+TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72)}
+# The tiles ``default_tile`` chooses among (F(2x2) needs more multiplies than F(4x4) for any layer).
+DEFAULT_TILE_CHOICES = (4, 5, 6)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
 # Default pairs per transform thread by schedule (measured on the H200, docs/notes.md, session 4): in the
 # megakernel (3 blocks per SM, a fixed per-task claim/poll/fence cost) 4 pairs per thread made the best
@@ -110,7 +112,7 @@ class WinogradConfig:
     1.34x faster per flop than 32 x 64 on the H200 (docs/notes.md, "GEMM tuning on H200").
     ``gemm_registers`` None means the registers of gpu/'s kernel for this config (GEMM_FAST_PATHS)."""
 
-    m: int = 4                      # output tile: F(4x4,3x3), F(2x2,3x3) or F(6x6,3x3) (``default_tile``)
+    m: int = 4                      # output tile m of F(m x m, 3x3): 2, 4, 5 or 6 (``default_tile``)
     tiles_per_group: int = DEFAULT_TILES_PER_GROUP   # t: tiles per task group (rows of each GEMM task)
     transform_threads: int = 128    # threads per transform block
     transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn
@@ -228,12 +230,15 @@ def gemm_multiplies(problem: ConvProblem, m: int) -> int:
 
 
 def default_tile(problem: ConvProblem) -> int:
-    """The output tile ``gpu.winograd.conv2d`` uses for a layer unless told: 6 where F(6x6)'s GEMM has fewer
-    multiplies than F(4x4)'s (1.78 per output against 2.25, less the 8 x 8 tiles' overhang: 0.82-0.91x on 8 of
-    the 13 Table-2 layers), else 4 (the sides 14, 16 and 32 tie; 7 and 8 need 1.78x the multiplies). Measured
-    on the H200 (session 29, docs/winograd_gpu.md): where the count is below F(4x4)'s, F(6x6) ran the fused
-    schedule 1.05-1.22x faster; on the ties 0.95-1.00x, on the 7 x 7 and 8 x 8 layers 0.6x."""
-    return 6 if gemm_multiplies(problem, 6) < gemm_multiplies(problem, 4) else 4
+    """The output tile ``gpu.winograd.conv2d`` uses for a layer unless told: of F(4x4), F(5x5) and F(6x6) (2.25,
+    1.96 and 1.78 multiplies per output), the one whose GEMM has the fewest multiplies with the tiles that
+    overhang the image counted whole; on a tie the smaller tile (fewer transform flops, a smaller FP32 error).
+    On the 13 Table-2 layers: F(6x6) on 8 (0.82-0.91x F(4x4)'s multiplies), F(5x5) on the 14 x 14 one (0.77x),
+    F(4x4) on the 16 x 16, 32 x 32, 7 x 7 and 8 x 8 ones. Measured on the H200 (session 29,
+    docs/winograd_gpu.md): F(6x6) ran the fused schedule 1.05-1.22x faster where it has fewer multiplies, 0.95-1.00x
+    on the ties (14, 16 and 32) and 0.6x on the 7 x 7 and 8 x 8 layers."""
+    counts = {m: gemm_multiplies(problem, m) for m in DEFAULT_TILE_CHOICES}
+    return min(DEFAULT_TILE_CHOICES, key=lambda m: (counts[m], m))
 
 
 def check_supported(problem: ConvProblem) -> None:

@@ -36,12 +36,25 @@ _F63 = dict(
         [0, 1, -1, 8, -8, 1 / 8, -1 / 8, 0], [0, 1, 1, 16, 16, 1 / 16, 1 / 16, 0],
         [0, 1, -1, 32, -32, 1 / 32, -1 / 32, 1]],
 )
-SUPPORTED_TILES = (2, 4, 6)
+# F(5x5, 3x3): Cook-Toom at the points 0, +-1, +-1/2, 2 and infinity (B^T solved from A^T and G so that the 1-D
+# identity holds; tests/test_winograd_big_tiles.py checks it exact): 1.96 multiplies per output. Of the 13 Table-2
+# layers only the 14 x 14 one needs fewer GEMM multiplies with it than with F(4x4) or F(6x6) (``default_tile``).
+# The point set 0, +-1, +-2, 1/2 gave a 10% larger FP32 error in a NumPy float32 emulation (C = 256).
+_F53 = dict(
+    BT=[[1 / 2, -1 / 4, -5 / 2, 5 / 4, 2, -1, 0], [0, 1 / 2, 1 / 4, -9 / 4, -1, 1, 0],
+        [0, -1 / 2, 3 / 4, 7 / 4, -3, 1, 0], [0, 1, 3 / 2, -2, -3 / 2, 1, 0], [0, -1, 5 / 2, 0, -5 / 2, 1, 0],
+        [0, 1 / 4, 0, -5 / 4, 0, 1, 0], [0, -1 / 2, 1 / 4, 5 / 2, -5 / 4, -2, 1]],
+    G=[[2, 0, 0], [-2 / 3, -2 / 3, -2 / 3], [-2 / 9, 2 / 9, -2 / 9], [16 / 9, 8 / 9, 4 / 9],
+       [16 / 15, -8 / 15, 4 / 15], [2 / 45, 4 / 45, 8 / 45], [0, 0, 1]],
+    AT=[[1, 1, 1, 1, 1, 1, 0], [0, 1, -1, 1 / 2, -1 / 2, 2, 0], [0, 1, 1, 1 / 4, 1 / 4, 4, 0],
+        [0, 1, -1, 1 / 8, -1 / 8, 8, 0], [0, 1, 1, 1 / 16, 1 / 16, 16, 1]],
+)
+SUPPORTED_TILES = (2, 4, 5, 6)
 
 
 def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(B^T, G, A^T) of F(m x m, 3 x 3) as float64 arrays."""
-    table = {6: _F63, 4: _F43, 2: _F23}[m]
+    table = {6: _F63, 5: _F53, 4: _F43, 2: _F23}[m]
     return tuple(np.array(table[k], dtype=np.float64) for k in ("BT", "G", "AT"))  # type: ignore[return-value]
 
 
