@@ -8,6 +8,10 @@ parameters used per layer). DIR defaults to ``experiments/results/<device-slug>/
 set (the lent GPU machine) a copy also goes to ``$OUT/results/<device-slug>/``. The CSV is rewritten
 after every layer, so a crash keeps the layers done.
 
+Our implementations run each layer's Winograd tile, ``megasim.lowering.winograd.default_tile`` (as ``conv2d``
+does; F(4x4) everywhere before session 29), unless ``--config`` names a ``tile``; the tile is in the JSON's
+``per_layer`` and in the ``detail`` column.
+
 Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with the GPU API's default parameters (as ``gpu.winograd.conv2d``
   with no mapping: ``megasim.mapping.recommended_params`` since the end of session 24; the tightest

@@ -295,7 +295,7 @@ class MathKernels:
 
 
 # Two builds of the megakernels per GEMM math (session 27). The general one holds every implementation path
-# (F(2x2), F(4x4) and F(6x6) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
+# (F(2x2) and F(4x4) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
 # specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
 # SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
 # spills, and the persistent build 144 registers instead of 214 (session 28's GEMM: 0 / 44 bytes, 168 / 210

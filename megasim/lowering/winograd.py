@@ -85,7 +85,8 @@ PERSISTENT_MEGAKERNEL_REGISTERS = 216
 # have their own (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m5 ...``).
 TRANSFORM_REGISTERS = (48, 72, 80)
 TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72)}
-# The tiles ``default_tile`` chooses among (F(2x2) needs more multiplies than F(4x4) for any layer).
+# The tiles ``default_tile`` chooses among (F(2x2), 4 multiplies per output, has fewer than F(4x4) only where a side
+# of the output is at most 2 pixels).
 DEFAULT_TILE_CHOICES = (4, 5, 6)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
 # Default pairs per transform thread by schedule (measured on the H200, docs/notes.md, session 4): in the
