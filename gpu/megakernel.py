@@ -72,8 +72,8 @@ from numba import cuda, int32
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.switches import env_choice
 from gpu.trace import globaltimer, smid
-from gpu.winograd_device import (FAST_B, FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task,
-                                 make_transform_tasks, otrans_task)
+from gpu.winograd_device import (FAST_B, FTRANS, GEMM, ITRANS, OPAQUE_STRIDES, OTRANS, ftrans_task, gemm_task_for,
+                                 itrans_task, make_transform_tasks, otrans_task)
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Task table columns.
@@ -326,7 +326,8 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
     gemm_task = gemm_task_for(gemm_math)
     if specialised:
         mk_gemm_task = gemm_task_for(gemm_math, only_b=True)
-        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0])
+        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0],
+                                                                              opaque=OPAQUE_STRIDES == "all")
     elif m_fixed:
         mk_gemm_task = gemm_task
         mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(m_fixed)
@@ -519,12 +520,9 @@ class TransformKernels:
 
 
 def _build_transform_kernels(m_fixed: int = 0) -> TransformKernels:
-    """The three non-fused transform kernels around ``make_transform_tasks(m_fixed)`` (0: the general build's
-    tasks, F(4x4) and F(2x2) chosen at run time)."""
-    if m_fixed:
-        k_ftrans_task, k_itrans_task, k_otrans_task = make_transform_tasks(m_fixed)
-    else:
-        k_ftrans_task, k_itrans_task, k_otrans_task = ftrans_task, itrans_task, otrans_task
+    """The three non-fused transform kernels around ``make_transform_tasks(m_fixed)`` (0: F(4x4) and F(2x2) chosen
+    at run time), their strides opaque unless MEGASIM_OPAQUE_STRIDES=none (``gpu.winograd_device.OPAQUE_STRIDES``)."""
+    k_ftrans_task, k_itrans_task, k_otrans_task = make_transform_tasks(m_fixed, opaque=OPAQUE_STRIDES != "none")
 
     @cuda.jit
     def ftrans_kernel(table, prm, w, U):

@@ -23,6 +23,10 @@ For each supported tile size m (2, 4, 5 and 6) this module defines three device 
 - ``otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q)``: reads M[e, tile, k]; writes the m x m outputs
   Y[n, oy + i, ox + j, k] (NHWK) that fall inside [0, P) x [0, Q).
 
+F(5x5) and F(6x6) are generated streamed, with opaque strides (``_two_sided``, ``_stride``); F(2x2) and F(4x4)
+also have ``*_opaque`` forms (opaque strides, the plain forms' order), which the non-fused transform kernels
+use (``gpu.winograd_device.make_transform_tasks``).
+
 ``PY_FUNCS[name]`` keeps plain Python versions (with ``py_load1`` / ``py_store1``), so tests can check
 the generated code against the matrices with NumPy arrays.
 """
@@ -34,17 +38,14 @@ import linecache
 import numpy as np
 from numba import cuda
 
-from gpu.switches import env_choice
 from gpu.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from megasim.lowering.winograd_math import SUPPORTED_TILES, matrices
 
 PY_FUNCS: dict = {}
 # Tiles of alpha = m + 2 at least this are generated streamed (``_two_sided``'s load_column / store_row), with
-# their strides opaque (``_stride``).
+# their strides opaque (``_stride``). The smaller tiles' functions come in two forms, plain and ``*_opaque``
+# (opaque strides, the same order).
 STREAMED_ALPHA = 7
-# MEGASIM_OPAQUE_STRIDES (read at import; session 29): "streamed" (default) makes the strides opaque in the
-# streamed (F(5x5), F(6x6)) code only, "all" in every tile size's code too (an experiment on the F(2x2) and F(4x4) PTX).
-OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("streamed", "all"), "streamed")
 
 
 class _Consts:
@@ -120,20 +121,25 @@ def _two_sided(left: np.ndarray, right: np.ndarray, src: str, dst: str, consts: 
     return lines
 
 
-def _stride(expr: str, alpha: int) -> str:
-    """A stride's expression; in streamed code passed through ``opaque_index``, so that the offsets made from it
+def _stride(expr: str, opaque: bool) -> str:
+    """A stride's expression; with ``opaque`` passed through ``opaque_index``, so that the offsets made from it
     (one per element of the tile) are computed per pair, not hoisted out of the task's loop over its pairs
     into registers as loop invariants (``gpu.vector_access``)."""
-    return expr if alpha < STREAMED_ALPHA and OPAQUE_STRIDES == "streamed" else f"opaque_index({expr})"
+    return f"opaque_index({expr})" if opaque else expr
 
 
-def _gen_ftrans(m: int, consts: _Consts) -> str:
+def _name(kind: str, m: int, opaque: bool) -> str:
+    """The generated function's name: ``{kind}_pair_m{m}``, with ``_opaque`` for a small tile's opaque form."""
+    return f"{kind}_pair_m{m}" + ("_opaque" if opaque and m + 2 < STREAMED_ALPHA else "")
+
+
+def _gen_ftrans(m: int, consts: _Consts, opaque: bool) -> str:
     _, g, _ = matrices(m)
     a = m + 2
-    lines = [f"def ftrans_pair_m{m}(w, U, k, c):",
+    lines = [f"def {_name('ftrans', m, opaque)}(w, U, k, c):",
              "    src = (k * w.shape[1] + c) * 9              # flat index of w[k, c, 0, 0]",
              "    dst = c * U.shape[2] + k                     # U[0, c, k]",
-             f"    plane = {_stride('U.shape[1] * U.shape[2]', a)}"]
+             f"    plane = {_stride('U.shape[1] * U.shape[2]', opaque)}"]
     lines += [f"    g{i}_{j} = load1(w, src + {3 * i + j})" for i in range(3) for j in range(3)]
     if a < STREAMED_ALPHA:
         lines += _two_sided(g, g, "g", "u", consts)
@@ -145,15 +151,15 @@ def _gen_ftrans(m: int, consts: _Consts) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _gen_itrans(m: int, consts: _Consts) -> str:
+def _gen_itrans(m: int, consts: _Consts, opaque: bool) -> str:
     bt, _, _ = matrices(m)
     a = m + 2
-    lines = [f"def itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W):",
-             f"    C = {_stride('x.shape[3]', a)}",
-             f"    row = {_stride('x.shape[2] * C', a)}",
+    lines = [f"def {_name('itrans', m, opaque)}(x, V, n, y0, x0, c, tile, H, W):",
+             f"    C = {_stride('x.shape[3]', opaque)}",
+             f"    row = {_stride('x.shape[2] * C', opaque)}",
              "    src = (n * x.shape[1] + y0) * row + x0 * C + c  # flat index of x[n, y0, x0, c] (may be outside)",
              "    dst = tile * C + c                             # V[0, tile, c]",
-             f"    plane = {_stride('V.shape[1] * C', a)}"]
+             f"    plane = {_stride('V.shape[1] * C', opaque)}"]
     for i in range(a):
         lines.append(f"    r{i} = 0 <= y0 + {i} < H")
     for j in range(a):
@@ -174,14 +180,14 @@ def _gen_itrans(m: int, consts: _Consts) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _gen_otrans(m: int, consts: _Consts) -> str:
+def _gen_otrans(m: int, consts: _Consts, opaque: bool) -> str:
     _, _, at = matrices(m)
     a = m + 2
-    lines = [f"def otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q):",
-             f"    K = {_stride('M.shape[2]', a)}",
+    lines = [f"def {_name('otrans', m, opaque)}(M, Y, n, oy, ox, tile, k, P, Q):",
+             f"    K = {_stride('M.shape[2]', opaque)}",
              "    src = tile * K + k                             # flat index of M[0, tile, k]",
-             f"    plane = {_stride('M.shape[1] * K', a)}",
-             f"    row = {_stride('Y.shape[2] * K', a)}",
+             f"    plane = {_stride('M.shape[1] * K', opaque)}",
+             f"    row = {_stride('Y.shape[2] * K', opaque)}",
              "    dst = (n * Y.shape[1] + oy) * row + ox * K + k  # Y[n, oy, ox, k]"]
     def load(i, j):
         return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
@@ -207,9 +213,10 @@ def _gen_otrans(m: int, consts: _Consts) -> str:
 def _build() -> dict:
     out = {}
     for m in SUPPORTED_TILES:
-        for gen in (_gen_ftrans, _gen_itrans, _gen_otrans):
+        forms = (True,) if m + 2 >= STREAMED_ALPHA else (False, True)
+        for gen, opaque in ((g, o) for g in (_gen_ftrans, _gen_itrans, _gen_otrans) for o in forms):
             consts = _Consts()
-            src = gen(m, consts)
+            src = gen(m, consts, opaque)
             name = src.split("(", 1)[0][4:]
             filename = f"<gpu.transforms:{name}>"
             # Registered so that tracebacks (and Numba's error messages) can show the generated lines.

@@ -38,9 +38,11 @@ from numba import cuda, float32
 from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.switches import env_choice
-from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m4, ftrans_pair_m5, ftrans_pair_m6, itrans_pair_m2,
-                            itrans_pair_m4, itrans_pair_m5, itrans_pair_m6, otrans_pair_m2, otrans_pair_m4,
-                            otrans_pair_m5, otrans_pair_m6)
+from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m2_opaque, ftrans_pair_m4, ftrans_pair_m4_opaque,
+                            ftrans_pair_m5, ftrans_pair_m6, itrans_pair_m2, itrans_pair_m2_opaque, itrans_pair_m4,
+                            itrans_pair_m4_opaque, itrans_pair_m5, itrans_pair_m6, otrans_pair_m2,
+                            otrans_pair_m2_opaque, otrans_pair_m4, otrans_pair_m4_opaque, otrans_pair_m5,
+                            otrans_pair_m6)
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Kind ids: the position in megasim.lowering.winograd.KINDS.
@@ -85,15 +87,32 @@ def _tile_coords(tile, prm):
     return n, ty, r - ty * prm[P_TILES_X]
 
 
-def make_transform_tasks(M_FIXED: int = 0):
+# MEGASIM_OPAQUE_STRIDES (read at import; session 29): where the F(2x2) and F(4x4) transforms take the strides
+# opaque (``gpu.transforms``, ``*_opaque``): "nonfused" (default) in the non-fused transform kernels only,
+# "all" in the megakernels too, "none" nowhere (F(5x5) and F(6x6) always). One device call on the H200
+# (experiments/results/nvidia-h200/f6x6_s29/call1_*): opaque everywhere made the non-fused pipeline 2.5%
+# faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best
+# 0.9% slower (the megakernel's spills 44 -> 8 bytes, yet slower).
+OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("nonfused", "all", "none"), "nonfused")
+
+
+def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
     """(ftrans_task, itrans_task, otrans_task) device functions. ``M_FIXED`` 0: the output tile m
     is read from ``prm`` at run time (F(4x4) and F(2x2) compiled in); 2, 4, 5 or 6: only that tile size is
-    compiled (``gpu.megakernel``'s specialised build: 4; its F(5x5) and F(6x6) builds: 5, 6).
+    compiled (``gpu.megakernel``'s specialised build: 4; its F(5x5) and F(6x6) builds: 5, 6). ``opaque``: the
+    F(2x2) and F(4x4) functions' ``*_opaque`` forms.
 
-    F(5x5) and F(6x6) have builds of their own because its input transform holds an 8 x 8 product (ptxas, sm_90: 168
-    registers for the task alone, 212 bytes spilled at the megakernel's cap of 128); compiled into the
-    general build it took the non-fused input-transform kernel from 72 to 208 registers (fewer blocks per
-    SM for every tile size) and the megakernel's spills from 44 to 620 bytes."""
+    F(5x5) and F(6x6) have builds of their own because their input transforms hold a 7 x 7 and an 8 x 8 product:
+    compiled into the general build (before their code was streamed with opaque strides), F(6x6) took the
+    non-fused input-transform kernel from 72 to 208 registers (fewer blocks per SM for every tile size) and the
+    megakernel's spills from 44 to 620 bytes (ptxas, sm_90)."""
+
+    if opaque:
+        f_m2, i_m2, o_m2 = ftrans_pair_m2_opaque, itrans_pair_m2_opaque, otrans_pair_m2_opaque
+        f_m4, i_m4, o_m4 = ftrans_pair_m4_opaque, itrans_pair_m4_opaque, otrans_pair_m4_opaque
+    else:
+        f_m2, i_m2, o_m2 = ftrans_pair_m2, itrans_pair_m2, otrans_pair_m2
+        f_m4, i_m4, o_m4 = ftrans_pair_m4, itrans_pair_m4, otrans_pair_m4
 
     @cuda.jit(device=True)
     def ftrans_task(kt, f, prm, w, U):
@@ -120,9 +139,9 @@ def make_transform_tasks(M_FIXED: int = 0):
                 elif M_FIXED == 5:
                     ftrans_pair_m5(w, U, k, c)
                 elif (prm[P_M] if M_FIXED == 0 else M_FIXED) == 4:
-                    ftrans_pair_m4(w, U, k, c)
+                    f_m4(w, U, k, c)
                 else:
-                    ftrans_pair_m2(w, U, k, c)
+                    f_m2(w, U, k, c)
 
     @cuda.jit(device=True)
     def itrans_task(g, s, prm, x, V):
@@ -154,9 +173,9 @@ def make_transform_tasks(M_FIXED: int = 0):
                 elif M_FIXED == 5:
                     itrans_pair_m5(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 elif m == 4:
-                    itrans_pair_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+                    i_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 else:
-                    itrans_pair_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+                    i_m2(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
 
 
     @cuda.jit(device=True)
@@ -187,13 +206,14 @@ def make_transform_tasks(M_FIXED: int = 0):
                 elif M_FIXED == 5:
                     otrans_pair_m5(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 elif m == 4:
-                    otrans_pair_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+                    o_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 else:
-                    otrans_pair_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+                    o_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
     return ftrans_task, itrans_task, otrans_task
 
 
-ftrans_task, itrans_task, otrans_task = make_transform_tasks()
+# The general build's tasks as the megakernels run them (the non-fused kernels: gpu.megakernel.transform_kernels_for).
+ftrans_task, itrans_task, otrans_task = make_transform_tasks(opaque=OPAQUE_STRIDES == "all")
 
 
 @cuda.jit(device=True)

@@ -51,15 +51,17 @@ def test_a_bad_switch_stops_the_import_with_one_line(name, value):
 
 
 def test_opaque_strides_switch():
-    """gpu.transforms (session 29): strides opaque in F(6x6)'s streamed code only unless told "all"."""
+    """gpu.winograd_device (session 29): the F(2x2)/F(4x4) transforms take opaque strides in the non-fused kernels
+    only unless told; F(5x5)/F(6x6) always."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env.pop("MEGASIM_OPAQUE_STRIDES", None)
-    code = "from gpu import transforms as t; print(t.OPAQUE_STRIDES, t._stride('C', 6), t._stride('C', 8))"
+    code = ("from gpu import winograd_device as d, transforms as t; "
+            "print(d.OPAQUE_STRIDES, t._name('itrans', 4, True), t._name('itrans', 6, True), t._stride('C', False))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                          timeout=300, check=False)
-    assert run.returncode == 0 and run.stdout.split() == ["streamed", "C", "opaque_index(C)"], run.stderr
+    assert run.returncode == 0 and run.stdout.split() == ["nonfused", "itrans_pair_m4_opaque", "itrans_pair_m6", "C"], \
+        run.stderr
     env["MEGASIM_OPAQUE_STRIDES"] = "some"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                          timeout=300, check=False)
-    assert run.returncode != 0 and "MEGASIM_OPAQUE_STRIDES='some': want one of ('streamed', 'all')" in run.stderr
-
+    assert run.returncode != 0 and "MEGASIM_OPAQUE_STRIDES='some': want one of ('nonfused', 'all', 'none')" in run.stderr
