@@ -94,10 +94,11 @@ def _two_sided(left: np.ndarray, right: np.ndarray, src: str, dst: str, consts: 
 
     With ``load_column(j)`` / ``store_row(i)`` (lists of lines), the code is streamed: column j of src is
     loaded just before the products that use it, and row i of dst stored just after it is computed, so
-    that at most the product tmp = left @ src is live at once (F(6x6): 64 floats, where 64 loaded values,
-    64 of tmp and 64 results written in three sweeps took 255 registers and spilled 632 bytes in the
-    128-register megakernel; ptxas sm_90). Without them, every tmp then every dst, in row order: the
-    order of the F(2x2) and F(4x4) code, kept so that their PTX (and its measured speed) is unchanged."""
+    that at most the product tmp = left @ src is live at once (F(6x6): 64 floats. Its first build loaded all
+    64 values, then computed, then stored: 255 registers in the non-fused input-transform kernel, 632 bytes
+    spilled in the 128-register megakernel; streamed and with opaque strides (``_stride``), 96 and 0; ptxas
+    sm_90). Without them, every tmp then every dst, in row order: the order of the F(2x2) and F(4x4) code,
+    kept so that their PTX (and its measured speed) is unchanged."""
     p, q = left.shape
     r, s = right.shape
     lines = []
@@ -164,6 +165,7 @@ def _gen_itrans(m: int, consts: _Consts, opaque: bool) -> str:
         lines.append(f"    r{i} = 0 <= y0 + {i} < H")
     for j in range(a):
         lines.append(f"    c{j} = 0 <= x0 + {j} < W")
+
     def load(i, j):
         return f"    d{i}_{j} = load1(x, src + {i} * row + {j} * C) if r{i} and c{j} else _zero"
 
@@ -189,6 +191,7 @@ def _gen_otrans(m: int, consts: _Consts, opaque: bool) -> str:
              f"    plane = {_stride('M.shape[1] * K', opaque)}",
              f"    row = {_stride('Y.shape[2] * K', opaque)}",
              "    dst = (n * Y.shape[1] + oy) * row + ox * K + k  # Y[n, oy, ox, k]"]
+
     def load(i, j):
         return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
 
