@@ -299,8 +299,9 @@ class LayerBench:
         # Workspaces depend on the problem and the tile only, so the two plans share them.
         self.cfg, self.cfg_nonfused = args.fused_config, args.nonfused_config
         if not args.tile_given:     # the layer's default tile, as gpu.winograd.conv2d picks it
-            self.cfg = dataclasses.replace(self.cfg, m=default_tile(p))
-            self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=default_tile(p))
+            tile = default_tile(p)
+            self.cfg = dataclasses.replace(self.cfg, m=tile)
+            self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=tile)
         self.plan = ex.make_plan(p, self.cfg)
         self.plan_nonfused = ex.make_plan(p, self.cfg_nonfused)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them

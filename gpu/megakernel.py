@@ -72,8 +72,8 @@ from numba import cuda, int32
 from gpu.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
 from gpu.switches import env_choice
 from gpu.trace import globaltimer, smid
-from gpu.winograd_device import (FAST_B, FTRANS, GEMM, ITRANS, OPAQUE_STRIDES, OTRANS, ftrans_task, gemm_task_for,
-                                 itrans_task, make_transform_tasks, otrans_task)
+from gpu.winograd_device import (BIG_TILES, FAST_B, FTRANS, GEMM, ITRANS, OPAQUE_STRIDES, OTRANS, ftrans_task,
+                                 gemm_task_for, itrans_task, make_transform_tasks, otrans_task)
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Task table columns.
@@ -310,7 +310,13 @@ SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_th
 # F(5x5) and F(6x6) run on builds of their own (``make_transform_tasks(m)``: its transforms, every GEMM path),
 # megakernels and non-fused transform kernels alike, so that their 7 x 7 and 8 x 8 tiles' registers cost the
 # other tile sizes nothing.
-OWN_BUILD_TILES = (5, 6)
+OWN_BUILD_TILES = BIG_TILES
+
+
+def _build_key(m: int) -> int:
+    """The key of tile m's builds in ``_KERNELS`` / ``_TRANSFORM_KERNELS``: m for a tile with builds of its own,
+    else 0 (the general build)."""
+    return m if m in OWN_BUILD_TILES else 0
 
 
 def specialised_for(config) -> bool:
@@ -478,7 +484,7 @@ def kernels_for(gemm_math: str, specialised: bool = False, m: int = 4) -> MathKe
         raise ValueError(f"gemm_math={gemm_math!r} is not allowed: it must be one of {GEMM_MATHS}") from None
     if specialised:
         return builds["specialised"]
-    return builds[m if m in OWN_BUILD_TILES else 0]
+    return builds[_build_key(m)]
 
 
 def launch_scalars(ctl) -> tuple:
@@ -558,4 +564,4 @@ otrans_kernel = _TRANSFORM_KERNELS[0].otrans_kernel
 def transform_kernels_for(m: int) -> TransformKernels:
     """The non-fused transform kernels that run tile size ``m``: its own build where m is in
     ``OWN_BUILD_TILES``, else the general one."""
-    return _TRANSFORM_KERNELS[m if m in OWN_BUILD_TILES else 0]
+    return _TRANSFORM_KERNELS[_build_key(m)]

@@ -161,13 +161,11 @@ def _sparse_kernels() -> dict:
 def _own_cap(name: str) -> int | None:
     """The register cap a kernel is compiled with on the device (``cuda.jit(max_registers=...)``)."""
     from gpu import megakernel as mk
-    return {"megakernel": mk.MEGAKERNEL_MAX_REGISTERS, "gemm_kernel": mk.GEMM_KERNEL_MAX_REGISTERS,
-            "megakernel_persistent": mk.PERSISTENT_MAX_REGISTERS,
-            "megakernel_specialised": mk.MEGAKERNEL_MAX_REGISTERS,
-            "megakernel_persistent_specialised": mk.PERSISTENT_MAX_REGISTERS,
-            "megakernel_m5": mk.MEGAKERNEL_MAX_REGISTERS, "megakernel_m6": mk.MEGAKERNEL_MAX_REGISTERS,
-            "megakernel_persistent_m5": mk.PERSISTENT_MAX_REGISTERS,
-            "megakernel_persistent_m6": mk.PERSISTENT_MAX_REGISTERS}.get(name)
+    if name.startswith("megakernel_persistent"):     # every build of either megakernel takes its kind's cap
+        return mk.PERSISTENT_MAX_REGISTERS
+    if name.startswith("megakernel"):
+        return mk.MEGAKERNEL_MAX_REGISTERS
+    return mk.GEMM_KERNEL_MAX_REGISTERS if name == "gemm_kernel" else None
 
 
 def main(argv=None) -> int:

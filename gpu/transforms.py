@@ -235,3 +235,9 @@ def _build() -> dict:
 
 
 globals().update(_build())
+
+
+def pair_functions(m: int, opaque: bool = False) -> tuple:
+    """(ftrans, itrans, otrans) pair device functions of tile m (its ``*_opaque`` forms with ``opaque``, for
+    the small tiles; the streamed big tiles have one form)."""
+    return tuple(globals()[_name(kind, m, opaque)] for kind in ("ftrans", "itrans", "otrans"))

@@ -38,11 +38,7 @@ from numba import cuda, float32
 from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.switches import env_choice
-from gpu.transforms import (ftrans_pair_m2, ftrans_pair_m2_opaque, ftrans_pair_m4, ftrans_pair_m4_opaque,
-                            ftrans_pair_m5, ftrans_pair_m6, itrans_pair_m2, itrans_pair_m2_opaque, itrans_pair_m4,
-                            itrans_pair_m4_opaque, itrans_pair_m5, itrans_pair_m6, otrans_pair_m2,
-                            otrans_pair_m2_opaque, otrans_pair_m4, otrans_pair_m4_opaque, otrans_pair_m5,
-                            otrans_pair_m6)
+from gpu.transforms import pair_functions
 from megasim.lowering.winograd import GEMM_MATHS
 
 # Kind ids: the position in megasim.lowering.winograd.KINDS.
@@ -94,6 +90,8 @@ def _tile_coords(tile, prm):
 # faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best
 # 0.9% slower (the megakernel's spills 44 -> 8 bytes, yet slower).
 OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("nonfused", "all", "none"), "nonfused")
+# The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.megakernel.OWN_BUILD_TILES).
+BIG_TILES = (5, 6)
 
 
 def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
@@ -107,12 +105,10 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
     non-fused input-transform kernel from 72 to 208 registers (fewer blocks per SM for every tile size) and the
     megakernel's spills from 44 to 620 bytes (ptxas, sm_90)."""
 
-    if opaque:
-        f_m2, i_m2, o_m2 = ftrans_pair_m2_opaque, itrans_pair_m2_opaque, otrans_pair_m2_opaque
-        f_m4, i_m4, o_m4 = ftrans_pair_m4_opaque, itrans_pair_m4_opaque, otrans_pair_m4_opaque
-    else:
-        f_m2, i_m2, o_m2 = ftrans_pair_m2, itrans_pair_m2, otrans_pair_m2
-        f_m4, i_m4, o_m4 = ftrans_pair_m4, itrans_pair_m4, otrans_pair_m4
+    f_m2, i_m2, o_m2 = pair_functions(2, opaque)
+    f_m4, i_m4, o_m4 = pair_functions(4, opaque)
+    BIG = M_FIXED in BIG_TILES          # a build of F(5x5) or F(6x6) alone (the m4 functions stand in otherwise)
+    f_big, i_big, o_big = pair_functions(M_FIXED if BIG else 4, opaque)
 
     @cuda.jit(device=True)
     def ftrans_task(kt, f, prm, w, U):
@@ -134,10 +130,8 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
             if p < npairs:
                 c = p // width
                 k = kt * gk + (p - c * width)
-                if M_FIXED == 6:
-                    ftrans_pair_m6(w, U, k, c)
-                elif M_FIXED == 5:
-                    ftrans_pair_m5(w, U, k, c)
+                if BIG:
+                    f_big(w, U, k, c)
                 elif (prm[P_M] if M_FIXED == 0 else M_FIXED) == 4:
                     f_m4(w, U, k, c)
                 else:
@@ -168,10 +162,8 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
                 n, ty, tx = _tile_coords(tile, prm)
                 y0 = m * ty - prm[P_PAD]
                 x0 = m * tx - prm[P_PAD]
-                if M_FIXED == 6:
-                    itrans_pair_m6(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
-                elif M_FIXED == 5:
-                    itrans_pair_m5(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
+                if BIG:
+                    i_big(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 elif m == 4:
                     i_m4(x, V, n, y0, x0, c, tile, prm[P_H], prm[P_W])
                 else:
@@ -201,10 +193,8 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
                 k = q - tl * K
                 tile = g * t + tl
                 n, ty, tx = _tile_coords(tile, prm)
-                if M_FIXED == 6:
-                    otrans_pair_m6(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
-                elif M_FIXED == 5:
-                    otrans_pair_m5(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
+                if BIG:
+                    o_big(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 elif m == 4:
                     o_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 else:
