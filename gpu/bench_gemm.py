@@ -14,7 +14,8 @@ times with CUDA events (median of ``--repeats``):
   global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
   (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+; after a ``v`` or ``a`` staging, ``uU`` writes
   the k-steps of a stage out U at a time (``make_gemm_staged(unroll=U)``; session 27), and ``i32`` runs its
-  index arithmetic in 32 bits (``index_bits=32``; session 28);
+  index arithmetic in 32 bits (``index_bits=32``; session 28), and ``w`` gives each thread 8 x 16 outputs
+  instead of 8 x 8 (``thread_cols=16``; session 30);
 - ``tc_TxGKxKSxNTxS[t]``: ``gpu.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor
   cores, FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+); suffix ``t``: the truncating
   split (``split="trunc"``). (Session 23 also tried a pass-major MMA order, "p", and paired-k fragment
@@ -52,23 +53,23 @@ def parse_config(s: str) -> tuple[int, int, int, int]:
     return v
 
 
-VARIANT_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(?:(v)|([ac])(\d))?(?:u(\d))?(i32)?(?:r(\d+))?$")
+VARIANT_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(?:(v)|([ac])(\d))?(?:u(\d))?(i32)?(w)?(?:r(\d+))?$")
 
 
-def parse_variant(s: str) -> tuple[tuple[int, int, int, int, int], str | None, int, int | None, int, int]:
-    """'TxGKxKSxNTxSK[v|aN|cN][uU][i32][rR]' -> ((T, GK, KS, NT, SK), staging or None, stages, register
-    cap or None, k-step unroll, index bits), or a one-line exit."""
+def parse_variant(s: str) -> tuple[tuple[int, int, int, int, int], str | None, int, int | None, int, int, int]:
+    """'TxGKxKSxNTxSK[v|aN|cN][uU][i32][w][rR]' -> ((T, GK, KS, NT, SK), staging or None, stages, register
+    cap or None, k-step unroll, index bits, thread columns (w: 16, else 8)), or a one-line exit."""
     m = VARIANT_RE.match(s)
-    if not m or ((m.group(9) or m.group(10)) and not (m.group(6) or m.group(7))):
-        raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[v|aN|cN][uU][i32][rR] (uU and "
-                         f"i32 with a staging), e.g. 64x64x8x128x2r128, 64x64x8x128x2v, 64x64x16x128x2c3, "
-                         f"64x64x16x128x2a4u4r128, 64x64x16x128x2a4i32")
+    if not m or ((m.group(9) or m.group(10) or m.group(11)) and not (m.group(6) or m.group(7))):
+        raise SystemExit(f"--vec-variants {s!r} is not allowed: want TxGKxKSxNTxSK[v|aN|cN][uU][i32][w][rR] (uU, "
+                         f"i32 and w with a staging), e.g. 64x64x8x128x2r128, 64x64x8x128x2v, 64x64x16x128x2c3, "
+                         f"64x64x16x128x2a4u4r128, 64x64x16x128x2a4i32, 128x128x16x128x1a4u2i32w")
     layout = tuple(int(m.group(i)) for i in range(1, 6))
     staging = m.group(6) or m.group(7)
     stages = int(m.group(8)) if m.group(8) else 2
     unroll = int(m.group(9)) if m.group(9) else 1
-    return (layout, staging, stages, int(m.group(11)) if m.group(11) else None, unroll,
-            32 if m.group(10) else 64)
+    return (layout, staging, stages, int(m.group(12)) if m.group(12) else None, unroll,
+            32 if m.group(10) else 64, 16 if m.group(11) else 8)
 
 
 def occupancy(regs: int, smem: int, threads: int) -> int:
@@ -84,7 +85,8 @@ def occupancy(regs: int, smem: int, threads: int) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", nargs="*", default=None)
-    ap.add_argument("--vec-variants", nargs="*", default=[], help="TxGKxKSxNTxSK[v|aN|cN][uU][i32][rR] (gpu.gemm_vec)")
+    ap.add_argument("--vec-variants", nargs="*", default=[],
+                    help="TxGKxKSxNTxSK[v|aN|cN][uU][i32][w][rR] (gpu.gemm_vec; w: 8 x 16 outputs per thread)")
     ap.add_argument("--tc-variants", nargs="*", default=[], help="TxGKxKSxNTxS[t] (gpu.gemm_tc, 3xTF32)")
     ap.add_argument("--no-generic", action="store_true")
     ap.add_argument("--prod-configs", nargs="*", default=[], help="TxGKxKSxNT configs run through gemm_kernel")
@@ -137,9 +139,9 @@ def main(argv=None) -> int:
                                                     default.gemm_k_step, 0))
 
     for s in args.vec_variants:
-        (T, GK, KS, NT, SK), staging, stages, regs_cap, unroll, index_bits = parse_variant(s)
+        (T, GK, KS, NT, SK), staging, stages, regs_cap, unroll, index_bits, cols = parse_variant(s)
         try:
-            fn = (make_gemm_staged(T, GK, KS, NT, SK, staging, stages, unroll, index_bits) if staging
+            fn = (make_gemm_staged(T, GK, KS, NT, SK, staging, stages, unroll, index_bits, cols) if staging
                   else make_gemm_vec(T, GK, KS, NT, SK))
         except ValueError as exc:
             raise SystemExit(f"--vec-variants {s!r}: {exc}")

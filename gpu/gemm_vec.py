@@ -196,15 +196,15 @@ STAGINGS = ("v", "a", "c")
 
 
 def gemm_staged_shared_bytes(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v",
-                             stages: int = 2) -> int:
+                             stages: int = 2, thread_cols: int = 8) -> int:
     """Dynamic shared memory of ``make_gemm_staged``: the A and B stage buffers ("v": 2 + 2, "a": 2
     A + ``stages`` B, "c": ``stages`` of each with A rows of KS + 4), or the k-split hand-off if
-    larger."""
+    larger (``thread_cols`` * 8 partial sums per thread of sets 1 .. SK-1)."""
     if staging == "c":
         stage = stages * (T * (KS + 4) + KS * GK)
     else:
         stage = 2 * KS * (T + 4) + (stages if staging == "a" else 2) * KS * GK
-    return 4 * max(stage, (SK - 1) * 64 * (NT // SK))
+    return 4 * max(stage, (SK - 1) * 8 * thread_cols * (NT // SK))
 
 
 if config.ENABLE_CUDASIM:
@@ -250,7 +250,7 @@ def load_quad(arr, g, avail, ok, vec):
 
 
 def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2,
-                     unroll: int = 1, index_bits: int = 64):
+                     unroll: int = 1, index_bits: int = 64, thread_cols: int = 8):
     """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiments, the
     benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; since session 6 also the executors' two
     specialised FP32 paths, ``gpu.winograd_device.FAST_A`` / ``FAST_B``). Same
@@ -295,21 +295,30 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     ``unroll=2`` fit. Contract at 32: every flat index of V, U and M below 2**31 (``gpu.executor.make_plan``
     refuses larger tensors).
 
-    Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``.
-    Raises ValueError for a layout it cannot tile."""
+    ``thread_cols`` (8 or 16; "v" and "a"): the columns of a thread's register tile. 16 gives each thread
+    8 x 16 outputs (128 accumulators: its B fragments are 4 quads, ``GK / 4`` columns apart), the
+    per-thread tile of cuBLAS's SIMT kernels: per k, 128 FFMA for 6 shared loads instead of 64 for 4, and a
+    stage's loads and loop control spread over twice the FFMAs (session 27: the 8 x 8 tile is issue-bound
+    on them). It needs ~200 registers, so it is for kernels of its own, not the 128-register megakernel.
+
+    Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``, GK a
+    multiple of ``thread_cols``. Raises ValueError for a layout it cannot tile."""
     if staging not in STAGINGS:
         raise ValueError(f"staging {staging!r}: want one of {STAGINGS}")
     if staging in ("a", "c") and stages not in (2, 3, 4):
         raise ValueError(f"stages={stages}: want 2, 3 or 4")
     if staging == "v" and stages != 2:
         raise ValueError("staging 'v' is double buffered (stages=2)")
-    TX = GK // 8
+    if thread_cols not in (8, 16) or (thread_cols == 16 and staging == "c"):
+        raise ValueError(f"thread_cols={thread_cols}: want 8, or 16 with staging 'v' or 'a'")
+    TN = thread_cols
+    TX = GK // TN
     TY = T // 8
     P = TX * TY
-    if (T % 8 or GK % 8 or P * SK != NT or KS % SK or KS % 4 or NT > 1024
+    if (T % 8 or GK % TN or P * SK != NT or KS % SK or KS % 4 or NT > 1024
             or (staging == "c" and KS % (4 * SK))):
         raise ValueError(f"no staged vector GEMM layout for T={T}, GK={GK}, KS={KS}, NT={NT}, SK={SK} "
-                         f"(want T, GK multiples of 8, NT = SK * T/8 * GK/8, KS a multiple of SK and 4"
+                         f"(want T a multiple of 8, GK of {TN}, NT = SK * T/8 * GK/{TN}, KS a multiple of SK and 4"
                          f"{', and of 4 * SK' if staging == 'c' else ''})")
     if unroll not in (1, 2, 4, 8) or (KS // SK) % unroll or (unroll > 1 and staging == "c"):
         raise ValueError(f"unroll={unroll}: want 1, 2, 4 or 8 dividing KS / SK = {KS // SK}, and staging 'v' or 'a'")
@@ -328,6 +337,9 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     B0 = NA * A_ST
     HALF_R = T // 2
     HALF_C = GK // 2
+    FRAG_C = GK // (TN // 4)      # columns between a thread's B quads (HALF_C at 8 x 8)
+    ACC = 8 * TN                  # accumulators per thread
+    QACC = ACC // 4
     KQ4 = KS // 4                 # A quads per row per stage
     GQ = GK // 4                  # B quads per k row
     QA = T * KQ4                  # A quads per stage
@@ -456,7 +468,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                 acc[i * 8 + jj] += av[i] * bv[jj]
 
     @cuda.jit(device=True)
-    def k_step_t(acc, smem, qa, qb):
+    def k_step_t8(acc, smem, qa, qb):
         """One k of "v" / "a": the thread's two A fragments (transposed A at ``qa``) and two B
         fragments (at ``qb``), 64 FMAs."""
         a0, a1, a2, a3 = load4(smem, qa)
@@ -468,6 +480,46 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         for i in range(8):
             for jj in range(8):
                 acc[i * 8 + jj] += av[i] * bv[jj]
+
+    @cuda.jit(device=True)
+    def k_step_t16(acc, smem, qa, qb):
+        """One k at ``thread_cols=16``: two A fragments and four B fragments (``FRAG_C`` apart), 128 FMAs."""
+        a0, a1, a2, a3 = load4(smem, qa)
+        a4, a5, a6, a7 = load4(smem, qa + HALF_R)
+        b0, b1, b2, b3 = load4(smem, qb)
+        b4, b5, b6, b7 = load4(smem, qb + FRAG_C)
+        b8, b9, b10, b11 = load4(smem, qb + 2 * FRAG_C)
+        b12, b13, b14, b15 = load4(smem, qb + 3 * FRAG_C)
+        av = (a0, a1, a2, a3, a4, a5, a6, a7)
+        bl = (b0, b1, b2, b3, b4, b5, b6, b7)
+        br = (b8, b9, b10, b11, b12, b13, b14, b15)
+        # two 8 x 8 nests: LLVM writes out a nest of 64 FMAs, not one of 128 (the accumulators would
+        # then live in local memory)
+        for i in range(8):
+            for jj in range(8):
+                acc[i * 16 + jj] += av[i] * bl[jj]
+        for i in range(8):
+            for jj in range(8):
+                acc[i * 16 + 8 + jj] += av[i] * br[jj]
+
+    k_step_t = k_step_t16 if TN == 16 else k_step_t8
+
+    @cuda.jit(device=True)
+    def store_quad(M, acc, q, row_base, n0, width, full):
+        """acc[q:q + 4] into M at row_base + n0 .. + 3, the columns at or past ``width`` left out."""
+        if full:
+            store4(M, IX(row_base + n0), acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
+        else:
+            for jj in range(4):
+                if n0 + jj < width:
+                    store1(M, IX(row_base + n0 + jj), acc[q + jj])
+
+    @cuda.jit(device=True)
+    def store_row(M, acc, q0, r, rows, m_base, K, tx, width, full):
+        """A thread's row of 16 outputs at thread_cols=16, acc[q0:q0 + 16], into M's row ``r``."""
+        if r < rows:
+            for h in range(4):
+                store_quad(M, acc, q0 + h * 4, IX(m_base + r * K), IX(tx * 4 + h * FRAG_C), width, full)
 
     @cuda.jit(device=True)
     def gemm_staged(g, j, prm, V, U, M):
@@ -488,7 +540,7 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         vec_a = C % 4 == 0                       # A rows 16-byte aligned (device arrays are)
         vec_b = K % 4 == 0                       # B rows 16-byte aligned
         smem = cuda.shared.array(0, float32, alignment=SHARED_ALIGNMENT)
-        acc = cuda.local.array(64, float32)
+        acc = cuda.local.array(ACC, float32)
         ra = cuda.local.array(RA, float32)
         rb = cuda.local.array(RB, float32)
         active = tid < NT
@@ -498,6 +550,9 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         ty = IX(lt // TX)
         for q in range(64):
             acc[q] = ZERO
+        if TN == 16:     # (a second loop of 64: one of 128 stays rolled, see k_step_t16)
+            for q in range(64):
+                acc[64 + q] = ZERO
         # prologue: stage 0 (and, with a cp.async ring, stages 1 .. NS-2)
         if ASYNC_B:
             for p in range(IX(NS - 1)):
@@ -561,7 +616,10 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
                 else:
                     pa = IX(a_thr + buf * A_ST)
                     pb = IX(b_thr + slot * B_ST)
-                    if UNROLL == 1:   # (written inline, not through k_step_t: ptxas orders the loads
+                    if UNROLL == 1 and TN == 16:
+                        for kq in range(IX(KQ)):
+                            k_step_t(acc, smem, IX(pa + kq * (SK * AS)), IX(pb + kq * (SK * GK)))
+                    elif UNROLL == 1:   # (written inline, not through k_step_t: ptxas orders the loads
                         for kq in range(IX(KQ)):  # of the two forms differently in the megakernel)
                             a0, a1, a2, a3 = load4(smem, IX(pa + kq * (SK * AS)))
                             a4, a5, a6, a7 = load4(smem, IX(pa + kq * (SK * AS) + HALF_R))
@@ -612,14 +670,14 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
             wait_all()                           # (only empty groups can be left) before smem reuse
         if SK > 1:  # as make_gemm_vec: sets 1..SK-1 hand their sums to set 0
             if active and sub > 0:
-                for q4 in range(16):
-                    store4(smem, (((sub - 1) * 16 + q4) * P + lt) * 4, acc[4 * q4], acc[4 * q4 + 1],
+                for q4 in range(QACC):
+                    store4(smem, (((sub - 1) * QACC + q4) * P + lt) * 4, acc[4 * q4], acc[4 * q4 + 1],
                            acc[4 * q4 + 2], acc[4 * q4 + 3])
             cuda.syncthreads()
             if active and sub == 0:
                 for q2 in range(SK - 1):
-                    for q4 in range(16):
-                        h0, h1, h2, h3 = load4(smem, ((q2 * 16 + q4) * P + lt) * 4)
+                    for q4 in range(QACC):
+                        h0, h1, h2, h3 = load4(smem, ((q2 * QACC + q4) * P + lt) * 4)
                         acc[4 * q4] += h0
                         acc[4 * q4 + 1] += h1
                         acc[4 * q4 + 2] += h2
@@ -627,20 +685,31 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
         if active and sub == 0:
             m_base = IX((e * tiles + row0) * K + col0)
             full = width == GK and K % 4 == 0
-            for i in range(8):
-                r = IX(ty * 4 + (i & 3) + (i >> 2) * HALF_R)
-                if r < rows:
-                    for h in range(2):
-                        n0 = IX(tx * 4 + h * HALF_C)
-                        q = i * 8 + h * 4
-                        if full:
-                            store4(M, IX(m_base + r * K + n0), acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
-                        else:
-                            for jj in range(4):
-                                if n0 + jj < width:
-                                    store1(M, IX(m_base + r * K + n0 + jj), acc[q + jj])
+            if TN == 16:   # the rows written out: a loop over them stays rolled, and the accumulators
+                r0 = IX(ty * 4)              # would go to local memory
+                store_row(M, acc, 0, r0, rows, m_base, K, tx, width, full)
+                store_row(M, acc, 16, IX(r0 + 1), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 32, IX(r0 + 2), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 48, IX(r0 + 3), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 64, IX(r0 + HALF_R), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 80, IX(r0 + HALF_R + 1), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 96, IX(r0 + HALF_R + 2), rows, m_base, K, tx, width, full)
+                store_row(M, acc, 112, IX(r0 + HALF_R + 3), rows, m_base, K, tx, width, full)
+            else:
+                for i in range(8):
+                    r = IX(ty * 4 + (i & 3) + (i >> 2) * HALF_R)
+                    if r < rows:
+                        for h in range(2):
+                            n0 = IX(tx * 4 + h * HALF_C)
+                            q = i * 8 + h * 4
+                            if full:
+                                store4(M, IX(m_base + r * K + n0), acc[q], acc[q + 1], acc[q + 2], acc[q + 3])
+                            else:
+                                for jj in range(4):
+                                    if n0 + jj < width:
+                                        store1(M, IX(m_base + r * K + n0 + jj), acc[q + jj])
 
-    gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS)
+    gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS, TN)
     gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS,
-                              unroll=unroll)
+                              unroll=unroll, thread_cols=TN)
     return gemm_staged

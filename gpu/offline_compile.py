@@ -132,6 +132,12 @@ def _kernels(gemm_math: str = "fp32") -> dict:
         for staging, stages, suffix in (("v", 2, "v"), ("a", 2, "a2"), ("a", 3, "a3"), ("c", 2, "c2"), ("c", 3, "c3")):
             out["gemm_vec_" + "x".join(map(str, layout)) + suffix] = (
                 _one_block_per_task(make_gemm_staged(*layout, staging=staging, stages=stages)), gemm_args)
+    # 8 x 16 outputs per thread (thread_cols=16; bench_gemm's suffix "w"), in kernels of their own
+    for layout in ((128, 128, 16, 128, 1), (128, 128, 8, 128, 1), (64, 128, 16, 64, 1), (128, 64, 16, 128, 2)):
+        for stages, unroll in ((4, 1), (4, 2), (3, 2)):
+            out["gemm_vec_" + "x".join(map(str, layout)) + f"a{stages}u{unroll}i32w"] = (
+                _one_block_per_task(make_gemm_staged(*layout, staging="a", stages=stages, unroll=unroll,
+                                                     index_bits=32, thread_cols=16)), gemm_args)
     # the tensor-core GEMM (gpu.gemm_tc; bench_gemm's --tc-variants)
     for layout in ((64, 64, 16, 128, 4), (64, 64, 32, 128, 3), (32, 64, 16, 128, 4), (128, 64, 16, 128, 3)):
         out["gemm_tc_" + "x".join(map(str, layout))] = (_one_block_per_task(make_gemm_tc(*layout)), gemm_args)

@@ -136,3 +136,25 @@ def test_32_bit_index_arithmetic_matches_float64(layout, shape, staging, stages,
 def test_index_bits_other_than_32_or_64_are_refused():
     with pytest.raises(ValueError, match="index_bits=16: want 32 or 64"):
         make_gemm_staged(16, 16, 8, 8, 2, staging="a", stages=2, index_bits=16)
+
+
+@pytest.mark.parametrize("staging, stages, unroll", [("v", 2, 1), ("a", 4, 2), ("a", 3, 1)])
+@pytest.mark.parametrize("layout, shape", [
+    ((16, 32, 8, 8, 2), (2, 11, 13, 9)),      # 8 x 16 per thread; both scalar fallbacks, rows < T, width < GK
+    ((8, 32, 8, 4, 2), (1, 6, 44, 36)),       # 6 stages, the last partial; a second k-tile 4 columns wide
+    ((16, 32, 16, 4, 1), (1, 21, 36, 40)),    # no k-split; 2 row groups
+])
+def test_16_thread_columns_match_float64(layout, shape, staging, stages, unroll):
+    fn = make_gemm_staged(*layout, staging=staging, stages=stages, unroll=unroll, thread_cols=16)
+    M, ref, _, _ = run_gemm(fn, layout, *shape)
+    assert not np.isnan(M).any()
+    assert rel_err(M, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(thread_cols=12), "thread_cols=12"),
+    (dict(thread_cols=16, staging="c"), "thread_cols=16"),
+])
+def test_thread_cols_rejects_what_it_cannot_build(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_gemm_staged(16, 32, 8, 8, 2, **kwargs)
