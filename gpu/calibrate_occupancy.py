@@ -9,6 +9,9 @@ round of issue 4's calibration (``megasim.calibration`` fits ``block_sm_share`` 
     # only the traced end order of an SM's first-wave GEMM blocks (fits younger_block_weight):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --end-order-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
+    # only the big tiles' transforms (F(5x5), F(6x6); their costs ftrans@m6 ... are fitted on these):
+    bash gpu/on_device.sh python -m gpu.calibrate_occupancy --tiles-only \
+        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
     # only the per-task megakernel's ticket cost (megakernel_ticket_ns; ticket vs blockIdx dispatch):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --ticket-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
@@ -418,10 +421,41 @@ def variant_gemm_params(plan_params: str = "") -> str | None:
     return ",".join([p for p in plan_params.split(",") if p and not p.strip().startswith("t=")] + ["t=32"])
 
 
+def variant_tile_params(plan_params: str, m: int) -> str:
+    """``plan_params`` with the Winograd tile F(m x m) (a tile whose transforms have costs of their own,
+    ``ftrans@m6`` ...: megasim.lowering.winograd.OWN_COST_TILES)."""
+    return ",".join([p for p in plan_params.split(",") if p and not p.strip().startswith("tile=")] + [f"tile={m}"])
+
+
+def tile_param_sets(plan_params: str = "") -> list[str]:
+    """The parameter sets the big tiles' transforms are timed at: each of OWN_COST_TILES at ``plan_params``'s
+    pairs per thread and at the fused schedule's."""
+    from megasim.lowering.winograd import OWN_COST_TILES
+    out = []
+    for m in OWN_COST_TILES:
+        p = variant_tile_params(plan_params, m)
+        out += [p] + ([f] if (f := fused_transform_params(p)) is not None else [])
+    return out
+
+
+def time_tile_kinds(layers, plan_params: str = "", spin=None) -> tuple[list[dict], dict]:
+    """The transforms' rows (``time_kinds_occupancy``) at each of ``tile_param_sets``."""
+    spin = spin or Spinner()
+    rows: list[dict] = []
+    notes: dict[str, Any] = {"opt_in_failed": {}, "host_not_hidden": []}
+    for params in tile_param_sets(plan_params):
+        more, more_notes = time_kinds_occupancy(layers, params, spin, kinds=TRANSFORM_KINDS)
+        rows += more
+        notes["opt_in_failed"].update(more_notes["opt_in_failed"])
+        notes["host_not_hidden"] += more_notes["host_not_hidden"]
+    return rows, notes
+
+
 def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
     """(spec values, kind_times rows, extra notes) of this module's measurements: every kind at
     ``plan_params``, the transforms again at the fused schedule's pairs per thread (their tasks in
-    a fused run are that size), and the GEMM again at t = 32 (``variant_gemm_params``)."""
+    a fused run are that size) and at the big tiles (``tile_param_sets``), and the GEMM again at t = 32
+    (``variant_gemm_params``)."""
     spin = Spinner()
     sm = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     q = probe_queued_launch(sm, spin)
@@ -436,6 +470,10 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
             rows += more
             notes["opt_in_failed"].update(more_notes["opt_in_failed"])
             notes["host_not_hidden"] += more_notes["host_not_hidden"]
+    more, more_notes = time_tile_kinds(layers, plan_params, spin)
+    rows += more
+    notes["opt_in_failed"].update(more_notes["opt_in_failed"])
+    notes["host_not_hidden"] += more_notes["host_not_hidden"]
     notes.update({k: v for k, v in q.items() if k != "queued_launch_ns"})
     return values, rows, notes
 
@@ -459,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the mixed-kind runs, added to --base's measurements")
     ap.add_argument("--end-order-only", action="store_true",
                     help="only the traced end order of an SM's first-wave GEMM blocks, added to --base's measurements")
+    ap.add_argument("--tiles-only", action="store_true",
+                    help="only the big tiles' transforms (F(5x5), F(6x6): their own cost names), added to --base's "
+                         "measurements")
     ap.add_argument("--ticket-only", action="store_true",
                     help="only the per-task megakernel's ticket cost (megakernel_ticket_ns), added to --base's measurements")
     args = ap.parse_args(argv)
@@ -488,6 +529,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"blockIdx {r['blockidx_median_ms'] * 1e3:8.1f} us  {r['waves']:6.1f} waves  "
                   f"{r['saving_per_task_ns']:6.0f} ns per task{'' if r['used'] else ' (not used)'}")
         print(f"megakernel_ticket_ns = {value['value']:.0f}")
+        return 0
+    if args.tiles_only:
+        rows, notes = time_tile_kinds(tuple(args.layers), m.plan_params)
+        for r in rows:
+            r["round"] = 2
+        m.kind_times.extend(rows)
+        m.extra["tile_round"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                                 "seconds": round(time.perf_counter() - t0, 1), **notes}
+        _write_measurements(m, args.out)
+        for r in rows:
+            print(f"{r['layer']:9s} {r['kind']:7s} [{r['plan_params']}] {r['kernel']:10s} {r['style']:10s} "
+                  f"bps={str(r.get('blocks_per_sm')):4s} smem={r['extra_shared_bytes']:6d} {r['timing']:6s} "
+                  f"{r['median_ms'] * 1e3:9.1f} us")
         return 0
     if args.mixed or args.mixed_only:
         m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), fused_transform_params(m.plan_params)

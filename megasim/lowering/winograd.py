@@ -85,6 +85,11 @@ PERSISTENT_MEGAKERNEL_REGISTERS = 216
 # have their own (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m5 ...``).
 TRANSFORM_REGISTERS = (48, 72, 80)
 TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72)}
+# Tiles whose transforms are priced under cost names of their own (``ftrans@m6``, ...; GPUSpec.task_cost falls
+# back to the kind's entry where a spec has none): their code is gpu/'s streamed form in builds of their own
+# (session 29), whose cost per flop a spec calibrated on F(4x4) bodies does not describe (the model
+# overpredicted their fused runs by 10%).
+OWN_COST_TILES = (5, 6)
 # The tiles ``default_tile`` chooses among (F(2x2), 4 multiplies per output, has fewer than F(4x4) only where a side
 # of the output is at most 2 pixels).
 DEFAULT_TILE_CHOICES = (4, 5, 6)
@@ -420,10 +425,15 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     ptr = np.zeros(num + 1, np.int64)
     ptr[1:] = np.cumsum(np.bincount(at, minlength=num))
     meta = {"lowering": "winograd", "problem": asdict(problem), "config": asdict(cfg), "shape": asdict(sh)}
+    cost_names = {}
     if cfg.tiles_per_group != DEFAULT_TILES_PER_GROUP:
         # Another GEMM specialisation (a t x gemm_k_tile tile): priced as its own variant where a spec
         # calibrated it, else as the GEMM (GPUSpec.task_cost).
-        meta["cost_names"] = {"gemm": f"gemm@t{cfg.tiles_per_group}"}
+        cost_names["gemm"] = f"gemm@t{cfg.tiles_per_group}"
+    if m in OWN_COST_TILES:
+        cost_names.update({kind: f"{kind}@m{m}" for kind in ("ftrans", "itrans", "otrans")})
+    if cost_names:
+        meta["cost_names"] = cost_names
     graph = TaskGraph(
         kind_names=KINDS, kind=kind.astype(np.int16), group=group.astype(np.int32),
         index_in_group=index.astype(np.int32), wait_counters=waits, signal_counters=sigs,
