@@ -9,9 +9,10 @@ round of issue 4's calibration (``megasim.calibration`` fits ``block_sm_share`` 
     # only the traced end order of an SM's first-wave GEMM blocks (fits younger_block_weight):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --end-order-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
-    # only the big tiles' transforms (F(5x5), F(6x6); their costs ftrans@m6 ... are fitted on these):
+    # only the big tiles' transforms (F(5x5), F(6x6)), a file of their rows alone, from which
+    # ``megasim update-spec --refit compute_efficiency@itrans@m6 ...`` fits their own costs:
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --tiles-only \
-        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
+        --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200_tiles.measurements.json
     # only the per-task megakernel's ticket cost (megakernel_ticket_ns; ticket vs blockIdx dispatch):
     bash gpu/on_device.sh python -m gpu.calibrate_occupancy --ticket-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
@@ -530,13 +531,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['saving_per_task_ns']:6.0f} ns per task{'' if r['used'] else ' (not used)'}")
         print(f"megakernel_ticket_ns = {value['value']:.0f}")
         return 0
-    if args.tiles_only:
-        rows, notes = time_tile_kinds(tuple(args.layers), m.plan_params)
+    if args.tiles_only:   # a measurements file of these rows alone (for megasim update-spec: the other
+        rows, notes = time_tile_kinds(tuple(args.layers), m.plan_params)      # kinds' costs stay the spec's)
         for r in rows:
             r["round"] = 2
-        m.kind_times.extend(rows)
-        m.extra["tile_round"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
-                                 "seconds": round(time.perf_counter() - t0, 1), **notes}
+        m = Measurements(device=name, date=date, preset=m.preset, values=m.values, kind_times=rows,
+                         plan_params=m.plan_params,
+                         extra={"tile_round": {"device": name, "date": date,
+                                               "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                                               "seconds": round(time.perf_counter() - t0, 1), **notes}})
         _write_measurements(m, args.out)
         for r in rows:
             print(f"{r['layer']:9s} {r['kind']:7s} [{r['plan_params']}] {r['kernel']:10s} {r['style']:10s} "

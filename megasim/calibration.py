@@ -451,8 +451,9 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         if only is not None and name not in only:
             continue
         rows = natural_rows(m, natural, params_of)
-        if not rows and "@" in name:
-            continue                      # a variant the measurements do not time: priced as its kind
+        if not rows and ("@" in name or refit is not None):
+            continue                      # a variant the measurements do not time: priced as its kind (or, in
+            #                               an update, a kind not re-measured: kept as the spec has it)
         queued = [r for r in rows if r.get("timing") == "queued"]
         forced_fitted = base_kind(name) in FORCED_FITTED_KINDS
         fitted_rows = ([r for r in queued if forced_fitted or not forced_occupancy(r)]

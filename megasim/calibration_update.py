@@ -40,7 +40,7 @@ from megasim.calibration import (
     with_measured_claim,
 )
 from megasim.errors import SpecError
-from megasim.hardware.spec import GPUSpec
+from megasim.hardware.spec import GPUSpec, base_kind
 
 BY = "megasim update-spec"
 REFITTABLE = FREE_ROUND2 + ("memory_overlap", "further_block_sm_ready")
@@ -56,7 +56,9 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     if bad:
         raise SpecError(f"refit field {bad[0]!r} is not allowed: want some of {', '.join(REFITTABLE)}, "
                         f"each alone or as FIELD@KIND")
-    unknown = [f for f in refit if "@" in f and f.split("@", 1)[1] not in spec.task_costs]
+    # FIELD@NAME: NAME a cost of the spec, or a variant (kind@variant) of one of its kinds, which the refit
+    # then gives a cost of its own, started from its kind's
+    unknown = [f for f in refit if "@" in f and base_kind(f.split("@", 1)[1]) not in spec.task_costs]
     if unknown:
         raise SpecError(f"refit field {unknown[0]!r} names no task cost of {spec.name}: want one of "
                         f"{', '.join(sorted(spec.task_costs))}")
@@ -84,6 +86,11 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
                    f"({job['n_rows']} runs, gpu.calibrate_occupancy, the host's launch cost hidden), started "
                    f"from {spec.name}'s value{'s' if len(job['free']) > 1 else ''}, its other costs held; "
                    f"rms log error {fit['rms_log_error']:.3f}")
+            if name not in spec.task_costs:   # a new variant: its held fields are its kind's, with their sources
+                kind = base_kind(name)
+                for f in (x.name for x in dataclasses.fields(old)):
+                    if f not in job["free"] and f"task_costs.{kind}.{f}" in spec.sources:
+                        sources[f"task_costs.{name}.{f}"] = f"{spec.sources[f'task_costs.{kind}.{f}']} ({kind}'s, held)"
             for f in job["free"]:
                 sources[f"task_costs.{name}.{f}"] = source(m, how, BY)
                 entry[f] = {"before": getattr(old, f), "after": getattr(fit["cost"], f)}

@@ -28,18 +28,22 @@ TRUTH = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8
 TRACED = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "timing": "queued"}
 
 
-def measured(spec):
+def measured(spec, plan_params: str = "", kinds=None):
     """Measurements of ``spec``'s kinds as gpu.calibrate_occupancy records them: each kind alone at
-    several occupancies (simulated with ``spec``), its persistent run traced with its claim time."""
+    several occupancies (simulated with ``spec``), its persistent run traced with its claim time (at
+    ``plan_params``, rows tagged with them; ``kinds``: only these)."""
     rows = []
-    for kind, cases in kind_cases((LAYER,)).items():
+    for kind, cases in kind_cases((LAYER,), plan_params).items():
+        if kinds is not None and kind not in kinds:
+            continue
         (_, sub, sched), = cases
+        tag = {"plan_params": plan_params} if plan_params else {}
         for v in VARIANTS:
             g, s = variant_case(sub, sched, v)
-            row = {"layer": LAYER, "kind": kind, "tasks": sub.num_tasks,
+            row = {"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, **tag,
                    "median_ms": simulated_us(simulate(g, s, spec), v["timing"]) / 1000.0, **v}
             if v == TRACED:
-                row["trace_claim_ns"] = spec.task_cost(kind).megakernel_claim_ns
+                row["trace_claim_ns"] = spec.task_cost(sub.cost_names[sub.kind_id(kind)]).megakernel_claim_ns
             rows.append(row)
     values = {"queued_launch_ns": {"value": spec.queued_launch_ns, "method": "test"}}
     return Measurements(device="test GPU", date="2026-11-26", preset="H200", values=values, kind_times=rows)
@@ -93,10 +97,35 @@ def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
         assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}, kind
 
 
+def test_a_new_variant_gets_a_cost_of_its_own_started_from_its_kind():
+    """The big tiles' transforms (megasim.lowering.winograd.OWN_COST_TILES): a spec without an ``itrans@m6``
+    entry, measurements of itrans alone at tile=6 only; refitting two fields of the variant gives it an
+    entry whose other fields (and their sources) are itrans's, and leaves every kind as it was."""
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    old = dataclasses.replace(old, sources={**old.sources, "task_costs.itrans.block_sm_ready": "test source"})
+    truth6 = dataclasses.replace(TRUTH["itrans"], compute_efficiency=0.08, fixed_ns=400.0, megakernel_claim_ns=950.0)
+    new = small_h200(task_costs={**old.task_costs, "itrans@m6": truth6})
+    m = measured(new, "tile=6", kinds=("itrans",))
+    assert {r["plan_params"] for r in m.kind_times} == {"tile=6"}
+    updated, report = updated_spec(old, m, ("compute_efficiency@itrans@m6", "fixed_ns@itrans@m6"), workers=1)
+    got = updated.task_costs["itrans@m6"]
+    assert got.compute_efficiency == pytest.approx(0.08, rel=0.05)
+    assert got.fixed_ns == pytest.approx(400.0, rel=0.1, abs=50.0)
+    assert got.megakernel_claim_ns == pytest.approx(950.0)                     # traced, not fitted
+    assert dataclasses.replace(got, compute_efficiency=1.0, fixed_ns=0.0, megakernel_claim_ns=0.0) == \
+        dataclasses.replace(TRUTH["itrans"], compute_efficiency=1.0, fixed_ns=0.0, megakernel_claim_ns=0.0)
+    assert updated.sources["task_costs.itrans@m6.block_sm_ready"] == "test source (itrans's, held)"
+    assert "refitted on itrans@m6's tasks alone" in updated.sources["task_costs.itrans@m6.compute_efficiency"]
+    assert set(report["kinds"]) == {"itrans@m6"}
+    for kind in TRUTH:
+        assert updated.task_costs[kind] == old.task_costs[kind], kind
+
+
 @pytest.mark.parametrize("refit, match", [
     ("compute_speed", "refit field 'compute_speed' is not allowed: want some of"),
     ("compute_speed@gemm", "refit field 'compute_speed@gemm' is not allowed"),
     ("compute_efficiency@gemx", "refit field 'compute_efficiency@gemx' names no task cost of"),
+    ("compute_efficiency@gemx@m6", "refit field 'compute_efficiency@gemx@m6' names no task cost of"),
 ])
 def test_bad_refit_fields_are_one_line_errors(refit, match):
     with pytest.raises(SpecError, match=match) as info:
