@@ -44,7 +44,8 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
                            f"beside it: {err}") from None
     rows = []
     for layer, meta in per_layer.items():
-        tile = int(meta.get("tile", 4))
+        # (session 29's first runs recorded the tile only in the layer's config)
+        tile = int(meta.get("tile", meta.get("winograd_config", {}).get("m", 4)))
         mapping = meta.get("fused_default")
         for schedule in SCHEDULES:
             row = measured.get((layer, schedule))

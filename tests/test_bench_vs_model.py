@@ -33,6 +33,15 @@ def _bench(tmp_path, tile=6, status="ok"):
     return path
 
 
+def test_the_tile_of_a_bench_that_recorded_it_only_in_its_config(tmp_path):
+    path = _bench(tmp_path, tile=6)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    entry = meta["meta"]["per_layer"][LAYER]
+    entry["winograd_config"] = {"m": entry.pop("tile")}
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    assert {r["tile"] for r in bvm.bench_rows(path)} == {6}
+
+
 def test_bench_rows_carry_the_tile_and_the_default_mapping(tmp_path):
     rows = bvm.bench_rows(_bench(tmp_path))
     m = _mapping(6)
