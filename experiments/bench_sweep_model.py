@@ -48,15 +48,23 @@ def _predict(job: tuple) -> dict[str, Any]:
 
 
 def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str,
-                   workers: int) -> list[dict[str, Any]]:
-    """Every layer's non-fused plan and its bench sweep points, predicted."""
+                   workers: int, tiles: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Every layer's non-fused plan and its bench sweep points, predicted (at ``tiles[layer]``, default 4)."""
     jobs = []
     for layer in layers:
-        graph = lower_winograd(parse_layer(layer), Plan(gemm_math=gemm_math).config)
-        jobs.append((spec_path, layer, Plan(schedule="nonfused", gemm_math=gemm_math)))
-        jobs += [(spec_path, layer, Plan(d_ig=p.d_ig, d_go=p.d_go, m=p.m, gemm_math=gemm_math))
+        tile = (tiles or {}).get(layer, 4)
+        graph = lower_winograd(parse_layer(layer), Plan(gemm_math=gemm_math, tile=tile).config)
+        jobs.append((spec_path, layer, Plan(schedule="nonfused", gemm_math=gemm_math, tile=tile)))
+        jobs += [(spec_path, layer, Plan(d_ig=p.d_ig, d_go=p.d_go, m=p.m, gemm_math=gemm_math, tile=tile))
                  for p in sweep_candidates(graph, size)]
     return parallel_map(_predict, jobs, workers)
+
+
+def bench_tiles(path: str | Path) -> dict[str, int]:
+    """Per layer: the Winograd tile a winograd_bench run used (4 where it recorded none)."""
+    meta = json.loads(Path(path).read_text())["meta"]
+    return {layer: int(info.get("tile", info.get("winograd_config", {}).get("m", 4)))
+            for layer, info in meta["per_layer"].items()}
 
 
 def measured_sweeps(path: str | Path) -> dict[str, dict[tuple[int, int, int], float]]:
@@ -103,6 +111,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--layers", nargs="+", default=list(TABLE2_NAMES))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--measured", default=None, help="a winograd_bench JSON whose fused sweep used --size")
+    ap.add_argument("--bench-tiles", action="store_true",
+                    help="predict each layer at the tile the --measured bench ran it at (session 29: each layer's "
+                         "default_tile), not F(4x4)")
     ap.add_argument("--points", default=None, help="reuse a bench_sweep_model_points.csv instead of predicting")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
@@ -114,6 +125,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for flag, path in (("--measured", args.measured), ("--points", args.points)):
         if path and not Path(path).is_file():
             raise SystemExit(f"{flag} {path!r}: no such file")
+    if args.bench_tiles and not args.measured:
+        raise SystemExit("--bench-tiles needs --measured (the bench whose tiles to predict at)")
+    tiles = bench_tiles(args.measured) if args.bench_tiles else None
     if args.points:
         from experiments.provenance import read_rows
         def typed(p: dict) -> dict:
@@ -121,14 +135,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             return {**p, **ints, "valid": p["valid"] == "True", "predicted_us": float(p["predicted_us"] or "nan")}
         points = [typed(p) for p in read_rows(args.points) if p["layer"] in args.layers]
     else:
-        points = predict_layers(args.spec, args.layers, args.size, args.gemm_math, args.workers)
+        points = predict_layers(args.spec, args.layers, args.size, args.gemm_math, args.workers, tiles)
     measured = measured_sweeps(args.measured) if args.measured else None
     rows = summarise(points, measured)
     print_table(rows, [c for c in ("layer", "points", "nonfused_predicted_us", "choice", "choice_predicted_us",
                                    "speedup_predicted", "choice_measured_us", "best_measured_us", "regret")
                        if c in rows[0]])
     meta = provenance({"script": "bench_sweep_model", "spec": args.spec, **spec_meta(load_spec(args.spec)),
-                       "gemm_math": args.gemm_math, "size": args.size, "measured": args.measured})
+                       "gemm_math": args.gemm_math, "size": args.size, "measured": args.measured, "tiles": tiles})
     if measured:
         regrets = [r["regret"] for r in rows if isinstance(r.get("regret"), float) and not math.isnan(r["regret"])]
         meta["regret_max"] = max(regrets) if regrets else None

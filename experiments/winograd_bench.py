@@ -207,6 +207,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     "(t, tile, threads, pairs, gemm_k_tile, gemm_threads, gemm_math), e.g. pairs=4 "
                     "(default: megasim's defaults; without tile, each layer's default_tile, as conv2d)")
     ap.add_argument("--ours-only", action="store_true", help="time our kernels only (no PyTorch, cuDNN, cuBLAS)")
+    ap.add_argument("--model-pairs", default=None, metavar="SPEC",
+                    help="the fused schedule's pairs per transform thread chosen per layer by the model with this "
+                    "calibrated spec (megasim.search.implementation.model_pairs: 4 or 2, each at its recommended "
+                    "mapping), before any GPU run; the default mapping and the sweep then run at it")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
     from megasim.plan import Plan
@@ -215,6 +219,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.nonfused_config = Plan.parse("nonfused", args.config).config
     except MegasimError as exc:
         ap.error(f"--config: {exc}")
+    args.model_spec = None
+    if args.model_pairs:
+        if "pairs" in [part.split("=")[0].strip() for part in args.config.split(",")]:
+            ap.error("--model-pairs and --config pairs=... both set the pairs per thread: give one")
+        from megasim.hardware import load_spec
+        try:
+            args.model_spec = load_spec(args.model_pairs)
+        except MegasimError as exc:
+            ap.error(f"--model-pairs: {exc}")
     args.tile_given = any(part.split("=")[0].strip() == "tile" for part in args.config.split(","))
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
@@ -302,6 +315,15 @@ class LayerBench:
             tile = default_tile(p)
             self.cfg = dataclasses.replace(self.cfg, m=tile)
             self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=tile)
+        self.model_pairs = None
+        if args.model_spec is not None:   # the fused transform tasks' size, chosen by the model (no GPU run)
+            from megasim.plan import Plan
+            from megasim.search.implementation import model_pairs
+            plan = dataclasses.replace(Plan.parse("fused", args.config), tile=self.cfg.m, gemm_math=self.cfg.gemm_math)
+            pairs, predicted = model_pairs(p, args.model_spec, plan)
+            self.cfg = dataclasses.replace(self.cfg, transform_pairs_per_thread=pairs)
+            self.model_pairs = {"spec": args.model_pairs, "chosen": pairs,
+                                "predicted_us": {str(k): round(v, 2) for k, v in predicted.items()}}
         self.plan = ex.make_plan(p, self.cfg)
         self.plan_nonfused = ex.make_plan(p, self.cfg_nonfused)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them
@@ -429,6 +451,8 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
         rows.append(error_row(name, "nonfused", exc))
     meta["winograd_config"] = dataclasses.asdict(lb.cfg)
     meta["winograd_config_nonfused"] = dataclasses.asdict(lb.cfg_nonfused)
+    if lb.model_pairs is not None:
+        meta["model_pairs"] = lb.model_pairs
 
 
 def _run_cudnn(lb: LayerBench, rows: list, meta: dict) -> None:

@@ -231,6 +231,16 @@ def test_parse_args_defaults():
     assert c.layers == ["vgg-1"] and c.repeats == 25 and c.fused_sweep == "none"
 
 
+def test_parse_args_model_pairs(tmp_path):
+    a = wb.parse_args(["--model-pairs", "megasim/hardware/calibrated/h200.json"])
+    assert a.model_spec.name.startswith("H200")
+    for argv, match in ((["--model-pairs", str(tmp_path / "none.json")], "--model-pairs"),
+                        (["--model-pairs", "megasim/hardware/calibrated/h200.json", "--config", "pairs=2"],
+                         "give one")):
+        with pytest.raises(SystemExit):
+            wb.parse_args(argv)
+
+
 def test_main_without_gpu_exits_with_a_reason(capsys):
     try:
         import torch
