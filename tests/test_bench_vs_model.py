@@ -42,6 +42,17 @@ def test_the_tile_of_a_bench_that_recorded_it_only_in_its_config(tmp_path):
     assert {r["tile"] for r in bvm.bench_rows(path)} == {6}
 
 
+def test_a_bench_at_other_pairs_per_thread_is_predicted_at_them(tmp_path):
+    path = _bench(tmp_path, tile=6)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    entry = meta["meta"]["per_layer"][LAYER]
+    entry["winograd_config"] = {"m": 6, "transform_pairs_per_thread": 2}
+    entry["winograd_config_nonfused"] = {"m": 6, "transform_pairs_per_thread": 2}
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    params = {r["schedule"]: r["params"] for r in bvm.bench_rows(path)}
+    assert params["fused"].startswith("tile=6,pairs=2,D_IG=") and params["nonfused"] == "tile=6,pairs=2"
+
+
 def test_bench_rows_carry_the_tile_and_the_default_mapping(tmp_path):
     rows = bvm.bench_rows(_bench(tmp_path))
     m = _mapping(6)

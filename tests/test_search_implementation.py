@@ -6,6 +6,8 @@ import pytest
 
 from megasim.errors import MegasimError
 from megasim.hardware import get_gpu, load_spec
+from megasim.lowering.winograd import lower_winograd
+from megasim.mapping import recommended_params
 from megasim.plan import Plan, predict
 from megasim.search.implementation import PAIRS_CANDIDATES, model_pairs
 from megasim.workloads import parse_layer
@@ -19,10 +21,22 @@ def test_model_pairs_picks_the_fastest_predicted_candidate(tile):
     problem = parse_layer(LAYER)
     best, times = model_pairs(problem, spec, Plan(schedule="fused", tile=tile))
     assert set(times) == set(PAIRS_CANDIDATES) and best == min(times, key=times.get)
-    for pairs, us in times.items():    # each candidate at its own recommended mapping, as predict gives it
-        assert us == pytest.approx(predict(problem, spec, Plan(schedule="fused", tile=tile,
-                                                              transform_pairs_per_thread=pairs))[0].predicted_us)
+    for pairs, us in times.items():    # each candidate at its own recommended mapping (conv2d's default)
+        plan = Plan(schedule="fused", tile=tile, transform_pairs_per_thread=pairs)
+        rec = recommended_params(lower_winograd(problem, plan.config))
+        plan = Plan(schedule="fused", tile=tile, transform_pairs_per_thread=pairs, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)
+        assert us == pytest.approx(predict(problem, spec, plan)[0].predicted_us)
     assert times[2] != times[4]        # the task size changes the prediction
+
+
+def test_a_given_mapping_is_kept():
+    problem = parse_layer(LAYER)
+    spec = get_gpu("H200")
+    plan = Plan(schedule="fused", d_ig=24, d_go=72, m=1)
+    _, times = model_pairs(problem, spec, plan)
+    for pairs, us in times.items():
+        assert us == pytest.approx(predict(problem, spec, Plan(schedule="fused", d_ig=24, d_go=72, m=1,
+                                                               transform_pairs_per_thread=pairs))[0].predicted_us)
 
 
 def test_a_predicted_tie_keeps_the_first_candidate():

@@ -17,6 +17,8 @@ import dataclasses
 
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
+from megasim.lowering.winograd import lower_winograd
+from megasim.mapping import recommended_params
 from megasim.plan import Plan, predict
 from megasim.workloads.problem import ConvProblem
 
@@ -28,13 +30,23 @@ def model_pairs(problem: ConvProblem, spec: GPUSpec, plan: Plan,
                 candidates: tuple[int, ...] = PAIRS_CANDIDATES) -> tuple[int, dict[int, float]]:
     """(the pairs per transform thread at which ``spec`` predicts ``plan``'s fused schedule fastest, the predicted
     microseconds at each candidate). ``plan``'s other parameters are kept; its Algorithm 1 parameters, when
-    unset, are the recommended ones at each candidate's task sizes."""
+    all unset, are each candidate's ``recommended_params`` (conv2d's default mapping: D_IG and D_GO scale with
+    the transform tasks' size)."""
     if plan.schedule != "fused":
         raise MegasimError(f"model_pairs: schedule {plan.schedule!r} is not allowed: want 'fused' (the non-fused "
                            f"transform kernels run 1 pair per thread)")
     if not candidates:
         raise MegasimError("model_pairs: no candidates: want at least one number of pairs per thread")
-    times = {p: predict(problem, spec, dataclasses.replace(plan, transform_pairs_per_thread=p))[0].predicted_us
-             for p in candidates}
+    times = {p: predict(problem, spec, candidate_plan(problem, plan, p))[0].predicted_us for p in candidates}
     best = min(times, key=lambda p: (times[p], candidates.index(p)))
     return best, times
+
+
+def candidate_plan(problem: ConvProblem, plan: Plan, pairs: int) -> Plan:
+    """``plan`` at ``pairs`` pairs per transform thread, with that graph's recommended Algorithm 1 parameters
+    where ``plan`` sets none."""
+    cand = dataclasses.replace(plan, transform_pairs_per_thread=pairs)
+    if cand.d_ig is None and cand.d_go is None and cand.m is None:
+        rec = recommended_params(lower_winograd(problem, cand.config))
+        cand = dataclasses.replace(cand, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)
+    return cand
