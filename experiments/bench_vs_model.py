@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import print_table
 from megasim.errors import MegasimError
+from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD
 from megasim.validation import predict_rows
 
 NAME = "bench_vs_model"
@@ -52,6 +53,10 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
             if row is None or row.get("status") != "ok" or mapping is None:
                 continue
             params = f"tile={tile}"
+            config = meta.get("winograd_config" if schedule == "fused" else "winograd_config_nonfused", {})
+            pairs = config.get("transform_pairs_per_thread")
+            if pairs is not None and pairs != DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule]:
+                params += f",pairs={pairs}"      # a bench run at --config pairs=P
             if schedule == "fused":
                 params += f",D_IG={mapping['D_IG']},D_GO={mapping['D_GO']},M={mapping['M']}"
             rows.append({"layer": layer, "schedule": schedule, "tile": tile, "params": params,
