@@ -28,6 +28,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import spearmanr
+
 from experiments.provenance import provenance, write_results
 from experiments.sweeps import measure, parallel_map, print_table, spec_meta
 from experiments.winograd_bench import sweep_candidates
@@ -94,6 +96,10 @@ def summarise(points: list[dict[str, Any]], measured: dict | None) -> list[dict[
         if meas:
             key = (choice["D_IG"], choice["D_GO"], choice["M"])
             best_key = min(meas, key=meas.get)
+            pairs = [(p["predicted_us"], meas[k]) for p in fused if (k := (p["D_IG"], p["D_GO"], p["M"])) in meas]
+            if len(pairs) > 2:   # how well the model orders all the measured points, and how far off it is
+                row["spearman"] = round(float(spearmanr(*zip(*pairs)).correlation), 4)
+                row["points_mape"] = round(sum(abs(u / (1e3 * ms) - 1.0) for u, ms in pairs) / len(pairs), 4)
             row.update(choice_measured_us=round(meas[key] * 1e3, 2) if key in meas else math.nan,
                        best_measured=f"D_IG={best_key[0]} D_GO={best_key[1]} M={best_key[2]}",
                        best_measured_us=round(meas[best_key] * 1e3, 2),
@@ -139,7 +145,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     measured = measured_sweeps(args.measured) if args.measured else None
     rows = summarise(points, measured)
     print_table(rows, [c for c in ("layer", "points", "nonfused_predicted_us", "choice", "choice_predicted_us",
-                                   "speedup_predicted", "choice_measured_us", "best_measured_us", "regret")
+                                   "speedup_predicted", "choice_measured_us", "best_measured_us", "regret",
+                                   "spearman", "points_mape")
                        if c in rows[0]])
     meta = provenance({"script": "bench_sweep_model", "spec": args.spec, **spec_meta(load_spec(args.spec)),
                        "gemm_math": args.gemm_math, "size": args.size, "measured": args.measured, "tiles": tiles})
@@ -148,6 +155,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         meta["regret_max"] = max(regrets) if regrets else None
         meta["regret_mean"] = sum(regrets) / len(regrets) if regrets else None
         print(f"regret: max {meta['regret_max']:.3f}, mean {meta['regret_mean']:.3f} over {len(regrets)} layers")
+        rhos = [r["spearman"] for r in rows if "spearman" in r]
+        if rhos:
+            meta["spearman_mean"] = sum(rhos) / len(rhos)
+            meta["points_mape_mean"] = sum(r["points_mape"] for r in rows if "points_mape" in r) / len(rhos)
+            print(f"rank correlation with the measured points (Spearman): mean {meta['spearman_mean']:.3f}; "
+                  f"mean |error| of the points {meta['points_mape_mean']:.1%}")
     write_results(rows, args.out, "bench_sweep_model", meta)
     if not args.points:
         write_results(points, args.out, "bench_sweep_model_points", meta)

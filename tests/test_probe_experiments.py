@@ -68,6 +68,20 @@ def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
     (row,) = bsm.summarise(points, bsm.measured_sweeps(bench))
     assert row["choice"] == "D_IG=8 D_GO=44 M=1" and row["speedup_predicted"] == round(100 / 90, 4)
     assert row["best_measured"] == "D_IG=16 D_GO=88 M=2" and row["regret"] == round(0.110 / 0.100 - 1, 4)
+    assert "spearman" not in row                     # two measured points: no rank correlation
+    points.append({"layer": "L", "schedule": "fused", "valid": True, "predicted_us": 99.0, "D_IG": 32, "D_GO": 88,
+                   "M": 2})
+    meta = json.loads(bench.read_text())
+    meta["meta"]["per_layer"]["L"]["fused_sweep"].append({"D_IG": 32, "D_GO": 88, "M": 2, "median_ms": 0.120,
+                                                          "status": "ok"})
+    bench.write_text(json.dumps(meta))
+    (row,) = bsm.summarise(points, bsm.measured_sweeps(bench))
+    # predicted 90 < 95 < 99, measured 110 > 100 < 120: ranks (1, 2, 3) against (2, 1, 3)
+    assert row["spearman"] == 0.5
+    assert row["points_mape"] == round((abs(90 / 110 - 1) + abs(95 / 100 - 1) + abs(99 / 120 - 1)) / 3, 4)
+    with pytest.raises(SystemExit, match="^--bench-tiles needs --measured"):
+        bsm.main(["--layers", "resnet-4", "--bench-tiles"])
+    assert bsm.bench_tiles(bench) == {"L": 4}
     with pytest.raises(SystemExit, match="^--layers: unknown layer 'nope'"):
         bsm.main(["--layers", "nope"])
     with pytest.raises(SystemExit, match="^--measured '.*missing.json': no such file$"):
