@@ -32,7 +32,7 @@ from scipy.stats import spearmanr
 
 from experiments.provenance import provenance, write_results
 from experiments.sweeps import measure, parallel_map, print_table, spec_meta
-from experiments.winograd_bench import sweep_candidates
+from experiments.winograd_bench import recorded_tile, sweep_candidates
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
 from megasim.lowering.winograd import GEMM_MATHS, lower_winograd
@@ -65,8 +65,7 @@ def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str,
 def bench_tiles(path: str | Path) -> dict[str, int]:
     """Per layer: the Winograd tile a winograd_bench run used (4 where it recorded none)."""
     meta = json.loads(Path(path).read_text())["meta"]
-    return {layer: int(info.get("tile", info.get("winograd_config", {}).get("m", 4)))
-            for layer, info in meta["per_layer"].items()}
+    return {layer: recorded_tile(info) for layer, info in meta["per_layer"].items()}
 
 
 def measured_sweeps(path: str | Path) -> dict[str, dict[tuple[int, int, int], float]]:

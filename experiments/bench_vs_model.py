@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import print_table
+from experiments.winograd_bench import recorded_tile
 from megasim.errors import MegasimError
 from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD
 from megasim.validation import predict_rows
@@ -45,8 +46,7 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
                            f"beside it: {err}") from None
     rows = []
     for layer, meta in per_layer.items():
-        # (session 29's first runs recorded the tile only in the layer's config)
-        tile = int(meta.get("tile", meta.get("winograd_config", {}).get("m", 4)))
+        tile = recorded_tile(meta)
         mapping = meta.get("fused_default")
         for schedule in SCHEDULES:
             row = measured.get((layer, schedule))

@@ -155,6 +155,12 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def recorded_tile(layer_meta: dict) -> int:
+    """The Winograd tile a bench run used for a layer, from its JSON's ``per_layer`` entry (``tile``; session
+    29's first runs recorded it only in ``winograd_config.m``; before session 29 every layer ran F(4x4))."""
+    return int(layer_meta.get("tile", layer_meta.get("winograd_config", {}).get("m", 4)))
+
+
 def sweep_candidates(graph, size: str = "small") -> list:
     """The Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} ("small"; "wide" adds 8d and
     16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. "space": the optimiser's
@@ -219,16 +225,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.nonfused_config = Plan.parse("nonfused", args.config).config
     except MegasimError as exc:
         ap.error(f"--config: {exc}")
+    given = {part.split("=")[0].strip() for part in args.config.split(",")}    # --config's keys
     args.model_spec = None
     if args.model_pairs:
-        if "pairs" in [part.split("=")[0].strip() for part in args.config.split(",")]:
+        if "pairs" in given:
             ap.error("--model-pairs and --config pairs=... both set the pairs per thread: give one")
         from megasim.hardware import load_spec
         try:
             args.model_spec = load_spec(args.model_pairs)
         except MegasimError as exc:
             ap.error(f"--model-pairs: {exc}")
-    args.tile_given = any(part.split("=")[0].strip() == "tile" for part in args.config.split(","))
+    args.tile_given = "tile" in given
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.repeats < 1 or args.warmup < 0 or args.sets < 1:

@@ -439,17 +439,26 @@ def tile_param_sets(plan_params: str = "") -> list[str]:
     return out
 
 
-def time_tile_kinds(layers, plan_params: str = "", spin=None) -> tuple[list[dict], dict]:
-    """The transforms' rows (``time_kinds_occupancy``) at each of ``tile_param_sets``."""
+def time_param_sets(layers, runs, spin=None) -> tuple[list[dict], dict]:
+    """``time_kinds_occupancy``'s rows and notes over ``runs``, (plan params, kinds) pairs (kinds None: every kind;
+    params None: the run is skipped)."""
     spin = spin or Spinner()
     rows: list[dict] = []
     notes: dict[str, Any] = {"opt_in_failed": {}, "host_not_hidden": []}
-    for params in tile_param_sets(plan_params):
-        more, more_notes = time_kinds_occupancy(layers, params, spin, kinds=TRANSFORM_KINDS)
+    for params, kinds in runs:
+        if params is None:
+            continue
+        more, more_notes = time_kinds_occupancy(layers, params, spin, kinds=kinds)
         rows += more
         notes["opt_in_failed"].update(more_notes["opt_in_failed"])
         notes["host_not_hidden"] += more_notes["host_not_hidden"]
+    notes["spin_iters"] = spin.iters
     return rows, notes
+
+
+def tile_runs(plan_params: str = "") -> list[tuple[str, tuple[str, ...]]]:
+    """The big tiles' runs for ``time_param_sets``: the transforms at each of ``tile_param_sets``."""
+    return [(params, TRANSFORM_KINDS) for params in tile_param_sets(plan_params)]
 
 
 def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], list[dict], dict]:
@@ -463,18 +472,10 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
     values = {"queued_launch_ns": {"value": q["queued_launch_ns"], "method": (
         "an empty 4-argument kernel queued behind a ~1 ms single-thread spin kernel, CUDA events after the spin "
         "and after the kernel (the host's launch cost hidden; median of 30)")}}
-    rows, notes = time_kinds_occupancy(layers, plan_params, spin)
-    for params, kinds in ((fused_transform_params(plan_params), TRANSFORM_KINDS),
-                          (variant_gemm_params(plan_params), ("gemm",))):
-        if params is not None:
-            more, more_notes = time_kinds_occupancy(layers, params, spin, kinds=kinds)
-            rows += more
-            notes["opt_in_failed"].update(more_notes["opt_in_failed"])
-            notes["host_not_hidden"] += more_notes["host_not_hidden"]
-    more, more_notes = time_tile_kinds(layers, plan_params, spin)
-    rows += more
-    notes["opt_in_failed"].update(more_notes["opt_in_failed"])
-    notes["host_not_hidden"] += more_notes["host_not_hidden"]
+    rows, notes = time_param_sets(layers, [(plan_params, None),
+                                           (fused_transform_params(plan_params), TRANSFORM_KINDS),
+                                           (variant_gemm_params(plan_params), ("gemm",)),
+                                           *tile_runs(plan_params)], spin)
     notes.update({k: v for k, v in q.items() if k != "queued_launch_ns"})
     return values, rows, notes
 
@@ -532,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"megakernel_ticket_ns = {value['value']:.0f}")
         return 0
     if args.tiles_only:   # a measurements file of these rows alone (for megasim update-spec: the other
-        rows, notes = time_tile_kinds(tuple(args.layers), m.plan_params)      # kinds' costs stay the spec's)
+        rows, notes = time_param_sets(tuple(args.layers), tile_runs(m.plan_params))      # kinds' costs stay the spec's)
         for r in rows:
             r["round"] = 2
         m = Measurements(device=name, date=date, preset=m.preset, values=m.values, kind_times=rows,
