@@ -9,8 +9,8 @@ set (the lent GPU machine) a copy also goes to ``$OUT/results/<device-slug>/``. 
 after every layer, so a crash keeps the layers done.
 
 Our implementations run each layer's Winograd tile, ``megasim.lowering.winograd.default_tile`` (as ``conv2d``
-does; F(4x4) everywhere before session 29), unless ``--config`` names a ``tile``; the tile is in the JSON's
-``per_layer`` and in the ``detail`` column.
+does; F(4x4) everywhere before session 29), unless ``--config`` names a ``tile`` or ``--model-tiles`` lets the
+model choose it (session 31); the tile is in the JSON's ``per_layer`` and in the ``detail`` column.
 
 Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with the GPU API's default parameters (as ``gpu.winograd.conv2d``
@@ -217,6 +217,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="the fused schedule's pairs per transform thread chosen per layer by the model with this "
                     "calibrated spec (megasim.search.implementation.model_pairs: 4 or 2, each at its recommended "
                     "mapping), before any GPU run; the default mapping and the sweep then run at it")
+    ap.add_argument("--model-tiles", default=None, metavar="M,M,...",
+                    help="with --model-pairs: the Winograd tile chosen per layer by the model among these (e.g. "
+                    "4,5,6,7; megasim.search.implementation.model_implementation), jointly with the pairs; both "
+                    "schedules run at it. F(7x7) has 4x F(6x6)'s FP32 error (megasim.lowering.winograd_math)")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
     from megasim.plan import Plan
@@ -236,6 +240,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         except MegasimError as exc:
             ap.error(f"--model-pairs: {exc}")
     args.tile_given = "tile" in given
+    args.model_tile_choices = None
+    if args.model_tiles is not None:
+        from megasim.lowering.winograd_math import SUPPORTED_TILES
+        try:
+            args.model_tile_choices = tuple(int(t) for t in args.model_tiles.split(","))
+        except ValueError:
+            ap.error(f"--model-tiles {args.model_tiles!r}: want comma-separated tile sizes of {SUPPORTED_TILES}")
+        if not args.model_pairs or args.tile_given:
+            ap.error("--model-tiles needs --model-pairs SPEC and no tile=... in --config")
+        if not args.model_tile_choices or any(t not in SUPPORTED_TILES for t in args.model_tile_choices):
+            ap.error(f"--model-tiles {args.model_tiles!r}: each tile must be one of {SUPPORTED_TILES}")
     args.repeats = args.repeats if args.repeats is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.repeats < 1 or args.warmup < 0 or args.sets < 1:
@@ -323,14 +338,20 @@ class LayerBench:
             self.cfg = dataclasses.replace(self.cfg, m=tile)
             self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=tile)
         self.model_pairs = None
-        if args.model_spec is not None:   # the fused transform tasks' size, chosen by the model (no GPU run)
+        if args.model_spec is not None:   # the fused transform tasks' size (and tile), chosen by the model (no GPU run)
             from megasim.plan import Plan
-            from megasim.search.implementation import model_pairs
+            from megasim.search.implementation import model_implementation
             plan = dataclasses.replace(Plan.parse("fused", args.config), tile=self.cfg.m, gemm_math=self.cfg.gemm_math)
-            pairs, predicted = model_pairs(p, args.model_spec, plan)
-            self.cfg = dataclasses.replace(self.cfg, transform_pairs_per_thread=pairs)
-            self.model_pairs = {"spec": args.model_pairs, "chosen": pairs,
-                                "predicted_us": {str(k): round(v, 2) for k, v in predicted.items()}}
+            tiles = args.model_tile_choices or (self.cfg.m,)
+            tile, pairs, predicted = model_implementation(p, args.model_spec, plan, tiles)
+            self.cfg = dataclasses.replace(self.cfg, m=tile, transform_pairs_per_thread=pairs)
+            self.cfg_nonfused = dataclasses.replace(self.cfg_nonfused, m=tile)
+            self.model_pairs = {"spec": args.model_pairs, "chosen": pairs}
+            if args.model_tile_choices is None:
+                self.model_pairs["predicted_us"] = {str(k): round(v, 2) for (_, k), v in predicted.items()}
+            else:
+                self.model_pairs.update(tile=tile, predicted_us={f"m{m},p{k}": round(v, 2)
+                                                                 for (m, k), v in predicted.items()})
         self.plan = ex.make_plan(p, self.cfg)
         self.plan_nonfused = ex.make_plan(p, self.cfg_nonfused)
         self.x_nhwc_t = [t.permute(0, 2, 3, 1).contiguous() for t in self.x]   # kept: numba views them

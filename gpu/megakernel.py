@@ -307,8 +307,8 @@ class MathKernels:
 # a launch of that implementation.
 SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("off", "auto"), "off")
 SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
-# F(5x5) and F(6x6) run on builds of their own (``make_transform_tasks(m)``: its transforms, every GEMM path),
-# megakernels and non-fused transform kernels alike, so that their 7 x 7 and 8 x 8 tiles' registers cost the
+# F(5x5), F(6x6) and F(7x7) run on builds of their own (``make_transform_tasks(m)``: its transforms, every GEMM path),
+# megakernels and non-fused transform kernels alike, so that their 7 x 7, 8 x 8 and 9 x 9 tiles' registers cost the
 # other tile sizes nothing.
 OWN_BUILD_TILES = BIG_TILES
 

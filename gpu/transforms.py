@@ -15,7 +15,7 @@ Tensor elements are addressed by flat index from one base per thread (``gpu.vect
 ``store1``: no per-dimension wrap-around and stride multiplies, which cost ~20 integer instructions
 per element with Numba's 4-D indexing); the tensors must be C-contiguous.
 
-For each supported tile size m (2, 4, 5 and 6) this module defines three device functions:
+For each supported tile size m (2, 4, 5, 6 and 7) this module defines three device functions:
 
 - ``ftrans_pair_m{m}(w, U, k, c)``: reads w[k, c, 0:3, 0:3] (KCRS), writes U[e, c, k], e = i*alpha + j.
 - ``itrans_pair_m{m}(x, V, n, y0, x0, c, tile, H, W)``: reads the alpha x alpha window of x (NHWC)
@@ -23,7 +23,7 @@ For each supported tile size m (2, 4, 5 and 6) this module defines three device 
 - ``otrans_pair_m{m}(M, Y, n, oy, ox, tile, k, P, Q)``: reads M[e, tile, k]; writes the m x m outputs
   Y[n, oy + i, ox + j, k] (NHWK) that fall inside [0, P) x [0, Q).
 
-F(5x5) and F(6x6) are generated streamed, with opaque strides (``_two_sided``, ``_stride``); F(2x2) and F(4x4)
+F(5x5), F(6x6) and F(7x7) are generated streamed, with opaque strides (``_two_sided``, ``_stride``); F(2x2) and F(4x4)
 also have ``*_opaque`` forms (opaque strides, the plain forms' order), which the non-fused transform kernels
 use (``gpu.winograd_device.make_transform_tasks``).
 

@@ -122,7 +122,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     Algorithm1Params, or any valid megasim
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
-    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4, 5 or 6) defaults to config.m, or
+    style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4, 5, 6 or 7) defaults to config.m, or
     ``megasim.lowering.winograd.default_tile`` of the layer (of 4, 5 and 6 the tile whose GEMM has the fewest
     multiplies).
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).

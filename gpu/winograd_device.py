@@ -91,13 +91,13 @@ def _tile_coords(tile, prm):
 # 0.9% slower (the megakernel's spills 44 -> 8 bytes, yet slower).
 OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("nonfused", "all", "none"), "nonfused")
 # The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.megakernel.OWN_BUILD_TILES).
-BIG_TILES = (5, 6)
+BIG_TILES = (5, 6, 7)
 
 
 def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
     """(ftrans_task, itrans_task, otrans_task) device functions. ``M_FIXED`` 0: the output tile m
-    is read from ``prm`` at run time (F(4x4) and F(2x2) compiled in); 2, 4, 5 or 6: only that tile size is
-    compiled (``gpu.megakernel``'s specialised build: 4; its F(5x5) and F(6x6) builds: 5, 6). ``opaque``: the
+    is read from ``prm`` at run time (F(4x4) and F(2x2) compiled in); 2, 4, 5, 6 or 7: only that tile size is
+    compiled (``gpu.megakernel``'s specialised build: 4; its F(5x5), F(6x6) and F(7x7) builds: 5, 6, 7). ``opaque``: the
     F(2x2) and F(4x4) functions' ``*_opaque`` forms.
 
     F(5x5) and F(6x6) have builds of their own because their input transforms hold a 7 x 7 and an 8 x 8 product:
@@ -107,7 +107,7 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
 
     f_m2, i_m2, o_m2 = pair_functions(2, opaque)
     f_m4, i_m4, o_m4 = pair_functions(4, opaque)
-    BIG = M_FIXED in BIG_TILES          # a build of F(5x5) or F(6x6) alone (the m4 functions stand in otherwise)
+    BIG = M_FIXED in BIG_TILES          # a build of one big tile alone (the m4 functions stand in otherwise)
     f_big, i_big, o_big = pair_functions(M_FIXED if BIG else 4, opaque)
 
     @cuda.jit(device=True)

@@ -241,6 +241,19 @@ def test_parse_args_model_pairs(tmp_path):
             wb.parse_args(argv)
 
 
+def test_parse_args_model_tiles(capsys):
+    spec = "megasim/hardware/calibrated/h200.json"
+    assert wb.parse_args(["--model-pairs", spec, "--model-tiles", "4,6,7"]).model_tile_choices == (4, 6, 7)
+    assert wb.parse_args(["--model-pairs", spec]).model_tile_choices is None
+    for argv, match in ((["--model-tiles", "4,7"], "needs --model-pairs"),
+                        (["--model-pairs", spec, "--model-tiles", "4,7", "--config", "tile=6"], "needs --model-pairs"),
+                        (["--model-pairs", spec, "--model-tiles", "4,9"], "each tile must be one of"),
+                        (["--model-pairs", spec, "--model-tiles", "4,x"], "comma-separated")):
+        with pytest.raises(SystemExit):
+            wb.parse_args(argv)
+        assert match in capsys.readouterr().err
+
+
 def test_main_without_gpu_exits_with_a_reason(capsys):
     try:
         import torch

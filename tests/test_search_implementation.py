@@ -53,3 +53,17 @@ def test_bad_requests_are_one_line_errors(plan, candidates, match):
     with pytest.raises(MegasimError, match=match) as info:
         model_pairs(parse_layer(LAYER), get_gpu("H200"), plan, candidates)
     assert "\n" not in str(info.value)
+
+
+def test_model_implementation_picks_tile_and_pairs_together():
+    from megasim.search.implementation import model_implementation
+    problem = parse_layer(LAYER)
+    spec = load_spec("megasim/hardware/calibrated/h200.json")
+    tile, pairs, times = model_implementation(problem, spec, Plan(schedule="fused"), (4, 6, 7), (4, 2))
+    assert list(times) == [(4, 4), (4, 2), (6, 4), (6, 2), (7, 4), (7, 2)]
+    assert times[(tile, pairs)] == min(times.values())
+    for m in (4, 7):    # each tile's entries are model_pairs at that tile
+        assert model_pairs(problem, spec, Plan(schedule="fused", tile=m))[1] == {p: times[(m, p)] for p in (4, 2)}
+    with pytest.raises(MegasimError, match="tile 8 is not allowed") as info:
+        model_implementation(problem, spec, Plan(schedule="fused"), (4, 8))
+    assert "\n" not in str(info.value)

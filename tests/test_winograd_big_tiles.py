@@ -1,4 +1,4 @@
-"""F(5x5, 3x3) and F(6x6, 3x3) (session 29): the tiles' matrices, their own kernel builds
+"""F(5x5, 3x3) and F(6x6, 3x3) (session 29), F(7x7, 3x3) (session 31): the tiles' matrices, their own kernel builds
 (gpu.megakernel.OWN_BUILD_TILES), their results under the CUDA simulator for both schedules, every megakernel
 style and dispatch, and the two GEMM maths, on awkward shapes (H, W not multiples of the tile; C, K not multiples
 of the k-step or the k-tile; N = 1), and the default tile per layer."""
@@ -40,7 +40,7 @@ def rel_err(y, ref):
     return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
 
 
-@pytest.mark.parametrize("m", [5, 6])
+@pytest.mark.parametrize("m", [5, 6, 7])
 def test_matrices_compute_a_1d_correlation_exactly(m):
     bt, g, at = matrices(m)
     assert bt.shape == (m + 2, m + 2) and g.shape == (m + 2, 3) and at.shape == (m, m + 2)
@@ -55,23 +55,24 @@ def test_matrices_compute_a_1d_correlation_exactly(m):
 @pytest.mark.parametrize("math", ["fp32", "3xtf32"])
 def test_big_tiles_run_on_their_own_builds(math):
     general = mk.kernels_for(math)
-    own = {m: mk.kernels_for(math, m=m) for m in (5, 6)}
-    assert own[5].megakernel is not own[6].megakernel is not general.megakernel
-    assert own[5].gemm_kernel is own[6].gemm_kernel is general.gemm_kernel   # one non-fused GEMM kernel per math
-    for m, build in ((6, own[6]), (5, own[5]), (4, general), (2, general)):
+    own = {m: mk.kernels_for(math, m=m) for m in (5, 6, 7)}
+    assert len({id(b.megakernel) for b in (*own.values(), general)}) == 4
+    assert own[5].gemm_kernel is own[6].gemm_kernel is own[7].gemm_kernel is general.gemm_kernel   # one per math
+    for m, build in ((7, own[7]), (6, own[6]), (5, own[5]), (4, general), (2, general)):
         c = WinogradConfig(m=m, gemm_math=math)
         assert mk.megakernel_for(np.zeros(mk.CTL_SIZE, np.int32), math, c) is build.megakernel
+    assert mk.transform_kernels_for(7).itrans_kernel is not mk.transform_kernels_for(6).itrans_kernel
     assert mk.transform_kernels_for(6).itrans_kernel is not mk.transform_kernels_for(5).itrans_kernel
     assert mk.transform_kernels_for(5).itrans_kernel is not mk.transform_kernels_for(4).itrans_kernel
     assert mk.transform_kernels_for(2) is mk.transform_kernels_for(4)
     assert mk.transform_kernels_for(4).itrans_kernel is mk.itrans_kernel
 
 
-@pytest.mark.parametrize("m", [5, 6])
+@pytest.mark.parametrize("m", [5, 6, 7])
 @pytest.mark.parametrize("schedule", ["nonfused", "fused"])
 def test_big_tiles_match_the_reference(schedule, m):
-    # 13 x 8 outputs: three tile rows (the last partial), two tile columns (the last partial); C = 5 (two
-    # k-steps of 4, the second partial), K = 11 (k-tiles of 8 and 3), N = 2.
+    # 13 x 8 outputs: three tile rows at m = 5, 6 and two at m = 7 (the last partial), two tile columns (the last
+    # partial); C = 5 (two k-steps of 4, the second partial), K = 11 (k-tiles of 8 and 3), N = 2.
     x, w = inputs(2, 5, 11, 13, 8, seed=60 + m)
     y = conv2d(x, w, schedule=schedule, config=cfg(m=m))
     assert y.shape == (2, 11, 13, 8)
@@ -79,14 +80,15 @@ def test_big_tiles_match_the_reference(schedule, m):
 
 
 @pytest.mark.parametrize("m, style, dispatch", [(6, "per_task", "blockidx"), (5, "persistent", "ticket"),
-                                                (6, "persistent", "ready"), (5, "per_task", "ready")])
+                                                (6, "persistent", "ready"), (5, "per_task", "ready"),
+                                                (7, "per_task", "blockidx"), (7, "persistent", "ticket")])
 def test_big_tiles_every_megakernel_style(m, style, dispatch):
     x, w = inputs(1, 3, 9, 7, 5, seed=62)
     y = conv2d(x, w, config=cfg(m=m, transform_pairs_per_thread=2), style=style, dispatch=dispatch)
     assert rel_err(y, direct_conv2d_reference(x, w)) <= TOL
 
 
-@pytest.mark.parametrize("m", [5, 6])
+@pytest.mark.parametrize("m", [5, 6, 7])
 def test_big_tiles_with_the_tensor_core_gemm_and_padding_0(m):
     # the 3xTF32 math's own megakernel builds (at these tile sizes their GEMM tasks take the generic path)
     x, w = inputs(1, 4, 6, 9, 10, seed=63)

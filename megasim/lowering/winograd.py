@@ -81,15 +81,16 @@ GEMM_GENERIC_REGISTERS = 128
 # 128 threads per SM) and the persistent one at 216 (its claim loop keeps more live: 2 blocks per SM).
 MEGAKERNEL_REGISTERS = 128
 PERSISTENT_MEGAKERNEL_REGISTERS = 216
-# The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(5x5) and F(6x6)
-# have their own (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m5 ...``).
+# The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(5x5), F(6x6)
+# and F(7x7) have their own (ptxas sm_90; ``python -m gpu.offline_compile itrans_kernel itrans_kernel_m5 ...``).
 TRANSFORM_REGISTERS = (48, 72, 80)
-TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72)}
+TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72),
+                               7: (32, 128, 96)}
 # Tiles whose transforms are priced under cost names of their own (``ftrans@m6``, ...; GPUSpec.task_cost falls
 # back to the kind's entry where a spec has none): their code is gpu/'s streamed form in builds of their own
 # (session 29), whose cost per flop a spec calibrated on F(4x4) bodies does not describe (the model
 # overpredicted their fused runs by 10%).
-OWN_COST_TILES = (5, 6)
+OWN_COST_TILES = (5, 6, 7)
 # The tiles ``default_tile`` chooses among (F(2x2), 4 multiplies per output, has fewer than F(4x4) only where a side
 # of the output is at most 2 pixels).
 DEFAULT_TILE_CHOICES = (4, 5, 6)
@@ -118,7 +119,7 @@ class WinogradConfig:
     1.34x faster per flop than 32 x 64 on the H200 (docs/notes.md, "GEMM tuning on H200").
     ``gemm_registers`` None means the registers of gpu/'s kernel for this config (GEMM_FAST_PATHS)."""
 
-    m: int = 4                      # output tile m of F(m x m, 3x3): 2, 4, 5 or 6 (``default_tile``)
+    m: int = 4                      # output tile m of F(m x m, 3x3): 2, 4, 5, 6 or 7 (``default_tile``)
     tiles_per_group: int = DEFAULT_TILES_PER_GROUP   # t: tiles per task group (rows of each GEMM task)
     transform_threads: int = 128    # threads per transform block
     transform_pairs_per_thread: int = 1   # (tile, channel) pairs each transform thread takes in turn

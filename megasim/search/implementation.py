@@ -8,7 +8,8 @@ ones give the dispatcher more, shorter tasks to interleave with the GEMMs (sessi
 against 4 at 0.925-1.015x per layer on the H200). ``model_pairs`` predicts the fused schedule at each
 candidate, each at its own recommended mapping, with a calibrated spec, and returns the fastest: a choice
 made by the model before any GPU run, which the GPU bench then measures (``experiments.winograd_bench
---model-pairs SPEC``).
+--model-pairs SPEC``). ``model_implementation`` chooses the Winograd tile the same way, among the tiles a caller
+offers (``--model-tiles``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
 from megasim.lowering.winograd import lower_winograd
+from megasim.lowering.winograd_math import SUPPORTED_TILES
 from megasim.mapping import recommended_params
 from megasim.plan import Plan, predict
 from megasim.workloads.problem import ConvProblem
@@ -32,14 +34,31 @@ def model_pairs(problem: ConvProblem, spec: GPUSpec, plan: Plan,
     microseconds at each candidate). ``plan``'s other parameters are kept; its Algorithm 1 parameters, when
     all unset, are each candidate's ``recommended_params`` (conv2d's default mapping: D_IG and D_GO scale with
     the transform tasks' size)."""
+    _, pairs, times = model_implementation(problem, spec, plan, (plan.tile,), candidates)
+    return pairs, {p: us for (_, p), us in times.items()}
+
+
+def model_implementation(problem: ConvProblem, spec: GPUSpec, plan: Plan, tiles: tuple[int, ...],
+                         pairs: tuple[int, ...] = PAIRS_CANDIDATES) -> tuple[int, int, dict[tuple[int, int], float]]:
+    """(tile, pairs per transform thread, the predicted microseconds of each (tile, pairs)): the Winograd tile
+    F(m x m) of ``tiles`` and the pairs of ``pairs`` at which ``spec`` predicts ``plan``'s fused schedule fastest,
+    each candidate at its own recommended mapping (as ``model_pairs``). On a predicted tie the earlier candidate
+    wins (``tiles`` first). Which tiles to offer is the caller's choice: they differ in FP32 error
+    (``megasim.lowering.winograd_math``; F(7x7)'s is 4x F(6x6)'s), which the model does not weigh."""
     if plan.schedule != "fused":
-        raise MegasimError(f"model_pairs: schedule {plan.schedule!r} is not allowed: want 'fused' (the non-fused "
-                           f"transform kernels run 1 pair per thread)")
-    if not candidates:
-        raise MegasimError("model_pairs: no candidates: want at least one number of pairs per thread")
-    times = {p: predict(problem, spec, candidate_plan(problem, plan, p))[0].predicted_us for p in candidates}
-    best = min(times, key=lambda p: (times[p], candidates.index(p)))
-    return best, times
+        raise MegasimError(f"model_implementation: schedule {plan.schedule!r} is not allowed: want 'fused' (the "
+                           f"non-fused transform kernels run 1 pair per thread)")
+    if not tiles or not pairs:
+        raise MegasimError(f"model_implementation: no candidates in tiles={tiles!r}, pairs={pairs!r}: want at least "
+                           f"one tile and one number of pairs per thread")
+    for m in tiles:
+        if m not in SUPPORTED_TILES:
+            raise MegasimError(f"model_implementation: tile {m!r} is not allowed: want one of {SUPPORTED_TILES}")
+    times = {(m, p): predict(problem, spec, candidate_plan(problem, dataclasses.replace(plan, tile=m), p))[0].predicted_us
+             for m in tiles for p in pairs}
+    order = list(times)
+    best = min(times, key=lambda mp: (times[mp], order.index(mp)))
+    return best[0], best[1], times
 
 
 def candidate_plan(problem: ConvProblem, plan: Plan, pairs: int) -> Plan:
