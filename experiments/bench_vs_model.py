@@ -82,7 +82,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Mean absolute and mean signed error per schedule and per group of tiles (F(4x4) or larger)."""
     out: dict[str, dict[str, float]] = {}
     for schedule in SCHEDULES:
-        for label, keep in (("all", lambda t: True), ("tile 4", lambda t: t == 4), ("tile 5-6", lambda t: t > 4)):
+        for label, keep in (("all", lambda t: True), ("tile 4", lambda t: t == 4), ("tile 5-7", lambda t: t > 4)):
             errs = [r["error"] for r in rows if r["schedule"] == schedule and keep(r["tile"])]
             if errs:
                 out[f"{schedule}, {label}"] = {"rows": len(errs), "mape": sum(abs(e) for e in errs) / len(errs),
