@@ -18,6 +18,7 @@ Writes DIR/bench_vs_model.csv (a row per layer and schedule: tile, measured and 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -40,10 +41,14 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
     csv_path = Path(csv_path)
     try:
         measured = {(r["layer"], r["impl"]): r for r in read_rows(csv_path)}
-        per_layer = json.loads(csv_path.with_suffix(".json").read_text())["meta"]["per_layer"]
+        meta_path = csv_path.with_suffix(".json")
+        if not meta_path.exists() and csv_path.with_suffix(".json.gz").exists():    # an archived run's JSON
+            meta_path = csv_path.with_suffix(".json.gz")
+        text = gzip.decompress(meta_path.read_bytes()) if meta_path.suffix == ".gz" else meta_path.read_text()
+        per_layer = json.loads(text)["meta"]["per_layer"]
     except (OSError, ValueError, KeyError) as err:
         raise MegasimError(f"--bench {str(csv_path)!r} cannot be read as a winograd_bench CSV with its JSON "
-                           f"beside it: {err}") from None
+                           f"beside it (.json or .json.gz): {err}") from None
     rows = []
     for layer, meta in per_layer.items():
         tile = recorded_tile(meta)

@@ -67,7 +67,16 @@ def test_rows_are_predicted_and_compared(tmp_path):
     for r in rows:
         assert r["error"] == pytest.approx(r["predicted_ms"] / r["measured_ms"] - 1)
     stats = bvm.summary(rows)
-    assert stats["fused, tile 5-6"]["rows"] == 1 and "fused, tile 4" not in stats
+    assert stats["fused, tile 5-7"]["rows"] == 1 and "fused, tile 4" not in stats
+
+
+def test_an_archived_bench_with_its_json_gzipped(tmp_path):
+    import gzip
+    path = _bench(tmp_path, tile=7)
+    meta = path.with_suffix(".json")
+    path.with_suffix(".json.gz").write_bytes(gzip.compress(meta.read_bytes()))
+    meta.unlink()
+    assert {r["tile"] for r in bvm.bench_rows(path)} == {7}
 
 
 def test_unreadable_or_empty_bench_is_one_line(tmp_path, capsys):
