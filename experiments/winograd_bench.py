@@ -220,7 +220,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model-tiles", default=None, metavar="M,M,...",
                     help="with --model-pairs: the Winograd tile chosen per layer by the model among these (e.g. "
                     "4,5,6,7; megasim.search.implementation.model_implementation), jointly with the pairs; both "
-                    "schedules run at it. F(7x7) has 4x F(6x6)'s FP32 error (megasim.lowering.winograd_math)")
+                    "schedules run at it. F(7x7) has 4-5x F(6x6)'s FP32 error (megasim.lowering.winograd_math)")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
     from megasim.plan import Plan

@@ -44,7 +44,7 @@ def model_implementation(problem: ConvProblem, spec: GPUSpec, plan: Plan, tiles:
     F(m x m) of ``tiles`` and the pairs of ``pairs`` at which ``spec`` predicts ``plan``'s fused schedule fastest,
     each candidate at its own recommended mapping (as ``model_pairs``). On a predicted tie the earlier candidate
     wins (``tiles`` first). Which tiles to offer is the caller's choice: they differ in FP32 error
-    (``megasim.lowering.winograd_math``; F(7x7)'s is 4x F(6x6)'s), which the model does not weigh."""
+    (``megasim.lowering.winograd_math``; F(7x7)'s is 4-5x F(6x6)'s), which the model does not weigh."""
     if plan.schedule != "fused":
         raise MegasimError(f"model_implementation: schedule {plan.schedule!r} is not allowed: want 'fused' (the "
                            f"non-fused transform kernels run 1 pair per thread)")
@@ -56,8 +56,7 @@ def model_implementation(problem: ConvProblem, spec: GPUSpec, plan: Plan, tiles:
             raise MegasimError(f"model_implementation: tile {m!r} is not allowed: want one of {SUPPORTED_TILES}")
     times = {(m, p): predict(problem, spec, candidate_plan(problem, dataclasses.replace(plan, tile=m), p))[0].predicted_us
              for m in tiles for p in pairs}
-    order = list(times)
-    best = min(times, key=lambda mp: (times[mp], order.index(mp)))
+    best = min(times, key=times.get)    # the first of equal minima: the earlier candidate
     return best[0], best[1], times
 
 
