@@ -23,6 +23,7 @@ DIR/bench_sweep_model_points.csv (every point), with provenance. No GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -49,23 +50,28 @@ def _predict(job: tuple) -> dict[str, Any]:
     return {"layer": layer, **measure(parse_layer(layer), load_spec(spec_path), plan)}
 
 
-def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str,
-                   workers: int, tiles: dict[str, int] | None = None) -> list[dict[str, Any]]:
-    """Every layer's non-fused plan and its bench sweep points, predicted (at ``tiles[layer]``, default 4)."""
+def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str, workers: int,
+                   impls: dict[str, tuple[int, int | None]] | None = None) -> list[dict[str, Any]]:
+    """Every layer's non-fused plan and its bench sweep points, predicted at ``impls[layer]`` = (tile, the fused
+    schedule's pairs per transform thread; None: its default), default (4, None). The sweep's points are the
+    bench's own: ``sweep_candidates`` of the graph at that tile and pairs."""
     jobs = []
     for layer in layers:
-        tile = (tiles or {}).get(layer, 4)
-        graph = lower_winograd(parse_layer(layer), Plan(gemm_math=gemm_math, tile=tile).config)
+        tile, pairs = (impls or {}).get(layer, (4, None))
+        fused = Plan(gemm_math=gemm_math, tile=tile, transform_pairs_per_thread=pairs)
+        graph = lower_winograd(parse_layer(layer), fused.config)
         jobs.append((spec_path, layer, Plan(schedule="nonfused", gemm_math=gemm_math, tile=tile)))
-        jobs += [(spec_path, layer, Plan(d_ig=p.d_ig, d_go=p.d_go, m=p.m, gemm_math=gemm_math, tile=tile))
+        jobs += [(spec_path, layer, dataclasses.replace(fused, d_ig=p.d_ig, d_go=p.d_go, m=p.m))
                  for p in sweep_candidates(graph, size)]
     return parallel_map(_predict, jobs, workers)
 
 
-def bench_tiles(path: str | Path) -> dict[str, int]:
-    """Per layer: the Winograd tile a winograd_bench run used (4 where it recorded none)."""
+def bench_implementations(path: str | Path) -> dict[str, tuple[int, int | None]]:
+    """Per layer: (the Winograd tile a winograd_bench run used, 4 where it recorded none; its fused schedule's pairs
+    per transform thread, None where it recorded no config: the default then)."""
     meta = json.loads(Path(path).read_text())["meta"]
-    return {layer: recorded_tile(info) for layer, info in meta["per_layer"].items()}
+    return {layer: (recorded_tile(info), info.get("winograd_config", {}).get("transform_pairs_per_thread"))
+            for layer, info in meta["per_layer"].items()}
 
 
 def measured_sweeps(path: str | Path) -> dict[str, dict[tuple[int, int, int], float]]:
@@ -117,8 +123,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--measured", default=None, help="a winograd_bench JSON whose fused sweep used --size")
     ap.add_argument("--bench-tiles", action="store_true",
-                    help="predict each layer at the tile the --measured bench ran it at (session 29: each layer's "
-                         "default_tile), not F(4x4)")
+                    help="predict each layer at the tile and fused pairs per thread the --measured bench ran it at "
+                         "(session 29: each layer's default_tile; sessions 30-31: the model's choice), not F(4x4) "
+                         "at 4 pairs")
     ap.add_argument("--points", default=None, help="reuse a bench_sweep_model_points.csv instead of predicting")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             raise SystemExit(f"{flag} {path!r}: no such file")
     if args.bench_tiles and not args.measured:
         raise SystemExit("--bench-tiles needs --measured (the bench whose tiles to predict at)")
-    tiles = bench_tiles(args.measured) if args.bench_tiles else None
+    impls = bench_implementations(args.measured) if args.bench_tiles else None
     if args.points:
         from experiments.provenance import read_rows
         def typed(p: dict) -> dict:
@@ -140,7 +147,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             return {**p, **ints, "valid": p["valid"] == "True", "predicted_us": float(p["predicted_us"] or "nan")}
         points = [typed(p) for p in read_rows(args.points) if p["layer"] in args.layers]
     else:
-        points = predict_layers(args.spec, args.layers, args.size, args.gemm_math, args.workers, tiles)
+        points = predict_layers(args.spec, args.layers, args.size, args.gemm_math, args.workers, impls)
     measured = measured_sweeps(args.measured) if args.measured else None
     rows = summarise(points, measured)
     print_table(rows, [c for c in ("layer", "points", "nonfused_predicted_us", "choice", "choice_predicted_us",
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                    "spearman", "points_mape")
                        if c in rows[0]])
     meta = provenance({"script": "bench_sweep_model", "spec": args.spec, **spec_meta(load_spec(args.spec)),
-                       "gemm_math": args.gemm_math, "size": args.size, "measured": args.measured, "tiles": tiles})
+                       "gemm_math": args.gemm_math, "size": args.size, "measured": args.measured, "implementations": impls})
     if measured:
         regrets = [r["regret"] for r in rows if isinstance(r.get("regret"), float) and not math.isnan(r["regret"])]
         meta["regret_max"] = max(regrets) if regrets else None

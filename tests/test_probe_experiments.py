@@ -50,6 +50,22 @@ def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path
     assert (persistent.style, persistent.blocks_per_sm, persistent.dispatch) == ("persistent", 4, "ticket")
 
 
+def test_bench_sweep_model_predicts_the_benchs_own_points(monkeypatch):
+    """At the bench's tile and pairs: the sweep's points are those of the graph the bench swept."""
+    from experiments import bench_sweep_model as bsm
+    from experiments.winograd_bench import sweep_candidates
+    from megasim.lowering.winograd import WinogradConfig, lower_winograd
+    from megasim.workloads import parse_layer
+    monkeypatch.setattr(bsm, "parallel_map", lambda fn, jobs, workers: jobs)
+    layer = "N=4,C=8,K=8,H=20,W=20"
+    jobs = bsm.predict_layers("spec.json", [layer], "small", "fp32", 1, {layer: (7, 2)})
+    plans = [plan for _, _, plan in jobs]
+    assert plans[0].schedule == "nonfused" and plans[0].tile == 7
+    graph = lower_winograd(parse_layer(layer), WinogradConfig(m=7, transform_pairs_per_thread=2))
+    assert [(p.d_ig, p.d_go, p.m) for p in plans[1:]] == [(c.d_ig, c.d_go, c.m) for c in sweep_candidates(graph, "small")]
+    assert {(p.tile, p.pairs_per_thread, p.schedule) for p in plans[1:]} == {(7, 2, "fused")}
+
+
 def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
     """experiments.bench_sweep_model: the pick is the fastest predicted valid fused point; its regret is its
     measured median over the best measured one; bad inputs are one-line exits."""
@@ -81,7 +97,10 @@ def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
     assert row["points_mape"] == round((abs(90 / 110 - 1) + abs(95 / 100 - 1) + abs(99 / 120 - 1)) / 3, 4)
     with pytest.raises(SystemExit, match="^--bench-tiles needs --measured"):
         bsm.main(["--layers", "resnet-4", "--bench-tiles"])
-    assert bsm.bench_tiles(bench) == {"L": 4}
+    assert bsm.bench_implementations(bench) == {"L": (4, None)}
+    meta["meta"]["per_layer"]["L"].update(tile=7, winograd_config={"m": 7, "transform_pairs_per_thread": 2})
+    bench.write_text(json.dumps(meta))
+    assert bsm.bench_implementations(bench) == {"L": (7, 2)}
     with pytest.raises(SystemExit, match="^--layers: unknown layer 'nope'"):
         bsm.main(["--layers", "nope"])
     with pytest.raises(SystemExit, match="^--measured '.*missing.json': no such file$"):
