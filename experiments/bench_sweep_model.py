@@ -103,7 +103,9 @@ def summarise(points: list[dict[str, Any]], measured: dict | None) -> list[dict[
             best_key = min(meas, key=meas.get)
             pairs = [(p["predicted_us"], meas[k]) for p in fused if (k := (p["D_IG"], p["D_GO"], p["M"])) in meas]
             if len(pairs) > 2:   # how well the model orders all the measured points, and how far off it is
-                row["spearman"] = round(float(spearmanr(*zip(*pairs)).correlation), 4)
+                pred, got = zip(*pairs)      # all equal on either side: no rank correlation (nan, not a warning)
+                constant = len(set(pred)) == 1 or len(set(got)) == 1
+                row["spearman"] = math.nan if constant else round(float(spearmanr(pred, got).correlation), 4)
                 row["points_mape"] = round(sum(abs(u / (1e3 * ms) - 1.0) for u, ms in pairs) / len(pairs), 4)
             row.update(choice_measured_us=round(meas[key] * 1e3, 2) if key in meas else math.nan,
                        best_measured=f"D_IG={best_key[0]} D_GO={best_key[1]} M={best_key[2]}",
@@ -161,12 +163,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         meta["regret_max"] = max(regrets) if regrets else None
         meta["regret_mean"] = sum(regrets) / len(regrets) if regrets else None
         print(f"regret: max {meta['regret_max']:.3f}, mean {meta['regret_mean']:.3f} over {len(regrets)} layers")
-        rhos = [r["spearman"] for r in rows if "spearman" in r]
-        if rhos:
-            meta["spearman_mean"] = sum(rhos) / len(rhos)
-            meta["points_mape_mean"] = sum(r["points_mape"] for r in rows if "points_mape" in r) / len(rhos)
-            print(f"rank correlation with the measured points (Spearman): mean {meta['spearman_mean']:.3f}; "
-                  f"mean |error| of the points {meta['points_mape_mean']:.1%}")
+        # a layer whose predictions (or measurements) are all equal has no rank correlation (nan): left out
+        rhos = [r["spearman"] for r in rows if "spearman" in r and not math.isnan(r["spearman"])]
+        mapes = [r["points_mape"] for r in rows if "points_mape" in r]
+        if mapes:
+            meta["spearman_mean"] = sum(rhos) / len(rhos) if rhos else None
+            meta["spearman_layers"] = len(rhos)
+            meta["points_mape_mean"] = sum(mapes) / len(mapes)
+            rho = f"{meta['spearman_mean']:.3f}" if rhos else "-"
+            print(f"rank correlation with the measured points (Spearman): mean {rho} over {len(rhos)} layers; "
+                  f"mean |error| of the points {meta['points_mape_mean']:.1%} over {len(mapes)}")
     write_results(rows, args.out, "bench_sweep_model", meta)
     if not args.points:
         write_results(points, args.out, "bench_sweep_model_points", meta)

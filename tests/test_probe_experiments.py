@@ -66,6 +66,23 @@ def test_bench_sweep_model_predicts_the_benchs_own_points(monkeypatch):
     assert {(p.tile, p.pairs_per_thread, p.schedule) for p in plans[1:]} == {(7, 2, "fused")}
 
 
+def test_bench_sweep_model_leaves_a_layer_without_rank_correlation_out_of_the_mean(tmp_path, capsys):
+    """A layer whose predictions are all equal has no Spearman rank correlation (nan): the mean skips it."""
+    from experiments import bench_sweep_model as bsm
+    from experiments.provenance import write_results
+    pts = [{"layer": "resnet-4", "schedule": "nonfused", "valid": True, "predicted_us": 50.0, "D_IG": "", "D_GO": "",
+            "M": ""}]
+    pts += [{"layer": "resnet-4", "schedule": "fused", "valid": True, "predicted_us": 40.0, "D_IG": d, "D_GO": 9,
+             "M": 1} for d in (1, 2, 3)]
+    write_results(pts, tmp_path / "pts", "points", {"script": "test"})
+    sweep = [{"D_IG": d, "D_GO": 9, "M": 1, "median_ms": ms, "status": "ok"} for d, ms in ((1, 0.05), (2, 0.04), (3, 0.045))]
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"meta": {"per_layer": {"resnet-4": {"tile": 4, "fused_sweep": sweep}}}}))
+    bsm.main(["--layers", "resnet-4", "--points", str(tmp_path / "pts" / "points.csv"), "--measured", str(bench),
+              "--spec", "megasim/hardware/calibrated/h200.json", "--out", str(tmp_path / "out")])
+    assert "Spearman): mean - over 0 layers; mean |error| of the points 10.4% over 1" in capsys.readouterr().out
+
+
 def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
     """experiments.bench_sweep_model: the pick is the fastest predicted valid fused point; its regret is its
     measured median over the best measured one; bad inputs are one-line exits."""
