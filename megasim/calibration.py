@@ -320,7 +320,8 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         best = cost_of(res.x)
         evaluations = len(memo)
     else:
-        starts = dict(START, block_dram_bw_gbps=spec.tb_max_dram_bw_gbps, **(start_values or {}))
+        # (a dict merge, not dict(**): start_values may name block_dram_bw_gbps too)
+        starts = {**START, "block_dram_bw_gbps": spec.tb_max_dram_bw_gbps, **(start_values or {})}
         # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
         # parameter) sees through the small jumps that event reorderings cause.
         first = tuple(f for f in free if f not in STAGE2)

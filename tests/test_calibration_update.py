@@ -121,6 +121,20 @@ def test_a_new_variant_gets_a_cost_of_its_own_started_from_its_kind():
         assert updated.task_costs[kind] == old.task_costs[kind], kind
 
 
+def test_refitting_a_variants_dram_rate_runs():
+    """The least-squares path with the DRAM rate per block among the free fields (it once raised a TypeError:
+    the variant's start values name that field too): a fit that runs and changes only the variant."""
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    truth6 = dataclasses.replace(TRUTH["itrans"], compute_efficiency=0.08, fixed_ns=400.0)
+    m = measured(small_h200(task_costs={**old.task_costs, "itrans@m6": truth6}), "tile=6", kinds=("itrans",))
+    updated, report = updated_spec(old, m, ("compute_efficiency@itrans@m6", "block_dram_bw_gbps@itrans@m6"),
+                                   workers=1, max_evals=12)
+    assert set(report["kinds"]) == {"itrans@m6"} and "block_dram_bw_gbps" in report["kinds"]["itrans@m6"]
+    assert updated.task_costs["itrans@m6"].block_dram_bw_gbps > 0
+    for kind in TRUTH:
+        assert updated.task_costs[kind] == old.task_costs[kind], kind
+
+
 @pytest.mark.parametrize("refit, match", [
     ("compute_speed", "refit field 'compute_speed' is not allowed: want some of"),
     ("compute_speed@gemm", "refit field 'compute_speed@gemm' is not allowed"),
