@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from scipy.stats import spearmanr
 
 from experiments.provenance import provenance, write_results
 from experiments.sweeps import measure, parallel_map, print_table, spec_meta
-from experiments.winograd_bench import recorded_tile, sweep_candidates
+from experiments.winograd_bench import read_bench_json, recorded_tile, sweep_candidates
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
 from megasim.lowering.winograd import GEMM_MATHS, lower_winograd
@@ -69,14 +68,14 @@ def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str,
 def bench_implementations(path: str | Path) -> dict[str, tuple[int, int | None]]:
     """Per layer: (the Winograd tile a winograd_bench run used, 4 where it recorded none; its fused schedule's pairs
     per transform thread, None where it recorded no config: the default then)."""
-    meta = json.loads(Path(path).read_text())["meta"]
+    meta = read_bench_json(path)["meta"]
     return {layer: (recorded_tile(info), info.get("winograd_config", {}).get("transform_pairs_per_thread"))
             for layer, info in meta["per_layer"].items()}
 
 
 def measured_sweeps(path: str | Path) -> dict[str, dict[tuple[int, int, int], float]]:
     """Per layer: (D_IG, D_GO, M) -> measured median ms of the bench's ticket-dispatch sweep."""
-    meta = json.loads(Path(path).read_text())["meta"]
+    meta = read_bench_json(path)["meta"]
     out: dict[str, dict[tuple[int, int, int], float]] = {}
     for layer, info in meta["per_layer"].items():
         out[layer] = {(p["D_IG"], p["D_GO"], p["M"]): float(p["median_ms"]) for p in info.get("fused_sweep", [])

@@ -18,14 +18,12 @@ Writes DIR/bench_vs_model.csv (a row per layer and schedule: tile, measured and 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import print_table
-from experiments.winograd_bench import recorded_tile
+from experiments.winograd_bench import read_bench_json, recorded_tile
 from megasim.errors import MegasimError
 from megasim.lowering.winograd import DEFAULT_TRANSFORM_PAIRS_PER_THREAD
 from megasim.validation import predict_rows
@@ -44,8 +42,7 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
         meta_path = csv_path.with_suffix(".json")
         if not meta_path.exists() and csv_path.with_suffix(".json.gz").exists():    # an archived run's JSON
             meta_path = csv_path.with_suffix(".json.gz")
-        text = gzip.decompress(meta_path.read_bytes()) if meta_path.suffix == ".gz" else meta_path.read_text()
-        per_layer = json.loads(text)["meta"]["per_layer"]
+        per_layer = read_bench_json(meta_path)["meta"]["per_layer"]
     except (OSError, ValueError, KeyError) as err:
         raise MegasimError(f"--bench {str(csv_path)!r} cannot be read as a winograd_bench CSV with its JSON "
                            f"beside it (.json or .json.gz): {err}") from None

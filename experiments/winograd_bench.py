@@ -59,6 +59,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
+import json
 import math
 import os
 import re
@@ -153,6 +155,13 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
                 default=math.nan)
     lines.append(f"(median ms; '!' = status not ok, see CSV; largest FP32 rel_err {worst:.2e})")
     return "\n".join(lines)
+
+
+def read_bench_json(path: str | Path) -> dict:
+    """A winograd_bench JSON, plain or gzipped (archived runs: ``winograd_bench.json.gz``)."""
+    path = Path(path)
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
 
 
 def recorded_tile(layer_meta: dict) -> int:

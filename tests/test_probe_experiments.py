@@ -118,6 +118,11 @@ def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
     meta["meta"]["per_layer"]["L"].update(tile=7, winograd_config={"m": 7, "transform_pairs_per_thread": 2})
     bench.write_text(json.dumps(meta))
     assert bsm.bench_implementations(bench) == {"L": (7, 2)}
+    import gzip                                       # an archived bench: its JSON gzipped
+    archived = tmp_path / "archived.json.gz"
+    archived.write_bytes(gzip.compress(bench.read_bytes()))
+    assert bsm.bench_implementations(archived) == {"L": (7, 2)}
+    assert bsm.measured_sweeps(archived) == bsm.measured_sweeps(bench)
     with pytest.raises(SystemExit, match="^--layers: unknown layer 'nope'"):
         bsm.main(["--layers", "nope"])
     with pytest.raises(SystemExit, match="^--measured '.*missing.json': no such file$"):
