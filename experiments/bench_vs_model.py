@@ -39,10 +39,7 @@ def bench_rows(csv_path: str | Path) -> list[dict[str, Any]]:
     csv_path = Path(csv_path)
     try:
         measured = {(r["layer"], r["impl"]): r for r in read_rows(csv_path)}
-        meta_path = csv_path.with_suffix(".json")
-        if not meta_path.exists() and csv_path.with_suffix(".json.gz").exists():    # an archived run's JSON
-            meta_path = csv_path.with_suffix(".json.gz")
-        per_layer = read_bench_json(meta_path)["meta"]["per_layer"]
+        per_layer = read_bench_json(csv_path.with_suffix(".json"))["meta"]["per_layer"]   # (or its .json.gz)
     except (OSError, ValueError, KeyError) as err:
         raise MegasimError(f"--bench {str(csv_path)!r} cannot be read as a winograd_bench CSV with its JSON "
                            f"beside it (.json or .json.gz): {err}") from None

@@ -158,8 +158,11 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def read_bench_json(path: str | Path) -> dict:
-    """A winograd_bench JSON, plain or gzipped (archived runs: ``winograd_bench.json.gz``)."""
+    """A winograd_bench JSON, plain or gzipped (archived runs: ``winograd_bench.json.gz``; a ``.json`` path that is
+    missing is read from its ``.json.gz`` beside it)."""
     path = Path(path)
+    if path.suffix == ".json" and not path.exists() and path.with_suffix(".json.gz").exists():
+        path = path.with_suffix(".json.gz")
     raw = path.read_bytes()
     return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
 

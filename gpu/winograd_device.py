@@ -39,7 +39,7 @@ from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
 from gpu.switches import env_choice
 from gpu.transforms import pair_functions
-from megasim.lowering.winograd import GEMM_MATHS
+from megasim.lowering.winograd import GEMM_MATHS, OWN_COST_TILES
 
 # Kind ids: the position in megasim.lowering.winograd.KINDS.
 FTRANS, ITRANS, GEMM, OTRANS = 0, 1, 2, 3
@@ -90,8 +90,9 @@ def _tile_coords(tile, prm):
 # faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best
 # 0.9% slower (the megakernel's spills 44 -> 8 bytes, yet slower).
 OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("nonfused", "all", "none"), "nonfused")
-# The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.megakernel.OWN_BUILD_TILES).
-BIG_TILES = (5, 6, 7)
+# The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.megakernel.OWN_BUILD_TILES): the
+# lowering's OWN_COST_TILES, whose costs it names apart because their code is these builds' (one list for both).
+BIG_TILES = OWN_COST_TILES
 
 
 def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
