@@ -39,7 +39,8 @@ DISPATCH_LABELS = (("ticket", "fused_ticket"), ("blockidx", "fused_blockidx"))
 
 def best_params(bench_json: str | Path) -> dict[str, str]:
     """Per layer: the --param string of the bench's fused_sweep_best (D_IG, D_GO, M)."""
-    meta = json.loads(Path(bench_json).read_text())["meta"]
+    from experiments.winograd_bench import read_bench_json
+    meta = read_bench_json(bench_json)["meta"]      # (plain or an archived .json.gz)
     out = {}
     for layer, info in meta["per_layer"].items():
         best = info.get("fused_sweep_best")
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     gemm_math = args.gemm_math or default_gemm_math()
     bench = args.bench or (f"experiments/results/{device_slug(device_name())}/"
                            f"{'gemm_3xtf32/' if gemm_math != 'fp32' else ''}winograd_bench.json")
-    if not Path(bench).exists():
+    if not (Path(bench).exists() or Path(bench + ".gz").exists()):
         raise SystemExit(f"--bench {bench!r}: no such file (a winograd_bench JSON of this device and GEMM math)")
     params = best_params(bench)
     rows = []
