@@ -37,7 +37,6 @@ from numba import cuda, float32
 
 from gpu.gemm_tc import make_gemm_tc
 from gpu.gemm_vec import make_gemm_staged
-from gpu.l2_discard import L2_DISCARD, LINE_FLOATS, discard_line, warp_lines_read
 from gpu.switches import env_choice
 from gpu.transforms import pair_functions
 from megasim.lowering.winograd import GEMM_MATHS, OWN_COST_TILES
@@ -201,48 +200,7 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
                     o_m4(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
                 else:
                     o_m2(M, Y, n, m * ty, m * tx, tile, k, prm[P_P], prm[P_Q])
-        if L2_DISCARD:
-            _discard_products(M, g, s, prm)
     return ftrans_task, itrans_task, otrans_task
-
-
-@cuda.jit(device=True)
-def _discard_products(M, g, s, prm):
-    """After output-transform task s of group g: each of its warps was the only reader of M[e, tile, k] for
-    its 32 consecutive pairs of each round, 32 consecutive floats for every e (a 128-byte line where
-    tiles * K and t * K are multiples of 32), so the warp discards them from L2 (gpu.l2_discard). Partial
-    warps and unaligned layouts discard nothing. Called by every lane of the warp, after its transforms
-    (read again from prm here: fewer values live across the transforms)."""
-    t, K, tiles, thr, rounds = prm[P_T], prm[P_K], prm[P_TILES], prm[P_TTHR], prm[P_TPAIRS]
-    if (tiles * K) % LINE_FLOATS != 0 or (t * K) % LINE_FLOATS != 0 or thr % 32 != 0:
-        return
-    m = prm[P_M]
-    a2 = (m + 2) * (m + 2)
-    npairs = min(t, tiles - g * t) * K
-    tid = cuda.threadIdx.x
-    lane = tid % 32
-    warp_lines_read()                # every lane's loads of M are done
-    for r in range(rounds):
-        q0 = (s * rounds + r) * thr + (tid - lane)      # the warp's first pair this round
-        if q0 + 32 <= npairs:
-            base = g * t * K + q0
-            for e in range(lane, a2, 32):
-                discard_line(M, e * tiles * K + base)
-
-
-@cuda.jit(device=True)
-def _discard_inputs(g, j, prm, V):
-    """After GEMM task j of group g, when K fits one GEMM column (k_tiles = 1: the task is the only reader of
-    V[e, rows of g, :], e = j): the block discards the whole 128-byte lines of that range from L2
-    (gpu.l2_discard), after a barrier (every thread's loads are done). Called by every thread of the block."""
-    t, C, tiles = prm[P_T], prm[P_C], prm[P_TILES]
-    if prm[P_KTILES] != 1 or (tiles * C) % LINE_FLOATS != 0 or (t * C) % LINE_FLOATS != 0:
-        return
-    cuda.syncthreads()
-    start = (j * tiles + g * t) * C
-    lines = min(t, tiles - g * t) * C // LINE_FLOATS
-    for i in range(cuda.threadIdx.x, lines, cuda.blockDim.x):
-        discard_line(V, start + i * LINE_FLOATS)
 
 
 # The general build's tasks as the megakernels run them (the non-fused kernels: gpu.megakernel.transform_kernels_for).
@@ -411,19 +369,17 @@ def _make_gemm_task(gemm_fast_a, gemm_fast_b, only_b: bool = False):
         """
         if ONLY_B:
             gemm_fast_b(g, j, prm, V, U, M)
+            return
+        t = prm[P_T]
+        gk = prm[P_GK]
+        ks = prm[P_KSTEP]
+        nt = prm[P_GTHR]
+        if t == _A_T and gk == _A_GK and ks == _A_KS and nt == _A_NT:
+            gemm_fast_a(g, j, prm, V, U, M)
+        elif t == _B_T and gk == _B_GK and ks == _B_KS and nt == _B_NT:
+            gemm_fast_b(g, j, prm, V, U, M)
         else:
-            t = prm[P_T]
-            gk = prm[P_GK]
-            ks = prm[P_KSTEP]
-            nt = prm[P_GTHR]
-            if t == _A_T and gk == _A_GK and ks == _A_KS and nt == _A_NT:
-                gemm_fast_a(g, j, prm, V, U, M)
-            elif t == _B_T and gk == _B_GK and ks == _B_KS and nt == _B_NT:
-                gemm_fast_b(g, j, prm, V, U, M)
-            else:
-                gemm_generic(g, j, prm, V, U, M)
-        if L2_DISCARD:
-            _discard_inputs(g, j, prm, V)
+            gemm_generic(g, j, prm, V, U, M)
     return gemm_task
 
 
