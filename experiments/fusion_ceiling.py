@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import math
 import sys
@@ -89,7 +90,9 @@ def read_ncu_csv(path: str | Path) -> list[KernelRecord]:
     """The kernels of an ncu ``--csv`` log (details page: ID, Kernel Name, Metric Name, Metric Unit, Metric
     Value per row), in launch order. Lines before the CSV header (ncu's ==PROF== lines, the program's
     output) are skipped."""
-    lines = Path(path).read_text().splitlines()
+    path = Path(path)
+    raw = path.read_bytes()
+    lines = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         raise ValueError(f"{path}: no ncu CSV header (a line starting with \"ID\"); was ncu run with --csv?")
@@ -140,8 +143,10 @@ def layer_row(entry: dict, fused: list[KernelRecord], nonfused: list[KernelRecor
     bytes_f = _sum(fused, "dram__bytes_read.sum") + _sum(fused, "dram__bytes_write.sum")
     dram_floor_f_us = bytes_f / (dram_bw_gbps * 1e9) * 1e6 if dram_bw_gbps else math.nan
     ffma_f = _sum(fused, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum") / 32
+    mp = entry["mapping"]
     return {
         "layer": entry["layer"], "tile": entry["tile"], "pairs_fused": entry["pairs_fused"],
+        "mapping": f"D_IG={mp['D_IG']},D_GO={mp['D_GO']},M={mp['M']},dispatch={mp['dispatch']}",
         "bench_nonfused_us": t_nf_us, "bench_fused_us": t_f_us, "measured_speedup": t_nf_us / t_f_us,
         "inst_fused_M": inst_f / 1e6, "inst_nonfused_M": inst_nf / 1e6, "inst_fused_over_nonfused": inst_f / inst_nf,
         "ffma_share_fused": ffma_f / inst_f,
@@ -149,6 +154,10 @@ def layer_row(entry: dict, fused: list[KernelRecord], nonfused: list[KernelRecor
         "clock_ghz": clock_f / 1e9,
         "issue_floor_fused_us": floor_f_us, "dram_floor_fused_us": dram_floor_f_us,
         "ceiling": t_nf_us / floor_f_us, "ceiling_at_cublas_issue": t_nf_us / floor_f_us * CUBLAS_ISSUE_ACTIVE,
+        "dram_read_fused_MB": _sum(fused, "dram__bytes_read.sum") / 1e6,
+        "dram_write_fused_MB": _sum(fused, "dram__bytes_write.sum") / 1e6,
+        "dram_read_nonfused_MB": _sum(nonfused, "dram__bytes_read.sum") / 1e6,
+        "dram_write_nonfused_MB": _sum(nonfused, "dram__bytes_write.sum") / 1e6,
         "ncu_fused_us": _sum(fused, "gpu__time_duration.sum") / 1e3,
         "ncu_nonfused_us": _sum(nonfused, "gpu__time_duration.sum") / 1e3,
     }
@@ -187,12 +196,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{manifest['meta'].get('device')}, bench {manifest['meta'].get('bench')}; the bound on fused / "
           f"non-fused from the fused megakernel's warp instructions at 1 per sub-partition per cycle")
     print(f"{'layer':>10} {'tile':>4} {'measured':>8} {'inst f/nf':>9} {'issue nf':>8} {'issue f':>7} "
-          f"{'floor us':>8} {'fused us':>8} {'nonf us':>8} {'ceiling':>7} {'at 87%':>6}")
+          f"{'floor us':>8} {'fused us':>8} {'nonf us':>8} {'ceiling':>7} {'at 87%':>6} {'DRAM f MB':>9} {'DRAM nf MB':>10}")
     for r in rows:
         print(f"{r['layer']:>10} {r['tile']:>4} {r['measured_speedup']:>7.3f}x {r['inst_fused_over_nonfused']:>9.3f} "
               f"{r['issue_active_nonfused']:>8.1%} {r['issue_active_fused']:>7.1%} {r['issue_floor_fused_us']:>8.1f} "
               f"{r['bench_fused_us']:>8.1f} {r['bench_nonfused_us']:>8.1f} {r['ceiling']:>6.3f}x "
-              f"{r['ceiling_at_cublas_issue']:>5.3f}x")
+              f"{r['ceiling_at_cublas_issue']:>5.3f}x {r['dram_read_fused_MB'] + r['dram_write_fused_MB']:>9.0f} "
+              f"{r['dram_read_nonfused_MB'] + r['dram_write_nonfused_MB']:>10.0f}  {r['mapping']}")
     print(f"{'geomean':>10} {'':>4} {means['measured_speedup']:>7.3f}x {means['inst_fused_over_nonfused']:>9.3f} "
           f"{'':>8} {'':>7} {'':>8} {'':>8} {'':>8} {means['ceiling']:>6.3f}x {means['ceiling_at_cublas_issue']:>5.3f}x")
     below = [r["layer"] for r in rows if r["ceiling"] < TARGET]

@@ -138,10 +138,30 @@ def run_layer(run: LayerRun, sets: int, warmup: int, seed: int, profile: bool) -
             "bench_fused_ms": run.fused_ms, "bench_nonfused_ms": run.nonfused_ms, "fused_vs_nonfused_rel": differ}
 
 
+def with_mapping(run: LayerRun, text: str) -> LayerRun:
+    """The run at another fused mapping: ``text`` = "D_IG=..,D_GO=..,M=..[,dispatch=ticket|blockidx]" (the
+    bench timed only its best, so the fused time becomes NaN); ValueError naming a bad item."""
+    items = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+    unknown = set(items) - {"D_IG", "D_GO", "M", "dispatch"}
+    if unknown or not {"D_IG", "D_GO", "M"} <= set(items) or len(items) != len(text.split(",")):
+        raise ValueError(f"mapping {text!r} is not allowed: write D_IG=..,D_GO=..,M=.. and optionally dispatch=ticket|blockidx")
+    dispatch = items.get("dispatch", "ticket")
+    if dispatch not in ("ticket", "blockidx"):
+        raise ValueError(f"mapping {text!r}: dispatch={dispatch!r} is not allowed (allowed: ticket, blockidx)")
+    try:
+        d_ig, d_go, m = int(items["D_IG"]), int(items["D_GO"]), int(items["M"])
+    except ValueError:
+        raise ValueError(f"mapping {text!r}: D_IG, D_GO and M must be integers") from None
+    return dataclasses.replace(run, d_ig=d_ig, d_go=d_go, m=m, dispatch=dispatch, fused_ms=float("nan"))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", required=True, help="a winograd_bench JSON (plain or .json.gz)")
     ap.add_argument("--layers", nargs="+", default=None, help="default: every layer of the bench run")
+    ap.add_argument("--mappings", nargs="+", default=None,
+                    help="fused mappings to profile instead of the bench's best, each D_IG=..,D_GO=..,M=..[,dispatch=..] "
+                         "(every layer runs once per mapping; the bench has no time for them)")
     ap.add_argument("--sets", type=int, default=3, help="input sets rotated in the warm-up (default 3)")
     ap.add_argument("--warmup", type=int, default=6, help="runs of each schedule before the profiled one (default 6)")
     ap.add_argument("--seed", type=int, default=11)
@@ -163,10 +183,19 @@ def main(argv: list[str] | None = None) -> None:
         runs = layer_runs(bench, args.layers)
     except ValueError as exc:
         raise SystemExit(f"--layers: {exc}")
+    if args.mappings:
+        try:
+            runs = [with_mapping(run, text) for run in runs for text in args.mappings]
+        except ValueError as exc:
+            raise SystemExit(f"--mappings: {exc}")
     profile = not config.ENABLE_CUDASIM     # the simulator has no profiler
     entries = []
+    from megasim.errors import MegasimError
     for i, run in enumerate(runs):
-        entry = run_layer(run, args.sets, args.warmup, args.seed + i, profile)
+        try:
+            entry = run_layer(run, args.sets, args.warmup, args.seed + i, profile)
+        except MegasimError as exc:
+            raise SystemExit(f"{run.layer} at D_IG={run.d_ig},D_GO={run.d_go},M={run.m}: {exc}")
         entries.append(entry)
         print(f"{run.layer}: tile {entry['tile']}, fused pairs {entry['pairs_fused']} {entry['mapping']}, "
               f"fused and non-fused agree to {entry['fused_vs_nonfused_rel']:.2g}", flush=True)

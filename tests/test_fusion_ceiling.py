@@ -34,6 +34,7 @@ def _log(tmp_path, kernels) -> object:
 
 
 ENTRY = {"layer": "L", "tile": 4, "pairs_fused": 2, "fused_launches": ["fused"],
+         "mapping": {"D_IG": 8, "D_GO": 16, "M": 2, "dispatch": "ticket"},
          "nonfused_launches": ["ftrans", "itrans", "gemm", "otrans"], "bench_fused_ms": 0.1, "bench_nonfused_ms": 0.12}
 
 
@@ -56,6 +57,8 @@ def test_ceiling_from_a_log(tmp_path):
     assert row["inst_fused_over_nonfused"] == pytest.approx(0.8)
     assert row["ffma_share_fused"] == pytest.approx(0.5)
     assert row["dram_floor_fused_us"] == pytest.approx(1.5)    # 1,500 bytes at 1 GB/s
+    assert (row["dram_read_fused_MB"], row["dram_write_nonfused_MB"]) == (pytest.approx(1e-3), pytest.approx(2e-3))
+    assert row["mapping"] == "D_IG=8,D_GO=16,M=2,dispatch=ticket"
 
 
 def test_a_log_that_does_not_match_the_manifest_is_refused(tmp_path):
@@ -101,6 +104,17 @@ def test_layer_runs_take_the_faster_dispatch_and_name_missing_layers():
     assert ps.layer_runs(_bench(0.2, 0.3))[0].dispatch == "ticket"
     with pytest.raises(ValueError, match="layer 'vgg-1' is not allowed.*layers it has: tiny"):
         ps.layer_runs(_bench(0.2, 0.3), ["vgg-1"])
+
+
+def test_other_mappings_replace_the_bench_best_and_bad_ones_are_named():
+    (run,) = ps.layer_runs(_bench(0.3, 0.2))
+    other = ps.with_mapping(run, "D_IG=16,D_GO=97,M=1")
+    assert (other.d_ig, other.d_go, other.m, other.dispatch) == (16, 97, 1, "ticket") and math.isnan(other.fused_ms)
+    assert ps.with_mapping(run, "D_IG=1,D_GO=2,M=1,dispatch=blockidx").dispatch == "blockidx"
+    for bad, why in (("D_IG=1,D_GO=2", "write D_IG"), ("D_IG=1,D_GO=2,M=1,X=3", "write D_IG"),
+                     ("D_IG=a,D_GO=2,M=1", "must be integers"), ("D_IG=1,D_GO=2,M=1,dispatch=ready", "dispatch='ready'")):
+        with pytest.raises(ValueError, match=why):
+            ps.with_mapping(run, bad)
 
 
 def test_profiled_schedules_run_and_agree_under_the_simulator(tmp_path):
