@@ -22,7 +22,12 @@ Inputs: ``gpu.profile_schedules``' manifest and the ncu CSV it was run under (th
 The measured times are the bench's (CUDA events, median of 30); ncu supplies instruction counts, issue
 activity, the SM clock and DRAM bytes of one profiled run of each schedule.
 
-    python -m experiments.fusion_ceiling DIR    # DIR holds profile_manifest.json and ncu.csv
+    python -m experiments.fusion_ceiling DIR [--spec megasim/hardware/calibrated/h200.json]
+        # DIR holds profile_manifest.json and ncu.csv (or ncu.csv.gz)
+
+``--spec`` adds the model's predictions of the same runs: the fused mapping's time, and both schedules'
+DRAM bytes read and written, beside ncu's (session 32: at the bench's best mappings the fused megakernel
+reads every intermediate from DRAM, and the model says so too).
 
 Writes DIR/fusion_ceiling.csv and DIR/fusion_ceiling.json (rows, geometric means, provenance).
 """
@@ -163,6 +168,25 @@ def layer_row(entry: dict, fused: list[KernelRecord], nonfused: list[KernelRecor
     }
 
 
+def model_columns(entry: dict, spec) -> dict:
+    """The model's prediction of the same two runs (``megasim.plan.predict`` with ``spec``): the fused
+    mapping's time and both schedules' DRAM bytes, beside ncu's counts (the model's L2 is write-back with
+    no discards, as the GPU's)."""
+    from megasim.plan import Plan, predict
+    from megasim.workloads.catalogue import parse_layer
+    problem = parse_layer(entry["problem"])
+    mp = entry["mapping"]
+    fused, _ = predict(problem, spec, Plan.parse(
+        "fused", f"tile={entry['tile']},pairs={entry['pairs_fused']},D_IG={mp['D_IG']},D_GO={mp['D_GO']},"
+                 f"M={mp['M']},dispatch={mp['dispatch']}"))
+    nonfused, _ = predict(problem, spec, Plan.parse("nonfused", f"tile={entry['tile']},pairs={entry['pairs_nonfused']}"))
+    return {"model_fused_us": fused.predicted_us, "model_nonfused_us": nonfused.predicted_us,
+            "model_dram_read_fused_MB": float(fused.dram_read_bytes.sum()) / 1e6,
+            "model_dram_write_fused_MB": float(fused.dram_write_bytes.sum()) / 1e6,
+            "model_dram_read_nonfused_MB": float(nonfused.dram_read_bytes.sum()) / 1e6,
+            "model_dram_write_nonfused_MB": float(nonfused.dram_write_bytes.sum()) / 1e6}
+
+
 def geomean(values) -> float:
     vals = [v for v in values if v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else math.nan
@@ -176,14 +200,17 @@ COLUMNS = ("layer", "tile", "measured_speedup", "inst_fused_over_nonfused", "iss
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", help="holds profile_manifest.json and the ncu log")
-    ap.add_argument("--ncu", default="ncu.csv", help="the ncu --csv log's name in DIR (default ncu.csv)")
+    ap.add_argument("--ncu", default=None, help="the ncu --csv log's name in DIR (default ncu.csv, else ncu.csv.gz)")
     ap.add_argument("--dram-gbps", type=float, default=None,
                     help="DRAM bandwidth for the DRAM floor (default: none computed)")
+    ap.add_argument("--spec", default=None,
+                    help="a calibrated spec: add the model's predictions of the same runs (time, DRAM bytes)")
     args = ap.parse_args(argv)
     d = Path(args.dir)
     try:
         manifest = json.loads((d / "profile_manifest.json").read_text())
-        records = read_ncu_csv(d / args.ncu)
+        ncu = args.ncu or ("ncu.csv" if (d / "ncu.csv").exists() else "ncu.csv.gz")
+        records = read_ncu_csv(d / ncu)
         layers = split_by_layer(records, manifest)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"{args.dir}: {exc}")
@@ -191,6 +218,15 @@ def main(argv: list[str] | None = None) -> None:
     if not sms:
         raise SystemExit(f"{d / 'profile_manifest.json'}: no sm_count in its meta (a run under the simulator?)")
     rows = [layer_row(e, f, nf, sms, args.dram_gbps) for e, f, nf in layers]
+    if args.spec:
+        from megasim.errors import MegasimError
+        from megasim.hardware import load_spec
+        try:
+            spec = load_spec(args.spec)
+            for row, (entry, _, _) in zip(rows, layers):
+                row.update(model_columns(entry, spec))
+        except (OSError, MegasimError) as exc:
+            raise SystemExit(f"--spec {args.spec}: {exc}")
     means = {k: geomean(r[k] for r in rows) for k in ("measured_speedup", "inst_fused_over_nonfused", "ceiling",
                                                        "ceiling_at_cublas_issue")}
     print(f"{manifest['meta'].get('device')}, bench {manifest['meta'].get('bench')}; the bound on fused / "
@@ -205,6 +241,14 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['dram_read_nonfused_MB'] + r['dram_write_nonfused_MB']:>10.0f}  {r['mapping']}")
     print(f"{'geomean':>10} {'':>4} {means['measured_speedup']:>7.3f}x {means['inst_fused_over_nonfused']:>9.3f} "
           f"{'':>8} {'':>7} {'':>8} {'':>8} {'':>8} {means['ceiling']:>6.3f}x {means['ceiling_at_cublas_issue']:>5.3f}x")
+    if args.spec:
+        print(f"the model ({args.spec}) beside ncu: fused time and DRAM MB read / written, fused and non-fused")
+        for r in rows:
+            print(f"{r['layer']:>10} fused {r['ncu_fused_us']:7.0f} us (model {r['model_fused_us']:7.0f}), DRAM "
+                  f"{r['dram_read_fused_MB']:5.0f} / {r['dram_write_fused_MB']:5.0f} (model {r['model_dram_read_fused_MB']:5.0f} / "
+                  f"{r['model_dram_write_fused_MB']:5.0f}); non-fused {r['dram_read_nonfused_MB']:5.0f} / "
+                  f"{r['dram_write_nonfused_MB']:5.0f} (model {r['model_dram_read_nonfused_MB']:5.0f} / "
+                  f"{r['model_dram_write_nonfused_MB']:5.0f})  {r['mapping']}")
     below = [r["layer"] for r in rows if r["ceiling"] < TARGET]
     print(f"layers whose ceiling is below {TARGET}x: {', '.join(below) or 'none'}")
     with (d / "fusion_ceiling.csv").open("w", newline="") as f:
@@ -212,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writeheader()
         w.writerows(rows)
     from megasim.validation import run_meta
-    meta = run_meta({"profile_meta": manifest["meta"], "ncu_log": args.ncu, "dram_gbps": args.dram_gbps,
+    meta = run_meta({"profile_meta": manifest["meta"], "ncu_log": ncu, "dram_gbps": args.dram_gbps, "spec": args.spec,
                      "cublas_issue_active": CUBLAS_ISSUE_ACTIVE,
                      "command": "python -m experiments.fusion_ceiling " + " ".join(argv or sys.argv[1:])})
     (d / "fusion_ceiling.json").write_text(json.dumps({"meta": meta, "geomean": means, "rows": rows}, indent=1) + "\n")

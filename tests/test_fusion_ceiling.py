@@ -132,3 +132,16 @@ def test_profiled_schedules_run_and_agree_under_the_simulator(tmp_path):
     assert entry["mapping"]["dispatch"] == "blockidx" and entry["pairs_fused"] == 2
     assert entry["fused_vs_nonfused_rel"] < 1e-5
     assert entry["nonfused_launches"] == ["ftrans", "itrans", "gemm", "otrans"]
+
+
+def test_model_columns_predict_the_profiled_runs():
+    from megasim.hardware import load_spec
+    entry = {"problem": TINY, "tile": 4, "pairs_fused": 2, "pairs_nonfused": 1,
+             "mapping": {"D_IG": 1, "D_GO": 37, "M": 1, "dispatch": "blockidx"}}
+    cols = fc.model_columns(entry, load_spec("megasim/hardware/calibrated/h200.json"))
+    assert cols["model_fused_us"] > 0 and cols["model_nonfused_us"] > 0
+    # every input byte is read from DRAM at least once, and every output byte written
+    x_mb, y_mb = 1 * 3 * 5 * 6 * 4 / 1e6, 1 * 2 * 5 * 6 * 4 / 1e6
+    for schedule in ("fused", "nonfused"):
+        assert cols[f"model_dram_read_{schedule}_MB"] >= x_mb * 0.99
+        assert cols[f"model_dram_write_{schedule}_MB"] >= y_mb * 0.99
