@@ -47,8 +47,7 @@ NCU_METRICS = (
     "smsp__inst_executed.sum",                              # warp instructions executed
     "smsp__issue_active.avg.pct_of_peak_sustained_active",  # % of active cycles a sub-partition issued
     "sm__cycles_elapsed.max",                               # the kernel's duration in SM cycles
-    "sm__cycles_elapsed.avg.per_second",                    # the SM clock during the kernel
-    "gpu__time_duration.sum",                               # the kernel's duration
+    "gpu__time_duration.sum",                               # the kernel's duration (with the cycles: the SM clock)
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",  # FFMAs (thread-level)
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",

@@ -100,8 +100,9 @@ def run_layer(run: LayerRun, sets: int, warmup: int, seed: int, profile: bool) -
     schedule = algorithm1(plan_f.graph, Algorithm1Params(run.d_ig, run.d_go, run.m))
     if run.dispatch != "ticket":
         schedule = schedule.with_style("per_task", run.dispatch)
+    nonfused_schedule = winograd_nonfused(plan_nf.graph)
     fused = PreparedSchedule(plan_f, schedule, kernels="megakernel")
-    nonfused = PreparedSchedule(plan_nf, winograd_nonfused(plan_nf.graph), kernels="per_kind")
+    nonfused = PreparedSchedule(plan_nf, nonfused_schedule, kernels="per_kind")
     rng = np.random.default_rng(seed)
     wss = []
     for _ in range(sets):      # both plans' workspaces have the same shapes (problem and tile)
@@ -134,7 +135,7 @@ def run_layer(run: LayerRun, sets: int, warmup: int, seed: int, profile: bool) -
             "pairs_fused": cfg_f.transform_pairs_per_thread, "pairs_nonfused": cfg_nf.transform_pairs_per_thread,
             "mapping": {"D_IG": run.d_ig, "D_GO": run.d_go, "M": run.m, "dispatch": run.dispatch},
             "fused_launches": [lch.name for lch in schedule.launches if len(lch.order)],
-            "nonfused_launches": [lch.name for lch in winograd_nonfused(plan_nf.graph).launches if len(lch.order)],
+            "nonfused_launches": [lch.name for lch in nonfused_schedule.launches if len(lch.order)],
             "bench_fused_ms": run.fused_ms, "bench_nonfused_ms": run.nonfused_ms, "fused_vs_nonfused_rel": differ}
 
 
@@ -188,9 +189,9 @@ def main(argv: list[str] | None = None) -> None:
             runs = [with_mapping(run, text) for run in runs for text in args.mappings]
         except ValueError as exc:
             raise SystemExit(f"--mappings: {exc}")
+    from megasim.errors import MegasimError
     profile = not config.ENABLE_CUDASIM     # the simulator has no profiler
     entries = []
-    from megasim.errors import MegasimError
     for i, run in enumerate(runs):
         try:
             entry = run_layer(run, args.sets, args.warmup, args.seed + i, profile)

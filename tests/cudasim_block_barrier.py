@@ -15,6 +15,7 @@ alone, and the tests run as before, only slower. Only the tests use it: a GPU ha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import threading
@@ -35,7 +36,9 @@ class _Barrier:
         self.failed = False
 
 
+@functools.cache
 def _thread_class():
+    """The BlockThread subclass (made once: the simulator is imported by then)."""
     from numba.cuda.simulator.kernel import BlockThread
 
     class ReportingThread(BlockThread):
@@ -76,13 +79,11 @@ def _run(self, grid_point, *args):
     thread_class = _thread_class()
     points = list(np.ndindex(*self._block_dim))
     barrier = _Barrier(len(points))
-    threads = []
-    for block_point in points:
 
-        def target():
-            self._f(*args)
+    def target():
+        self._f(*args)
 
-        threads.append(thread_class(barrier, target, self, grid_point, block_point, self._debug))
+    threads = [thread_class(barrier, target, self, grid_point, block_point, self._debug) for block_point in points]
     for t in threads:
         t.start()
     with barrier.cond:
