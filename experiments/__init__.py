@@ -1,4 +1,4 @@
-"""Model-side experiment scripts: one module per paper figure (``python -m experiments.fig07_layers``).
+"""Model-side experiment scripts: one module per paper figure (``python -m experiments.figures.fig07_layers``).
 
 Each script writes its results (CSV + JSON with provenance) and draws its figure from the CSV alone.
 """

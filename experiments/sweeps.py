@@ -20,8 +20,9 @@ import numpy as np
 from megasim.errors import MegasimError
 from megasim.hardware import get_gpu, load_spec
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import lower_winograd
-from megasim.mapping import Launch, Schedule, counts, default_params
+from megasim.algorithms.winograd.lowering import lower_winograd
+from megasim.schedule import Launch, Schedule
+from megasim.algorithms.winograd.algorithm1 import counts, default_params
 from megasim.plan import Plan, build, predict
 from megasim.sim import SimResult, simulate
 from megasim.taskgraph import TaskGraph

@@ -5,15 +5,15 @@ Importing ``gpu`` does not import numba; ``gpu.conv2d`` and the kernel modules d
 ``NUMBA_ENABLE_CUDASIM=1`` before that import to run them on Numba's CUDA simulator). megasim itself
 never imports this package.
 
-- ``gpu.transforms``: straight-line Winograd transforms generated from megasim's matrices.
-- ``gpu.winograd_device``: the four task device functions (ftrans, itrans, gemm, otrans).
-- ``gpu.megakernel``: the megakernel (ticket / blockIdx / persistent dispatch) and the four
+- ``gpu.kernels.winograd.transforms``: straight-line Winograd transforms generated from megasim's matrices.
+- ``gpu.kernels.winograd.device``: the four task device functions (ftrans, itrans, gemm, otrans).
+- ``gpu.kernels.winograd.megakernel``: the megakernel (ticket / blockIdx / persistent dispatch) and the four
   non-fused kernels.
-- ``gpu.executor``: packs a TaskGraph and a Schedule into arrays and launches them.
+- ``gpu.runtime.executor``: packs a TaskGraph and a Schedule into arrays and launches them.
 - ``gpu.winograd``: ``conv2d``, the user-facing entry point, and its NumPy ``reference``.
-- ``gpu.sparse`` (kernels in ``gpu.sparse_kernels``): ECR and PECR sparse convolution (the
+- ``gpu.sparse`` (kernels in ``gpu.kernels.sparse.kernels``): ECR and PECR sparse convolution (the
   sparse-convolution paper), their dense twins, ReLU and max-pool, float64 references, and
-  ``prepare`` for timing; ``gpu.sparse_check`` checks them at full size on a GPU.
+  ``prepare`` for timing; ``gpu.diagnostics.sparse_check`` checks them at full size on a GPU.
 """
 
 from gpu.errors import KernelInputError, MegakernelError

@@ -9,8 +9,8 @@
   N ceil(P/4) ceil(Q/4). Its time is what a Winograd convolution's GEMM phase costs with a tuned
   library GEMM, the anchor for our own GEMM phase.
 - ``OurGemmPhase``: our GEMM phase alone: the GEMM launch of the non-fused schedule, run by
-  ``gpu.megakernel.gemm_kernel`` through ``gpu.prepared`` (the executor has no public "GEMM launch
-  only" entry point; ``gpu.executor.run_launch_per_kind`` would re-upload the task table per call).
+  ``gpu.kernels.winograd.megakernel.gemm_kernel`` through ``gpu.runtime.prepared`` (the executor has no public "GEMM launch
+  only" entry point; ``gpu.runtime.executor.run_launch_per_kind`` would re-upload the task table per call).
 
 torch and numba are imported lazily, so the pure parts (shapes, flops) import and test on any CPU.
 """
@@ -129,11 +129,11 @@ class OurGemmPhase:
 
     ``run(i)`` enqueues the non-fused schedule's GEMM launch (``gemm_kernel``, one block per GEMM task)
     on workspace i; ``rel_err()`` compares M of workspace 0 with a float64 bmm of its V and U.
-    ``workspaces`` are ``gpu.executor.Workspace``s of ``plan`` whose x and w are filled.
+    ``workspaces`` are ``gpu.runtime.executor.Workspace``s of ``plan`` whose x and w are filled.
     """
 
     def __init__(self, plan, workspaces: list) -> None:
-        from gpu.prepared import PreparedSchedule, gemm_only
+        from gpu.runtime.prepared import PreparedSchedule, gemm_only
         from megasim.plan import winograd_nonfused
         self._torch = _torch()
         self.plan = plan
@@ -162,18 +162,18 @@ class OurGemmPhase:
 
 def cublas_bmm_gemm_phase(problem: ConvProblem, rng, *, sets: int = 3, warmup: int = 5, repeats: int = 30):
     """cuBLAS FP32 (TF32 off) time of the layer's 36 Winograd GEMMs: (TimingStats, rel_err, GemmPhaseShape)."""
-    from gpu.timing import time_cuda
+    from gpu.runtime.timing import time_cuda
     bmm = BmmGemmPhase(problem, rng, sets=sets)
     err = bmm.rel_err()
     return time_cuda(bmm.run, warmup=warmup, repeats=repeats, rotate=sets), err, bmm.shape
 
 
 def our_gemm_phase_ms(plan, workspaces: list, *, warmup: int = 5, repeats: int = 30):
-    """OUR GEMM PHASE: time of the non-fused schedule's GEMM launch alone (``gpu.megakernel.gemm_kernel``,
-    launched as ``gpu.executor.run_launch_per_kind`` does, tables uploaded once by ``gpu.prepared``),
-    rotating over ``workspaces`` (``gpu.executor.workspace(plan, x_nhwc, w)`` with x and w filled).
+    """OUR GEMM PHASE: time of the non-fused schedule's GEMM launch alone (``gpu.kernels.winograd.megakernel.gemm_kernel``,
+    launched as ``gpu.runtime.executor.run_launch_per_kind`` does, tables uploaded once by ``gpu.runtime.prepared``),
+    rotating over ``workspaces`` (``gpu.runtime.executor.workspace(plan, x_nhwc, w)`` with x and w filled).
     Returns (TimingStats, rel_err of M against a float64 V @ U)."""
-    from gpu.timing import time_cuda
+    from gpu.runtime.timing import time_cuda
     ours = OurGemmPhase(plan, workspaces)
     err = ours.rel_err()
     return time_cuda(ours.run, warmup=warmup, repeats=repeats, rotate=len(workspaces)), err

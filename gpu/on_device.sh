@@ -2,7 +2,7 @@
 # Runs a command on the GPU machine with the project's environment (shared/DEVICE.md's recipe):
 # numpy 2.4.x (numba-cuda 0.30 cannot compile with the image's numpy 2.5) and simpy, carried as
 # wheels in .wheels/ (see README: "On a GPU machine"), installed into /tmp/site ahead of the image's.
-#   bash gpu/on_device.sh python -m experiments.winograd_bench
+#   bash gpu/on_device.sh python -m experiments.benchmarks.winograd_bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .wheels ] && ls .wheels/*.whl >/dev/null 2>&1; then

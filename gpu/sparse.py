@@ -19,11 +19,11 @@ holding it, and writes max(0, max(window results)). ``direct_conv2d`` and
 ``direct_conv2d_relu_maxpool`` are the same kernels with the skipping compiled out (``SPARSE``
 False), so a comparison isolates what skipping zeros buys.
 
-Block shapes come from ``megasim.lowering.sparse_tiling.choose_tiling`` (the contract shared with
+Block shapes come from ``megasim.algorithms.sparse.tiling.choose_tiling`` (the contract shared with
 megasim's model): 128 threads per block, grid (pixel tiles, filter tiles), channel chunks of
 ``c_chunk`` so that one chunk's window is at most 36 elements, ``k_tile`` filters per block chosen
 from the problem and the GPU's SM count (forced with ``k_tile=``). The kernels are in
-``gpu.sparse_kernels``; their docstrings give the per-thread work and shared-memory layout.
+``gpu.kernels.sparse.kernels``; their docstrings give the per-thread work and shared-memory layout.
 
 Inputs: x (N, C, H, W) and w (K, C, R, S), both float32 (other dtypes are rejected, not converted),
 both NumPy arrays (the result comes back as NumPy) or both device arrays (Numba's, or any
@@ -39,16 +39,10 @@ from numba import config as numba_config
 from numba import cuda
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gpu import sparse_kernels as sk
+from gpu.kernels.sparse import kernels as sk
 from gpu.errors import KernelInputError
 from megasim.errors import LoweringError
-from megasim.lowering.sparse_tiling import (
-    PoolSpec,
-    SparseTiling,
-    choose_tiling,
-    grid,
-    pooled_hw,
-)
+from megasim.algorithms.sparse.tiling import PoolSpec, SparseTiling, choose_tiling, grid, pooled_hw
 from megasim.workloads.problem import ConvProblem
 
 CONV_OPS = ("ecr", "direct")

@@ -18,15 +18,16 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda
 
-from gpu import executor as ex
-from gpu import layout as lay
+from gpu.runtime import executor as ex
+from gpu.kernels.common import layout as lay
 from gpu.errors import KernelInputError
-from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math,
-                                       default_tile, lower_winograd)
-from megasim.lowering.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
-from megasim.mapping import Algorithm1Params, Schedule, algorithm1, recommended_params
+from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math, default_tile, lower_winograd)
+from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
+from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, recommended_params
+from megasim.schedule import Schedule
+from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.plan import winograd_nonfused
-from megasim.mapping.schedule import DISPATCHES, STYLES
+from megasim.schedule import DISPATCHES, STYLES
 from megasim.workloads.problem import ConvProblem
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -123,7 +124,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution
     style. ``schedule="nonfused"`` runs the four per-kind kernels. ``m`` (2, 4, 5, 6 or 7) defaults to config.m, or
-    ``megasim.lowering.winograd.default_tile`` of the layer (of 4, 5 and 6 the tile whose GEMM has the fewest
+    ``megasim.algorithms.winograd.lowering.default_tile`` of the layer (of 4, 5 and 6 the tile whose GEMM has the fewest
     multiplies).
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
     ``gemm_math``: the GEMM's arithmetic, "fp32" (the FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate

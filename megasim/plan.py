@@ -19,10 +19,11 @@ from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math,
-                                       gemm_kernel_order, lower_winograd)
-from megasim.mapping import (DISPATCHES, STYLES, Algorithm1Params, Schedule, algorithm1, default_params,
-                             naive_fused, nonfused)
+from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math, gemm_kernel_order, lower_winograd)
+from megasim.schedule import DISPATCHES, STYLES, Schedule
+from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, default_params
+from megasim.algorithms.winograd.algorithm1 import algorithm1
+from megasim.orders import naive_fused, nonfused
 from megasim.sim import SimOptions, SimResult, simulate
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem

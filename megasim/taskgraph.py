@@ -42,7 +42,7 @@ The order in which tasks run is not part of the graph: a mapping (``megasim.mapp
 ``TaskGraph.hash`` identifies the graph; results store it so a prediction and a measurement are only
 compared when they come from the same graph.
 
-Build graphs with vectorised NumPy (see ``megasim.lowering.winograd``) or, for small hand-made
+Build graphs with vectorised NumPy (see ``megasim.algorithms.winograd.lowering``) or, for small hand-made
 graphs, with ``TaskGraphBuilder`` (see the docstring example there).
 """
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-# gpu.winograd_device's P_* indices of the four the GEMM tasks read (gpu.gemm_vec / gpu.gemm_tc repeat them;
+# gpu.kernels.winograd.device's P_* indices of the four the GEMM tasks read (gpu.kernels.winograd.gemm_vec / gpu.kernels.winograd.gemm_tc repeat them;
 # test_gemm_tc checks all three agree).
 P_C, P_K, P_TILES, P_KTILES = 3, 4, 10, 13
 

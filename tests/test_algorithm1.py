@@ -12,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from megasim.errors import MappingError
-from megasim.lowering import WinogradConfig, lower_winograd
-from megasim.mapping import (Algorithm1Params, algorithm1, check_valid, counts, default_params, first_violation,
-                             naive_fused, nonfused, random_order, recommended_params, scaled_params)
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
+from megasim.algorithms.winograd.algorithm1 import (Algorithm1Params, counts, default_params, recommended_params, scaled_params)
+from megasim.algorithms.winograd.algorithm1 import algorithm1
+from megasim.schedule import check_valid, first_violation
+from megasim.orders import naive_fused, nonfused, random_order
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import ConvProblem, parse_layer
 

@@ -1,10 +1,10 @@
-"""gpu.bench_gemm's variant names (pure parsing; no GPU)."""
+"""gpu.diagnostics.bench_gemm's variant names (pure parsing; no GPU)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpu.bench_gemm import parse_variant
+from gpu.diagnostics.bench_gemm import parse_variant
 
 
 @pytest.mark.parametrize("name, want", [

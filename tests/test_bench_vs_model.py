@@ -1,4 +1,4 @@
-"""experiments.bench_vs_model: a winograd_bench CSV's default-mapping rows predicted by a spec (CPU only)."""
+"""experiments.benchmarks.bench_vs_model: a winograd_bench CSV's default-mapping rows predicted by a spec (CPU only)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from experiments import bench_vs_model as bvm
+from experiments.benchmarks import bench_vs_model as bvm
 from megasim.errors import MegasimError
 
 LAYER = "N=8,C=8,K=16,H=24,W=24"
 
 
 def _mapping(tile):
-    from megasim.lowering.winograd import WinogradConfig, lower_winograd
-    from megasim.mapping import recommended_params
+    from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
+    from megasim.algorithms.winograd.algorithm1 import recommended_params
     from megasim.workloads import parse_layer
     p = recommended_params(lower_winograd(parse_layer(LAYER), WinogradConfig(m=tile, transform_pairs_per_thread=4)))
     return {"D_IG": p.d_ig, "D_GO": p.d_go, "M": p.m}

@@ -1,4 +1,4 @@
-"""The second calibration round's fit (megasim.calibration): rows of each kind's tasks alone at several
+"""The second calibration round's fit (megasim.calibration.winograd): rows of each kind's tasks alone at several
 occupancies, timed with the host hidden, recover a known (compute_efficiency, fixed_ns, block_sm_ready, ...)."""
 
 from __future__ import annotations
@@ -8,13 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from megasim.calibration import (
-    Measurements,
-    calibrated_spec,
-    kind_cases,
-    simulated_us,
-    variant_case,
-)
+from megasim.calibration.winograd import Measurements, calibrated_spec, kind_cases, simulated_us, variant_case
 from megasim.hardware import TaskCost, get_gpu
 from megasim.plan import Plan, build
 from megasim.sim import simulate
@@ -87,7 +81,7 @@ def test_fit_predicts_a_held_out_occupancy():
 # --- mixed-kind runs: two kinds interleaved in one megakernel launch (checks, not fitted) ----------
 
 def test_interleave_keeps_each_order_and_spreads_both():
-    from megasim.calibration import interleave
+    from megasim.calibration.winograd import interleave
     a, b = np.arange(3), np.arange(100, 109)
     out = interleave(a, b)
     assert sorted(out.tolist()) == sorted(a.tolist() + b.tolist())
@@ -97,7 +91,7 @@ def test_interleave_keeps_each_order_and_spreads_both():
 
 
 def test_mixed_case_runs_both_kinds_in_one_megakernel_launch():
-    from megasim.calibration import MIXED_PAIRS, mixed_case, mixed_checks
+    from megasim.calibration.winograd import MIXED_PAIRS, mixed_case, mixed_checks
     spec = small_h200()
     for pair in MIXED_PAIRS:
         g, s = mixed_case(LAYER, pair)
@@ -113,7 +107,7 @@ def test_mixed_case_runs_both_kinds_in_one_megakernel_launch():
 
 
 def test_mixed_order_names_a_missing_kind():
-    from megasim.calibration import mixed_order
+    from megasim.calibration.winograd import mixed_order
     from megasim.errors import SpecError
     graph, schedule, _ = build(parse_layer(LAYER), Plan.parse("nonfused", ""))
     with pytest.raises(SpecError, match="no launch of kind 'stencil'"):
@@ -121,7 +115,7 @@ def test_mixed_order_names_a_missing_kind():
 
 
 def test_measured_claim_is_the_mean_of_the_traced_rows():
-    from megasim.calibration import with_measured_claim
+    from megasim.calibration.winograd import with_measured_claim
     spec = small_h200()
     rows = [{"layer": "a", "kind": "gemm", "trace_claim_ns": 1000.0},
             {"layer": "b", "kind": "gemm", "plan_params": "pairs=4", "trace_claim_ns": 2000.0},
@@ -135,7 +129,7 @@ def test_measured_claim_is_the_mean_of_the_traced_rows():
 def test_mixed_factor_is_recovered_from_mixed_runs():
     """Mixed-kind runs simulated with a known mixed_kinds_sm_factor give it back (and the fit's
     source names the runs)."""
-    from megasim.calibration import MIXED_PAIRS, fit_mixed_factor, mixed_case, mixed_checks
+    from megasim.calibration.winograd import MIXED_PAIRS, fit_mixed_factor, mixed_case, mixed_checks
     truth = {k: TaskCost(0.3, 500.0, block_sm_ready=r) for k, r in
              (("ftrans", 0.5), ("itrans", 0.3), ("gemm", 0.6), ("otrans", 0.25))}
     spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
@@ -156,7 +150,7 @@ def test_mixed_factor_is_recovered_from_mixed_runs():
 # --- the case pool: the calibration's simulations over processes give the numbers of one process ---
 
 def test_case_pool_matches_one_process_and_keeps_order():
-    from megasim.calibration_pool import CasePool
+    from megasim.calibration.pool import CasePool
     spec = small_h200()
     (_, sub, sched), = kind_cases((LAYER,))["gemm"]
     cases = []

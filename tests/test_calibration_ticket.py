@@ -1,4 +1,4 @@
-"""The per-task megakernel's ticket cost (gpu.calibrate_occupancy.measure_megakernel_ticket) and its
+"""The per-task megakernel's ticket cost (gpu.calibrate.occupancy.measure_megakernel_ticket) and its
 use in the model: blockIdx dispatch takes ``megakernel_ticket_ns`` off each task's claim."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpu.timing import summarize
+from gpu.runtime.timing import summarize
 from megasim.hardware import TaskCost, get_gpu
-from megasim.mapping import Launch, Schedule
+from megasim.schedule import Launch, Schedule
 from megasim.sim import simulate
 from tests.test_sim_scenarios import dep_graph, toy_spec
 
@@ -18,7 +18,7 @@ from tests.test_sim_scenarios import dep_graph, toy_spec
 def test_ticket_probe_runs_both_dispatches_and_takes_the_median_saving(monkeypatch):
     # Under the simulator: the kernels really run (ticket and blockIdx, each checked), the timing is
     # faked: every ticket run 1.0 ms, every blockIdx run 0.9 ms, so each run saves 0.1 ms / waves.
-    import gpu.calibrate_occupancy as co
+    import gpu.calibrate.occupancy as co
     calls = []
 
     def fake_time_queued(fn, spin, *, warmup=2, repeats=10, rotate=1):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from megasim.calibration import Measurements
-from megasim.calibration_transfer import transferred_spec
-from megasim.cli import main
+from megasim.calibration.winograd import Measurements
+from megasim.calibration.transfer import transferred_spec
+from megasim.cli.main import main
 from megasim.errors import SpecError
 from megasim.hardware import load_spec
 
@@ -87,7 +87,7 @@ def test_cli_keep(tmp_path, capsys):
 
 
 def test_sanity_floor_holds_with_a_kept_field():
-    """An atomic round trip below the L2 latency is a probe artefact (megasim.calibration.sanity_rules):
+    """An atomic round trip below the L2 latency is a probe artefact (megasim.calibration.winograd.sanity_rules):
     rejected against the kept L2 latency too."""
     base = load_spec(CALIBRATED)
     spec = transferred_spec(base, measurements(atomic_latency_ns=9.5, l2_latency_ns=140.0), keep=("l2_latency_ns",))

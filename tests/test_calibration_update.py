@@ -1,4 +1,4 @@
-"""Updating a calibrated spec after a kernel change (megasim.calibration_update): the traced claims are
+"""Updating a calibrated spec after a kernel change (megasim.calibration.update): the traced claims are
 taken, the named fields refitted from the spec's own values, and every other cost kept."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from megasim.calibration import Measurements, kind_cases, simulated_us, variant_case
-from megasim.calibration_update import updated_spec
+from megasim.calibration.winograd import Measurements, kind_cases, simulated_us, variant_case
+from megasim.calibration.update import updated_spec
 from megasim.errors import SpecError
 from megasim.hardware import TaskCost, dump_spec, get_gpu
 from megasim.sim import simulate
@@ -29,7 +29,7 @@ TRACED = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "ti
 
 
 def measured(spec, plan_params: str = "", kinds=None):
-    """Measurements of ``spec``'s kinds as gpu.calibrate_occupancy records them: each kind alone at
+    """Measurements of ``spec``'s kinds as gpu.calibrate.occupancy records them: each kind alone at
     several occupancies (simulated with ``spec``), its persistent run traced with its claim time (at
     ``plan_params``, rows tagged with them; ``kinds``: only these)."""
     rows = []
@@ -98,7 +98,7 @@ def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
 
 
 def test_a_new_variant_gets_a_cost_of_its_own_started_from_its_kind():
-    """The big tiles' transforms (megasim.lowering.winograd.OWN_COST_TILES): a spec without an ``itrans@m6``
+    """The big tiles' transforms (megasim.algorithms.winograd.lowering.OWN_COST_TILES): a spec without an ``itrans@m6``
     entry, measurements of itrans alone at tile=6 only; refitting two fields of the variant gives it an
     entry whose other fields (and their sources) are itrans's, and leaves every kind as it was."""
     old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
@@ -153,12 +153,12 @@ def test_cli_update_spec(tmp_path):
     spec_file, m_file, out = tmp_path / "old.json", tmp_path / "m.measurements.json", tmp_path / "new.json"
     dump_spec(old, spec_file)
     m_file.write_text(json.dumps(measured(changed_kernels_spec()).as_dict()))
-    run = subprocess.run([sys.executable, "-m", "megasim.cli", "update-spec", "--spec", str(spec_file),
+    run = subprocess.run([sys.executable, "-m", "megasim.cli.main", "update-spec", "--spec", str(spec_file),
                           "--measurements", str(m_file), "--refit", "--out", str(out)],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     assert "megakernel_claim_ns 1400 -> 980" in run.stdout
-    bad = subprocess.run([sys.executable, "-m", "megasim.cli", "update-spec", "--spec", str(spec_file),
+    bad = subprocess.run([sys.executable, "-m", "megasim.cli.main", "update-spec", "--spec", str(spec_file),
                           "--measurements", str(m_file), "--refit", "fixed_time", "--out", str(out)],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "fixed_time" in bad.stderr and "Traceback" not in bad.stderr

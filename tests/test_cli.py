@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from megasim.cli import main
+from megasim.cli.main import main
 
 SMALL = "N=2,C=16,K=24,H=10,W=9"
 
@@ -107,7 +107,7 @@ def test_invalid_spec_file(capsys, tmp_path):
 def test_installed_command_exit_status():
     """The console script, as a user runs it: argparse errors and domain errors both exit 2."""
     for args in (["simulate"], ["simulate", "resnet-1", "--gpu", "nope"]):
-        proc = subprocess.run([sys.executable, "-m", "megasim.cli", *args], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "megasim.cli.main", *args], capture_output=True, text=True)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 

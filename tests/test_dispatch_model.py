@@ -1,4 +1,4 @@
-"""experiments.dispatch_model: blockIdx / ticket, predicted against gpu.probe_dispatch's measurements."""
+"""experiments.studies.dispatch.dispatch_model: blockIdx / ticket, predicted against gpu.probes.dispatch's measurements."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from experiments import dispatch_model
+from experiments.studies.dispatch import dispatch_model
 from megasim.errors import MegasimError
 
 PROBE = "experiments/results/nvidia-h200/probe_dispatch/tail/probe_dispatch_fp32_tail_shared.csv"

@@ -92,7 +92,7 @@ def test_quick_run_more(name, tmp_path, capsys):
 
 
 def test_fig03_counts_are_time_averages():
-    from experiments.fig03_task_timeline import mean_open
+    from experiments.figures.fig03_task_timeline import mean_open
     import numpy as np
 
     # [0, 10) and [5, 15): bins of 5 ns hold 1, 2, 1 open intervals on average; a bin half covered, 0.5.
@@ -105,7 +105,7 @@ def test_fig03_counts_are_time_averages():
 @pytest.mark.slow
 def test_fig03_with_measured_run(tmp_path):
     """--measured: a recorded run (task,kind,start_ns,end_ns,sm) is binned and drawn beside the model."""
-    module = importlib.import_module("experiments.fig03_task_timeline")
+    module = importlib.import_module("experiments.figures.fig03_task_timeline")
     recorded = tmp_path / "recorded.csv"
     with recorded.open("w", newline="") as fh:
         writer = csv.writer(fh)
@@ -134,7 +134,7 @@ def _synthetic_validation(path):
 
 @pytest.mark.slow
 def test_pred_vs_measured(tmp_path, capsys):
-    module = importlib.import_module("experiments.pred_vs_measured")
+    module = importlib.import_module("experiments.figures.pred_vs_measured")
     with pytest.raises(SystemExit) as exc:          # no validation CSV yet: one line, status 2
         module.main(["--measured", str(tmp_path / "validation.csv"), "--out", str(tmp_path)])
     assert exc.value.code == 2

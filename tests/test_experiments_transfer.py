@@ -16,7 +16,7 @@ if _ROOT not in sys.path:
 
 
 def test_measured_speedups_by_hand(tmp_path):
-    from experiments.fusion_vs_dram import geomean, measured_speedups
+    from experiments.studies.fusion.fusion_vs_dram import geomean, measured_speedups
     path = tmp_path / "bench.csv"
     rows = [("a", "nonfused", 2.0, "ok"), ("a", "fused_sweep_best", 1.0, "ok"),
             ("b", "nonfused", 1.0, "ok"), ("b", "fused_sweep_best", 2.0, "ok"),
@@ -35,7 +35,7 @@ def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
     rises as DRAM bandwidth falls: the fused schedule moves fewer DRAM bytes. (Not on every layer: on
     one that fits the L2 both schedules write the same bytes back, and the fused one gains nothing.)
     The files carry provenance."""
-    from experiments.fusion_vs_dram import main
+    from experiments.studies.fusion.fusion_vs_dram import main
     layer = "N=32,C=64,K=64,H=56,W=56"
     summary = main(["--layers", layer, "--bandwidths", "4000,500", "--workers", "1", "--out", str(tmp_path)])
     fast, slow = summary
@@ -53,7 +53,7 @@ def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
 
 
 def test_fusion_vs_dram_bad_input_is_one_line(tmp_path):
-    from experiments.fusion_vs_dram import main
+    from experiments.studies.fusion.fusion_vs_dram import main
     with pytest.raises(SystemExit, match="--bandwidths 'fast' is not allowed"):
         main(["--bandwidths", "fast"])
     for bad in ("0,100", "nan", "inf,100"):
@@ -70,8 +70,8 @@ def test_transfer_h100_on_two_measured_rows(tmp_path, capsys):
     `megasim simulate --spec h100_from_h200.json` gives, the H200 spec predicts the non-fused pipeline
     faster than the transfer (more DRAM bandwidth), and keeping the H200's L2 bandwidth changes the
     fused prediction."""
-    from experiments import transfer_h100
-    from megasim.validation import read_rows, write_rows
+    from experiments.studies.transfer import transfer_h100
+    from megasim.calibration.validation import read_rows, write_rows
     rows = [r for r in read_rows(transfer_h100.MEASURED)
             if r["layer"] == "resnet-4" and r["label"] in ("nonfused", "a1_default")]
     assert len(rows) == 2

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from experiments import fusion_ceiling as fc
-from gpu import profile_schedules as ps
+from experiments.studies.fusion import fusion_ceiling as fc
+from gpu.diagnostics import profile_schedules as ps
 
 HEADER = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
          '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
@@ -118,8 +118,8 @@ def test_other_mappings_replace_the_bench_best_and_bad_ones_are_named():
 
 
 def test_profiled_schedules_run_and_agree_under_the_simulator(tmp_path):
-    from megasim.mapping import default_params
-    from megasim.lowering.winograd import WinogradConfig, lower_winograd
+    from megasim.algorithms.winograd.algorithm1 import default_params
+    from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
     from megasim.workloads.catalogue import parse_layer
     bench = _bench(0.3, 0.2)
     cfg = WinogradConfig(**bench["meta"]["per_layer"]["tiny"]["winograd_config"])

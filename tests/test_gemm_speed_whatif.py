@@ -1,4 +1,4 @@
-"""The faster-GEMM what-if (experiments.gemm_speed_whatif): one scaled term, clear errors, a real run."""
+"""The faster-GEMM what-if (experiments.studies.fusion.gemm_speed_whatif): one scaled term, clear errors, a real run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from experiments import gemm_speed_whatif as wi
+from experiments.studies.fusion import gemm_speed_whatif as wi
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
 

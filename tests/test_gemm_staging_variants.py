@@ -1,8 +1,8 @@
-"""The GEMM staging experiments of issue #3 (gpu.gemm_vec.make_gemm_staged) against a float64 bmm.
+"""The GEMM staging experiments of issue #3 (gpu.kernels.winograd.gemm_vec.make_gemm_staged) against a float64 bmm.
 
 Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with MEGASIM_REAL_GPU=1. Variant "v"
 (128-bit global loads, scalar fallback) is fully checked here. Variants "a" (cp.async ring for B) and "c"
-(cp.async ring for A and B, A untransposed) run here with gpu.async_copy's synchronous stand-in:
+(cp.async ring for A and B, A untransposed) run here with gpu.kernels.common.async_copy's synchronous stand-in:
 their indices, zero fill, 4-byte fallbacks and ring rotation are checked, not their asynchronous
 ordering (that needs the GPU). Shapes are tiny and awkward:
 C and K not multiples of 4 or of the tile, fewer rows than T, more k-steps than ring slots and fewer.
@@ -20,8 +20,8 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
     pytest.skip("neither the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) nor a CUDA GPU is available",
                 allow_module_level=True)
 
-from gpu import gemm_vec
-from gpu.gemm_vec import make_gemm_staged
+from gpu.kernels.winograd import gemm_vec
+from gpu.kernels.winograd.gemm_vec import make_gemm_staged
 from tests.gemm_harness import fast_simulator_barriers  # noqa: F401  (autouse fixture)
 from tests.gemm_harness import rel_err, run_gemm
 

@@ -1,4 +1,4 @@
-"""The GEMM paths' import-time switches (gpu.winograd_device): the defaults are the adopted builds, and a
+"""The GEMM paths' import-time switches (gpu.kernels.winograd.device): the defaults are the adopted builds, and a
 value outside the allowed ones stops the import with a one-line error naming it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu.switches import env_choice
+from gpu.runtime.switches import env_choice
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_a_bad_switch_stops_the_import_with_one_line(name, value):
 
 
 def test_opaque_strides_switch():
-    """gpu.winograd_device (session 29): the F(2x2)/F(4x4) transforms take opaque strides in the non-fused kernels
+    """gpu.kernels.winograd.device (session 29): the F(2x2)/F(4x4) transforms take opaque strides in the non-fused kernels
     only unless told; F(5x5)/F(6x6) always."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env.pop("MEGASIM_OPAQUE_STRIDES", None)

@@ -1,7 +1,7 @@
-"""The tensor-core GEMM task (gpu.gemm_tc, 3xTF32) and its intrinsics (gpu.tensor_core) against float64.
+"""The tensor-core GEMM task (gpu.kernels.winograd.gemm_tc, 3xTF32) and its intrinsics (gpu.kernels.common.tensor_core) against float64.
 
 Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with MEGASIM_REAL_GPU=1. Under the
-simulator the MMA is gpu.tensor_core's warp collective (the fragment layouts of the PTX ISA, the TF32
+simulator the MMA is gpu.kernels.common.tensor_core's warp collective (the fragment layouts of the PTX ISA, the TF32
 inputs, a float64 product) and the cp.async copies are synchronous: the fragment indexing, the split,
 the edges and the ring rotation are checked here; the asynchronous ordering only on the GPU.
 
@@ -21,9 +21,9 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
     pytest.skip("neither the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) nor a CUDA GPU is available",
                 allow_module_level=True)
 
-from gpu import gemm_tc, gemm_vec, winograd_device  # noqa: E402
-from gpu.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
-from gpu.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
+from gpu.kernels.winograd import gemm_tc, gemm_vec, device as winograd_device  # noqa: E402
+from gpu.kernels.winograd.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
+from gpu.kernels.common.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
 from tests.gemm_harness import P_C, P_K, P_KTILES, P_TILES, rel_err, run_gemm  # noqa: E402
 from tests.gemm_harness import fast_simulator_barriers  # noqa: E402,F401  (autouse fixture)
 

@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 
 from gpu.baselines import BmmGemmPhase, fp32_torch_flags, rel_err_torch, torch_conv2d  # noqa: E402
 from gpu.cudnn_legacy import CudnnConv, CudnnError, best_ok, load  # noqa: E402
-from gpu.timing import time_cuda  # noqa: E402
+from gpu.runtime.timing import time_cuda  # noqa: E402
 from megasim.workloads.problem import ConvProblem  # noqa: E402
 
 N, C, K, H, W = 4, 32, 48, 14, 14

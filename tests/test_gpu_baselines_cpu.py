@@ -15,9 +15,9 @@ import pytest
 from gpu.baselines import BaselineError, gemm_phase_shape
 from gpu.cudnn_legacy import (FWD_ALGOS, MATH_MODES, MATH_TYPES, AlgoResult, ConvFwdAlgoPerf, CudnnConv, CudnnError,
                               algo_name, algo_value, best_ok, loaded_cudnn_dirs)
-from gpu.timing import TimingError, TimingStats, rotation_sets, summarize, time_cuda
-from megasim.lowering.winograd import WinogradConfig, lower_winograd, winograd_shape
-from megasim.mapping import algorithm1
+from gpu.runtime.timing import TimingError, TimingStats, rotation_sets, summarize, time_cuda
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd, winograd_shape
+from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.workloads import TABLE2_NAMES, parse_layer
 from megasim.workloads.problem import ConvProblem
 
@@ -25,7 +25,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from experiments import winograd_bench as wb  # noqa: E402
+from experiments.benchmarks import winograd_bench as wb  # noqa: E402
 from experiments.provenance import read_rows, write_results  # noqa: E402
 
 
@@ -203,7 +203,7 @@ def test_format_table_and_slug():
 
 
 def test_sweep_candidates_are_valid_and_include_default():
-    from megasim.mapping import counts, default_params
+    from megasim.algorithms.winograd.algorithm1 import counts, default_params
     graph = lower_winograd(ConvProblem(2, 16, 16, 12, 12), WinogradConfig(tiles_per_group=4, gemm_k_tile=8))
     cands = wb.sweep_candidates(graph)
     assert default_params(graph) in cands
@@ -273,10 +273,11 @@ def test_prepared_schedule_on_simulator():
     if not numba.config.ENABLE_CUDASIM:
         pytest.skip("runs on Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set by tests/conftest.py)")
     from numba import cuda
-    from gpu import executor as ex
-    from gpu.prepared import PreparedSchedule, gemm_only
+    from gpu.runtime import executor as ex
+    from gpu.runtime.prepared import PreparedSchedule, gemm_only
     from gpu.winograd import reference
-    from megasim.mapping import default_params, nonfused
+    from megasim.algorithms.winograd.algorithm1 import default_params
+    from megasim.orders import nonfused
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(2e-4)     # the simulator's barriers, as in test_gpu_winograd.py

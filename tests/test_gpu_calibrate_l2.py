@@ -1,4 +1,4 @@
-"""gpu.calibrate's L2 capacity probe: the estimator recovers a known capacity from a synthetic
+"""gpu.calibrate.measure's L2 capacity probe: the estimator recovers a known capacity from a synthetic
 chase sweep and refuses sweeps it cannot read; the read kernel covers every element (simulator)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ numba = pytest.importorskip("numba")
 if not numba.config.ENABLE_CUDASIM:
     pytest.skip("runs on the CUDA simulator only (on a GPU, megasim calibrate)", allow_module_level=True)
 
-from gpu.calibrate import _read4, _read_vec4, l2_capacity_from_chase  # noqa: E402
+from gpu.calibrate.measure import _read4, _read_vec4, l2_capacity_from_chase  # noqa: E402
 
 pytestmark = [pytest.mark.cudasim]
 MIB = 2 ** 20

@@ -1,4 +1,4 @@
-"""gpu.calibrate_occupancy's launch paths on Numba's CUDA simulator (tiny layer, timers faked: the
+"""gpu.calibrate.occupancy's launch paths on Numba's CUDA simulator (tiny layer, timers faked: the
 simulator has no CUDA events): every (kind, variant) row is produced and the kernels run."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 
 numba = pytest.importorskip("numba")
 if not numba.config.ENABLE_CUDASIM:
-    pytest.skip("runs on the CUDA simulator only (on a GPU, python -m gpu.calibrate_occupancy)", allow_module_level=True)
+    pytest.skip("runs on the CUDA simulator only (on a GPU, python -m gpu.calibrate.occupancy)", allow_module_level=True)
 
-from gpu import calibrate_occupancy as co
-from gpu.timing import summarize
+from gpu.calibrate.measure import occupancy as co
+from gpu.runtime.timing import summarize
 
 pytestmark = [pytest.mark.cudasim, pytest.mark.slow]
 
@@ -33,7 +33,7 @@ class FakeSpin:
 
 
 def test_rows_for_every_kind_and_variant(monkeypatch):
-    import gpu.timing as timing
+    import gpu.runtime.timing as timing
     calls = []
 
     def fake_queued(fn, spin, **kw):
@@ -73,7 +73,7 @@ def test_rows_for_every_kind_and_variant(monkeypatch):
 
 def test_transform_rows_at_the_fused_pair_count(monkeypatch):
     monkeypatch.setattr(co, "time_queued", lambda fn, spin, **kw: (fn(0), (summarize([0.01]), 0.0))[1])
-    import gpu.timing as timing
+    import gpu.runtime.timing as timing
     monkeypatch.setattr(timing, "time_cuda", lambda fn, **kw: (fn(0), summarize([0.02]))[1])
     params = co.fused_transform_params("t=2,gemm_k_tile=8,threads=32,gemm_threads=32")
     assert params.endswith(",pairs=4")
@@ -103,7 +103,7 @@ def test_fp32_probe_computes_in_float32():
     import numpy as np
     from numba import cuda
 
-    from gpu.calibrate import FMA_UNROLL, _fma
+    from gpu.calibrate.measure import FMA_UNROLL, _fma
     out = cuda.device_array(2, np.float32)
     _fma[1, 2](out, 3, 1.0)
     b, c = np.float32(0.999999), np.float32(1e-6)
@@ -123,7 +123,7 @@ def test_trace_mixed_runs_and_counts_coresidency(tmp_path):
 
     import numpy as np
 
-    from gpu import trace_mixed as tm
+    from gpu.diagnostics import trace_mixed as tm
     # Hand example on one SM: GEMM task 0 runs [0, 10) beside a transform over [5, 15) (half its time):
     # 0.5; GEMM task 1 runs [20, 30) beside two transforms for all of it: 2.
     start = np.array([0, 5, 20, 18, 19.0])
@@ -143,7 +143,7 @@ def test_trace_kinds_splits_a_task_and_chains_persistent_blocks(tmp_path):
 
     import numpy as np
 
-    from gpu import trace_kinds as tk
+    from gpu.diagnostics import trace_kinds as tk
     # One SM, two persistent blocks: tasks claimed at 0 and 1 end at 10 and 12; the task claimed at 11
     # continues the block that ended at 10 (the only one free), the one claimed at 13 the block that
     # ended at 12 (the later of the two free ones).

@@ -16,14 +16,7 @@ import numpy as np
 import pytest
 
 from megasim.errors import MegasimError
-from megasim.lowering.sparse_tiling import (
-    CONV_K_TILES,
-    FUSED_K_TILES,
-    PoolSpec,
-    choose_tiling,
-    grid,
-    pooled_hw,
-)
+from megasim.algorithms.sparse.tiling import CONV_K_TILES, FUSED_K_TILES, PoolSpec, choose_tiling, grid, pooled_hw
 from megasim.workloads.catalogue import network_layers
 from megasim.workloads.problem import ConvProblem
 
@@ -35,7 +28,7 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
                 allow_module_level=True)
 
 from gpu import sparse as sp
-from gpu import sparse_kernels as sk
+from gpu.kernels.sparse import kernels as sk
 
 pytestmark = pytest.mark.cudasim
 TOL = 1e-5
@@ -354,7 +347,7 @@ def test_references_agree_with_a_loop():
 
 
 def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
-    """gpu.probe_sparse_rows' probe build: every stored nonzero times weight row 0 of its chunk
+    """gpu.probes.sparse_rows' probe build: every stored nonzero times weight row 0 of its chunk
     (w[k, c0, 0, 0]); the same loop as ECR otherwise (checked against that float64 sum)."""
     p = ConvProblem(n=1, c=6, k=5, h=7, w=6, stride=1, padding=1)
     rng = np.random.default_rng(11)
@@ -378,7 +371,7 @@ def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
 @pytest.mark.parametrize("k_tile", [4, 8])
 def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
     """The dense twin's other load placements (the whole chunk's window first; one load per element
-    inside the multiply loop, the twin of sessions 1-19; gpu.probe_conv_map_shape times them) compute
+    inside the multiply loop, the twin of sessions 1-19; gpu.probes.conv_map_shape times them) compute
     the same convolution: odd sizes, C not a multiple of the chunk, K not a multiple of the filter
     tile, padding 1. The default placement ("channel") is the twin every other test runs."""
     p = ConvProblem(n=2, c=7, k=5, h=7, w=6, stride=1, padding=1)

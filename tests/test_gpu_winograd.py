@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from megasim.errors import MappingError, MegasimError
-from megasim.lowering.winograd import GEMM_MATHS, WinogradConfig, lower_winograd
-from megasim.lowering.winograd_math import matrices
-from megasim.mapping import (Algorithm1Params, Launch, Schedule, algorithm1, default_params, naive_fused, nonfused,
-                             random_order)
+from megasim.algorithms.winograd.lowering import GEMM_MATHS, WinogradConfig, lower_winograd
+from megasim.algorithms.winograd.winograd_math import matrices
+from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, default_params
+from megasim.schedule import Launch, Schedule
+from megasim.algorithms.winograd.algorithm1 import algorithm1
+from megasim.orders import naive_fused, nonfused, random_order
 from megasim.workloads.problem import ConvProblem
 
 numba = pytest.importorskip("numba")
@@ -28,8 +30,8 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
                 allow_module_level=True)
 
 from gpu import KernelInputError, MegakernelError  # noqa: E402
-from gpu import executor as ex  # noqa: E402
-from gpu.transforms import PY_FUNCS, STREAMED_ALPHA  # noqa: E402
+from gpu.runtime import executor as ex  # noqa: E402
+from gpu.kernels.winograd.transforms import PY_FUNCS, STREAMED_ALPHA  # noqa: E402
 from gpu.winograd import conv2d, reference  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
@@ -340,7 +342,7 @@ def test_persistent_blockidx_is_rejected():
 def test_both_gemm_maths_run_in_one_process(schedule):
     """A config's gemm_math picks its kernels per call: the FP32-pipe and the 3xTF32 tensor-core GEMM
     (the specialised t = 32 path) side by side, each correct, whatever MEGASIM_GEMM_MATH says."""
-    from gpu import megakernel as mk
+    from gpu.kernels.winograd import megakernel as mk
     x, w = inputs(1, 3, 6, 5, 3, seed=21)
     ref = reference(x, w)
     for math in ("fp32", "3xtf32"):
@@ -367,7 +369,7 @@ def test_mapping_error_passes_through():
         conv2d(x, w, mapping=Algorithm1Params(0, 0, 99), config=cfg(m=4))
 
 
-# --- the compile-time specialised GEMM (gpu.gemm_vec.make_gemm_vec) -------------------------------
+# --- the compile-time specialised GEMM (gpu.kernels.winograd.gemm_vec.make_gemm_vec) -------------------------------
 
 @pytest.mark.parametrize("layout, block, shape", [
     ((16, 16, 8, 8, 2), 8, (1, 11, 13, 9, 9)),       # rows, width and C all short of the tile
@@ -378,8 +380,8 @@ def test_mapping_error_passes_through():
     ((8, 16, 4, 4, 2), 4, (2, 6, 32, 7, 5)),         # every k-tile full
 ])
 def test_vector_gemm_matches_float64(layout, block, shape):
-    from gpu.gemm_vec import make_gemm_vec
-    from megasim.lowering.winograd import winograd_shape
+    from gpu.kernels.winograd.gemm_vec import make_gemm_vec
+    from megasim.algorithms.winograd.lowering import winograd_shape
     fn = make_gemm_vec(*layout)
 
     @cuda.jit
@@ -405,18 +407,18 @@ def test_vector_gemm_matches_float64(layout, block, shape):
 
 
 def test_vector_gemm_rejects_a_layout_it_cannot_tile():
-    from gpu.gemm_vec import make_gemm_vec
+    from gpu.kernels.winograd.gemm_vec import make_gemm_vec
     with pytest.raises(ValueError, match="no vector GEMM layout for T=12"):
         make_gemm_vec(12, 16, 8, 8, 2)
 
 
 def test_vector_gemm_param_indices_match_the_executor():
-    from gpu import gemm_vec, winograd_device as dev
+    from gpu.kernels.winograd import gemm_vec, device as dev
     assert (gemm_vec._P_C, gemm_vec._P_K, gemm_vec._P_TILES, gemm_vec._P_KTILES) == (dev.P_C, dev.P_K, dev.P_TILES, dev.P_KTILES)
 
 
 def test_gemm_shared_bytes_covers_the_specialised_paths():
-    from gpu import winograd_device as dev
+    from gpu.kernels.winograd import device as dev
     for math, fast in dev._FAST_BY_MATH.items():
         for key, fn in fast.items():
             assert dev.fast_gemm_for(*key, gemm_math=math) is fn
@@ -429,8 +431,8 @@ def test_gemm_shared_bytes_covers_the_specialised_paths():
 def test_model_knows_the_kernels_gemm_footprint():
     """megasim's occupancy uses the GEMM kernel's shared memory and registers: they must agree with
     gpu/'s own sizing for the specialised paths and the generic path."""
-    from gpu import winograd_device as dev
-    from megasim.lowering.winograd import GEMM_FAST_PATHS_BY_MATH
+    from gpu.kernels.winograd import device as dev
+    from megasim.algorithms.winograd.lowering import GEMM_FAST_PATHS_BY_MATH
     for math, paths in GEMM_FAST_PATHS_BY_MATH.items():
         for (t, gk, ks, thr), (_, smem) in paths.items():
             assert dev.gemm_shared_bytes(t, gk, ks, thr, math) == smem
@@ -441,11 +443,11 @@ def test_model_knows_the_kernels_gemm_footprint():
         assert cfg.gemm_shared_bytes == dev.gemm_shared_bytes(t, gk, ks, thr), (t, gk, ks, thr)
 
 
-# --- the timing path: PreparedSchedule with arguments packed once (gpu.fast_launch) ---------------
+# --- the timing path: PreparedSchedule with arguments packed once (gpu.runtime.fast_launch) ---------------
 
 @pytest.mark.parametrize("kernels", ["megakernel", "per_kind", "megakernel-ready"])
 def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
-    from gpu.prepared import PreparedSchedule
+    from gpu.runtime.prepared import PreparedSchedule
     from megasim.plan import winograd_nonfused
     config = cfg(m=4, t=2)
     problem = ConvProblem(*AWKWARD, padding=1)

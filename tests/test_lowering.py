@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from megasim.errors import LoweringError
-from megasim.lowering import WinogradConfig, lower_winograd, winograd_shape
-from megasim.lowering.winograd import GEMM_FAST_PATHS
-from megasim.lowering.winograd_math import direct_conv2d_reference, transform_flops, winograd_conv2d_reference
-from megasim.mapping import counts
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd, winograd_shape
+from megasim.algorithms.winograd.lowering import GEMM_FAST_PATHS
+from megasim.algorithms.winograd.winograd_math import (direct_conv2d_reference, transform_flops, winograd_conv2d_reference)
+from megasim.algorithms.winograd.algorithm1 import counts
 from megasim.workloads import ConvProblem, parse_layer
 
 CASES = [

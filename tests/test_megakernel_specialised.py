@@ -1,4 +1,4 @@
-"""The megakernel's specialised build (gpu.megakernel.SPECIALISED, session 27; opt-in): with
+"""The megakernel's specialised build (gpu.kernels.winograd.megakernel.SPECIALISED, session 27; opt-in): with
 MEGASIM_MEGAKERNEL_SPECIALISE=auto a launch of conv2d's default implementation runs the build compiled for it
 alone and any other implementation the general build; with "off" (the default) every launch runs the general
 build. Both builds are checked for correctness here under the simulator."""
@@ -19,8 +19,8 @@ from numba import cuda  # (after conftest has chosen simulator or GPU)
 if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
     pytest.skip("neither the CUDA simulator nor a CUDA GPU is available", allow_module_level=True)
 
-from gpu import megakernel as mk
-from megasim.lowering.winograd import WinogradConfig
+from gpu.kernels.winograd import megakernel as mk
+from megasim.algorithms.winograd.lowering import WinogradConfig
 
 pytestmark = pytest.mark.cudasim
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_default_implementation_runs_the_specialised_build(math, monkeypatch):
 def test_specialised_build_is_correct(monkeypatch):
     monkeypatch.setattr(mk, "SPECIALISE", "auto")
     from gpu.winograd import conv2d
-    from megasim.lowering.winograd_math import direct_conv2d_reference
+    from megasim.algorithms.winograd.winograd_math import direct_conv2d_reference
     rng = np.random.default_rng(27)
     x = rng.standard_normal((1, 3, 6, 7)).astype(np.float32)         # H, W not multiples of the tile
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
@@ -65,13 +65,13 @@ def test_specialised_build_is_correct(monkeypatch):
 def test_general_build_by_default_and_bad_values():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env.pop("MEGASIM_MEGAKERNEL_SPECIALISE", None)
-    code = ("from gpu import megakernel as mk; from megasim.lowering.winograd import WinogradConfig; import numpy as np; "
+    code = ("from gpu import megakernel as mk; from megasim.algorithms.winograd.lowering import WinogradConfig; import numpy as np; "
             "c = np.zeros(mk.CTL_SIZE, np.int32); "
             "print(mk.megakernel_for(c, 'fp32', WinogradConfig()) is mk.kernels_for('fp32').megakernel)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                          timeout=300, check=False)
     assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-1500:]
     env["MEGASIM_MEGAKERNEL_SPECIALISE"] = "m4"
-    run = subprocess.run([sys.executable, "-c", "import gpu.megakernel"], capture_output=True, text=True, env=env,
+    run = subprocess.run([sys.executable, "-c", "import gpu.kernels.winograd.megakernel"], capture_output=True, text=True, env=env,
                          cwd=REPO, timeout=300, check=False)
     assert run.returncode != 0 and "MEGASIM_MEGAKERNEL_SPECIALISE='m4': want one of ('off', 'auto')" in run.stderr

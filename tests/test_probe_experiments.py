@@ -1,4 +1,4 @@
-"""The probe scripts' shared driver (experiments.conv_occupancy.probe_main), through the wave-tail
+"""The probe scripts' shared driver (experiments.studies.sparse_model.conv_occupancy.probe_main), through the wave-tail
 probe: the committed predictions joined with the H200's times are what the code computes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ TAIL = ROOT / "experiments/results/nvidia-h200/wave_tail"
 
 
 def test_wave_tail_reproduces_its_committed_joined_rows(tmp_path, capsys):
-    from experiments.wave_tail import main
+    from experiments.studies.dispatch.wave_tail import main
 
     rows = main(["--measured", str(TAIL / "wave_tail_measured.csv"), "--out", str(tmp_path)])
     committed = {int(r["seed"]): r for r in csv.DictReader((TAIL / "joined_committed_spec/wave_tail.csv").open())}
@@ -32,9 +32,9 @@ def test_wave_tail_reproduces_its_committed_joined_rows(tmp_path, capsys):
 
 
 def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path):
-    """gpu.probe_dispatch (GPU only) reads each layer's fused_sweep_best from a bench JSON and times it
+    """gpu.probes.dispatch (GPU only) reads each layer's fused_sweep_best from a bench JSON and times it
     with ticket and blockIdx dispatch beside the non-fused pipeline; the plans carry the GEMM math."""
-    from gpu.probe_dispatch import best_params, plans_for
+    from gpu.probes.dispatch import best_params, plans_for
     bench = tmp_path / "winograd_bench.json"
     bench.write_text(json.dumps({"meta": {"per_layer": {
         "resnet-1": {"fused_sweep_best": {"D_IG": 992, "D_GO": 2816, "M": 16}},
@@ -52,9 +52,9 @@ def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path
 
 def test_bench_sweep_model_predicts_the_benchs_own_points(monkeypatch):
     """At the bench's tile and pairs: the sweep's points are those of the graph the bench swept."""
-    from experiments import bench_sweep_model as bsm
-    from experiments.winograd_bench import sweep_candidates
-    from megasim.lowering.winograd import WinogradConfig, lower_winograd
+    from experiments.benchmarks import bench_sweep_model as bsm
+    from experiments.benchmarks.winograd_bench import sweep_candidates
+    from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
     from megasim.workloads import parse_layer
     monkeypatch.setattr(bsm, "parallel_map", lambda fn, jobs, workers: jobs)
     layer = "N=4,C=8,K=8,H=20,W=20"
@@ -68,7 +68,7 @@ def test_bench_sweep_model_predicts_the_benchs_own_points(monkeypatch):
 
 def test_bench_sweep_model_leaves_a_layer_without_rank_correlation_out_of_the_mean(tmp_path, capsys):
     """A layer whose predictions are all equal has no Spearman rank correlation (nan): the mean skips it."""
-    from experiments import bench_sweep_model as bsm
+    from experiments.benchmarks import bench_sweep_model as bsm
     from experiments.provenance import write_results
     pts = [{"layer": "resnet-4", "schedule": "nonfused", "valid": True, "predicted_us": 50.0, "D_IG": "", "D_GO": "",
             "M": ""}]
@@ -84,9 +84,9 @@ def test_bench_sweep_model_leaves_a_layer_without_rank_correlation_out_of_the_me
 
 
 def test_bench_sweep_model_judges_the_models_pick_on_measured_points(tmp_path):
-    """experiments.bench_sweep_model: the pick is the fastest predicted valid fused point; its regret is its
+    """experiments.benchmarks.bench_sweep_model: the pick is the fastest predicted valid fused point; its regret is its
     measured median over the best measured one; bad inputs are one-line exits."""
-    from experiments import bench_sweep_model as bsm
+    from experiments.benchmarks import bench_sweep_model as bsm
     points = [{"layer": "L", "schedule": "nonfused", "valid": True, "predicted_us": 100.0, "D_IG": None,
                "D_GO": None, "M": None},
               {"layer": "L", "schedule": "fused", "valid": True, "predicted_us": 90.0, "D_IG": 8, "D_GO": 44, "M": 1},

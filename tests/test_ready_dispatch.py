@@ -1,4 +1,4 @@
-"""Ready-queue dispatch (megasim.mapping.ready): the release lists, and the simulator's policy on a
+"""Ready-queue dispatch (megasim.ready): the release lists, and the simulator's policy on a
 hand-timed scenario and on Winograd graphs. The megakernel's side is in tests/test_gpu_winograd.py."""
 
 from __future__ import annotations
@@ -6,9 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from megasim.lowering.winograd import WinogradConfig, lower_winograd
-from megasim.mapping import algorithm1, default_params, naive_fused, ready_lists
-from megasim.mapping.ready import root_mask
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
+from megasim.algorithms.winograd.algorithm1 import algorithm1
+from megasim.algorithms.winograd.algorithm1 import default_params
+from megasim.orders import naive_fused
+from megasim.ready import ready_lists
+from megasim.ready import root_mask
 from megasim.sim import simulate
 from megasim.hardware import get_gpu
 from megasim.workloads.problem import ConvProblem

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from megasim.cli import main
+from megasim.cli.main import main
 from megasim.errors import MegasimError
 from megasim.search import (STRATEGIES, Cache, CacheEvaluator, GPUEvaluator, Parameter, Record, SearchSpace,
                             default_space, full_space, get_strategy, run_search)

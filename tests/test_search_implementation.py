@@ -1,4 +1,4 @@
-"""megasim.search.implementation: the fused transform tasks' size chosen in the model."""
+"""megasim.algorithms.winograd.implementation: the fused transform tasks' size chosen in the model."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 
 from megasim.errors import MegasimError
 from megasim.hardware import get_gpu, load_spec
-from megasim.lowering.winograd import lower_winograd
-from megasim.mapping import recommended_params
+from megasim.algorithms.winograd.lowering import lower_winograd
+from megasim.algorithms.winograd.algorithm1 import recommended_params
 from megasim.plan import Plan, predict
-from megasim.search.implementation import PAIRS_CANDIDATES, model_pairs
+from megasim.algorithms.winograd.implementation import PAIRS_CANDIDATES, model_pairs
 from megasim.workloads import parse_layer
 
 LAYER = "N=4,C=48,K=40,H=22,W=19"
@@ -56,7 +56,7 @@ def test_bad_requests_are_one_line_errors(plan, candidates, match):
 
 
 def test_model_implementation_picks_tile_and_pairs_together():
-    from megasim.search.implementation import model_implementation
+    from megasim.algorithms.winograd.implementation import model_implementation
     problem = parse_layer(LAYER)
     spec = load_spec("megasim/hardware/calibrated/h200.json")
     tile, pairs, times = model_implementation(problem, spec, Plan(schedule="fused"), (4, 6, 7), (4, 2))

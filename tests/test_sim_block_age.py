@@ -1,12 +1,12 @@
 """Older blocks favoured on an SM (GPUSpec.younger_block_weight, AgeWeightedReadinessServer) and the
-end-order statistic and fit of megasim.calibration_age."""
+end-order statistic and fit of megasim.calibration.age."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
-from megasim.calibration_age import block_end_order, fit_age_weight, normalised
+from megasim.calibration.age import block_end_order, fit_age_weight, normalised
 from megasim.errors import SpecError
 from megasim.hardware import TaskCost
 from megasim.sim import SimOptions, simulate
@@ -84,7 +84,7 @@ def test_block_end_order_takes_the_first_wave_per_sm():
 
 def test_fit_recovers_a_weight_from_its_own_simulation(monkeypatch):
     # A "measurement" simulated at rho = 0.8 is fitted back to 0.8 (the fit's own consistency).
-    import megasim.calibration_age as ca
+    import megasim.calibration.age as ca
     graph, order = compute_graph([100.0] * 32), one_launch(range(32))
     monkeypatch.setattr(ca, "end_order_case", lambda row, plan_params="": (graph, order))
     truth = simulate(graph, order, aged_spec(0.8))

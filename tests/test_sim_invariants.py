@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from megasim.hardware import TaskCost, get_gpu
-from megasim.lowering import WinogradConfig, lower_winograd
-from megasim.mapping import algorithm1, default_params, naive_fused, nonfused, random_order
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
+from megasim.algorithms.winograd.algorithm1 import algorithm1
+from megasim.algorithms.winograd.algorithm1 import default_params
+from megasim.orders import naive_fused, nonfused, random_order
 from megasim.sim import SimOptions, launch_footprint, occupancy, simulate
 from megasim.workloads import parse_layer
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from megasim.hardware import TaskCost, get_gpu
-from megasim.mapping import Launch, Schedule
+from megasim.schedule import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import SimOptions, simulate
 from megasim.sim.clock import HeapClock

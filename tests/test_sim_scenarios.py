@@ -15,7 +15,7 @@ import pytest
 
 from megasim.errors import SimulationError
 from megasim.hardware import GPUSpec, TaskCost, get_gpu
-from megasim.mapping import Launch, Schedule
+from megasim.schedule import Launch, Schedule
 from megasim.sim import Footprint, SimOptions, occupancy, simulate
 from megasim.taskgraph import TaskGraphBuilder
 

@@ -10,13 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from megasim.calibration_sparse import (CAL_PROBLEMS, FEW_CHANNEL_PROBLEMS, SPARSE_SPARSITIES, TAIL_PROBLEMS,
-                                        calibration_cases,
-                                        merge_measurements, run_dates, select_cases)
+from megasim.calibration.sparse import (CAL_PROBLEMS, FEW_CHANNEL_PROBLEMS, SPARSE_SPARSITIES, TAIL_PROBLEMS, calibration_cases, merge_measurements, run_dates, select_cases)
 from megasim.errors import SpecError
 from megasim.hardware import get_gpu
-from megasim.lowering.sparse import kernel_registers, lower_sparse
-from megasim.lowering.sparse_tiling import choose_tiling, grid
+from megasim.algorithms.sparse.lowering import kernel_registers, lower_sparse
+from megasim.algorithms.sparse.tiling import choose_tiling, grid
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.workloads import parse_layer
 from megasim.workloads.problem import ConvProblem
@@ -136,7 +134,7 @@ def test_fit_sources_name_every_run_date():
 
 def test_gpu_calibrate_sparse_rejects_bad_input_in_one_line(capsys, tmp_path):
     """Checked before any GPU work (this runs without a GPU)."""
-    from gpu.calibrate_sparse import main
+    from gpu.calibrate.sparse import main
 
     assert main(["--problems", "N=1,C=7,K=9,H=10,W=10", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -185,7 +183,7 @@ def test_k_tile_32_counts_match_brute_force():
 def test_occupancy_probe_cases_give_b_blocks_per_sm_of_equal_work():
     """Each probe case's grid is exactly b blocks per SM of the 132, every block a full 128-pixel row
     doing 128 x 32 x 128 x 9 multiply-adds, and one wave holds b blocks (b <= what fits) or two."""
-    from megasim.calibration_sparse import OCCUPANCY_SM_COUNT, occupancy_cases
+    from megasim.calibration.sparse import OCCUPANCY_SM_COUNT, occupancy_cases
 
     spec = get_gpu("H200")
     assert spec.sm_count == OCCUPANCY_SM_COUNT
@@ -210,7 +208,7 @@ INLINE_TWIN_REGISTERS = {32: 80, 16: 70, 8: 64, 4: 64}
 def test_map_shape_probe_keeps_the_grid_and_changes_the_width():
     """Every width of the map-shape probe gives the same grid: 396 blocks of 128 pixels, one filter
     tile of 32, C = 128 (3 per SM on the 132 SMs); each problem appears once per kernel variant."""
-    from megasim.calibration_sparse import MAP_SHAPE_VGG, MAP_SHAPE_WIDTHS, map_shape_cases, map_shape_problems
+    from megasim.calibration.sparse import MAP_SHAPE_VGG, MAP_SHAPE_WIDTHS, map_shape_cases, map_shape_problems
 
     spec = get_gpu("H200")
     cases = map_shape_cases()

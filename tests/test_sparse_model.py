@@ -11,9 +11,9 @@ import pytest
 
 from megasim.errors import LoweringError, WorkloadError
 from megasim.hardware import TaskCost, get_gpu
-from megasim.lowering.sparse import OPS, lower_sparse
-from megasim.lowering.sparse_tiling import PoolSpec, choose_tiling, grid, patch_hw, pooled_hw
-from megasim.mapping import Launch, Schedule
+from megasim.algorithms.sparse.lowering import OPS, lower_sparse
+from megasim.algorithms.sparse.tiling import PoolSpec, choose_tiling, grid, patch_hw, pooled_hw
+from megasim.schedule import Launch, Schedule
 from megasim.sim import simulate
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
@@ -299,7 +299,7 @@ def test_block_sm_share_caps_a_lone_block():
 def test_sparse_calibration_recovers_known_costs(sharing):
     """Times simulated with known costs are fitted back to those costs (the fit's own consistency),
     under either SM-sharing rule."""
-    from megasim.calibration_sparse import SHARING_FIELD, _simulated_us, calibration_cases, case_graph, fit_kind
+    from megasim.calibration.sparse import SHARING_FIELD, _simulated_us, calibration_cases, case_graph, fit_kind
 
     spec = get_gpu("h200")
     ecr = [c for c in calibration_cases() if c["kind"] == "ecr"]
@@ -319,7 +319,7 @@ def test_sparse_calibration_recovers_known_costs(sharing):
 
 
 def test_sparse_calibration_rejects_unknown_sharing():
-    from megasim.calibration_sparse import free_fields
+    from megasim.calibration.sparse import free_fields
     from megasim.errors import SpecError
 
     with pytest.raises(SpecError, match="sharing='cap' is not allowed"):
@@ -329,7 +329,7 @@ def test_sparse_calibration_rejects_unknown_sharing():
 def test_sparse_calibration_fits_ready_kinds_by_the_readiness_rule(monkeypatch):
     """``ready_kinds`` are fitted with block_sm_ready, the other kinds by ``sharing``; an unknown kind
     is refused before anything is fitted."""
-    import megasim.calibration_sparse as cs
+    import megasim.calibration.sparse as cs
     from megasim.errors import SpecError
 
     seen = {}
@@ -351,7 +351,7 @@ def test_sparse_calibration_fits_ready_kinds_by_the_readiness_rule(monkeypatch):
 
 
 def test_calibration_cases_are_not_vgg19():
-    from megasim.calibration_sparse import calibration_cases
+    from megasim.calibration.sparse import calibration_cases
     from megasim.workloads import parse_layer
 
     vgg = {(p.c, p.k, p.h, p.w) for p in vgg19_sparse_layers(1)}
@@ -363,7 +363,7 @@ def test_calibration_cases_are_not_vgg19():
 def test_cli_sparse_predicts_and_rejects_bad_input(capsys):
     import json as _json
 
-    from megasim.cli import main
+    from megasim.cli.main import main
 
     assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--batch", "1", "--sparsity", "0", "0.9", "--json"]) == 0
     rows = _json.loads(capsys.readouterr().out)
@@ -415,14 +415,14 @@ def test_serial_iterations_are_priced_as_latency():
 
 
 def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
-    """experiments.sparse_validate end to end on a tiny CSV in sparse_bench's format (times made up:
+    """experiments.studies.sparse_model.sparse_validate end to end on a tiny CSV in sparse_bench's format (times made up:
     this checks the pipeline -- predictions, crossovers, summary, figures -- not the model)."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from experiments.provenance import write_results
-    from experiments.sparse_validate import crossover, main, sustained_crossover
+    from experiments.studies.sparse_model.sparse_validate import crossover, main, sustained_crossover
 
     assert crossover([0.0, 0.5, 1.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
     assert crossover([0.0, 0.5], [1.0, 1.0], [2.0, 2.0]) == 0.0
@@ -465,7 +465,7 @@ def test_committed_sparse_predictions_are_reproduced():
     from pathlib import Path
 
     from megasim.hardware import load_spec
-    from megasim.sparse import kernel_us
+    from megasim.algorithms.sparse.predict import kernel_us
     from megasim.workloads import parse_layer
 
     root = Path(__file__).resolve().parents[1]
@@ -484,7 +484,7 @@ def test_committed_sparse_predictions_are_reproduced():
 def test_sparse_bench_times_finds_close_cudnn_algorithms_itself():
     """cuDNN's Find timing is one noisy sample: the bench re-times Find's successful algorithms within
     1.5x of its fastest (at most 4), failures and slow ones left out."""
-    from experiments.sparse_bench import cudnn_candidates
+    from experiments.benchmarks.sparse_bench import cudnn_candidates
     from gpu.cudnn_legacy import AlgoResult
 
     def r(algo, t, ok=True):
@@ -496,9 +496,9 @@ def test_sparse_bench_times_finds_close_cudnn_algorithms_itself():
 
 
 def test_row_conflict_counts_on_hand_made_warps():
-    """experiments.sparse_row_conflicts: same row -> 1 distinct row, one wavefront per quarter warp;
+    """experiments.studies.sparse_model.sparse_row_conflicts: same row -> 1 distinct row, one wavefront per quarter warp;
     rows 0, 8, 16, 24 (one bank group at k_tile 32) -> 4 wavefronts per quarter; padding (-1) skipped."""
-    from experiments.sparse_row_conflicts import conflict_stats
+    from experiments.studies.sparse_model.sparse_row_conflicts import conflict_stats
 
     same = np.zeros((32, 2), int)
     same[:, 1] = -1
@@ -520,7 +520,7 @@ def brute_row_replays(problem: ConvProblem, x: np.ndarray, sm_count: int) -> tup
     """Per ECR pixel tile, with explicit loops: per warp, chunk and iteration of the loop, the 128-bit
     weight loads' wavefronts beyond one (a warp-uniform row: one; else per quarter warp the largest
     count of distinct rows starting in one 4-bank group), times k_tile / 4 loads."""
-    from megasim.lowering.sparse_tiling import weight_row_floats
+    from megasim.algorithms.sparse.tiling import weight_row_floats
 
     t = choose_tiling(problem, "ecr", sm_count)
     stride = weight_row_floats(t.k_tile)
@@ -586,7 +586,7 @@ def test_shared_replays_are_priced_as_sm_time():
 def test_sparse_repeat_compares_runs_by_hand():
     """Two runs of one sweep: ECR 0.5 - 0.3 s ms against direct 0.4 (crossing at 1/3) and ECR scaled by 1.1
     (0.55 - 0.33 s against 0.4: 0.15 / 0.33 = 0.4545...); the spread is the 10% scale."""
-    from experiments.sparse_repeat import compare
+    from experiments.benchmarks.sparse_repeat import compare
 
     def run(scale):
         m = {}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from megasim.errors import MappingError, MegasimError
-from megasim.mapping import Launch, Schedule, check_valid, first_violation
+from megasim.schedule import Launch, Schedule, check_valid, first_violation
 from megasim.taskgraph import TaskGraphBuilder
 
 

@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from megasim.calibration import kind_subgraph, sanity_rules
-from megasim.cli import main
+from megasim.calibration.winograd import kind_subgraph, sanity_rules
+from megasim.cli.main import main
 from megasim.hardware import dump_spec, get_gpu, load_spec
 from megasim.plan import Plan, build
-from megasim.validation import (kendall_tau, mape, max_error, pairwise_accuracy, program_key, regret,
-                                resolved_pairwise_accuracy, split_half_agreement, summarize, validation_plans)
+from megasim.calibration.validation import (kendall_tau, mape, max_error, pairwise_accuracy, program_key, regret, resolved_pairwise_accuracy, split_half_agreement, summarize, validation_plans)
 from megasim.workloads import parse_layer
 
 REPO = Path(__file__).resolve().parent.parent

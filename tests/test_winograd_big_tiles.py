@@ -1,5 +1,5 @@
 """F(5x5, 3x3) and F(6x6, 3x3) (session 29), F(7x7, 3x3) (session 31): the tiles' matrices, their own kernel builds
-(gpu.megakernel.OWN_BUILD_TILES), their results under the CUDA simulator for both schedules, every megakernel
+(gpu.kernels.winograd.megakernel.OWN_BUILD_TILES), their results under the CUDA simulator for both schedules, every megakernel
 style and dispatch, and the two GEMM maths, on awkward shapes (H, W not multiples of the tile; C, K not multiples
 of the k-step or the k-tile; N = 1), and the default tile per layer."""
 
@@ -14,10 +14,10 @@ from numba import cuda  # (after conftest has chosen simulator or GPU)
 if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
     pytest.skip("neither the CUDA simulator nor a CUDA GPU is available", allow_module_level=True)
 
-from gpu import megakernel as mk
+from gpu.kernels.winograd import megakernel as mk
 from gpu.winograd import conv2d
-from megasim.lowering.winograd import WinogradConfig
-from megasim.lowering.winograd_math import direct_conv2d_reference, matrices, transform_flops
+from megasim.algorithms.winograd.lowering import WinogradConfig
+from megasim.algorithms.winograd.winograd_math import direct_conv2d_reference, matrices, transform_flops
 from tests.gemm_harness import fast_simulator_barriers  # noqa: F401  (autouse: the simulator's barriers wait less)
 
 pytestmark = pytest.mark.cudasim
@@ -99,7 +99,7 @@ def test_big_tiles_with_the_tensor_core_gemm_and_padding_0(m):
 # --- the default tile per layer -------------------------------------------------------------------------------
 
 def test_default_tile_has_the_fewest_gemm_multiplies():
-    from megasim.lowering.winograd import default_tile, gemm_multiplies
+    from megasim.algorithms.winograd.lowering import default_tile, gemm_multiplies
     from megasim.workloads import CATALOGUE, TABLE2_NAMES
     from megasim.workloads.problem import ConvProblem
     picks = {name: default_tile(CATALOGUE[name]) for name in TABLE2_NAMES}
@@ -127,7 +127,7 @@ def test_conv2d_runs_the_layers_default_tile():
 
 
 def test_bench_takes_the_tile_from_config_or_the_layer():
-    from experiments.winograd_bench import parse_args
+    from experiments.benchmarks.winograd_bench import parse_args
     assert not parse_args(["--config", "pairs=4"]).tile_given
     assert parse_args(["--config", "pairs=4, tile=6"]).tile_given
     assert parse_args(["--config", "tile=6"]).fused_config.m == 6

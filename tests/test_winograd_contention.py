@@ -1,6 +1,6 @@
 """The DRAM-contention experiment (issue 3): the hog's sizing, the measured-row readers, and the model side.
 
-The hog itself (gpu.dram_hog.DramHog) needs a GPU: its sizing rule is pure and tested here; its protocol
+The hog itself (gpu.probes.dram_hog_kernel.DramHog) needs a GPU: its sizing rule is pure and tested here; its protocol
 (start poll, census, coverage marks) was exercised on the H200 (docs/winograd_gpu.md, session 22)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from gpu.dram_hog import REGISTERS_PER_SM, hog_threads, registers_left
+from gpu.probes.dram_hog_kernel import REGISTERS_PER_SM, hog_threads, registers_left
 from gpu.errors import KernelInputError
 
 
@@ -48,7 +48,7 @@ def _measured_rows():
 
 
 def test_readers_of_measured_rows():
-    from experiments.winograd_contention import copy_bandwidths, format_measured, latencies_of, speedups
+    from experiments.studies.fusion.winograd_contention import (copy_bandwidths, format_measured, latencies_of, speedups)
     rows = _measured_rows()
     assert speedups(rows) == {("a", 0): pytest.approx(0.8), ("a", 64): pytest.approx(1.5)}
     assert copy_bandwidths(rows) == {0: 4000.0, 64: 1000.0}
@@ -60,7 +60,7 @@ def test_readers_of_measured_rows():
 
 
 def test_predict_bad_input_is_one_line(tmp_path):
-    from experiments.winograd_contention import main, predict
+    from experiments.studies.fusion.winograd_contention import main, predict
     with pytest.raises(SystemExit, match="needs --hog CSV"):
         predict([])
     with pytest.raises(SystemExit, match="does not exist"):
@@ -79,7 +79,7 @@ def test_predict_scarce_dram_and_slow_latency(tmp_path):
     spec a quarter of its bandwidth and 68 SMs, and the fused/non-fused speedup rises (fusion moves fewer
     DRAM bytes); the latency rule also triples the DRAM latency and quadruples the L2's, and both schedules
     slow down further. The measured speedups are joined, the files carry provenance."""
-    from experiments.winograd_contention import predict
+    from experiments.studies.fusion.winograd_contention import predict
     layer = "N=32,C=64,K=64,H=56,W=56"
     rows = _measured_rows()
     for r in rows:
@@ -105,7 +105,7 @@ def test_predict_scarce_dram_and_slow_latency(tmp_path):
 
 
 def test_predict_scale_bad_input_is_one_line(tmp_path):
-    from experiments.winograd_contention import predict
+    from experiments.studies.fusion.winograd_contention import predict
     hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
     with pytest.raises(SystemExit, match="--scale 'l2_bytes=half' is not allowed"):
         predict(["--hog", str(hog), "--scale", "l2_bytes=half"])
@@ -119,7 +119,7 @@ def test_littles_law_scales_every_per_block_dram_cap():
     cap keep none; nothing else changes."""
     import dataclasses
 
-    from experiments.winograd_contention import SPEC, block_rate_caps
+    from experiments.studies.fusion.winograd_contention import SPEC, block_rate_caps
     from megasim.hardware import load_spec
     spec = load_spec(SPEC)
     slow = dataclasses.replace(spec, **block_rate_caps(spec, 1 / 3))
@@ -135,14 +135,14 @@ def test_littles_law_scales_every_per_block_dram_cap():
 
 
 def test_littles_law_needs_latency(tmp_path):
-    from experiments.winograd_contention import predict
+    from experiments.studies.fusion.winograd_contention import predict
     hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
     with pytest.raises(SystemExit, match="--littles-law is not allowed without --latency"):
         predict(["--hog", str(hog), "--littles-law"])
 
 
 def test_sync_rule_scales_only_the_megakernel_costs():
-    from experiments.winograd_contention import SPEC, megakernel_sync_costs
+    from experiments.studies.fusion.winograd_contention import SPEC, megakernel_sync_costs
     from megasim.hardware import load_spec
     costs = load_spec(SPEC).task_costs
     slow = megakernel_sync_costs(costs, 5.0)
@@ -155,7 +155,7 @@ def test_sync_rule_scales_only_the_megakernel_costs():
 
 
 def test_sync_rule_needs_latency(tmp_path):
-    from experiments.winograd_contention import predict
+    from experiments.studies.fusion.winograd_contention import predict
     hog = _write(tmp_path / "hog.csv", [{"hog_sms": 0, "copy_gbps": 4000.0}, {"hog_sms": 64, "copy_gbps": 1000.0}])
     with pytest.raises(SystemExit, match="--sync-latency is not allowed without --latency"):
         predict(["--hog", str(hog), "--sync-latency"])
@@ -164,7 +164,7 @@ def test_sync_rule_needs_latency(tmp_path):
 def test_plot_from_csvs_alone(tmp_path):
     """The figure is drawn from a measured CSV alone (the predicted curves are optional); a directory
     without measurements is a one-line error."""
-    from experiments.winograd_contention import main, plot
+    from experiments.studies.fusion.winograd_contention import main, plot
     mdir = tmp_path / "m"
     mdir.mkdir()
     _write(mdir / "winograd_contention.csv", _measured_rows())

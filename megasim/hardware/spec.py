@@ -167,7 +167,7 @@ class GPUSpec:
     # path costs ~10x a small kernel's on the H200 (docs/winograd_gpu.md, docs/validation.md).
     megakernel_launch_ns: float | None = None
     # Optional: how runs are timed back to back (CUDA events around each run, no host synchronisation
-    # between runs, as gpu.timing.time_cuda does). The host then issues a run's launches while the
+    # between runs, as gpu.runtime.timing.time_cuda does). The host then issues a run's launches while the
     # device still works on the previous run, so the host's launch costs (kernel_launch_ns,
     # megakernel_launch_ns) overlap device work: a run's first kernel starts this long after the run
     # begins on the device (a kernel already queued), and the run takes the longer of its device time
@@ -177,18 +177,18 @@ class GPUSpec:
     # Optional (session 12): the fraction of an SM's busy time that does useful work while blocks of two
     # or more task kinds share it (a megakernel mixing kinds); what the rest is lost to (instruction
     # fetch, the load/store queue, ...) is not separated. Fitted on the mixed-kind calibration runs
-    # (megasim.calibration.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
+    # (megasim.calibration.winograd.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
     mixed_kinds_sm_factor: float | None = None
     # Optional (session 14): how the warp schedulers favour older blocks. Blocks on an SM whose kinds
     # give block_sm_ready split its busy time by weighted water-filling, the k-th oldest weighing
     # younger_block_weight**k (megasim.sim.servers.AgeWeightedReadinessServer). Fitted on a traced
     # single-kind run: the order in which an SM's blocks, started together, end
-    # (megasim.calibration_age.fit_age_weight). None = 1, every block alike.
+    # (megasim.calibration.age.fit_age_weight). None = 1, every block alike.
     younger_block_weight: float | None = None
     # Optional (session 25): what the per-task megakernel's ticket (an atomic on one global counter per
     # task claimed) costs a task's slot at full occupancy; blockIdx dispatch (block b runs map position
     # b) skips it, so a blockIdx launch's claim is each kind's megakernel_claim_ns less this. Measured by
-    # each kind's tasks alone in the megakernel under both dispatches (gpu.calibrate_occupancy
+    # each kind's tasks alone in the megakernel under both dispatches (gpu.calibrate.occupancy
     # .measure_megakernel_ticket). None = atomic_latency_ns (an idle round trip).
     megakernel_ticket_ns: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)

@@ -37,13 +37,13 @@ _RESERVED = {"time", "times", "compile_time", "verification_time", "benchmark_ti
              "framework_time", "timestamp", "megasim_reason"}
 
 
-_MODEL_SOURCES = ("lowering", "mapping", "sim", "taskgraph.py", "plan.py")
+_MODEL_SOURCES = ("algorithms", "sim", "taskgraph.py", "schedule.py", "orders.py", "ready.py", "plan.py")
 # Bump when the meaning of a point changes (evaluators.point_plan: multiples -> absolute D_IG, D_GO).
 POINT_VERSION = 1
 
 
 def model_fingerprint() -> str:
-    """A hash of the model's source (lowering, mapping, engine): a cache made by another model version
+    """A hash of the model's source (algorithms, task orders, engine): a cache made by another model version
     must not be replayed as if it were this one's prediction."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256(f"points-v{POINT_VERSION}".encode())

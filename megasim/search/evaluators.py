@@ -24,8 +24,9 @@ from typing import Any, Callable, Protocol
 
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
-from megasim.lowering.winograd import WinogradConfig, lower_winograd, winograd_shape
-from megasim.mapping import Algorithm1Params, algorithm1, scaled_params
+from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd, winograd_shape
+from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, scaled_params
+from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.plan import Plan
 from megasim.search.cache import Cache, device_name, model_fingerprint
 from megasim.search.record import Record
@@ -236,7 +237,7 @@ class CacheEvaluator:
 
 
 class GPUEvaluator:
-    """Measured runtimes on the GPU, through the validation harness (``gpu.validate.measure_plans``:
+    """Measured runtimes on the GPU, through the validation harness (``gpu.calibrate.validate.measure_plans``:
     the same ``megasim.plan.build`` TaskGraph as the model, ``PreparedSchedule``, CUDA events, median
     of ``repeats``). Same interface as the simulator's evaluator, so a strategy cannot tell them apart;
     its cache is keyed by the measured device, never mixed with predictions. No coarse fidelity."""
@@ -267,7 +268,7 @@ class GPUEvaluator:
         if not available:
             raise MegasimError("the GPU evaluator needs a CUDA GPU and numba-cuda (gpu/on_device.sh); "
                                "use the simulator or a replayed cache")
-        from gpu import validate
+        from gpu.calibrate.measure import validate
         return validate.measure_plans, validate.device_name()
 
     def evaluate(self, points: list[dict[str, Any]]) -> list[Record]:

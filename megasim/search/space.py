@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 from megasim.errors import MegasimError
-from megasim.lowering.winograd import WinogradConfig, winograd_shape
-from megasim.mapping import DISPATCHES, STYLES
+from megasim.algorithms.winograd.lowering import WinogradConfig, winograd_shape
+from megasim.schedule import DISPATCHES, STYLES
 from megasim.workloads.problem import ConvProblem
 
 

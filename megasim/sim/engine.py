@@ -20,7 +20,7 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
 - **Dependency waits.** A task whose counters are not yet zero keeps its slot and polls; it resumes
   an atomic round trip after the last parent signals (the paper's Listing 2). Parents signal when
   they end.
-- **Ready-queue dispatch** (``Launch.dispatch == "ready"``, ``megasim.mapping.ready``): a free slot
+- **Ready-queue dispatch** (``Launch.dispatch == "ready"``, ``megasim.ready``): a free slot
   takes the oldest task of a FIFO queue of runnable tasks, or idles until one is queued. The queue
   starts with the launch's first ``ready_window`` roots (default: one per SM); a block that finishes a
   root queues the next root in map order, and a block whose signal completes a wait group queues
@@ -93,8 +93,8 @@ import numpy as np
 
 from megasim.errors import SimulationError
 from megasim.hardware.spec import GPUSpec, TaskCost
-from megasim.mapping.ready import ready_lists
-from megasim.mapping.schedule import Launch, Schedule, check_valid
+from megasim.ready import ready_lists
+from megasim.schedule import Launch, Schedule, check_valid
 from megasim.sim.clock import CLOCKS
 from megasim.sim.l2 import L2Cache
 from megasim.sim.occupancy import Footprint, occupancy

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from megasim.mapping.schedule import Schedule
+    from megasim.schedule import Schedule
     from megasim.sim.engine import _Run
 
 

@@ -313,7 +313,7 @@ class ReadinessSharedServer(CappedSharedServer):
     rarely-ready transform block beside two GEMM blocks ran ~60% slower than alone): a warp scheduler
     picks among its ready warps in turn, so a warp that is seldom ready issues almost as soon as it
     is, and the blocks that could use every cycle (the GEMM) absorb the contention. On the GPU a
-    transform task takes about the same time wherever it sits among GEMMs (``gpu.record_timeline``,
+    transform task takes about the same time wherever it sits among GEMMs (``gpu.diagnostics.record_timeline``,
     docs/validation.md). For a single kind the two rules are the same, so the single-kind fit does
     not change.
 
@@ -322,7 +322,7 @@ class ReadinessSharedServer(CappedSharedServer):
     arithmetic (the GEMM stages the next slice while it multiplies), so a block competes for its SM for
     as long as it holds the slot, not only in the engine's compute phase. Without this, blocks whose
     phases happen to be out of step (e.g. GEMMs interleaved with other kinds) would each get a larger
-    share than blocks in step, a speed-up the GPU does not show (``gpu.trace_mixed``). A present block
+    share than blocks in step, a speed-up the GPU does not show (``gpu.diagnostics.trace_mixed``). A present block
     takes its share of ``U`` like a computing one but receives no work.
 
     ``mixed`` (session 12; the spec's ``mixed_kinds_sm_factor``, default 1): while blocks of two or

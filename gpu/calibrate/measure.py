@@ -1,0 +1,619 @@
+"""Microbenchmarks behind `megasim calibrate`: measure the GPU, write a spec file.
+
+    bash gpu/on_device.sh megasim calibrate --out megasim/hardware/calibrated/h200.json
+
+Each probe is timed with CUDA events (``gpu.runtime.timing.time_cuda``, median of the runs) on the legacy
+default stream; what it measures and how a spec value follows from it:
+
+- ``dram_bw_gbps``: a device-to-device copy of a 2 GiB buffer (torch ``copy_``), read + write bytes
+  counted: 2 x 2 GiB / time.
+- ``l2_bw_gbps``: a Numba kernel whose 132 x 16 blocks of 256 threads read an 8 MiB buffer (fits in
+  L2) 64 times, 4 independent coalesced loads per thread per step; bytes read / time.
+- ``tb_max_dram_bw_gbps``: the same read kernel with ONE block of 128 threads over 256 MiB (DRAM).
+- ``fp32_peak_gflops``: 132 x 8 blocks of 256 threads, 8 independent FMA chains per thread
+  (fastmath: one FFMA each), 2 flops per FMA / time.
+- ``dram_latency_ns`` / ``l2_latency_ns``: one thread chasing a random cyclic permutation of
+  1 GiB / 4 MiB of int32 indices; time / steps. The DRAM probe starts each timed run at a new random
+  element (since session 11; before, every run walked the same path, which the warm-up had left in
+  L2, so it measured an L2 hit).
+- ``l2_bytes``: the effective capacity, not the driver's nominal size (since session 12): one thread
+  chases a random cycle through a buffer the whole GPU has just read, at sizes from 8 to 512 MiB; a
+  load takes l2 + (dram - l2)(1 - C / S) ns for a buffer of S bytes of which the L2 keeps C
+  (``l2_capacity_from_chase``). On the H200 C is 33 MiB of the 60 MiB the driver reports.
+- ``atomic_latency_ns``: one thread doing 20,000 dependent ``atomic.add`` on a global counter (the
+  next address depends on the returned value); time / steps.
+- ``kernel_launch_ns``: one launch of an empty kernel with 4 array arguments (the per-kind kernels'
+  argument count), CUDA events around it: host launch path + GPU start.
+- ``megakernel_launch_ns``: what ``PreparedSchedule.run`` does for a megakernel launch, with a map of
+  zero tasks (the counter and control resets, then the real megakernel, one block per SM, whose blocks
+  find no ticket and exit).
+- ``kernel_boundary_ns``: a ~20 ms single-thread kernel, then 200 empty kernels enqueued behind it;
+  events around the 200 (the host is far ahead, so only the GPU's per-kernel gap is timed); time / 200.
+- ``block_dispatch_ns``: empty kernels of 256 x 132 x 4 and 2048 x 132 x 4 blocks of 128 threads with
+  46 KiB of dynamic shared memory each (4 blocks per SM); per slot,
+  (T_big - T_small) x slots / (blocks_big - blocks_small).
+- per-kind ``TaskCost``: each launch of the non-fused schedule (the per-kind kernels, default
+  implementation parameters unless --param) timed alone on the calibration layers (resnet-1, vgg-3),
+  inputs rotated over 3 workspaces, then fitted by ``megasim.calibration.winograd`` (simulation of that launch
+  alone matches the median). Never fused runs.
+- ``queued_launch_ns`` and each kind's tasks alone at several occupancies (its kernel with unused
+  dynamic shared memory forcing fewer blocks per SM; the megakernel running only that kind), timed
+  with the host's launch cost hidden behind a spin kernel: ``gpu.calibrate.occupancy`` (also runnable
+  on its own to extend a saved measurements file). ``megasim.calibration.winograd`` then fits
+  ``block_sm_share`` per kind as well.
+
+- ``megakernel_ticket_ns``: each kind's tasks alone in the per-task megakernel, with ticket and with
+  blockIdx dispatch; the time saved per task's slot (``gpu.calibrate.occupancy.measure_megakernel_ticket``).
+
+``sm_count`` is read from the driver (and ``l2_bytes`` when its probe fails). Everything else stays the preset's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32
+
+from gpu.runtime.fast_launch import FrozenLaunch
+from gpu.runtime.timing import time_cuda
+from gpu.kernels.common.vector_access import load4
+from megasim.calibration.winograd import CALIBRATION_LAYERS, Measurements, calibrated_spec
+from megasim.errors import SpecError
+from megasim.hardware import dump_spec, get_gpu
+
+log = logging.getLogger(__name__)
+
+
+# --- kernels (module level, so the CUDA simulator could run them) ----------------------------------
+@cuda.jit
+def _empty4(a, b, c, d):
+    """Grid/block: any. Does nothing (launch cost probe)."""
+    pass
+
+
+@cuda.jit
+def _empty_dyn(a):
+    """Grid/block: any; dynamic shared memory set by the launch (occupancy). Does nothing."""
+    pass
+
+
+@cuda.jit
+def _read4(a, reps, out, rotate):
+    """Grid-stride read of every element of ``a``, ``reps`` times, 4 independent loads per thread per
+    step, then the tail (fewer than 4 x grid size elements) one load per step; one write per thread so
+    the loads are live. (Before session 12 the tail was skipped: the L2 bandwidth probe read 91% of its
+    8 MiB buffer and counted all of it, about 10% high.)
+
+    ``rotate`` (blocks): in round r the thread reads the elements of thread (i + r * rotate * blockDim)
+    mod gridsize, a permutation, so each round still reads every element once. With 0 a thread re-reads
+    its own elements every round, from the same SM, and a buffer small enough for the SMs' L1 is read
+    partly from L1 (session 19: the L2 probe read 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is
+    the same). With a rotation coprime to the SM count, an element's next read comes from another SM,
+    which has not cached it: the rounds after the first read from L2."""
+    stride = cuda.gridsize(1)
+    n = a.size
+    s0 = float32(0.0)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
+    s3 = float32(0.0)
+    for r in range(reps):
+        i = (cuda.grid(1) + r * rotate * cuda.blockDim.x) % stride
+        j = i
+        while j + 3 * stride < n:
+            s0 += a[j]
+            s1 += a[j + stride]
+            s2 += a[j + 2 * stride]
+            s3 += a[j + 3 * stride]
+            j += 4 * stride
+        while j < n:
+            s0 += a[j]
+            j += stride
+    out[cuda.grid(1)] = s0 + s1 + s2 + s3
+
+
+@cuda.jit
+def _read_vec4(a, reps, out, rotate):
+    """The L2 bandwidth probe's kernel: ``_read4``'s rounds (every element once per round, each round's
+    threads rotated by ``rotate`` blocks), reading 4 floats per load (``load4``, one 128-bit load), 4
+    independent loads per thread per step: 64 bytes in flight per thread, 4x ``_read4``'s, so the rounds
+    are not bounded by how few loads each thread keeps waiting. Reads ``a.size // 4`` float4 units: a
+    remainder of fewer than 4 elements is not read (the probe's buffer is a multiple of 4)."""
+    stride = cuda.gridsize(1)
+    units = a.size // 4
+    s0 = float32(0.0)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
+    s3 = float32(0.0)
+    for r in range(reps):
+        j = (cuda.grid(1) + r * rotate * cuda.blockDim.x) % stride
+        while j + 3 * stride < units:
+            x0, x1, x2, x3 = load4(a, 4 * j)
+            y0, y1, y2, y3 = load4(a, 4 * (j + stride))
+            z0, z1, z2, z3 = load4(a, 4 * (j + 2 * stride))
+            w0, w1, w2, w3 = load4(a, 4 * (j + 3 * stride))
+            s0 += (x0 + x1) + (x2 + x3)
+            s1 += (y0 + y1) + (y2 + y3)
+            s2 += (z0 + z1) + (z2 + z3)
+            s3 += (w0 + w1) + (w2 + w3)
+            j += 4 * stride
+        while j < units:
+            x0, x1, x2, x3 = load4(a, 4 * j)
+            s0 += (x0 + x1) + (x2 + x3)
+            j += stride
+    out[cuda.grid(1)] = s0 + s1 + s2 + s3
+
+
+FMA_UNROLL = 8     # steps per round of _fma
+
+
+@cuda.jit(fastmath=True)
+def _fma(out, iters, seed):
+    """8 independent FMA chains per thread, ``iters`` rounds of FMA_UNROLL steps each: 16 * FMA_UNROLL
+    flops per round per thread, all float32. (Until session 4 the chains were float64 by an int64 x
+    float32 promotion, so the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak.)
+    A round's FMA_UNROLL steps are unrolled, so the loop's counter, compare and branch are a few
+    instructions per 64 FMAs."""
+    i = cuda.grid(1)
+    x0 = float32(seed) + float32(i) * float32(1e-7)   # float32(i): an int64 times a float32 is float64
+    x1 = x0 + float32(1.0)
+    x2 = x0 + float32(2.0)
+    x3 = x0 + float32(3.0)
+    x4 = x0 + float32(4.0)
+    x5 = x0 + float32(5.0)
+    x6 = x0 + float32(6.0)
+    x7 = x0 + float32(7.0)
+    b = float32(0.999999)
+    c = float32(1e-6)
+    for _ in range(iters):
+        for _ in range(FMA_UNROLL):     # a constant trip count: unrolled by the compiler (PTX: 64 FMAs per round)
+            x0 = x0 * b + c
+            x1 = x1 * b + c
+            x2 = x2 * b + c
+            x3 = x3 * b + c
+            x4 = x4 * b + c
+            x5 = x5 * b + c
+            x6 = x6 * b + c
+            x7 = x7 * b + c
+    out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
+@cuda.jit
+def _chase(nxt, start, steps, out):
+    """One thread: j = nxt[j], ``steps`` times (dependent loads), from j = ``start``."""
+    j = start
+    for _ in range(steps):
+        j = nxt[j]
+    out[0] = j
+
+
+@cuda.jit
+def _atomic_chain(ctr, steps, out):
+    """One thread: ``steps`` dependent atomic adds; the next slot depends on the returned value."""
+    j = 0
+    for _ in range(steps):
+        old = cuda.atomic.add(ctr, j, 1)
+        j = (j + 1 + (old & 0x40000000)) & 63
+    out[0] = j
+
+
+@cuda.jit
+def _spin(out, iters):
+    """One thread: a long dependent FMA chain (keeps the GPU busy while the host enqueues)."""
+    x = out[0]
+    for _ in range(iters):
+        x = x * float32(0.9999999) + float32(1e-7)
+    out[0] = x
+
+
+# --- probes -------------------------------------------------------------------------------------------
+def _ms(fn, warmup=3, repeats=15) -> float:
+    return time_cuda(lambda i: fn(), warmup=warmup, repeats=repeats).median_ms
+
+
+def random_cycle(n: int, rng: np.random.Generator) -> np.ndarray:
+    """int32 next-indices of one random cycle through all ``n`` elements (a pointer chase's buffer)."""
+    perm = rng.permutation(n).astype(np.int32)
+    nxt = np.empty(n, np.int32)
+    nxt[perm] = np.roll(perm, -1)
+    return nxt
+
+
+def per_step_ns(launch, steps: int) -> float:
+    """ns per step of a one-thread dependent chain: ``launch(k)`` enqueues a chain of k steps;
+    (median time of ``steps`` steps - that of 1 step) / (steps - 1), so the launch cost cancels."""
+    ms = _ms(lambda: launch(steps), warmup=1, repeats=5)
+    ms0 = _ms(lambda: launch(1), warmup=1, repeats=5)
+    return (ms - ms0) * 1e6 / (steps - 1)
+
+
+def probe_dram(torch) -> tuple[float, str]:
+    n = 2 ** 29                                    # 2 GiB of float32
+    src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    ms = _ms(lambda: dst.copy_(src), warmup=2, repeats=10)
+    del src, dst
+    return 2 * 4 * n / (ms * 1e6), "device-to-device copy of 2 GiB (torch copy_), read + write bytes / median time"
+
+
+L2_PROBE_ROTATE_BLOCKS = 37     # not a multiple of the SM count (132): a round's reads move to other SMs
+
+
+def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
+    """L2 read bandwidth: an 8 MiB buffer (in L2) read 256 times by the whole GPU, each round's reads
+    rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read_vec4``;
+    sessions 2-18 used ``_read4`` without rotation: 4 scalar loads in flight per thread, re-read from
+    the same SM, which partly read L1).
+
+    Timed with the host's launch cost hidden (``time_cuda_queued``: 10 launches back to back per sample)
+    and divided by the rounds, not as sessions 2-18 did (a 64-round run minus a 1-round run, each
+    holding Numba's ~50 us host launch cost, so that a few us of its jitter moved the difference 10% and
+    more: readings of 7-24 TB/s for the same L2, docs/validation.md, session 19)."""
+    from gpu.runtime.timing import time_cuda_queued
+    a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
+    grid, block, reps = sm * 16, 256, 256
+    out = cuda.device_array(grid * block, np.float32)
+    _read_vec4[grid, block](a, 1, out, rotate)
+    ms = time_cuda_queued(lambda i: _read_vec4[grid, block](a, reps, out, rotate), inner=10, warmup=3,
+                          repeats=7).median_ms
+    how = (f"{grid} blocks x {block} threads read an 8 MiB buffer {reps} times (4 independent 128-bit loads per thread per step"
+           + (f"; each round's reads rotated by {rotate} blocks, so that no SM re-reads from its L1" if rotate else "")
+           + f"); bytes read / the kernel's time, 10 launches back to back per sample, median of 7")
+    return reps * a.nbytes / (ms * 1e6), how
+
+
+L2_SWEEP_MIB = (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 512)
+
+
+def l2_chase_sweep(sm: int, sizes_mib=L2_SWEEP_MIB, steps: int = 20000) -> list[dict[str, float]]:
+    """ns per dependent load of one thread chasing a random cycle through a buffer that the whole GPU
+    has just read (twice), per buffer size: rows of (mib, ns_per_load). Each timed chase starts at a
+    new random element; median of 8 runs, the time of a 1-step chase subtracted."""
+    grid, block = sm * 16, 256
+    out = cuda.device_array(grid * block, np.float32)
+    one = cuda.device_array(1, np.int32)
+    rows = []
+    for mib in sizes_mib:
+        n = mib * 2 ** 18
+        rng = np.random.default_rng(mib)
+        d = cuda.to_device(random_cycle(n, rng))
+        f = d.view(np.float32)
+        _chase[1, 1](d, 0, 10, one)
+        ms = {}
+        for k in (1, steps):
+            ts = []
+            for _ in range(9):
+                _read4[grid, block](f, 2, out, 0)     # the buffer in L2, as far as it fits
+                e0, e1 = cuda.event(), cuda.event()
+                e0.record()
+                _chase[1, 1](d, int(rng.integers(0, n)), k, one)
+                e1.record()
+                e1.synchronize()
+                ts.append(cuda.event_elapsed_time(e0, e1))
+            ms[k] = float(np.median(ts[1:]))
+        rows.append({"mib": float(mib), "ns_per_load": (ms[steps] - ms[1]) * 1e6 / (steps - 1)})
+        del d, f
+    return rows
+
+
+def l2_capacity_from_chase(rows: list[dict[str, float]], dram_latency_ns: float) -> float:
+    """The effective L2 capacity (bytes) of a chase sweep. A buffer of S bytes that the L2 keeps C of
+    hits C / S of its random loads, so a load takes l2 + (dram - l2)(1 - C / S) ns (l2: the mean of the
+    sweep's two smallest sizes; dram: ``dram_latency_ns``); C is the median over the sizes where the
+    hit fraction h is in (0.1, 0.9) of h x S."""
+    rows = sorted(rows, key=lambda r: r["mib"])
+    l2 = float(np.mean([r["ns_per_load"] for r in rows[:2]]))
+    if not dram_latency_ns > l2:
+        raise ValueError(f"dram_latency_ns={dram_latency_ns!r} must exceed the sweep's L2 latency {l2:.1f} ns")
+    est = []
+    for r in rows:
+        h = (dram_latency_ns - r["ns_per_load"]) / (dram_latency_ns - l2)
+        if 0.1 < h < 0.9:
+            est.append(h * r["mib"] * 2 ** 20)
+    if not est:
+        raise ValueError("the L2 chase sweep shows no size that partly fits in L2")
+    return float(np.median(est))
+
+
+def probe_l2_capacity(sm: int, dram_latency_ns: float) -> tuple[float, str, list[dict[str, float]]]:
+    rows = l2_chase_sweep(sm)
+    return l2_capacity_from_chase(rows, dram_latency_ns), (
+        f"one thread chases a random cycle through a buffer the whole GPU has just read, "
+        f"{rows[0]['mib']:.0f} to {rows[-1]['mib']:.0f} MiB ({len(rows)} sizes); a load takes "
+        f"l2 + (dram - l2)(1 - C/S) ns, C the effective capacity: the median of C over the sizes partly in L2 "
+        f"(the driver's size is the nominal one; a buffer keeps about half of it, session 12)"), rows
+
+
+def probe_tb_dram() -> tuple[float, str]:
+    a = cuda.to_device(np.zeros(64 * 2 ** 20, np.float32))                               # 256 MiB
+    out = cuda.device_array(128, np.float32)
+    ms = _ms(lambda: _read4[1, 128](a, 1, out, 0), warmup=1, repeats=5)
+    return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
+
+
+def probe_fp32(sm: int) -> tuple[float, str]:
+    grid, block, rounds = sm * 8, 256, 2500
+    out = cuda.device_array(grid * block, np.float32)
+    ms = _ms(lambda: _fma[grid, block](out, rounds, 1.0))
+    ms1 = _ms(lambda: _fma[grid, block](out, 1, 1.0))
+    flops = 2.0 * 8 * FMA_UNROLL * (rounds - 1) * grid * block
+    return flops / ((ms - ms1) * 1e6), (f"{grid} blocks x {block} threads, 8 independent FMA chains x "
+                                         f"{rounds * FMA_UNROLL} steps, unrolled {FMA_UNROLL}x (fastmath FFMA), "
+                                         "2 flops per FMA / (time - time of a 1-round launch)")
+
+
+def probe_chase(nbytes: int, steps: int, fresh: bool) -> float:
+    """ns per dependent load of one thread chasing a random cycle through ``nbytes``. ``fresh``: every
+    timed run starts at a new random element, so its path was not loaded by an earlier run (a DRAM
+    probe). Session 11 found that runs from the same start walk the same ``steps`` elements (20,000 x
+    32 B, in L2 after the warm-up), so the 1 GiB probe measured an L2 hit: 158 ns on the H200, where a
+    fresh start gives about 350 ns."""
+    n = nbytes // 4
+    rng = np.random.default_rng(1)
+    d = cuda.to_device(random_cycle(n, rng))
+    out = cuda.device_array(1, np.int32)
+    _chase[1, 1](d, 0, 10, out)
+    starts = iter(rng.integers(0, n, 64).tolist())
+
+    def start() -> int:
+        return next(starts) if fresh else 0
+    return per_step_ns(lambda k: _chase[1, 1](d, start(), k, out), steps)
+
+
+def probe_atomic() -> tuple[float, str]:
+    ctr = cuda.to_device(np.zeros(64, np.int32))
+    out = cuda.device_array(1, np.int32)
+    steps = 20000
+    _atomic_chain[1, 1](ctr, 10, out)
+    return per_step_ns(lambda k: _atomic_chain[1, 1](ctr, k, out), steps), f"one thread, {steps} dependent atomic.add on 64 global counters; (time - time of 1) / steps"
+
+
+def probe_launch() -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    _empty4[1, 32](a, a, a, a)
+    launch = FrozenLaunch(_empty4, 1, 32, 0, (a, a, a, a))
+    ms = _ms(launch, warmup=5, repeats=50)
+    return ms * 1e6, ("CUDA events around one launch of an empty kernel with 4 array arguments, arguments packed "
+                      "once as PreparedSchedule launches (gpu.runtime.fast_launch; median of 50)")
+
+
+def empty_megakernel_run(sm: int):
+    """run() doing what ``PreparedSchedule.run`` does for one megakernel launch, on a map of 0 tasks:
+    the counter and control reset, then the megakernel (``sm`` blocks), arguments packed once.
+    ``run.threads`` is its block size."""
+    from gpu.runtime import executor as ex
+    from gpu.kernels.winograd import megakernel as mk
+    from megasim.algorithms.winograd.lowering import WinogradConfig
+    from megasim.workloads import parse_layer
+    plan = ex.make_plan(parse_layer("N=1,C=8,K=8,H=8,W=8"), WinogradConfig())
+    ws = ex.workspace(plan, cuda.to_device(np.zeros((1, 8, 8, 8), np.float32)),
+                      cuda.to_device(np.zeros((8, 8, 3, 3), np.float32)))
+    table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
+    ctl = np.zeros(mk.CTL_SIZE, np.int32)
+    ctl[mk.CTL_POLL_LIMIT] = 1 << 20
+    d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
+    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
+    threads = max(plan.config.transform_threads, plan.config.gemm_threads)
+    restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
+                           mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
+    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, mk.specialised_for(plan.config), plan.config.m).megakernel,
+                          sm, threads, plan.shared_bytes,
+                          (table, d_ctl, cnt, cuda.to_device(plan.params), ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
+                           ex.no_trace(), *mk.launch_scalars(ctl)))
+
+    def run():
+        restore()
+        launch()
+    run.threads = threads
+    return run
+
+
+def probe_megakernel_launch(sm: int) -> tuple[float, str]:
+    run = empty_megakernel_run(sm)
+    threads = run.threads
+    run()
+    ms = _ms(run, warmup=5, repeats=30)
+    return ms * 1e6, (f"as PreparedSchedule.run: counter and control resets, then the megakernel ({sm} blocks x {threads}, "
+                      "arguments packed once) "
+                      "on a map of 0 tasks; CUDA events around it (median of 30)")
+
+
+def probe_boundary(torch) -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    spin_out = cuda.to_device(np.ones(1, np.float32))
+    n = 200
+    _empty4[1, 32](a, a, a, a)
+    _spin[1, 1](spin_out, 10)
+    cuda.synchronize()
+    samples = []
+    stream = torch.cuda.current_stream()
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        _spin[1, 1](spin_out, 10_000_000)           # ~20 ms of dependent FMAs on one thread
+        e0.record(stream)
+        for _ in range(n):
+            _empty4[1, 32](a, a, a, a)
+        e1.record(stream)
+        torch.cuda.synchronize()
+        samples.append(e0.elapsed_time(e1))
+    ms = float(np.median(samples))
+    return ms * 1e6 / n, f"{n} empty kernels queued behind a long single-thread kernel; events around the {n} / {n}"
+
+
+def probe_dispatch(sm: int) -> tuple[float, str]:
+    a = cuda.device_array(16, np.float32)
+    smem = 46 * 1024                                # 4 blocks/SM (no opt-in needed below 48 KiB)
+    per_sm = 4
+    small, big = 256 * sm * per_sm, 2048 * sm * per_sm
+    _empty_dyn[small, 128, 0, smem](a)
+    t_small = _ms(lambda: _empty_dyn[small, 128, 0, smem](a))
+    t_big = _ms(lambda: _empty_dyn[big, 128, 0, smem](a))
+    slots = sm * per_sm
+    return (t_big - t_small) * 1e6 * slots / (big - small), (
+        f"empty kernels of {small} and {big} blocks x 128 threads with {smem} B dynamic shared memory "
+        f"({per_sm} blocks/SM); (T_big - T_small) x {slots} slots / extra blocks")
+
+
+def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
+    """A calibration layer's non-fused schedule with 3 workspaces of fresh inputs, each run once
+    through every launch, so that any launch timed alone finds its inputs (U, V, M) written.
+    Returns (graph, schedule, wplan, workspaces)."""
+    from gpu.runtime import executor as ex
+    from gpu.runtime.prepared import PreparedSchedule
+    from megasim.plan import Plan, build
+    from megasim.workloads import parse_layer
+    problem = parse_layer(name)
+    graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
+    wplan = ex.make_plan(problem, plan.config, graph)
+    wss = []
+    for _ in range(3):
+        x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
+        w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
+        wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+    full = PreparedSchedule(wplan, schedule, kernels="per_kind")
+    for ws in wss:
+        full.run(ws)
+    cuda.synchronize()
+    return graph, schedule, wplan, wss
+
+
+def launch_orders(graph, schedule) -> dict[str, np.ndarray]:
+    """Each launch of a non-fused schedule (one kind each): its kind's name -> its task order."""
+    return {graph.kind_names[int(graph.kind[int(la.order[0])])]: np.asarray(la.order, np.int64)
+            for la in schedule.launches}
+
+
+def traced_alone(wplan, wss, order, name: str, style: str = "per_task", blocks_per_sm: int | None = None,
+                 runs: int = 3) -> np.ndarray:
+    """The megakernel running only the tasks of ``order`` (counters at zero: their parents ran before),
+    traced: ``runs`` runs with the workspaces ``wss`` rotated, the last kept. Returns its trace as
+    float64, a row per map position (gpu.kernels.winograd.megakernel.TRACE_COLS: claim, ready, end, sm, done)."""
+    from gpu.runtime.prepared import PreparedSchedule
+    from megasim.schedule import Launch, Schedule
+    one = Schedule(name, (Launch(np.asarray(order, np.int64), name, style, "ticket", blocks_per_sm),))
+    prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
+    prep.d_counters_init = cuda.to_device(np.zeros(wplan.graph.num_counters, np.int32))
+    for i in range(runs):
+        prep.run(wss[i % len(wss)])
+    cuda.synchronize()
+    prep.check()
+    return prep.traces()[0].astype(np.float64)
+
+
+def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:
+    """Each launch of the non-fused schedule (per-kind kernels) timed alone, inputs rotated over 3 sets."""
+    from gpu.runtime.prepared import PreparedSchedule
+    from megasim.schedule import Schedule
+    rows = []
+    rng = np.random.default_rng(7)
+    for name in layers:
+        graph, schedule, wplan, wss = nonfused_workspaces(name, plan_params, rng)
+        for launch in schedule.launches:
+            kind = graph.kind_names[int(graph.kind[int(launch.order[0])])]
+            prep = PreparedSchedule(wplan, Schedule(launch.name, (launch,)), kernels="per_kind", check=False)
+            st = time_cuda(lambda i: prep.run(wss[i]), warmup=3, repeats=repeats, rotate=3)
+            rows.append({"layer": name, "kind": kind, "tasks": int(len(launch.order)), "median_ms": st.median_ms,
+                         "min_ms": st.min_ms, "max_ms": st.max_ms})
+            log.info("%s %s %.4f ms", name, kind, st.median_ms)
+        del wss
+    return rows
+
+
+def preset_for(device_name: str) -> str:
+    for key in ("H200", "H100", "A100", "V100", "3090"):
+        if key in device_name.upper():
+            return "RTX3090" if key == "3090" else key
+    raise SpecError(f"no preset for the detected GPU {device_name!r} (presets: H200, H100, A100, V100, RTX3090)")
+
+
+def _l2_capacity(m: Measurements, sm: int) -> tuple[float, str]:
+    """The effective L2 capacity, its sweep kept in ``m.extra``; needs the DRAM latency measured."""
+    value, method, rows = probe_l2_capacity(sm, m.values["dram_latency_ns"]["value"])
+    m.extra["l2_chase_sweep"] = rows
+    return value, method
+
+
+def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
+    import torch
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    sm = int(dev.MULTIPROCESSOR_COUNT)
+    m = Measurements(device=name, date=_dt.date.today().isoformat(), preset=preset_for(name), plan_params=plan_params)
+    m.values["sm_count"] = {"value": sm, "method": "driver attribute MULTIPROCESSOR_COUNT"}
+    try:
+        nominal = int(torch.cuda.get_device_properties(0).L2_cache_size)
+        m.values["l2_bytes"] = {"value": nominal, "method": "driver: torch.cuda.get_device_properties().L2_cache_size"}
+        m.extra["l2_bytes_driver"] = nominal      # replaced by the measured capacity below, if that probe works
+    except Exception as err:  # noqa: BLE001 - keep the preset's
+        log.warning("L2 size not read: %s", err)
+    probes = [
+        ("dram_bw_gbps", lambda: probe_dram(torch)),
+        ("l2_bw_gbps", lambda: probe_l2(sm)),
+        ("tb_max_dram_bw_gbps", probe_tb_dram),
+        ("fp32_peak_gflops", lambda: probe_fp32(sm)),
+        ("dram_latency_ns", lambda: (probe_chase(2 ** 30, 20000, fresh=True), "one thread chases a random cycle through 1 GiB of int32, each timed run from a new random start; (time - time of 1 step) / steps")),
+        ("l2_latency_ns", lambda: (probe_chase(4 * 2 ** 20, 50000, fresh=False), "one thread chases a random cycle through 4 MiB of int32 (in L2); (time - time of 1 step) / steps")),
+        ("l2_bytes", lambda: _l2_capacity(m, sm)),
+        ("atomic_latency_ns", probe_atomic),
+        ("kernel_launch_ns", probe_launch),
+        ("megakernel_launch_ns", lambda: probe_megakernel_launch(sm)),
+        ("kernel_boundary_ns", lambda: probe_boundary(torch)),
+        ("block_dispatch_ns", lambda: probe_dispatch(sm)),
+    ]
+    for field_name, probe in probes:
+        try:
+            value, method = probe()
+        except Exception as err:  # noqa: BLE001 - a failed probe keeps the preset's value, recorded
+            m.extra.setdefault("failed_probes", {})[field_name] = f"{type(err).__name__}: {err}"[:300]
+            log.warning("probe %s failed: %s", field_name, err)
+            continue
+        if not math.isfinite(value) or value < 0:
+            m.extra.setdefault("failed_probes", {})[field_name] = f"non-physical value {value!r}"
+            continue
+        m.values[field_name] = {"value": float(value), "method": method}
+        log.info("%s = %.4g (%s)", field_name, value, method)
+    m.kind_times = time_kinds(layers, plan_params)
+    # Second round: each kind's tasks alone at several occupancies, the host's launch cost hidden
+    # (gpu.calibrate.occupancy); megasim.calibration.winograd fits block_sm_share from these rows.
+    from gpu.calibrate.occupancy import measure_occupancy
+    values, rows, notes = measure_occupancy(layers, plan_params)
+    m.values.update(values)
+    for r in m.kind_times:
+        r["round"] = 1
+    m.kind_times.extend({**r, "round": 2} for r in rows)
+    m.extra["occupancy_round"] = notes
+    # Checks, not fitted: two kinds interleaved in one megakernel launch, at the fused transform size.
+    from gpu.calibrate.occupancy import fused_transform_params, time_mixed_kinds
+    m.extra["mixed_kind_rows"] = time_mixed_kinds(layers, fused_transform_params(plan_params) or plan_params)
+    # The order in which an SM's blocks end (the schedulers favour older blocks): fits younger_block_weight.
+    from gpu.calibrate.occupancy import measure_block_end_order
+    m.extra["block_end_order"] = measure_block_end_order(layers, plan_params)
+    # What the per-task megakernel's ticket costs (ticket vs blockIdx dispatch): megakernel_ticket_ns.
+    from gpu.calibrate.occupancy import measure_megakernel_ticket
+    try:
+        value, m.extra["megakernel_ticket_rows"] = measure_megakernel_ticket(layers, plan_params)
+        m.values["megakernel_ticket_ns"] = value
+    except Exception as err:  # noqa: BLE001 - a failed probe leaves the field unset (None: atomic_latency_ns)
+        log.warning("megakernel_ticket_ns not measured: %s", err)
+        m.extra.setdefault("failed_probes", {})["megakernel_ticket_ns"] = f"{type(err).__name__}: {err}"[:300]
+    return m
+
+
+def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
+              plan_params: str = "") -> dict[str, Any]:
+    """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report."""
+    m = measure(tuple(layers), plan_params)
+    raw = Path(measurements_out) if measurements_out else Path(out).with_suffix(".measurements.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(m.as_dict(), indent=1) + "\n")
+    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    dump_spec(spec, out)
+    report["measurements"] = str(raw)
+    return report

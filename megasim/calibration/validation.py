@@ -1,0 +1,336 @@
+"""Validating predictions against measurements: the pure half of `megasim validate`.
+
+- ``validation_plans(problem, n, seed)``: the N mappings of a layer that are both predicted and
+  measured: the non-fused schedule, the naive fused order (the paper's Fig. 3a), Algorithm 1 with its
+  default parameters, an Algorithm 1 grid (M at its tightest D_IG/D_GO; D_IG and D_GO widened at
+  M = 4), t = 32 and a persistent grid at the defaults, then Algorithm 1 with random parameters within
+  the valid ranges (M from 1..16, D_IG and D_GO 1-8x / 1-4x their smallest valid values for that M).
+  Parameter sets that give the same program (TaskGraph and task maps) are measured once: the first
+  label keeps it.
+- metrics on (predicted, measured) pairs: MAPE, max error, Kendall tau, pairwise ranking accuracy,
+  regret of the model's choice, and the fused-over-non-fused speedup, per layer and overall
+  (``summarize``). CPU-only; `gpu.calibrate.validate` supplies the measurements.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from megasim.errors import MappingError
+from megasim.algorithms.winograd.lowering import lower_winograd
+from megasim.algorithms.winograd.algorithm1 import default_params
+from megasim.plan import Plan, build
+from megasim.workloads.problem import ConvProblem
+
+TARGETS = {"points": 200, "mape": 0.10, "pairwise_accuracy": 0.85, "regret": 0.05, "speedup_error": 0.10}
+CSV_COLUMNS = ("layer", "schedule", "label", "params", "spec", "predicted_us", "measured_us", "spread_us",
+               "min_us", "max_us", "repeats", "taskgraph_hash", "device", "git_sha", "round_us")
+
+
+def program_key(problem: ConvProblem, plan: Plan) -> tuple[str, str]:
+    """What the GPU runs for ``plan``: the TaskGraph's hash and the schedule's (its task maps, execution
+    style and dispatch). Two parameter sets with the same key are one program: Algorithm 1's D_IG or
+    D_GO beyond the layer's tile or k-tile count change the parameters but not the map."""
+    graph, schedule, _ = build(problem, plan)
+    return graph.hash, schedule.hash
+
+
+def validation_plans(problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Plan]]:
+    """Up to ``n`` (label, resolved Plan) of one layer, each a different program (``program_key``), in
+    a fixed order (deterministic)."""
+    out: list[tuple[str, Plan]] = []
+    seen: set = set()
+    graph = lower_winograd(problem, Plan().config)
+
+    def add(label: str, plan: Plan) -> None:
+        if len(out) >= n:
+            return
+        try:
+            built, schedule, plan = build(problem, plan)
+        except MappingError:
+            return
+        key = (built.hash, schedule.hash)
+        if key not in seen:
+            seen.add(key)
+            out.append((label, plan))
+
+    def scaled(m: int, x_ig: float, x_go: float) -> Plan | None:
+        try:
+            p = default_params(graph, m)
+        except MappingError:
+            return None
+        if p.m != m:
+            return None
+        return Plan("fused", d_ig=max(int(round(p.d_ig * x_ig)), p.d_ig), d_go=max(int(round(p.d_go * x_go)), p.d_go), m=m)
+
+    add("nonfused", Plan("nonfused"))
+    add("naive", Plan("naive"))
+    add("a1_default", Plan("fused"))
+    for m in (1, 2, 8, 16):
+        p = scaled(m, 1, 1)
+        if p:
+            add(f"a1_M{m}", p)
+    for x_ig, x_go in ((2, 1), (4, 1), (1, 2), (1, 4), (4, 4)):
+        p = scaled(4, x_ig, x_go)
+        if p:
+            add(f"a1_M4_ig{x_ig}_go{x_go}", p)
+    add("a1_default_t32", Plan("fused", tiles_per_group=32))
+    add("a1_default_persistent", Plan("fused", style="persistent"))
+    rng = np.random.default_rng([seed, zlib.crc32(problem.spec_string().encode())])
+    tries = 0
+    while len(out) < n and tries < 20 * n:
+        tries += 1
+        m = int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16]))
+        p = scaled(m, float(rng.uniform(1, 8)), float(rng.uniform(1, 4)))
+        if p:
+            add("a1_random", p)
+    return out
+
+
+# --- metrics ------------------------------------------------------------------------------------------
+def _arrays(pred: Sequence[float], meas: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    p, m = np.asarray(pred, float), np.asarray(meas, float)
+    if p.shape != m.shape or p.ndim != 1 or p.size == 0:
+        raise ValueError("predicted and measured must be non-empty sequences of the same length")
+    if (m <= 0).any():
+        raise ValueError("measured times must be > 0")
+    return p, m
+
+
+def mape(pred, meas) -> float:
+    """Mean absolute percentage error, as a fraction (0.1 = 10%)."""
+    p, m = _arrays(pred, meas)
+    return float(np.mean(np.abs(p - m) / m))
+
+
+def max_error(pred, meas) -> float:
+    p, m = _arrays(pred, meas)
+    return float(np.max(np.abs(p - m) / m))
+
+
+def kendall_tau(pred, meas) -> float:
+    """Kendall's tau-b (scipy) of predicted against measured; nan for fewer than 2 points."""
+    from scipy.stats import kendalltau
+    p, m = _arrays(pred, meas)
+    if p.size < 2:
+        return math.nan
+    return float(kendalltau(p, m).statistic)
+
+
+def pairwise_accuracy(pred, meas) -> float:
+    """Of the pairs whose measured times differ, the fraction the model orders the same way (a
+    predicted tie counts a half); nan when no pair differs."""
+    p, m = _arrays(pred, meas)
+    i, j = np.triu_indices(p.size, 1)
+    keep = m[i] != m[j]
+    if not keep.any():
+        return math.nan
+    return _paired_accuracy(p[i[keep]], p[j[keep]], m[i[keep]], m[j[keep]])
+
+
+def round_medians(row: dict) -> list[float]:
+    """The per-round medians of a measured row (``round_us``, ';'-separated; empty when not recorded)."""
+    text = str(row.get("round_us") or "")
+    return [float(v) for v in text.split(";") if v.strip()]
+
+
+def split_half_agreement(rounds: Sequence[Sequence[float]]) -> float:
+    """How well the measurement orders its own points: the medians of the even rounds against those of
+    the odd rounds, scored as ``pairwise_accuracy`` (1.0: both halves order every pair alike). nan with
+    fewer than 2 rounds."""
+    if len(rounds) < 2 or min(len(r) for r in rounds) < 2:
+        return math.nan
+    even = [float(np.median(r[0::2])) for r in rounds]
+    odd = [float(np.median(r[1::2])) for r in rounds]
+    return pairwise_accuracy(odd, even)
+
+
+def resolved_pairwise_accuracy(pred, meas, rounds: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """``pairwise_accuracy`` over the pairs the measurement resolves: every round of one point faster
+    than every round of the other (the rounds are interleaved, so drift falls on both alike). Returns
+    (accuracy, number of such pairs); (nan, 0) without rounds."""
+    p, m = _arrays(pred, meas)
+    if len(rounds) != p.size or p.size < 2 or min(len(r) for r in rounds) < 2:
+        return math.nan, 0
+    lo = np.array([min(r) for r in rounds])
+    hi = np.array([max(r) for r in rounds])
+    i, j = np.triu_indices(p.size, 1)
+    keep = (hi[i] < lo[j]) | (hi[j] < lo[i])
+    if not keep.any():
+        return math.nan, 0
+    return _paired_accuracy(p[i[keep]], p[j[keep]], m[i[keep]], m[j[keep]]), int(keep.sum())
+
+
+def _paired_accuracy(pa, pb, ma, mb) -> float:
+    dm, dp = np.sign(ma - mb), np.sign(pa - pb)
+    return float(np.where(dp == dm, 1.0, np.where(dp == 0, 0.5, 0.0)).mean())
+
+
+def regret(pred, meas) -> float:
+    """Measured time of the model's best mapping / best measured time - 1."""
+    p, m = _arrays(pred, meas)
+    return float(m[int(np.argmin(p))] / m.min() - 1.0)
+
+
+def _f(row: dict, key: str) -> float:
+    return float(row[key])
+
+
+def _nanmin(values: Sequence[float]) -> float:
+    """The smallest finite value; NaN (without NumPy's all-NaN warning) when there is none, e.g. a
+    layer with too few points for any resolved pair."""
+    finite = [v for v in values if math.isfinite(v)]
+    return min(finite) if finite else math.nan
+
+
+def summarize(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Per layer and overall metrics of validation rows (predicted_us, measured_us, layer, label)."""
+    rows = [r for r in rows if r.get("measured_us") not in (None, "") and math.isfinite(_f(r, "measured_us"))
+            and r.get("predicted_us") not in (None, "")]
+    layers: dict[str, list[dict]] = {}
+    for r in rows:
+        layers.setdefault(r["layer"], []).append(r)
+    per_layer = {}
+    for layer, rs in layers.items():
+        p = [_f(r, "predicted_us") for r in rs]
+        m = [_f(r, "measured_us") for r in rs]
+        by_label = {r["label"]: r for r in rs}
+        speed = {}
+        if "nonfused" in by_label and "a1_default" in by_label:
+            nf, fu = by_label["nonfused"], by_label["a1_default"]
+            sp_p = _f(nf, "predicted_us") / _f(fu, "predicted_us")
+            sp_m = _f(nf, "measured_us") / _f(fu, "measured_us")
+            speed = {"speedup_predicted": sp_p, "speedup_measured": sp_m, "speedup_error": sp_p / sp_m - 1.0}
+        best_pred = rs[int(np.argmin(p))]
+        # Choosing among the fused mappings alone: the question the optimiser answers, and not met
+        # trivially when the non-fused schedule is the fastest of all (as on the H200).
+        fused = [r for r in rs if r.get("schedule") == "fused"]
+        if len(fused) >= 2:
+            extra = {"regret_fused": regret([_f(r, "predicted_us") for r in fused],
+                                            [_f(r, "measured_us") for r in fused]), "fused_points": len(fused)}
+        else:
+            extra = {}
+        # With interleaved rounds: how well the measurement orders its own points, and the model's
+        # accuracy on the pairs it resolves (context for pairwise_accuracy, which scores every pair).
+        rounds = [round_medians(r) for r in rs]
+        if all(len(r) >= 2 for r in rounds):
+            resolved, n_resolved = resolved_pairwise_accuracy(p, m, rounds)
+            extra.update({"pairwise_repeatability": split_half_agreement(rounds),
+                          "pairwise_accuracy_resolved": resolved, "pairs_resolved": n_resolved,
+                          "pairs": len(rs) * (len(rs) - 1) // 2})
+        per_layer[layer] = {**extra, "points": len(rs), "mape": mape(p, m), "max_error": max_error(p, m),
+                            "kendall_tau": kendall_tau(p, m), "pairwise_accuracy": pairwise_accuracy(p, m),
+                            "regret": regret(p, m), "model_choice": best_pred["label"] + " " + best_pred["params"],
+                            "measured_best": rs[int(np.argmin(m))]["label"], **speed}
+    p_all = [_f(r, "predicted_us") for r in rows]
+    m_all = [_f(r, "measured_us") for r in rows]
+    overall = {"points": len(rows), "layers": len(layers)}
+    if rows:
+        overall.update({"mape": mape(p_all, m_all), "max_error": max_error(p_all, m_all),
+                        "kendall_tau": kendall_tau(p_all, m_all),
+                        "pairwise_accuracy_mean": float(np.nanmean([v["pairwise_accuracy"] for v in per_layer.values()])),
+                        "pairwise_accuracy_min": float(np.nanmin([v["pairwise_accuracy"] for v in per_layer.values()])),
+                        "regret_max": max(v["regret"] for v in per_layer.values()),
+                        "regret_mean": float(np.mean([v["regret"] for v in per_layer.values()]))})
+        repeat = [v["pairwise_repeatability"] for v in per_layer.values() if "pairwise_repeatability" in v]
+        if repeat:
+            overall["pairwise_repeatability_min"] = _nanmin(repeat)
+            overall["pairwise_accuracy_resolved_min"] = _nanmin(
+                [v["pairwise_accuracy_resolved"] for v in per_layer.values() if "pairwise_accuracy_resolved" in v])
+        fused_regrets = [v["regret_fused"] for v in per_layer.values() if "regret_fused" in v]
+        if fused_regrets:
+            overall["regret_fused_max"] = max(fused_regrets)
+        errs = [abs(v["speedup_error"]) for v in per_layer.values() if "speedup_error" in v]
+        if errs:
+            overall["speedup_error_max"] = max(errs)
+    targets = {
+        "points>=200": overall["points"] >= TARGETS["points"],
+        "mape<=10%": overall.get("mape", math.inf) <= TARGETS["mape"],
+        "pairwise_accuracy>=0.85 in every layer": all(v["pairwise_accuracy"] >= TARGETS["pairwise_accuracy"]
+                                                      for v in per_layer.values()),
+        "regret<=5% in every layer": all(v["regret"] <= TARGETS["regret"] for v in per_layer.values()),
+        "regret among fused mappings<=5% in every layer": all(v.get("regret_fused", math.inf) <= TARGETS["regret"]
+                                                              for v in per_layer.values()),
+        "speedup within 10% in every layer": all(abs(v.get("speedup_error", math.inf)) <= TARGETS["speedup_error"]
+                                                 for v in per_layer.values()),
+    }
+    return {"overall": overall, "per_layer": per_layer, "targets_met": targets}
+
+
+# --- predictions of measured rows ----------------------------------------------------------------------
+def predict_row(args: tuple[dict[str, Any], str]) -> dict[str, Any]:
+    """Predict one measured row from the spec file (path); the TaskGraph hash must match the measured one."""
+    from megasim.hardware import load_spec
+    from megasim.plan import predict
+    from megasim.workloads import parse_layer
+    row, spec_path = args
+    spec = load_spec(spec_path)
+    result, plan = predict(parse_layer(row["layer"]), spec, Plan.parse(row["schedule"], row["params"]))
+    out = dict(row)
+    if row.get("taskgraph_hash") and row["taskgraph_hash"] != result.taskgraph_hash:
+        out["status"] = f"error taskgraph hash {result.taskgraph_hash} != measured {row['taskgraph_hash']}"
+        out["predicted_us"] = ""
+        return out
+    out["predicted_us"] = result.predicted_us
+    out["taskgraph_hash"] = result.taskgraph_hash
+    return out
+
+
+def predict_rows(rows: Sequence[dict[str, Any]], spec_path: str, spec_label: str,
+                 workers: int | None = None) -> list[dict[str, Any]]:
+    """Every row predicted (in parallel over ``workers`` processes), ``spec`` set to ``spec_label``."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    jobs = [(dict(r), spec_path) for r in rows]
+    workers = workers or os.cpu_count() or 1
+    if workers == 1:
+        out = [predict_row(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            out = list(pool.map(predict_row, jobs, chunksize=1))
+    for r in out:
+        r["spec"] = spec_label
+    return out
+
+
+# --- files ---------------------------------------------------------------------------------------------
+def run_meta(extra: dict[str, Any]) -> dict[str, Any]:
+    """Where a validation result came from: commit (git, or MEGASIM_GIT_SHA on the GPU machine), date, command."""
+    import datetime as dt
+    import os
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+    sha = os.environ.get("MEGASIM_GIT_SHA", "")   # set on the GPU machine (gpu/on_device.sh): it wins
+    if not sha:
+        try:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            sha = ""
+    return {"git_sha": sha, "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "command": " ".join(["megasim", *sys.argv[1:]]), **extra}
+
+
+def write_rows(rows: Sequence[dict[str, Any]], path, columns: Sequence[str] | None = None) -> None:
+    import csv
+    from pathlib import Path
+    cols = list(columns or [])
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, restval="", extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    import csv
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
