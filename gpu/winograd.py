@@ -21,7 +21,7 @@ from numba import cuda
 from gpu.runtime import executor as ex
 from gpu.kernels.common import layout as lay
 from gpu.errors import KernelInputError
-from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math, default_tile, lower_winograd)
+from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, DEFAULT_GEMM_MATH, default_tile, lower_winograd)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, recommended_params
 from megasim.schedule import Schedule
@@ -72,7 +72,7 @@ def _config(m, config, schedule: str, gemm_math, problem: ConvProblem) -> Winogr
         if m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
         return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule],
-                              gemm_math=gemm_math or default_gemm_math())
+                              gemm_math=gemm_math or DEFAULT_GEMM_MATH)
     if not isinstance(config, WinogradConfig):
         raise KernelInputError(f"config must be a WinogradConfig, got {type(config).__name__}")
     if m is not None and m != config.m:
@@ -128,8 +128,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     multiplies).
     ``config`` None: megasim's defaults for the schedule (4 pairs per transform thread fused, 1 non-fused).
     ``gemm_math``: the GEMM's arithmetic, "fp32" (the FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate
-    by the 3xTF32 split); None: config.gemm_math (whose default is the environment's MEGASIM_GEMM_MATH,
-    else "fp32").
+    by the 3xTF32 split); None: config.gemm_math (default "fp32").
     Raises KernelInputError (bad inputs), MappingError (bad mapping), MegakernelError (a kernel's
     dependency wait gave up after ``poll_limit`` polls).
     """

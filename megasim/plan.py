@@ -19,7 +19,7 @@ from typing import Any
 
 from megasim.errors import MappingError
 from megasim.hardware.spec import GPUSpec
-from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math, gemm_kernel_order, lower_winograd)
+from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, DEFAULT_GEMM_MATH, gemm_kernel_order, lower_winograd)
 from megasim.schedule import DISPATCHES, STYLES, Schedule
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, default_params
 from megasim.algorithms.winograd.algorithm1 import algorithm1
@@ -53,7 +53,7 @@ class Plan:
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None
     ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
-    gemm_math: str = field(default_factory=default_gemm_math)   # "fp32" or "3xtf32" (WinogradConfig.gemm_math)
+    gemm_math: str = field(default_factory=DEFAULT_GEMM_MATH)   # "fp32" or "3xtf32" (WinogradConfig.gemm_math)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -129,7 +129,7 @@ class Plan:
             if value is not None:
                 parts.append(f"{key}={value}")
         parts += [f"style={self.style}", f"dispatch={self.dispatch}"]
-        if self.gemm_math != "fp32" or default_gemm_math() != "fp32":
+        if self.gemm_math != "fp32" or DEFAULT_GEMM_MATH != "fp32":
             parts.append(f"gemm_math={self.gemm_math}")   # (written whenever it is not the plain default)
         return ",".join(parts)
 

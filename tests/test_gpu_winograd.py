@@ -341,7 +341,7 @@ def test_persistent_blockidx_is_rejected():
 @pytest.mark.parametrize("schedule", ["fused", "nonfused"])
 def test_both_gemm_maths_run_in_one_process(schedule):
     """A config's gemm_math picks its kernels per call: the FP32-pipe and the 3xTF32 tensor-core GEMM
-    (the specialised t = 32 path) side by side, each correct, whatever MEGASIM_GEMM_MATH says."""
+    (the specialised t = 32 path) side by side, each correct."""
     from gpu.kernels.winograd import megakernel as mk
     x, w = inputs(1, 3, 6, 5, 3, seed=21)
     ref = reference(x, w)

@@ -228,10 +228,9 @@ def test_pairs_per_thread_default_by_schedule():
     assert g1.flops.sum() == pytest.approx(g3.flops.sum())
 
 
-def test_gemm_math_sets_the_gemm_footprint_and_parses(monkeypatch):
+def test_gemm_math_sets_the_gemm_footprint_and_parses():
     from megasim.errors import MegasimError
     from megasim.plan import Plan
-    monkeypatch.delenv("MEGASIM_GEMM_MATH", raising=False)
     fp32 = WinogradConfig()
     tc = WinogradConfig(gemm_math="3xtf32")
     assert fp32.gemm_shared_bytes == 25088 and tc.gemm_shared_bytes == 4 * 3 * (64 * 20 + 16 * 72)
@@ -245,20 +244,3 @@ def test_gemm_math_sets_the_gemm_footprint_and_parses(monkeypatch):
     with pytest.raises(MegasimError, match="--param gemm_math='tf32' is not allowed"):
         Plan.parse("fused", "gemm_math=tf32")
 
-
-def test_gemm_math_default_comes_from_the_environment(monkeypatch):
-    """MEGASIM_GEMM_MATH sets the math of configs and plans that name none; one that names its math keeps
-    it, and its --param string says so whenever the environment's default is not plain fp32."""
-    from megasim.errors import MegasimError
-    from megasim.plan import Plan
-    monkeypatch.setenv("MEGASIM_GEMM_MATH", "3xtf32")
-    assert WinogradConfig().gemm_math == "3xtf32" and Plan().config.gemm_math == "3xtf32"
-    assert WinogradConfig(gemm_math="fp32").gemm_math == "fp32"
-    explicit = Plan.parse("fused", "M=4,gemm_math=fp32")
-    assert "gemm_math=fp32" in explicit.param_string()
-    assert Plan.parse("fused", explicit.param_string()).config.gemm_math == "fp32"
-    assert "gemm_math=3xtf32" in Plan.parse("fused", "M=4").param_string()
-    monkeypatch.setenv("MEGASIM_GEMM_MATH", "bf16")
-    with pytest.raises(MegasimError, match="MEGASIM_GEMM_MATH='bf16' is not allowed") as info:
-        WinogradConfig()
-    assert "\n" not in str(info.value)

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=SPEC)
     ap.add_argument("--gemm-math", choices=GEMM_MATHS, default="3xtf32",
-                    help="the GEMM's footprint in the model (as the bench's MEGASIM_GEMM_MATH)")
+                    help="the GEMM's footprint in the model (as the bench's --config gemm_math)")
     ap.add_argument("--size", choices=("space", "deep", "small", "wide"), default="space", help="the bench's sweep")
     ap.add_argument("--layers", nargs="+", default=list(TABLE2_NAMES))
     ap.add_argument("--workers", type=int, default=2)

@@ -210,7 +210,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", nargs="+", default=None, help="Table-2 names or specs (default: all 13)")
     ap.add_argument("--quick", action="store_true", help=f"10 repeats, 2 warm-ups, layers {', '.join(QUICK_LAYERS)}")
     ap.add_argument("--out", default=None, help="output directory (default experiments/results/<device-slug>, "
-                    "and its gemm_3xtf32/ for the 3xTF32 GEMM: --config gemm_math=3xtf32 or MEGASIM_GEMM_MATH=3xtf32)")
+                    "and its gemm_3xtf32/ for the 3xTF32 GEMM: --config gemm_math=3xtf32)")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 30; >= 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5)")
     ap.add_argument("--sets", type=int, default=3, help="input sets to rotate among (default 3)")
@@ -622,7 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dmeta = device_meta(torch, cuda)
     slug = device_slug(dmeta["device"])
     # another GEMM math writes beside the FP32 results, never over them
-    gemm_math = args.fused_config.gemm_math      # --config's gemm_math, else MEGASIM_GEMM_MATH, else fp32
+    gemm_math = args.fused_config.gemm_math      # --config's gemm_math, else fp32
     math_dir = "" if gemm_math == "fp32" else f"gemm_{gemm_math}"
     out_dirs = [Path(args.out) if args.out else _REPO / "experiments" / "results" / slug / math_dir]
     if os.environ.get("OUT") and not args.out:

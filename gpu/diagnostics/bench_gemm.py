@@ -123,7 +123,7 @@ def main(argv=None) -> int:
 
     # name -> (kernel, T, GK, KS, NT, shared bytes)
     os.makedirs(args.out, exist_ok=True)
-    prod = mk.kernels_for(default.gemm_math)      # the GEMM math of WinogradConfig() (MEGASIM_GEMM_MATH)
+    prod = mk.kernels_for(default.gemm_math)      # the GEMM math of WinogradConfig() (fp32)
     kernels = {"prod": (prod.gemm_kernel, default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,
                         default.gemm_threads,
                         dev.gemm_shared_bytes(default.tiles_per_group, default.gemm_k_tile, default.gemm_k_step,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from megasim.errors import MegasimError
-from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, default_gemm_math)
+from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, DEFAULT_GEMM_MATH)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, counts, default_params
 from megasim.algorithms.winograd.algorithm1 import algorithm1
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default="experiments/results/fuzz")
     parser.add_argument("--poll-limit", type=int, default=1 << 22)
     parser.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
-                        help="the GEMM's math (default: MEGASIM_GEMM_MATH, else fp32)")
+                        help="the GEMM's math (default: fp32)")
     args = parser.parse_args(argv)
 
     problem = parse_layer(args.layer)
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     w = rng.standard_normal((problem.k, problem.c, 3, 3)).astype(np.float32)
     ref = reference(x, w, padding=problem.padding)
     cfg = WinogradConfig(m=args.m, tiles_per_group=args.t, transform_pairs_per_thread=args.pairs,
-                         gemm_math=args.gemm_math or default_gemm_math())
+                         gemm_math=args.gemm_math or DEFAULT_GEMM_MATH)
     plan = ex.make_plan(problem, cfg)
     d_x = cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
     d_w = cuda.to_device(w)

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from megasim.algorithms.winograd.lowering import GEMM_MATHS, default_gemm_math
+from megasim.algorithms.winograd.lowering import GEMM_MATHS, DEFAULT_GEMM_MATH
 
 PTX_COUNTS = {
     "ffma": r"\bfma\.rn\.f32",
@@ -181,9 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-registers", type=int, default=None, help="register cap per thread (ptxas; default: "
                     "the kernel's own, 128 for the per-task megakernel and the GEMM kernel)")
     ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
-                    help="the GEMM math of gemm_kernel and the megakernels (default: MEGASIM_GEMM_MATH, else fp32)")
+                    help="the GEMM math of gemm_kernel and the megakernels (default: fp32)")
     args = ap.parse_args(argv)
-    kernels = _kernels(args.gemm_math or default_gemm_math())
+    kernels = _kernels(args.gemm_math or DEFAULT_GEMM_MATH)
     names = args.kernels or list(kernels)
     unknown = [n for n in names if n not in kernels]
     if unknown:

@@ -30,7 +30,7 @@ from pathlib import Path
 from numba import cuda
 
 from megasim.errors import MegasimError
-from megasim.algorithms.winograd.lowering import GEMM_MATHS, default_gemm_math
+from megasim.algorithms.winograd.lowering import GEMM_MATHS, DEFAULT_GEMM_MATH
 from megasim.plan import Plan
 from megasim.workloads import TABLE2_NAMES, parse_layer
 
@@ -51,8 +51,7 @@ def best_params(bench_json: str | Path) -> dict[str, str]:
 
 def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tuple[str, Plan]]:
     """(label, Plan): the mapping under each dispatch, with ``persistent_blocks`` > 0 also as a persistent
-    grid of that many blocks per SM (ticket), then the non-fused pipeline. Every plan names ``gemm_math``
-    (a plan that names none takes MEGASIM_GEMM_MATH's)."""
+    grid of that many blocks per SM (ticket), then the non-fused pipeline. Every plan names ``gemm_math``"""
     math_param = f",gemm_math={gemm_math}"
     plans = [(label, Plan.parse("fused", f"{param},dispatch={d}{math_param}")) for d, label in DISPATCH_LABELS]
     if persistent_blocks:
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--tag", default="")
     ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
-                    help="the GEMM math of every plan (default: MEGASIM_GEMM_MATH, else fp32)")
+                    help="the GEMM math of every plan (default: fp32)")
     ap.add_argument("--persistent", type=int, default=0,
                     help="also time the mapping as a persistent grid of this many blocks per SM (0: no)")
     args = ap.parse_args(argv)
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             parse_layer(layer)
     except MegasimError as exc:
         raise SystemExit(f"--layers: {exc}")
-    gemm_math = args.gemm_math or default_gemm_math()
+    gemm_math = args.gemm_math or DEFAULT_GEMM_MATH
     bench = args.bench or (f"experiments/results/{device_slug(device_name())}/"
                            f"{'gemm_3xtf32/' if gemm_math != 'fp32' else ''}winograd_bench.json")
     if not (Path(bench).exists() or Path(bench + ".gz").exists()):

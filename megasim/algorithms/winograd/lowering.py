@@ -70,10 +70,9 @@ GEMM_FAST_PATHS = {(32, 64, 16, 128): (128, 24576), (64, 64, 16, 128): (128, 250
 # The same two configs with gemm_math="3xtf32" (gpu.kernels.winograd.gemm_tc on tensor cores, a 3-slot cp.async ring of
 # t x 20 + 16 x 72 floats; the GEMM kernel is still capped at 128 registers).
 GEMM_MATHS = ("fp32", "3xtf32")
-# The environment variable that sets the default ``gemm_math`` of every WinogradConfig (and megasim.plan.Plan)
-# built without one: so a script run with MEGASIM_GEMM_MATH=3xtf32 plans, labels and runs the tensor-core
-# GEMM throughout, while a config that names its math gets that math whatever the environment says.
-GEMM_MATH_ENV = "MEGASIM_GEMM_MATH"
+# The GEMM math of a config that names none: the FP32 pipe. "3xtf32" is asked for explicitly (a Plan's
+# ``gemm_math``, a script's ``--gemm-math``), never taken from the environment.
+DEFAULT_GEMM_MATH = "fp32"
 GEMM_FAST_PATHS_BY_MATH = {"fp32": GEMM_FAST_PATHS,
                            "3xtf32": {(32, 64, 16, 128): (128, 21504), (64, 64, 16, 128): (128, 29184)}}
 GEMM_GENERIC_REGISTERS = 128
@@ -103,13 +102,6 @@ DEFAULT_TRANSFORM_PAIRS_PER_THREAD = {"nonfused": 1, "fused": 4, "naive": 4}
 GEMM_REGISTER_TILE = 4          # generic path: rows and columns padded to multiples of 4
 
 
-def default_gemm_math() -> str:
-    """The GEMM math of a config that names none: ``MEGASIM_GEMM_MATH`` if set, else "fp32"."""
-    value = os.environ.get(GEMM_MATH_ENV, "fp32")
-    if value not in GEMM_MATHS:
-        raise LoweringError(f"{GEMM_MATH_ENV}={value!r} is not allowed: it must be one of {GEMM_MATHS}")
-    return value
-
 
 @dataclass(frozen=True)
 class WinogradConfig:
@@ -131,8 +123,8 @@ class WinogradConfig:
     megakernel_registers: int = MEGAKERNEL_REGISTERS
     persistent_megakernel_registers: int = PERSISTENT_MEGAKERNEL_REGISTERS
     # the GEMM's arithmetic: "fp32" (FP32 pipe) or "3xtf32" (tensor cores, FP32-accurate split: gpu.kernels.winograd.gemm_tc);
-    # it picks gpu/'s kernels and the GEMM's footprint here. Default: default_gemm_math() (the environment)
-    gemm_math: str = field(default_factory=default_gemm_math)
+    # it picks gpu/'s kernels and the GEMM's footprint here.
+    gemm_math: str = DEFAULT_GEMM_MATH
 
     def __post_init__(self) -> None:
         if self.gemm_math not in GEMM_MATHS:
