@@ -53,7 +53,7 @@ class Plan:
     dispatch: str = "ticket"
     blocks_per_sm: int | None = None
     ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
-    gemm_math: str = field(default_factory=DEFAULT_GEMM_MATH)   # "fp32" or "3xtf32" (WinogradConfig.gemm_math)
+    gemm_math: str = DEFAULT_GEMM_MATH   # "fp32" or "3xtf32" (WinogradConfig.gemm_math)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -129,7 +129,7 @@ class Plan:
             if value is not None:
                 parts.append(f"{key}={value}")
         parts += [f"style={self.style}", f"dispatch={self.dispatch}"]
-        if self.gemm_math != "fp32" or DEFAULT_GEMM_MATH != "fp32":
+        if self.gemm_math != DEFAULT_GEMM_MATH:
             parts.append(f"gemm_math={self.gemm_math}")   # (written whenever it is not the plain default)
         return ",".join(parts)
 

@@ -9,7 +9,7 @@ numba = pytest.importorskip("numba")
 if not numba.config.ENABLE_CUDASIM:
     pytest.skip("runs on the CUDA simulator only (on a GPU, python -m gpu.calibrate.occupancy)", allow_module_level=True)
 
-from gpu.calibrate.measure import occupancy as co
+from gpu.calibrate import occupancy as co
 from gpu.runtime.timing import summarize
 
 pytestmark = [pytest.mark.cudasim, pytest.mark.slow]

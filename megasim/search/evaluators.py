@@ -268,7 +268,7 @@ class GPUEvaluator:
         if not available:
             raise MegasimError("the GPU evaluator needs a CUDA GPU and numba-cuda (gpu/on_device.sh); "
                                "use the simulator or a replayed cache")
-        from gpu.calibrate.measure import validate
+        from gpu.calibrate import validate
         return validate.measure_plans, validate.device_name()
 
     def evaluate(self, points: list[dict[str, Any]]) -> list[Record]:
