@@ -1,6 +1,7 @@
 """Predicting sparse and dense direct convolutions (ECR, PECR, their dense twins, unfused chains).
 
-The counterpart of ``megasim.plan`` for the sparse-convolution paper: lower an op on a problem with
+``megasim.plan.predict`` runs the sparse algorithms on synthetic maps; this module runs them on the zeros
+of a real map (``x``) too: lower an op on a problem with
 the zeros of a real map or of a sparsity parameter (``megasim.algorithms.sparse.lowering``), simulate it on a
 GPUSpec, and report the *kernel time* -- from the first kernel's start to the last one's end, the
 span that CUDA events around the launches measure on the GPU (the host's launch cost is outside it).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from megasim.hardware.spec import GPUSpec
+from megasim.algorithms.sparse.plugin import kernel_us
 from megasim.algorithms.sparse.lowering import SparseLowering, lower_sparse
 from megasim.algorithms.sparse.tiling import PoolSpec
 from megasim.sim import SimResult, simulate
@@ -25,9 +27,6 @@ class SparsePrediction:
     lowering: SparseLowering
 
 
-def kernel_us(result: SimResult) -> float:
-    """First launch's start to last launch's end, in us."""
-    return (result.launches[-1].end_ns - result.launches[0].start_ns) / 1e3
 
 
 def predict_sparse(problem: ConvProblem, op: str, spec: GPUSpec, *, x=None,

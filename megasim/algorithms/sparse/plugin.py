@@ -1,0 +1,166 @@
+"""The sparse-convolution family as algorithm plug-ins: ECR, PECR and their dense twins.
+
+Four algorithms share one lowering (``lowering.lower_sparse``) and differ in the kernel they run:
+
+- ``ecr``: ECR sparse convolution (each thread compresses its window's nonzeros, then multiplies);
+- ``direct``: its dense twin, the same tiling multiplying every window element;
+- ``pecr``: PECR, convolution + ReLU + max-pool in one kernel, skipping zeros;
+- ``direct_fused``: its dense twin.
+
+The pooled two have a second schedule, ``unfused``: the chain their fused kernel replaces (the
+convolution kernel, then ReLU, then max-pool: three launches). Parameters (``SparseParams``,
+``PooledSparseParams``): the map's zeros (``sparsity``, ``pattern``, ``cluster_px``, ``seed``; a real map
+goes through ``predict.predict_sparse(x=...)``), the filter tile ``k_tile`` (None: chosen for the GPU's
+SM count, ``tiling.choose_tiling``) and, for the pooled ones, the pool (``--param pool=SIZExSTRIDE``).
+The time compared with a GPU measurement is the kernel span (first launch's start to last launch's end):
+CUDA events around the launches measure it, the host's launch cost is outside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from megasim.algorithms.base import Algorithm, check_params, param_items
+from megasim.algorithms.registry import register
+from megasim.algorithms.sparse.lowering import lower_sparse
+from megasim.algorithms.sparse.tiling import CONV_K_TILES, FUSED_K_TILES, FUSED_KINDS, PoolSpec, choose_tiling
+from megasim.errors import MappingError
+from megasim.schedule import Launch, Schedule
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+from megasim.workloads.sparse import PATTERNS, SparsitySpec
+
+
+def _pool(text: str) -> dict[str, Any]:
+    size, sep, stride = text.partition("x")
+    try:
+        return {"pool_size": int(size), "pool_stride": int(stride)}
+    except ValueError:
+        raise MappingError(f"--param pool={text!r} is not allowed: write SIZExSTRIDE, e.g. pool=2x2") from None
+
+
+@dataclass(frozen=True)
+class SparseParams:
+    sparsity: float = 0.0
+    pattern: str = "uniform"
+    cluster_px: int = 4
+    seed: int = 0
+    k_tile: int | None = None
+
+    KEYS: ClassVar[dict[str, str]] = {"sparsity": "sparsity", "pattern": "pattern", "cluster_px": "cluster_px",
+                                      "seed": "seed", "k_tile": "k_tile"}
+    CHOICES: ClassVar[dict[str, tuple]] = {"pattern": PATTERNS}
+
+    def __post_init__(self) -> None:
+        check_params(self)
+        self.sparsity_spec   # the range checks of SparsitySpec
+
+    @property
+    def sparsity_spec(self) -> SparsitySpec:
+        return SparsitySpec(float(self.sparsity), self.pattern, cluster_px=self.cluster_px, seed=self.seed)
+
+    @property
+    def pool(self) -> PoolSpec | None:
+        return None
+
+
+@dataclass(frozen=True)
+class PooledSparseParams(SparseParams):
+    pool_size: int = 2
+    pool_stride: int = 2
+
+    KEYS: ClassVar[dict[str, str]] = {**SparseParams.KEYS}
+    PARSERS: ClassVar[dict[str, Any]] = {"pool": _pool}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pool   # PoolSpec's checks
+
+    @property
+    def pool(self) -> PoolSpec:
+        return PoolSpec(self.pool_size, self.pool_stride)
+
+
+class SparseConv(Algorithm):
+    """One kernel of the family (see the module docstring); `kind` is its conv kind."""
+
+    kinds: tuple[str, ...]
+
+    def __init__(self, name: str, summary: str, dense_twin_of: str | None = None) -> None:
+        self.name, self.summary = name, summary
+        self.pooled = name in FUSED_KINDS
+        self.params_type = PooledSparseParams if self.pooled else SparseParams
+        self.schedules = ("fused", "unfused") if self.pooled else ("kernel",)
+        conv = {"pecr": "ecr", "direct_fused": "direct"}.get(name, name)
+        self._conv = conv
+        self.kinds = (name, conv, "relu", "maxpool") if self.pooled else (name,)
+        self.k_tiles = FUSED_K_TILES if self.pooled else CONV_K_TILES
+
+    def op(self, schedule: str) -> str:
+        """lower_sparse's op of a schedule: the kernel itself, or the unfused chain."""
+        return f"unfused_{self._conv}" if schedule == "unfused" else self.name
+
+    def resolve(self, problem: ConvProblem, params: SparseParams, schedule: str, spec: Any) -> SparseParams:
+        if params.k_tile is not None:
+            return params
+        kind = self.op(schedule).removeprefix("unfused_")
+        sm_count = spec.sm_count if spec is not None else 1
+        tiling = choose_tiling(problem, kind, sm_count, pool=params.pool if kind in FUSED_KINDS else None)
+        return replace(params, k_tile=tiling.k_tile)
+
+    def lower(self, problem: ConvProblem, params: SparseParams, schedule: str | None = None) -> TaskGraph:
+        graph, _, _ = self._lower(problem, params, schedule or self.default_schedule)
+        return graph
+
+    def _lower(self, problem: ConvProblem, params: SparseParams, schedule: str):
+        return lower_sparse(problem, self.op(schedule), 1, sparsity=params.sparsity_spec, pool=params.pool,
+                            k_tile=params.k_tile)
+
+    def order(self, graph: TaskGraph, params: SparseParams, schedule: str) -> tuple[Schedule, SparseParams]:
+        """One launch per kernel, each in grid order (the order lower_sparse builds its tasks in)."""
+        op = self.op(schedule)
+        launches = []
+        for k, name in enumerate(graph.kind_names):
+            tasks = np.flatnonzero(graph.kind == k)
+            if tasks.size:
+                launches.append(Launch(tasks, name=name))
+        return Schedule(op, tuple(launches), {"op": op, "k_tile": params.k_tile}), params
+
+    def param_string(self, params: SparseParams) -> str:
+        items = param_items(params)
+        if self.pooled:
+            items.append(f"pool={params.pool_size}x{params.pool_stride}")
+        return ",".join(items)
+
+    def time_us(self, result) -> float:
+        return kernel_us(result)
+
+    # -- search: the filter tile -------------------------------------------------------------------
+    @property
+    def spaces(self):   # type: ignore[override]
+        from megasim.search.space import Parameter, SearchSpace
+        return {"default": lambda: SearchSpace((Parameter("k_tile", self.k_tiles, "filters per block"),),
+                                               name="default", algorithm=self.name)}
+
+    @property
+    def space_defaults(self):   # type: ignore[override]
+        return {"k_tile": self.k_tiles[0]}
+
+    def point_plan(self, problem: ConvProblem, point: dict[str, Any], base: Any) -> Any:
+        from megasim.plan import Plan
+        base = base or Plan(algorithm=self.name)
+        return replace(base, params=replace(base.params, k_tile=int(point["k_tile"])))
+
+
+def kernel_us(result) -> float:
+    """First launch's start to last launch's end, in us."""
+    return (result.launches[-1].end_ns - result.launches[0].start_ns) / 1e3
+
+
+ECR = register(SparseConv("ecr", "ECR sparse convolution (zeros of the input skipped)"))
+DIRECT = register(SparseConv("direct", "dense direct convolution, ECR's twin"))
+PECR = register(SparseConv("pecr", "PECR: sparse convolution + ReLU + max-pool in one kernel"))
+DIRECT_FUSED = register(SparseConv("direct_fused", "dense convolution + ReLU + max-pool in one kernel, PECR's twin"))

@@ -1,0 +1,149 @@
+"""The Winograd MegaKernel as an algorithm plug-in (the paper's Algorithm 1 and its baselines).
+
+Parameters (``WinogradParams``): the implementation's tile m of F(m x m, 3 x 3), tiles per group t,
+transform threads and pairs per transform thread, the GEMM's k-tile, threads and arithmetic; and
+Algorithm 1's D_IG, D_GO, M (fused schedule only). Schedules: ``fused`` (Algorithm 1's order in one
+megakernel), ``nonfused`` (four kernels, the GEMM in batched-GEMM grid order) and ``naive`` (the
+non-fused order in one megakernel, the paper's Fig. 3a). Pairs per transform thread default by
+schedule (``DEFAULT_TRANSFORM_PAIRS_PER_THREAD``); D_IG and D_GO default to the tightest valid values for
+M (``algorithm1.default_params``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from megasim.algorithms.base import Algorithm, check_params, param_items
+from megasim.algorithms.registry import register
+from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, algorithm1, default_params
+from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS,
+                                                  KINDS, WinogradConfig, gemm_kernel_order, lower_winograd)
+from megasim.errors import MappingError
+from megasim.orders import naive_fused, nonfused
+from megasim.schedule import Schedule
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+
+
+@dataclass(frozen=True)
+class WinogradParams:
+    d_ig: int | None = None
+    d_go: int | None = None
+    m: int | None = None
+    tiles_per_group: int = 64
+    tile: int = 4
+    gemm_k_tile: int = 64
+    transform_threads: int = 128
+    transform_pairs_per_thread: int | None = None    # None: the schedule's default
+    gemm_threads: int = 128
+    gemm_math: str = DEFAULT_GEMM_MATH               # "fp32" (FP32 pipe) or "3xtf32" (tensor cores)
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "D_IG": "d_ig", "D_GO": "d_go", "M": "m", "t": "tiles_per_group", "tile": "tile",
+        "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads", "pairs": "transform_pairs_per_thread",
+        "gemm_threads": "gemm_threads", "gemm_math": "gemm_math"}
+    CHOICES: ClassVar[dict[str, tuple]] = {"gemm_math": GEMM_MATHS}
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+    @property
+    def config(self) -> WinogradConfig:
+        """The lowering's implementation config (pairs per thread resolved: ``WINOGRAD.resolve``)."""
+        if self.transform_pairs_per_thread is None:
+            raise MappingError("pairs per transform thread is not resolved: build the plan (megasim.plan.build) "
+                               "or give --param pairs=N")
+        return WinogradConfig(m=self.tile, tiles_per_group=self.tiles_per_group,
+                              transform_threads=self.transform_threads,
+                              transform_pairs_per_thread=self.transform_pairs_per_thread,
+                              gemm_k_tile=self.gemm_k_tile, gemm_threads=self.gemm_threads,
+                              gemm_math=self.gemm_math)
+
+
+def winograd_nonfused(graph: TaskGraph) -> Schedule:
+    """The non-fused Winograd pipeline: four kernels, the GEMM kernel in batched-GEMM grid order."""
+    return nonfused(graph, {"gemm": gemm_kernel_order(graph)})
+
+
+def winograd_naive(graph: TaskGraph) -> Schedule:
+    """The non-fused order in one megakernel (the paper's Fig. 3a)."""
+    return naive_fused(graph, {"gemm": gemm_kernel_order(graph)})
+
+
+_LOWERED: OrderedDict[tuple, TaskGraph] = OrderedDict()   # the last few lowerings (searches revisit configs)
+_LOWERED_KEEP = 4
+
+
+class Winograd(Algorithm):
+    name = "winograd"
+    summary = "Winograd F(m x m, 3x3): the fused megakernel (Algorithm 1), the non-fused pipeline, naive"
+    params_type = WinogradParams
+    schedules = ("fused", "nonfused", "naive")
+    kinds = KINDS
+    megakernel = True
+
+    def check(self, params: WinogradParams, schedule: str) -> None:
+        if schedule != "fused" and any(v is not None for v in (params.d_ig, params.d_go, params.m)):
+            raise MappingError(f"D_IG, D_GO and M apply to the fused schedule only, not to {schedule!r}")
+
+    def resolve(self, problem: ConvProblem, params: WinogradParams, schedule: str, spec: Any) -> WinogradParams:
+        if params.transform_pairs_per_thread is not None:
+            return params
+        return replace(params, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule])
+
+    def lower(self, problem: ConvProblem, params: WinogradParams, schedule: str | None = None) -> TaskGraph:
+        key = (problem, params.config)
+        graph = _LOWERED.get(key)
+        if graph is None:
+            graph = lower_winograd(problem, params.config)
+            _LOWERED[key] = graph
+            if len(_LOWERED) > _LOWERED_KEEP:
+                _LOWERED.popitem(last=False)
+        return graph
+
+    def order(self, graph: TaskGraph, params: WinogradParams, schedule: str) -> tuple[Schedule, WinogradParams]:
+        if schedule == "nonfused":
+            return winograd_nonfused(graph), params
+        if schedule == "naive":
+            return winograd_naive(graph), params
+        base = default_params(graph, params.m if params.m is not None else 4)
+        params = replace(params, m=params.m if params.m is not None else base.m,
+                         d_ig=params.d_ig if params.d_ig is not None else base.d_ig,
+                         d_go=params.d_go if params.d_go is not None else base.d_go)
+        return algorithm1(graph, Algorithm1Params(params.d_ig, params.d_go, params.m)), params
+
+    def param_string(self, params: WinogradParams) -> str:
+        return ",".join(item for item in param_items(params)
+                        if item != f"gemm_math={DEFAULT_GEMM_MATH}")   # written only when not the default
+
+    # -- search ------------------------------------------------------------------------------------
+    @property
+    def spaces(self):   # type: ignore[override]
+        from megasim.algorithms.winograd.space import SPACES
+        return SPACES
+
+    @property
+    def space_defaults(self):   # type: ignore[override]
+        from megasim.algorithms.winograd.space import SPACE_DEFAULTS
+        return SPACE_DEFAULTS
+
+    def point_constraint(self, point: dict[str, Any], bound: tuple) -> str | None:
+        from megasim.algorithms.winograd.space import point_constraint
+        return point_constraint(point, bound)
+
+    def bind_space(self, space: Any, problem: ConvProblem) -> tuple:
+        from megasim.algorithms.winograd.space import groups_by_t
+        return groups_by_t(space, problem)
+
+    def coarse_batch(self, problem: ConvProblem) -> int:
+        from megasim.algorithms.winograd.space import coarse_batch
+        return coarse_batch(problem)
+
+    def point_plan(self, problem: ConvProblem, point: dict[str, Any], base: Any) -> Any:
+        from megasim.algorithms.winograd.space import point_plan
+        return point_plan(problem, point, base)
+
+
+WINOGRAD = register(Winograd())
