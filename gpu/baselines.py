@@ -134,7 +134,7 @@ class OurGemmPhase:
 
     def __init__(self, plan, workspaces: list) -> None:
         from gpu.runtime.prepared import PreparedSchedule, gemm_only
-        from megasim.plan import winograd_nonfused
+        from megasim.algorithms.winograd import winograd_nonfused
         self._torch = _torch()
         self.plan = plan
         self.workspaces = workspaces

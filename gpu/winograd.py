@@ -26,7 +26,7 @@ from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, direct_co
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, recommended_params
 from megasim.schedule import Schedule
 from megasim.algorithms.winograd.algorithm1 import algorithm1
-from megasim.plan import winograd_nonfused
+from megasim.algorithms.winograd import winograd_nonfused
 from megasim.schedule import DISPATCHES, STYLES
 from megasim.workloads.problem import ConvProblem
 

@@ -1,7 +1,7 @@
 """The Winograd executors of gpu/ against the float64 direct-convolution oracle.
 
-Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless
-MEGASIM_REAL_GPU=1, in which case the same tests run on the GPU). The simulator runs one block at a
+Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless it is
+set, e.g. to 0, in which case the same tests run on the GPU). The simulator runs one block at a
 time with one OS thread per CUDA thread, so every shape here is tiny and the configs use 32-thread
 blocks, 2-4 tiles per group and 8-wide k-tiles to keep the block counts low.
 """
@@ -448,7 +448,7 @@ def test_model_knows_the_kernels_gemm_footprint():
 @pytest.mark.parametrize("kernels", ["megakernel", "per_kind", "megakernel-ready"])
 def test_prepared_schedule_runs_repeatedly_on_rotated_workspaces(kernels):
     from gpu.runtime.prepared import PreparedSchedule
-    from megasim.plan import winograd_nonfused
+    from megasim.algorithms.winograd import winograd_nonfused
     config = cfg(m=4, t=2)
     problem = ConvProblem(*AWKWARD, padding=1)
     plan = ex.make_plan(problem, config)

@@ -437,7 +437,7 @@ def _run_ours(lb: LayerBench, rows: list, meta: dict) -> None:
     from gpu.winograd import conv2d
     from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, recommended_params
     from megasim.algorithms.winograd.algorithm1 import algorithm1
-    from megasim.plan import winograd_nonfused
+    from megasim.algorithms.winograd import winograd_nonfused
     name, flops, graph = lb.p.name, lb.p.direct_flops, lb.plan.graph
 
     def fused_row(impl: str, params, repeats=None, warmup=None, check_api=False):

@@ -8,7 +8,7 @@ from the CSV alone (and from ``DIR/fig03_task_timeline_measured.csv`` when a rec
 
 From: the megasim model on a GPU spec preset (default V100, the paper's GPU); no GPU is used. Layer
 resnet-1 (Table 2), batch 64. The mappings of the paper's Fig. 3 (Sec. 5.1-5.3):
-(a) ``naive``: the megakernel in non-fused order (``megasim.plan.winograd_naive``): all input
+(a) ``naive``: the megakernel in non-fused order (``megasim.algorithms.winograd.winograd_naive``): all input
     transforms, then the GEMMs, then the output transforms;
 (b) ``mixed``: Algorithm 1 with M = 4 and its smallest valid D_IG and D_GO: kinds interleaved in the
     proportion S_I : S_G : S_O, parents only just ahead of their children (the closest the algorithm

@@ -14,9 +14,8 @@ default stream; what it measures and how a spec value follows from it:
   (fastmath: one FFMA each), 2 flops per FMA / time.
 - ``dram_latency_ns`` / ``l2_latency_ns``: one thread chasing a random cyclic permutation of
   1 GiB / 4 MiB of int32 indices; time / steps. The DRAM probe starts each timed run at a new random
-  element (since session 11; before, every run walked the same path, which the warm-up had left in
-  L2, so it measured an L2 hit).
-- ``l2_bytes``: the effective capacity, not the driver's nominal size (since session 12): one thread
+  element (runs from one start walk the same path, which the warm-up leaves in L2: an L2 hit; ``probe_chase``).
+- ``l2_bytes``: the effective capacity, not the driver's nominal size: one thread
   chases a random cycle through a buffer the whole GPU has just read, at sizes from 8 to 512 MiB; a
   load takes l2 + (dram - l2)(1 - C / S) ns for a buffer of S bytes of which the L2 keeps C
   (``l2_capacity_from_chase``). On the H200 C is 33 MiB of the 60 MiB the driver reports.
@@ -87,14 +86,14 @@ def _empty_dyn(a):
 def _read4(a, reps, out, rotate):
     """Grid-stride read of every element of ``a``, ``reps`` times, 4 independent loads per thread per
     step, then the tail (fewer than 4 x grid size elements) one load per step; one write per thread so
-    the loads are live. (Before session 12 the tail was skipped: the L2 bandwidth probe read 91% of its
-    8 MiB buffer and counted all of it, about 10% high.)
+    the loads are live. (Without the tail the L2 bandwidth probe read 91% of its 8 MiB buffer and counted
+    all of it, about 10% high; docs/validation.md.)
 
     ``rotate`` (blocks): in round r the thread reads the elements of thread (i + r * rotate * blockDim)
     mod gridsize, a permutation, so each round still reads every element once. With 0 a thread re-reads
     its own elements every round, from the same SM, and a buffer small enough for the SMs' L1 is read
-    partly from L1 (session 19: the L2 probe read 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is
-    the same). With a rotation coprime to the SM count, an element's next read comes from another SM,
+    partly from L1 (the L2 probe read 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is the same;
+    docs/validation.md, the H200's calibration predicting an H100; ``gpu.probes.l2_bandwidth``). With a rotation coprime to the SM count, an element's next read comes from another SM,
     which has not cached it: the rounds after the first read from L2."""
     stride = cuda.gridsize(1)
     n = a.size
@@ -155,8 +154,8 @@ FMA_UNROLL = 8     # steps per round of _fma
 @cuda.jit(fastmath=True)
 def _fma(out, iters, seed):
     """8 independent FMA chains per thread, ``iters`` rounds of FMA_UNROLL steps each: 16 * FMA_UNROLL
-    flops per round per thread, all float32. (Until session 4 the chains were float64 by an int64 x
-    float32 promotion, so the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak.)
+    flops per round per thread, all float32. (An int64 x float32 promotion once made the chains float64, so
+    the probe read the FP64 rate, 27 TFLOP/s on the H200, as its FP32 peak; fixed at 7102752.)
     A round's FMA_UNROLL steps are unrolled, so the loop's counter, compare and branch are a few
     instructions per 64 FMAs."""
     i = cuda.grid(1)
@@ -247,13 +246,12 @@ L2_PROBE_ROTATE_BLOCKS = 37     # not a multiple of the SM count (132): a round'
 def probe_l2(sm: int, rotate: int = L2_PROBE_ROTATE_BLOCKS) -> tuple[float, str]:
     """L2 read bandwidth: an 8 MiB buffer (in L2) read 256 times by the whole GPU, each round's reads
     rotated by ``rotate`` blocks so that no SM re-reads what it read the round before (``_read_vec4``;
-    sessions 2-18 used ``_read4`` without rotation: 4 scalar loads in flight per thread, re-read from
-    the same SM, which partly read L1).
+    ``_read4`` without rotation, 4 scalar loads in flight per thread re-read from the same SM, partly read L1).
 
     Timed with the host's launch cost hidden (``time_cuda_queued``: 10 launches back to back per sample)
-    and divided by the rounds, not as sessions 2-18 did (a 64-round run minus a 1-round run, each
-    holding Numba's ~50 us host launch cost, so that a few us of its jitter moved the difference 10% and
-    more: readings of 7-24 TB/s for the same L2, docs/validation.md, session 19)."""
+    and divided by the rounds, not as a 64-round run minus a 1-round run, each holding Numba's ~50 us host
+    launch cost, so that a few us of its jitter moved the difference 10% and more: readings of 7-24 TB/s for
+    the same L2 (docs/validation.md, the H200's calibration predicting an H100)."""
     from gpu.runtime.timing import time_cuda_queued
     a = cuda.to_device(np.random.default_rng(0).random(2 * 2 ** 20, dtype=np.float32))   # 8 MiB
     grid, block, reps = sm * 16, 256, 256
@@ -326,7 +324,7 @@ def probe_l2_capacity(sm: int, dram_latency_ns: float) -> tuple[float, str, list
         f"one thread chases a random cycle through a buffer the whole GPU has just read, "
         f"{rows[0]['mib']:.0f} to {rows[-1]['mib']:.0f} MiB ({len(rows)} sizes); a load takes "
         f"l2 + (dram - l2)(1 - C/S) ns, C the effective capacity: the median of C over the sizes partly in L2 "
-        f"(the driver's size is the nominal one; a buffer keeps about half of it, session 12)"), rows
+        f"(the driver's size is the nominal one; a buffer keeps about half of it)"), rows
 
 
 def probe_tb_dram() -> tuple[float, str]:
@@ -350,9 +348,9 @@ def probe_fp32(sm: int) -> tuple[float, str]:
 def probe_chase(nbytes: int, steps: int, fresh: bool) -> float:
     """ns per dependent load of one thread chasing a random cycle through ``nbytes``. ``fresh``: every
     timed run starts at a new random element, so its path was not loaded by an earlier run (a DRAM
-    probe). Session 11 found that runs from the same start walk the same ``steps`` elements (20,000 x
-    32 B, in L2 after the warm-up), so the 1 GiB probe measured an L2 hit: 158 ns on the H200, where a
-    fresh start gives about 350 ns."""
+    probe). Runs from the same start walk the same ``steps`` elements (20,000 x 32 B, in L2 after the
+    warm-up), so a 1 GiB probe without it measures an L2 hit: 158 ns on the H200, where a fresh start gives
+    about 350 ns (docs/validation.md)."""
     n = nbytes // 4
     rng = np.random.default_rng(1)
     d = cuda.to_device(random_cycle(n, rng))
@@ -402,7 +400,7 @@ def empty_megakernel_run(sm: int):
     threads = max(plan.config.transform_threads, plan.config.gemm_threads)
     restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
                            mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
-    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, mk.specialised_for(plan.config), plan.config.m).megakernel,
+    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, m=plan.config.m).megakernel,
                           sm, threads, plan.shared_bytes,
                           (table, d_ctl, cnt, cuda.to_device(plan.params), ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
                            ex.no_trace(), *mk.launch_scalars(ctl)))
@@ -470,7 +468,7 @@ def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
     from megasim.workloads import parse_layer
     problem = parse_layer(name)
     graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
-    wplan = ex.make_plan(problem, plan.config, graph)
+    wplan = ex.make_plan(problem, plan.params.config, graph)
     wss = []
     for _ in range(3):
         x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)

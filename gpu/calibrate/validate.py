@@ -61,13 +61,13 @@ def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup:
                "params": plan.param_string(), "device": device, "git_sha": git_sha}
         try:
             graph, schedule, plan = build(problem, plan)
-            key = plan.config
+            key = plan.params.config
             if key not in workspaces:
-                wplan = ex.make_plan(problem, plan.config, graph)
+                wplan = ex.make_plan(problem, plan.params.config, graph)
                 workspaces[key] = (wplan, [ex.workspace(wplan, xs[i], ws_[i]) for i in range(sets)])
             wplan, wss = workspaces[key]
             if wplan.graph.hash != graph.hash:
-                wplan = ex.make_plan(problem, plan.config, graph)
+                wplan = ex.make_plan(problem, plan.params.config, graph)
             kernels = "per_kind" if plan.schedule == "nonfused" else "megakernel"
             runs.append((PreparedSchedule(wplan, schedule, kernels=kernels), wss))
             row["taskgraph_hash"] = graph.hash

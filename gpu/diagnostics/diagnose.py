@@ -26,7 +26,7 @@ from megasim.algorithms.winograd.lowering import WinogradConfig
 from megasim.schedule import Schedule
 from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.algorithms.winograd.algorithm1 import default_params
-from megasim.plan import winograd_nonfused
+from megasim.algorithms.winograd import winograd_nonfused
 from megasim.workloads import parse_layer
 
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                          "median_ms": round(stats.median_ms, 4), "min_ms": round(stats.min_ms, 4)})
     for row in rows:
         print(f"{row['layer']:10s} {row['what']:24s} {row['tasks']:8d} {row['median_ms']:9.4f} ms")
-    math_kernels = mk.kernels_for(WinogradConfig().gemm_math, mk.specialised_for(WinogradConfig()))
+    math_kernels = mk.kernels_for(WinogradConfig().gemm_math)
     resources = {k: _resources(getattr(math_kernels, k, None) or getattr(mk, k)) for k in
                  ("megakernel", "ftrans_kernel", "itrans_kernel", "gemm_kernel", "otrans_kernel")}
     for k, v in resources.items():

@@ -30,7 +30,7 @@ from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, counts, default_params
 from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.orders import random_order
-from megasim.plan import winograd_naive, winograd_nonfused
+from megasim.algorithms.winograd import winograd_naive, winograd_nonfused
 from megasim.workloads import parse_layer
 
 
@@ -118,12 +118,8 @@ def main(argv: list[str] | None = None) -> dict:
               "failures": len(failures), "failed": failures[:50], "styles": styles,
               "groups": counts(plan.graph)["N_G"], "tasks": plan.graph.num_tasks, "seconds": round(elapsed, 2),
               "device": str(getattr(cuda.get_current_device(), "name", "CUDA simulator"))}
-    from gpu.kernels.winograd import megakernel
-    from gpu.kernels.common import memory_fence
     from megasim.calibration.validation import run_meta
-    report["meta"] = run_meta({"gemm_math": plan.config.gemm_math, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
-                               "claim_tail": megakernel.CLAIM_TAIL, "launch_scalars": megakernel.LAUNCH_SCALARS,
-                               "dependency_fence": memory_fence.DEPENDENCY_FENCE,
+    report["meta"] = run_meta({"gemm_math": plan.config.gemm_math,
                                "command": " ".join(["python -m gpu.diagnostics.fuzz", *sys.argv[1:]])})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

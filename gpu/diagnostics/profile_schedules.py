@@ -92,7 +92,7 @@ def run_layer(run: LayerRun, sets: int, warmup: int, seed: int, profile: bool) -
     from megasim.algorithms.winograd.lowering import WinogradConfig
     from megasim.algorithms.winograd.algorithm1 import Algorithm1Params
     from megasim.algorithms.winograd.algorithm1 import algorithm1
-    from megasim.plan import winograd_nonfused
+    from megasim.algorithms.winograd import winograd_nonfused
     from megasim.workloads import parse_layer
 
     problem = parse_layer(run.problem_spec)

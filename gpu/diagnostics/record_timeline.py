@@ -15,13 +15,13 @@ what `python -m experiments.figures.fig03_task_timeline --measured FILE` reads.
 
 Inputs are rotated over ``--sets`` workspaces (default 3) as in the validation's timing, so the
 recorded run does not find its input in L2; ``--sets 1`` records a run on the input of the run before
-(what this script did before session 7; on resnet-1 the per-kind times agree within 0.5 us either way).
+(on resnet-1 the per-kind times agree within 0.5 us either way).
 
 With ``--tag T`` the files are named timeline_T_measured.csv, timeline_T_simulated.csv, timeline_T_gantt.png.
 
 ``--hog S`` records the runs beside a DRAM hog on S SMs (``gpu.probes.dram_hog_kernel``; ``--hog-idle``: the hog holds
-the SMs and sleeps), to see which part of which task kind stretches when memory is contended (issue 3,
-session 22: the megakernel slows 2.16x there, our non-fused pipeline 1.85x). The simulated timeline is
+the SMs and sleeps), to see which part of which task kind stretches when memory is contended (issue 3;
+experiments/results/nvidia-h200/dram_hog/: the megakernel slows 2.16x there, our non-fused pipeline 1.85x). The simulated timeline is
 the spec's, without the hog.
 
     bash gpu/on_device.sh python -m gpu.diagnostics.record_timeline --layer resnet-1 --hog 64 --tag hog64
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--hog-idle is not allowed without --hog S")
     problem = parse_layer(args.layer)
     graph, schedule, plan = build(problem, Plan.parse("fused", args.param))
-    wplan = ex.make_plan(problem, plan.config, graph)
+    wplan = ex.make_plan(problem, plan.params.config, graph)
     rng = np.random.default_rng(5)
     # Inputs rotated over `sets` workspaces, as the validation times them (gpu.calibrate.validate): the recorded
     # run reads the workspace used least recently, so its input is not left in L2 by the run before.

@@ -27,12 +27,12 @@ from gpu.kernels.winograd import device as dev
 from gpu.errors import KernelInputError, MegakernelError
 from gpu.runtime.fast_launch import FrozenLaunch
 from megasim.schedule import Launch, Schedule, check_valid
-from megasim.plan import winograd_nonfused
+from megasim.algorithms.winograd import winograd_nonfused
 
 
 class _PreparedLaunch:
     def __init__(self, plan: ex.WinogradPlan, launch: Launch, kernels: str, poll_limit: int,
-                 trace: bool = False, ready_fields: dict[int, int] | None = None) -> None:
+                 trace: bool = False, ready_fields: dict[int, int] | None = None, specialise: bool = False) -> None:
         self.launch = launch
         order = np.asarray(launch.order, np.int64)
         self.size = int(order.size)
@@ -41,7 +41,7 @@ class _PreparedLaunch:
         self.d_ctl = self.d_ctl_init = None
         if kernels == "megakernel":
             ctl, self.grid, self.threads = ex.megakernel_launch(plan, launch, self.size, poll_limit, ready_fields)
-            self.kernel = mk.megakernel_for(ctl, plan.config.gemm_math, plan.config)
+            self.kernel = mk.megakernel_for(ctl, plan.config.gemm_math, plan.config, specialise)
             if trace:
                 ctl[mk.CTL_TRACE] = 1
                 self.d_trace = cuda.to_device(np.zeros((max(1, self.size), mk.TRACE_COLS), np.int64))
@@ -62,11 +62,13 @@ class PreparedSchedule:
 
     ``kernels``: "megakernel" or "per_kind" (as ``run_schedule``). ``check=False`` skips the host-side
     validity check, e.g. for a schedule holding only the GEMM launch of a non-fused pipeline (its
-    per-kind kernels do not wait on counters, so it reads whatever U and V hold).
+    per-kind kernels do not wait on counters, so it reads whatever U and V hold). ``specialise``: as
+    ``run_schedule``'s (the specialised megakernel build where the config is its implementation).
     """
 
     def __init__(self, plan: ex.WinogradPlan, schedule: Schedule, *, kernels: str = "megakernel",
-                 poll_limit: int = ex.DEFAULT_POLL_LIMIT, check: bool = True, trace: bool = False) -> None:
+                 poll_limit: int = ex.DEFAULT_POLL_LIMIT, check: bool = True, trace: bool = False,
+                 specialise: bool = False) -> None:
         if kernels not in ex.KERNEL_STYLES:
             raise KernelInputError(f"kernels={kernels!r} is not allowed (allowed: {', '.join(ex.KERNEL_STYLES)})")
         if check:
@@ -80,7 +82,7 @@ class PreparedSchedule:
         else:
             self.d_counters_init = self.d_counters = None
             ready_fields = [None] * len(schedule.launches)
-        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace, f)
+        self.launches = [_PreparedLaunch(plan, l, kernels, poll_limit, trace, f, specialise)
                          for l, f in zip(schedule.launches, ready_fields)]
         self._frozen: dict[int, tuple] = {}   # id(workspace) -> (workspace, per-launch FrozenLaunch)
 

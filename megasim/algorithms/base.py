@@ -10,7 +10,8 @@ object (``megasim.algorithms.registry``). The object knows
   which returns the Schedule and the parameters with the defaults that needed the graph filled in;
 - ``resolve(problem, params, schedule, spec)``: defaults that depend on the schedule or the GPU, filled
   in before lowering (so a lowering is a function of the problem and the parameters alone);
-- ``kinds``: the task kinds whose costs calibration fits for it;
+- ``kinds``: the task kinds whose costs calibration fits for it, and ``calibration``, the procedure
+  that fits them (``megasim calibrate --algo NAME``);
 - its search space (``spaces``, ``space_defaults``, ``point_plan``, ``point_constraint``, ``bind_space``);
 - ``time_us(result)``: the simulated time that a GPU measurement of it is compared with.
 
@@ -131,6 +132,7 @@ class Algorithm:
     schedules: ClassVar[tuple[str, ...]]
     kinds: ClassVar[tuple[str, ...]]
     megakernel: ClassVar[bool] = False     # whether the execution styles (persistent, dispatch) apply
+    calibration: ClassVar[str | None] = None   # the calibration procedure that fits `kinds` (megasim calibrate)
 
     @property
     def default_schedule(self) -> str:
@@ -153,6 +155,10 @@ class Algorithm:
 
     def param_string(self, params: Any) -> str:
         return ",".join(param_items(params))
+
+    def record_extras(self, plan: Any) -> dict[str, Any]:
+        """Columns a search record of a resolved plan carries beside its --param string (default none)."""
+        return {}
 
     def time_us(self, result: "SimResult") -> float:
         """The simulated time a measurement of this algorithm is compared with: the whole run."""

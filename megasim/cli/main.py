@@ -2,15 +2,14 @@
 
     megasim layers [--json]
     megasim gpus [--json]
-    megasim simulate LAYER --gpu GPU [--batch N] [--schedule fused|nonfused|naive]
-                     [--param D_IG=..,D_GO=..,M=..] [--spec FILE] [--json] [--trace FILE]
-    megasim optimize LAYER --gpu GPU [--spec FILE] [--budget N] [--strategy S] [--option K=V,..]
-                     [--seed N] [--workers N] [--cache FILE] [--landscape FILE.csv] [--json]
-                     [--space default|full] [--evaluator simulator|gpu]
-    megasim calibrate --out FILE [--layers L ..] [--param P] [--from-measurements FILE]      (GPU)
+    megasim algorithms [--json]
+    megasim simulate LAYER [--algo NAME] --gpu GPU [--batch N] [--schedule S] [--param K=V,..]
+                     [--spec FILE] [--json] [--trace FILE]
+    megasim optimize LAYER [--algo NAME] --gpu GPU [--param K=V,..] [--spec FILE] [--budget N] [--strategy S]
+                     [--option K=V,..] [--seed N] [--workers N] [--cache FILE] [--landscape FILE.csv] [--json]
+                     [--space NAME] [--evaluator simulator|gpu]
+    megasim calibrate [--algo NAME] --out FILE [--from-measurements FILE] [...]                    (GPU)
     megasim validate LAYER.. --spec FILE [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
-    megasim sparse LAYER --gpu GPU [--op ecr|direct|pecr|..] [--sparsity S ..] [--pattern P] [--pool 2,2]
-    megasim calibrate-sparse --measured FILE.json --spec FILE --out FILE
     megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE [--keep FIELD ..]
     megasim update-spec --spec FILE --measurements FILE.measurements.json --out FILE [--refit FIELD[@KIND] ..]
 
@@ -30,7 +29,8 @@ from megasim import __version__
 from megasim.errors import MegasimError
 from megasim.hardware import get_gpu, load_spec, preset_names
 from megasim.hardware.spec import GPUSpec
-from megasim.plan import SCHEDULES, Plan, predict
+from megasim.algorithms import ALGORITHMS, get_algorithm
+from megasim.plan import Plan, predict
 from megasim.sim import PLACEMENTS, SimOptions
 from megasim.workloads import CATALOGUE, parse_layer
 
@@ -82,22 +82,25 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     problem = parse_layer(args.layer, batch=args.batch)
     spec = _spec(args)
-    plan = Plan.parse(args.schedule, args.param)
+    plan = Plan.parse(args.schedule, args.param, algorithm=args.algo)
     result, plan = predict(problem, spec, plan, SimOptions(placement=args.placement))
     if args.trace:
         result.write_chrome_trace(args.trace)
     summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
-               "schedule": plan.schedule, "params": plan.param_string(), **{
+               "algorithm": plan.algorithm, "schedule": plan.schedule, "params": plan.param_string(), **{
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
+               "time_us": plan.algo.time_us(result),
                "megasim_version": __version__, "python": platform.python_version()}
     if args.json:
         util = result.utilization(bins=20)
         summary["utilization_20_bins"] = {k: [round(float(x), 4) for x in v] for k, v in util.items()}
         print(json.dumps(summary))
         return 0
-    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, schedule {plan.schedule}")
+    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, {plan.algorithm}, schedule {plan.schedule}")
     print(f"  params          {summary['params']}")
     print(f"  predicted       {result.predicted_us:,.1f} us")
+    if summary["time_us"] != result.predicted_us:
+        print(f"  kernel time     {summary['time_us']:,.1f} us  (first launch's start to last launch's end)")
     per_kind = ", ".join(f"{kind} {info['tasks']}" for kind, info in summary["kinds"].items())
     print(f"  tasks           {result.num_tasks:,}  ({per_kind})")
     for launch in result.launches:
@@ -136,7 +139,7 @@ def _options(text: str | None) -> dict:
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from megasim.search import SPACES, get_strategy, optimize
+    from megasim.search import get_strategy, optimize, spaces_of
     from megasim.search.landscape import write_landscape
 
     problem = parse_layer(args.layer, batch=args.batch)
@@ -147,15 +150,19 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     check_options(args.strategy, options, module.OPTIONS)
     if args.budget < 1:
         raise MegasimError(f"--budget {args.budget} is not allowed: it must be at least 1")
-    space = SPACES[args.space]()
+    base = Plan.parse(None, args.param, algorithm=args.algo)
+    spaces = spaces_of(args.algo)
+    if args.space not in spaces:
+        raise MegasimError(f"--space {args.space!r} is not allowed for {args.algo} (allowed: {', '.join(spaces)})")
+    space = spaces[args.space]()
     result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
                       seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
-                      progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator)
+                      progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator, base=base)
     if args.landscape:
         write_landscape(result.records, space.names, args.landscape)
     best = result.best
     summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
-               "strategy": args.strategy, "options": options, "seed": args.seed, "space": args.space,
+               "algorithm": args.algo, "strategy": args.strategy, "options": options, "seed": args.seed, "space": args.space,
                "budget": args.budget, "best_point": best.params, "params": best.extras.get("param"),
                ("measured_us" if args.evaluator == "gpu" else "predicted_us"): best.time_us,
                "evaluator": args.evaluator, "evaluations": result.evaluations, "simulated": result.simulated,
@@ -164,7 +171,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}: strategy {args.strategy}, "
+    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, {args.algo}: strategy {args.strategy}, "
           f"space {args.space}, budget {args.budget}")
     print(f"  best params     {summary['params']}")
     print(f"  best point      {', '.join(f'{k}={v}' for k, v in best.params.items())}")
@@ -193,12 +200,12 @@ def _gpu_module(name: str):
         available = False
     if not available:
         raise MegasimError(f"{name} needs a CUDA GPU and none was found (run it on the GPU machine: bash gpu/on_device.sh megasim {name} ...)")
-    return importlib.import_module(f"gpu.{name}")
+    return importlib.import_module(f"gpu.calibrate.{name}")
 
 
 def _repo_relative(path: str) -> str:
     from pathlib import Path
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     try:
         return str(Path(path).resolve().relative_to(repo))
     except ValueError:
@@ -238,16 +245,26 @@ def _read_measurements(path: str, flag: str):
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate the task kinds of --algo: its plug-in names the procedure (``Algorithm.calibration``)."""
+    procedure = get_algorithm(args.algo).calibration
+    if procedure not in _CALIBRATIONS:
+        raise MegasimError(f"--algo {args.algo!r} has no calibration procedure (algorithms with one: "
+                           f"{', '.join(n for n, a in ALGORITHMS.items() if a.calibration in _CALIBRATIONS)})")
+    return _CALIBRATIONS[procedure](args)
+
+
+def _calibrate_megakernel(args: argparse.Namespace) -> int:
+    """The Winograd task kinds, each timed alone on the calibration layers (gpu.calibrate.measure)."""
     from megasim.calibration.winograd import calibrated_spec
     from megasim.hardware import dump_spec
     layers = tuple(args.layers)
-    Plan.parse("nonfused", args.param)            # bad --param: one-line error before any measuring
+    Plan.parse("nonfused", args.param, algorithm=args.algo)   # bad --param: one-line error before any measuring
     if args.from_measurements:
         m = _read_measurements(args.from_measurements, "--from-measurements")
         spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
         dump_spec(_carry_kinds(spec, args.carry_kinds_from), args.out)
     else:
-        calibrate = _gpu_module("calibrate")
+        calibrate = _gpu_module("measure")
         report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "")
         if args.carry_kinds_from:
             dump_spec(_carry_kinds(load_spec(args.out), args.carry_kinds_from), args.out)
@@ -355,45 +372,22 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_sparse(args: argparse.Namespace) -> int:
-    from megasim.algorithms.sparse.lowering import OPS
-    from megasim.algorithms.sparse.tiling import PoolSpec
-    from megasim.algorithms.sparse.predict import predict_sparse
-    from megasim.workloads.sparse import SparsitySpec
-    spec = _spec(args)
-    problem = parse_layer(args.layer, batch=args.batch)
-    pool = None
-    if args.op not in ("ecr", "direct"):
-        try:
-            size, stride = (int(v) for v in args.pool.split(","))
-        except ValueError:
-            raise MegasimError(f"--pool {args.pool!r} is not allowed: give SIZE,STRIDE such as 2,2") from None
-        pool = PoolSpec(size, stride)
-    rows = []
-    for s in args.sparsity:
-        pred = predict_sparse(problem, args.op, spec, pool=pool, k_tile=args.k_tile,
-                              sparsity=SparsitySpec(s, args.pattern, cluster_px=args.cluster_px, seed=args.seed))
-        rows.append({"layer": problem.spec_string(), "gpu": spec.name, "op": args.op, "sparsity": s,
-                     "pattern": args.pattern, "k_tile": pred.lowering.tiling.k_tile,
-                     "blocks": pred.result.num_tasks, "predicted_us": pred.kernel_us})
-    if args.json:
-        print(json.dumps(rows))
-        return 0
-    print(f"{problem.name or problem.spec_string()} on {spec.name}, {args.op} ({', '.join(OPS)}), {args.pattern} zeros")
-    print(f"{'sparsity':>8}  {'k_tile':>6}  {'blocks':>7}  {'kernel us':>10}")
-    for r in rows:
-        print(f"{r['sparsity']:8.3f}  {r['k_tile']:6d}  {r['blocks']:7d}  {r['predicted_us']:10.1f}")
-    return 0
-
-
-def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
+def _calibrate_sparse(args: argparse.Namespace) -> int:
+    """The sparse family's kinds, fitted to each kernel timed alone (measured by gpu.calibrate.sparse)."""
     from pathlib import Path
     from megasim.calibration.sparse import calibrate_sparse
     from megasim.hardware import dump_spec
+    if not args.from_measurements or not args.spec:
+        raise MegasimError(f"--algo {args.algo} calibrates from measurements: time the kernels on the GPU with "
+                           "`python -m gpu.calibrate.sparse`, then give --from-measurements sparse_calibration.json "
+                           "and --spec BASE (the spec to extend)")
     try:
-        data = json.loads(Path(args.measured).read_text())
+        data = json.loads(Path(args.from_measurements).read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise MegasimError(f"--measured {args.measured!r} cannot be read: {err}") from None
+        raise MegasimError(f"--from-measurements {args.from_measurements!r} cannot be read: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise MegasimError(f"--from-measurements {args.from_measurements!r} is not allowed: it must hold a JSON "
+                           "object with a 'rows' list (gpu.calibrate.sparse's sparse_calibration.json)")
     base = load_spec(args.spec)
     meta = data.get("meta", {})
     spec, report = calibrate_sparse(base, data["rows"], device=str(meta.get("device", "unknown device")),
@@ -412,6 +406,22 @@ def _cmd_calibrate_sparse(args: argparse.Namespace) -> int:
     return 0
 
 
+_CALIBRATIONS = {"megakernel_kinds": _calibrate_megakernel, "sparse_kinds": _calibrate_sparse}
+
+
+def _cmd_algorithms(args: argparse.Namespace) -> int:
+    rows = [{"name": a.name, "summary": a.summary, "schedules": list(a.schedules), "kinds": list(a.kinds),
+             "params": list(a.params_type.KEYS) + list(getattr(a.params_type, "PARSERS", {})),
+             "spaces": list(a.spaces)} for a in ALGORITHMS.values()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['name']:13s} {r['summary']}")
+        print(f"{'':13s} schedules {', '.join(r['schedules'])}; --param {', '.join(r['params'])}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="megasim", description="Predict the runtime of megakernel task mappings on GPUs.")
     parser.add_argument("--version", action="version", version=f"megasim {__version__}")
@@ -422,20 +432,28 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gpus", help="list the GPU presets")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_gpus)
+    p = sub.add_parser("algorithms", help="list the algorithms, their schedules and parameters")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_algorithms)
+    algo_help = f"the algorithm (default winograd; one of {', '.join(ALGORITHMS)}: megasim algorithms)"
     p = sub.add_parser("simulate", help="predict the runtime of one layer under one schedule")
     p.add_argument("layer", help="a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56")
     p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
     p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
     p.add_argument("--batch", type=int, help="replace the layer's batch size N")
-    p.add_argument("--schedule", default="fused", choices=SCHEDULES)
-    p.add_argument("--param", help="mapping/implementation parameters, e.g. D_IG=128,D_GO=416,M=4,t=32")
+    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME", help=algo_help)
+    p.add_argument("--schedule", help="one of the algorithm's schedules (default: its first; megasim algorithms)")
+    p.add_argument("--param", help="the algorithm's and the execution parameters, e.g. D_IG=128,D_GO=416,M=4,t=32 "
+                                   "or sparsity=0.7,k_tile=16")
     p.add_argument("--placement", default="round_robin", choices=PLACEMENTS,
                    help="how a launch's first blocks are spread over the SMs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
     p.set_defaults(func=_cmd_simulate)
-    from megasim.search import DEFAULT_STRATEGY, SPACES, STRATEGIES
+    from megasim.search import DEFAULT_STRATEGY, STRATEGIES
     p = sub.add_parser("optimize", help="search the mapping parameters of one layer with the model")
+    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME", help=algo_help)
+    p.add_argument("--param", help="parameters the search does not vary (e.g. tile=6, or sparsity=0.7)")
     p.add_argument("layer", help="a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56")
     p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
     p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
@@ -443,7 +461,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=200, help="most evaluations (default 200)")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
     p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
-    p.add_argument("--space", default="default", choices=list(SPACES))
+    p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: full too)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
@@ -454,11 +472,20 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_optimize)
     from megasim.calibration.winograd import CALIBRATION_LAYERS
     p = sub.add_parser("calibrate", help="measure this GPU with microbenchmarks and write a spec file (needs a GPU)")
+    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME",
+                   help="whose task kinds to calibrate (winograd; the sparse family shares one fit)")
+    p.add_argument("--spec", help="sparse family: the spec to extend with the fitted kinds")
+    p.add_argument("--sharing", default="share", choices=("share", "ready"),
+                   help="sparse family: how the convolution kinds' blocks share an SM: a per-block cap "
+                        "(block_sm_share) or independent stalls (block_sm_ready)")
+    p.add_argument("--ready-kinds", nargs="+", default=[], metavar="KIND",
+                   help="sparse family: convolution kinds fitted with block_sm_ready whatever --sharing says")
     p.add_argument("--out", required=True, help="the spec file to write (JSON, the presets' format)")
     p.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS),
                    help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
     p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
-    p.add_argument("--from-measurements", help="refit from a saved FILE.measurements.json (no GPU needed)")
+    p.add_argument("--from-measurements", help="refit from saved measurements (winograd: FILE.measurements.json; "
+                   "sparse family: sparse_calibration.json of gpu.calibrate.sparse; no GPU needed)")
     p.add_argument("--carry-kinds-from", metavar="SPEC",
                    help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
                         "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
@@ -502,35 +529,6 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
     p.add_argument("--workers", type=int, help="processes for the predictions (default: all cores)")
     p.set_defaults(func=_cmd_validate)
-    from megasim.algorithms.sparse.lowering import OPS
-    from megasim.workloads.sparse import PATTERNS
-    p = sub.add_parser("sparse", help="predict ECR/PECR and dense direct convolutions against sparsity")
-    p.add_argument("layer", help="a layer name (e.g. vgg19/conv4_2) or a spec such as N=1,C=64,K=64,H=56,W=56")
-    p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
-    p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
-    p.add_argument("--batch", type=int, help="replace the layer's batch size N")
-    p.add_argument("--op", default="ecr", choices=OPS)
-    p.add_argument("--sparsity", type=float, nargs="+", default=[0.0, 0.5, 0.7, 0.8, 0.9, 0.95])
-    p.add_argument("--pattern", default="uniform", choices=PATTERNS)
-    p.add_argument("--cluster-px", type=int, default=4, help="zero patch size of the clustered pattern")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pool", default="2,2", help="max-pool SIZE,STRIDE of the fused and unfused ops (default 2,2)")
-    p.add_argument("--k-tile", type=int, default=None,
-                   help="force the filters per block (ecr, direct: 32, 16, 8, 4; pecr, direct_fused: 8, 4, 2); "
-                        "default: the kernels' own choice for the problem and GPU")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_sparse)
-    p = sub.add_parser("calibrate-sparse", help="fit the sparse kinds' costs to gpu.calibrate.sparse's measurements")
-    p.add_argument("--measured", required=True, help="sparse_calibration.json from gpu.calibrate.sparse")
-    p.add_argument("--spec", required=True, help="the spec to extend (e.g. megasim/hardware/calibrated/h200.json)")
-    p.add_argument("--out", required=True, help="the spec file to write")
-    p.add_argument("--sharing", default="share", choices=("share", "ready"),
-                   help="how the convolution kinds' blocks share an SM: a per-block cap (block_sm_share) or "
-                        "independent stalls (block_sm_ready)")
-    p.add_argument("--ready-kinds", nargs="+", default=[], metavar="KIND",
-                   help="convolution kinds fitted with block_sm_ready whatever --sharing says (their blocks "
-                        "weighted by age when the spec gives younger_block_weight)")
-    p.set_defaults(func=_cmd_calibrate_sparse)
     return parser
 
 

@@ -14,7 +14,6 @@ order given) and ``coarse()``, a cheaper evaluator of the same kind that ranks p
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import os
 import time
@@ -22,12 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from megasim.algorithms import get_algorithm
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
-from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd, winograd_shape
-from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, scaled_params
-from megasim.algorithms.winograd.algorithm1 import algorithm1
-from megasim.plan import Plan
+from megasim.plan import Plan, build
 from megasim.search.cache import Cache, device_name, model_fingerprint
 from megasim.search.record import Record
 from megasim.search.space import SearchSpace
@@ -47,46 +44,20 @@ class Evaluator(Protocol):
 
 
 # -- the model, one point --------------------------------------------------------------------------
-_GRAPHS: dict[tuple, Any] = {}   # per-process memo of lowered graphs (a search revisits few configs)
+def point_plan(problem: ConvProblem, point: dict[str, Any], algorithm: str = "winograd",
+               base: Plan | None = None) -> Plan:
+    """The Plan of a full point of `algorithm`'s space (the base plan's other parameters kept)."""
+    return get_algorithm(algorithm).point_plan(problem, point, base)
 
 
-def _graph(problem: ConvProblem, cfg: WinogradConfig):
-    key = (problem, cfg)
-    if key not in _GRAPHS:
-        if len(_GRAPHS) >= 4:
-            _GRAPHS.pop(next(iter(_GRAPHS)))
-        _GRAPHS[key] = lower_winograd(problem, cfg)
-    return _GRAPHS[key]
-
-
-def point_plan(problem: ConvProblem, point: dict[str, Any], graph=None) -> Plan:
-    """The absolute Plan of a (full) point: D_IG, D_GO from the multiples d_ig_x, d_go_x."""
-    cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
-                         transform_pairs_per_thread=int(point["pairs"]),
-                         gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
-    graph = graph if graph is not None else _graph(problem, cfg)
-    m = int(point["M"])
-    params = scaled_params(graph, m, point["d_ig_x"], point["d_go_x"])   # MappingError when M > N_G
-    return Plan("fused", params.d_ig, params.d_go, m, tiles_per_group=cfg.tiles_per_group,
-                transform_threads=cfg.transform_threads,
-                transform_pairs_per_thread=cfg.transform_pairs_per_thread, gemm_k_tile=cfg.gemm_k_tile,
-                gemm_threads=cfg.gemm_threads, style=point["style"], dispatch=point["dispatch"],
-                blocks_per_sm=int(point["blocks_per_sm"]) or None)
-
-
-def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any],
-                   options: SimOptions | None = None) -> tuple[float | None, str | None, dict[str, Any]]:
+def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], options: SimOptions | None = None,
+                   algorithm: str = "winograd", base: Plan | None = None
+                   ) -> tuple[float | None, str | None, dict[str, Any]]:
     """(time_us or None, reason, extras) of one full point; model errors become the reason."""
     start = time.perf_counter()
     try:
-        cfg = WinogradConfig(tiles_per_group=int(point["t"]), transform_threads=int(point["threads"]),
-                         transform_pairs_per_thread=int(point["pairs"]),
-                             gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
-        graph = _graph(problem, cfg)
-        plan = point_plan(problem, point, graph)
-        schedule = algorithm1(graph, Algorithm1Params(plan.d_ig, plan.d_go, plan.m))
-        if plan.style != "per_task" or plan.dispatch != "ticket":
-            schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm)
+        plan = point_plan(problem, point, algorithm, base)
+        graph, schedule, plan = build(problem, plan, spec)
         result = simulate(graph, schedule, spec, options)
     except MegasimError as err:
         return None, str(err), {"batch": problem.n, "sim_wall_s": round(time.perf_counter() - start, 4)}
@@ -94,8 +65,8 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any],
         _log.warning("model error on %s %s: %s: %s", problem.spec_string(), point, type(err).__name__, err)
         return None, f"model error: {type(err).__name__}: {err}", {
             "batch": problem.n, "sim_wall_s": round(time.perf_counter() - start, 4)}
-    return float(result.predicted_us), None, {
-        "D_IG": plan.d_ig, "D_GO": plan.d_go, "param": plan.param_string(), "batch": problem.n,
+    return float(plan.algo.time_us(result)), None, {
+        **plan.algo.record_extras(plan), "param": plan.param_string(), "batch": problem.n,
         "sim_wall_s": round(time.perf_counter() - start, 4), "taskgraph_hash": result.taskgraph_hash}
 
 
@@ -103,39 +74,14 @@ def _worker(args: tuple) -> tuple[float | None, str | None, dict[str, Any]]:
     return simulate_point(*args)
 
 
-# The low-fidelity problem (see coarse_batch). Measured on resnet-1 (docs/optimizer.md): at 37 groups
-# the ranking of the default space is unrelated to the full batch's (Spearman -0.02); it improves with
-# the group count, so the coarse problem keeps at least COARSE_MIN_GROUPS groups at t=32, and is only
-# used where the full problem is large enough for the saving to matter.
-COARSE_MIN_TASKS = 40_000
-COARSE_MIN_GROUPS = 128
-COARSE_DIVISOR = 8
-
-
-def _tasks(problem: ConvProblem, cfg: WinogradConfig) -> int:
-    shape = winograd_shape(problem, cfg)
-    return shape.n_f + shape.groups * (shape.s_i + shape.s_g + shape.s_o)
-
-
-def coarse_batch(problem: ConvProblem) -> int:
-    """The batch of the low-fidelity problem: about N / 8, but at least COARSE_MIN_GROUPS groups of 32
-    tiles; N (no coarse problem) when that is not at most half the batch or the full problem has fewer
-    than COARSE_MIN_TASKS tasks (it is cheap enough to simulate as it is)."""
-    cfg = WinogradConfig(tiles_per_group=32)
-    if _tasks(problem, cfg) < COARSE_MIN_TASKS:
-        return problem.n
-    one = winograd_shape(replace(problem, n=1), cfg)
-    batch = max(math.ceil(problem.n / COARSE_DIVISOR), math.ceil(COARSE_MIN_GROUPS * 32 / one.tiles))
-    return batch if 2 * batch <= problem.n else problem.n
-
-
 class SimulatorEvaluator:
     """The model as an evaluator; a pool of worker processes, a cache file consulted and updated."""
 
     def __init__(self, problem: ConvProblem, spec: GPUSpec, space: SearchSpace, *, workers: int | None = None,
                  cache_path: str | Path | None = None, progress: Progress | None = None,
-                 options: SimOptions | None = None, fidelity: str = "full", _pool=None) -> None:
-        self.problem, self.spec, self.options = problem, spec, options
+                 options: SimOptions | None = None, fidelity: str = "full", base: Plan | None = None,
+                 _pool=None) -> None:
+        self.problem, self.spec, self.options, self.base = problem, spec, options, base
         self.space = space.bind(problem)
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.cache_path = Path(cache_path) if cache_path else None
@@ -169,7 +115,8 @@ class SimulatorEvaluator:
                     self.progress(out[i])
             else:
                 todo.append(i)
-        jobs = [(self.problem, self.spec, self.space.full(points[i]), self.options) for i in todo]
+        jobs = [(self.problem, self.spec, self.space.full(points[i]), self.options, self.space.algorithm, self.base)
+                for i in todo]
         pool = self._get_pool() if len(jobs) > 1 else None
         results = pool.imap(_worker, jobs) if pool is not None else map(_worker, jobs)
         for i, (t_us, reason, extras) in zip(todo, results):
@@ -185,14 +132,14 @@ class SimulatorEvaluator:
 
     def coarse(self) -> "SimulatorEvaluator | None":
         if self._coarse is None:
-            batch = coarse_batch(self.problem)
+            batch = get_algorithm(self.space.algorithm).coarse_batch(self.problem)
             if batch >= self.problem.n:
                 return None
             low = replace(self.problem, n=batch)
             path = (self.cache_path.with_name(f"{self.cache_path.stem}.b{batch}{self.cache_path.suffix}")
                     if self.cache_path else None)
             self._coarse = SimulatorEvaluator(low, self.spec, self.space, workers=self.workers, cache_path=path,
-                                              progress=self.progress, options=self.options, fidelity="low",
+                                              progress=self.progress, options=self.options, fidelity="low", base=self.base,
                                               _pool=self._get_pool())
         return self._coarse
 
@@ -285,7 +232,7 @@ class GPUEvaluator:
                 out[i] = Record(hit.params, hit.time_us, hit.reason, {**hit.extras, "fidelity": "full"})
             else:
                 try:
-                    todo.append((i, point_plan(self.problem, self.space.full(p))))
+                    todo.append((i, point_plan(self.problem, self.space.full(p), self.space.algorithm)))
                 except MegasimError as err:
                     out[i] = Record(dict(p), None, str(err), {"fidelity": "full"})
         if todo:
@@ -295,7 +242,7 @@ class GPUEvaluator:
                 ok = row.get("status") == "ok"
                 rec = Record(dict(points[i]), float(row["measured_us"]) if ok else None,
                              None if ok else row.get("status", "measurement failed"),
-                             {"D_IG": plan.d_ig, "D_GO": plan.d_go, "param": plan.param_string(),
+                             {**plan.algo.record_extras(plan), "param": plan.param_string(),
                               "spread_us": row.get("spread_us"), "cached": False, "fidelity": "full"})
                 self.cache.put(self.space, rec)
                 self.simulated += 1

@@ -63,7 +63,7 @@ def _layer(lb, sms_levels, rows: list, meta: dict, hogs: dict) -> None:
     from gpu.runtime.prepared import PreparedSchedule
     from megasim.algorithms.winograd.algorithm1 import algorithm1
     from megasim.algorithms.winograd.algorithm1 import default_params
-    from megasim.plan import winograd_nonfused
+    from megasim.algorithms.winograd import winograd_nonfused
     name, flops = lb.p.name, lb.p.direct_flops
 
     def checked(prep) -> float:

@@ -88,6 +88,7 @@ class SparseConv(Algorithm):
     """One kernel of the family (see the module docstring); `kind` is its conv kind."""
 
     kinds: tuple[str, ...]
+    calibration = "sparse_kinds"
 
     def __init__(self, name: str, summary: str, dense_twin_of: str | None = None) -> None:
         self.name, self.summary = name, summary

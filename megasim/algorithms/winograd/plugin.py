@@ -83,6 +83,7 @@ class Winograd(Algorithm):
     schedules = ("fused", "nonfused", "naive")
     kinds = KINDS
     megakernel = True
+    calibration = "megakernel_kinds"
 
     def check(self, params: WinogradParams, schedule: str) -> None:
         if schedule != "fused" and any(v is not None for v in (params.d_ig, params.d_go, params.m)):
@@ -117,6 +118,9 @@ class Winograd(Algorithm):
     def param_string(self, params: WinogradParams) -> str:
         return ",".join(item for item in param_items(params)
                         if item != f"gemm_math={DEFAULT_GEMM_MATH}")   # written only when not the default
+
+    def record_extras(self, plan: Any) -> dict[str, Any]:
+        return {"D_IG": plan.params.d_ig, "D_GO": plan.params.d_go}
 
     # -- search ------------------------------------------------------------------------------------
     @property
