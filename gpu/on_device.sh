@@ -11,7 +11,8 @@ if [ -d .wheels ] && ls .wheels/*.whl >/dev/null 2>&1; then
 else
   export PYTHONPATH=$PWD
 fi
-export PYTHONUNBUFFERED=1 MEGASIM_REAL_GPU=1
+# NUMBA_ENABLE_CUDASIM=0: the real GPU, also for pytest (tests/conftest.py picks the simulator only when unset)
+export PYTHONUNBUFFERED=1 NUMBA_ENABLE_CUDASIM=0
 # The device copy of the tree has no .git; write the commit here first: git rev-parse HEAD > .git_sha
 if [ -f .git_sha ]; then export MEGASIM_GIT_SHA=$(cat .git_sha); fi
 python3 - <<'PY'

@@ -1,8 +1,8 @@
 """Shared pytest setup.
 
-Kernels under ``gpu/`` run on Numba's CUDA simulator unless MEGASIM_REAL_GPU=1 (then the same tests
-run on the GPU). The variable must be set before numba is first imported, hence here, at the top of
-the root conftest. Under the simulator, its shared-array allocation gets a lock
+Kernels under ``gpu/`` run on Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM is already set, e.g. to 0
+(``gpu/on_device.sh`` sets 0: then the same tests run on the GPU). The variable must be set before numba is first
+imported, hence here, at the top of the root conftest. Under the simulator, its shared-array allocation gets a lock
 (``tests/cudasim_shared_lock.py``: a simulator race that made a CI run fail now and then), and its
 block barrier waits on a condition instead of polling (``tests/cudasim_block_barrier.py``: the poll
 held the GIL against the block's threads; the simulator tests run 1.3-2.4x faster without it).
@@ -10,8 +10,7 @@ held the GIL against the block's threads; the simulator tests run 1.3-2.4x faste
 
 import os
 
-if os.environ.get("MEGASIM_REAL_GPU") != "1":
-    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     from tests import cudasim_block_barrier, cudasim_shared_lock

@@ -1,6 +1,6 @@
 """The GEMM staging experiments of issue #3 (gpu.kernels.winograd.gemm_vec.make_gemm_staged) against a float64 bmm.
 
-Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with MEGASIM_REAL_GPU=1. Variant "v"
+Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with NUMBA_ENABLE_CUDASIM=0. Variant "v"
 (128-bit global loads, scalar fallback) is fully checked here. Variants "a" (cp.async ring for B) and "c"
 (cp.async ring for A and B, A untransposed) run here with gpu.kernels.common.async_copy's synchronous stand-in:
 their indices, zero fill, 4-byte fallbacks and ring rotation are checked, not their asynchronous

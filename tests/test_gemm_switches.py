@@ -1,67 +1,79 @@
-"""The GEMM paths' import-time switches (gpu.kernels.winograd.device): the defaults are the adopted builds, and a
-value outside the allowed ones stops the import with a one-line error naming it."""
+"""The kernels' build choices: no environment variable changes what gpu/ compiles; each choice that lost its
+measurement is gone, the adopted one is fixed in the code, and the ones kept for experiments are explicit
+parameters of the build functions (gpu.kernels.winograd.device, gpu.kernels.winograd.megakernel)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
 
-from gpu.runtime.switches import env_choice
+numba = pytest.importorskip("numba")
+from numba import cuda  # (after conftest has chosen simulator or GPU)
+
+if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
+    pytest.skip("neither the CUDA simulator nor a CUDA GPU is available", allow_module_level=True)
+
+from gpu.kernels.winograd import device as dev
+from gpu.kernels.winograd import megakernel as mk
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_env_choice(monkeypatch):
-    monkeypatch.delenv("MEGASIM_TEST_SWITCH", raising=False)
-    assert env_choice("MEGASIM_TEST_SWITCH", ("a", "b"), "a") == "a"
-    monkeypatch.setenv("MEGASIM_TEST_SWITCH", "b")
-    assert env_choice("MEGASIM_TEST_SWITCH", ("a", "b"), "a") == "b"
-    monkeypatch.setenv("MEGASIM_TEST_SWITCH", "c")
-    with pytest.raises(ValueError, match=r"MEGASIM_TEST_SWITCH='c': want one of \('a', 'b'\)"):
-        env_choice("MEGASIM_TEST_SWITCH", ("a", "b"), "a")
+def test_no_environment_switches_in_gpu():
+    """gpu/ reads no MEGASIM_* variable (MEGASIM_GIT_SHA, provenance, aside)."""
+    found = []
+    for path in sorted((REPO / "gpu").rglob("*")):
+        if path.suffix in (".py", ".sh") and path.is_file():
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"MEGASIM_(?!GIT_SHA)", line):
+                    found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+    assert not (REPO / "gpu" / "runtime" / "switches.py").exists()
 
 
-def _import(**switches):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    for name in ("MEGASIM_GEMM_INDEX", "MEGASIM_GEMM_UNROLL", "MEGASIM_GEMM_INDEX_T32", "MEGASIM_GEMM_UNROLL_T32"):
-        env.pop(name, None)
-    env.update(switches)
-    code = ("from gpu import winograd_device as d; "
-            "print(d._INDEX_BITS_B, d._UNROLL_B, d._INDEX_BITS_A, d._UNROLL_A)")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=300, check=False)
+def test_gemm_paths_are_the_adopted_builds():
+    """t = 64: "a4" staging, 32-bit indices, 2 k-steps per pass; t = 32: "a4", 64-bit, rolled (the FP32 paths;
+    docs/findings.md; experiments/results/h200_gemm/index32_s28/)."""
+    assert dev.FAST_A == (32, 64, 16, 128, 4, "a", 4)
+    assert dev.FAST_B == (64, 64, 16, 128, 2, "a", 4)
+    want = {dev.FAST_A[:4]: dict(staging="a", stages=4, unroll=1, index_bits=64),
+            dev.FAST_B[:4]: dict(staging="a", stages=4, unroll=2, index_bits=32)}
+    for key, expect in want.items():
+        layout = dev.fast_gemm_for(*key, gemm_math="fp32").layout
+        assert {k: layout[k] for k in expect} == expect, key
 
 
-def test_defaults_are_the_adopted_builds():
-    """t = 64: 32-bit indices, 2 k-steps per pass (session 28); t = 32: 64-bit, rolled."""
-    run = _import()
-    assert run.returncode == 0, run.stderr[-1500:]
-    assert run.stdout.split() == ["32", "2", "64", "1"]
+def test_transform_strides_opaque_in_the_non_fused_kernels_only():
+    """The F(2x2)/F(4x4) transforms take opaque strides in the non-fused transform kernels, not in the
+    megakernels (``make_transform_tasks(..., opaque=...)``); the big tiles' code has one (opaque) form."""
+    from gpu.kernels.winograd import transforms as t
+
+    def pair_names(task):
+        return sorted(c.cell_contents.py_func.__name__ for c in task.py_func.__closure__
+                      if hasattr(c.cell_contents, "py_func") and "_pair_m" in c.cell_contents.py_func.__name__)
+
+    assert pair_names(dev.itrans_task) == ["itrans_pair_m2", "itrans_pair_m4", "itrans_pair_m4"]
+    assert pair_names(dev.make_transform_tasks(opaque=True)[1]) == [
+        "itrans_pair_m2_opaque", "itrans_pair_m4_opaque", "itrans_pair_m4_opaque"]
+    assert t._name("itrans", 4, True) == "itrans_pair_m4_opaque" and t._name("itrans", 6, True) == "itrans_pair_m6"
+    # the non-fused transform kernels' tasks are the opaque ones
+    kernel_tasks = [c.cell_contents for c in mk.itrans_kernel.py_func.__closure__
+                    if hasattr(c.cell_contents, "py_func")]
+    assert [pair_names(k) for k in kernel_tasks] == [["itrans_pair_m2_opaque", "itrans_pair_m4_opaque",
+                                                      "itrans_pair_m4_opaque"]]
 
 
-@pytest.mark.parametrize("name, value", [("MEGASIM_GEMM_INDEX", "16"), ("MEGASIM_GEMM_UNROLL_T32", "8")])
-def test_a_bad_switch_stops_the_import_with_one_line(name, value):
-    run = _import(**{name: value})
-    assert run.returncode != 0
-    assert f"{name}={value!r}: want one of" in run.stderr.strip().splitlines()[-1]
-
-
-def test_opaque_strides_switch():
-    """gpu.kernels.winograd.device (session 29): the F(2x2)/F(4x4) transforms take opaque strides in the non-fused kernels
-    only unless told; F(5x5)/F(6x6) always."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env.pop("MEGASIM_OPAQUE_STRIDES", None)
-    code = ("from gpu import winograd_device as d, transforms as t; "
-            "print(d.OPAQUE_STRIDES, t._name('itrans', 4, True), t._name('itrans', 6, True), t._stride('C', False))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
-                         timeout=300, check=False)
-    assert run.returncode == 0 and run.stdout.split() == ["nonfused", "itrans_pair_m4_opaque", "itrans_pair_m6", "C"], \
-        run.stderr
-    env["MEGASIM_OPAQUE_STRIDES"] = "some"
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
-                         timeout=300, check=False)
-    assert run.returncode != 0 and "MEGASIM_OPAQUE_STRIDES='some': want one of ('nonfused', 'all', 'none')" in run.stderr
+def test_register_caps_are_build_parameters():
+    """The caps of the builds ``kernels_for`` returns are fixed (128, uncapped, 128); ``build_kernels`` takes
+    others for experiments, as keywords."""
+    assert (mk.MEGAKERNEL_MAX_REGISTERS, mk.PERSISTENT_MAX_REGISTERS, mk.GEMM_KERNEL_MAX_REGISTERS) == (128, None, 128)
+    capped = mk.build_kernels("fp32", max_registers=168, persistent_max_registers=128, gemm_kernel_max_registers=0)
+    assert isinstance(capped, mk.MathKernels) and capped.gemm_math == "fp32"
+    general = mk.kernels_for("fp32")
+    assert capped.megakernel is not general.megakernel and capped.gemm_kernel is not general.gemm_kernel
+    if not numba.config.ENABLE_CUDASIM:     # the simulator's jit takes no cap
+        assert capped.megakernel.targetoptions.get("max_registers") == 168
+        assert general.megakernel.targetoptions.get("max_registers") == 128
+        assert general.megakernel_persistent.targetoptions.get("max_registers") is None

@@ -1,6 +1,6 @@
 """The tensor-core GEMM task (gpu.kernels.winograd.gemm_tc, 3xTF32) and its intrinsics (gpu.kernels.common.tensor_core) against float64.
 
-Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with MEGASIM_REAL_GPU=1. Under the
+Runs on Numba's CUDA simulator (tests/conftest.py), or on the GPU with NUMBA_ENABLE_CUDASIM=0. Under the
 simulator the MMA is gpu.kernels.common.tensor_core's warp collective (the fragment layouts of the PTX ISA, the TF32
 inputs, a float64 product) and the cp.async copies are synchronous: the fragment indexing, the split,
 the edges and the ring rotation are checked here; the asynchronous ordering only on the GPU.

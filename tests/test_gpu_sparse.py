@@ -1,7 +1,7 @@
 """The sparse kernels of gpu.sparse (ECR, PECR, their dense twins, ReLU, max-pool) against the float64
 NumPy oracles.
 
-Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless MEGASIM_REAL_GPU=1,
+Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless it is set, e.g. to 0,
 in which case the same tests run on the GPU). The simulator runs one 128-thread block at a time, one
 OS thread per CUDA thread, so every problem here fits in one or two pixel tiles (N*P*Q <= 128 mostly)
 and one to three filter tiles. Inputs are fresh random sparse maps (x = |randn| with uniform zeros),

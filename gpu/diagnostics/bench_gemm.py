@@ -13,13 +13,13 @@ times with CUDA events (median of ``--repeats``):
   staging suffix S, ``gpu.kernels.winograd.gemm_vec.make_gemm_staged`` (issue #3's staging experiments): ``v`` 128-bit
   global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
   (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+; after a ``v`` or ``a`` staging, ``uU`` writes
-  the k-steps of a stage out U at a time (``make_gemm_staged(unroll=U)``; session 27), and ``i32`` runs its
-  index arithmetic in 32 bits (``index_bits=32``; session 28), and ``w`` gives each thread 8 x 16 outputs
-  instead of 8 x 8 (``thread_cols=16``; session 30);
+  the k-steps of a stage out U at a time (``make_gemm_staged(unroll=U)``), and ``i32`` runs its index
+  arithmetic in 32 bits (``index_bits=32``; experiments/results/h200_gemm/index32_s28/), and ``w`` gives each
+  thread 8 x 16 outputs instead of 8 x 8 (``thread_cols=16``);
 - ``tc_TxGKxKSxNTxS[t]``: ``gpu.kernels.winograd.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor
   cores, FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+); suffix ``t``: the truncating
-  split (``split="trunc"``). (Session 23 also tried a pass-major MMA order, "p", and paired-k fragment
-  loads, "k": slower / no faster; in git history.)
+  split (``split="trunc"``). (A pass-major MMA order, "p", and paired-k fragment loads, "k", were tried
+  too: slower / no faster; in git history.)
 
 Every kernel launches one block per GEMM task in the non-fused order (e, group, k-tile) and is
 checked against a float64 bmm (rel err <= 1e-4). Prints a table (ms, TFLOP/s, % of cuBLAS) and the
@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     print("\nkernel                 regs  smem_dyn  local  blocks/SM  warps/SM  ld.local st.local  ptx_ffma ptx_ld.shared"
           "  cp.async ld.global.v4")
     reports = dict(kernels)
-    reports["megakernel"] = (mk.kernels_for(default.gemm_math, mk.specialised_for(default)).megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
+    reports["megakernel"] = (mk.kernels_for(default.gemm_math).megakernel, 0, 0, 0, max(default.transform_threads, default.gemm_threads),
                              kernels["prod"][5])
     for kname, (kern, T, GK, KS, NT, smem) in reports.items():
         try:

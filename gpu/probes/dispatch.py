@@ -1,5 +1,5 @@
 """What the megakernel's claim costs at the best mappings: ticket against blockIdx dispatch, beside our
-non-fused pipeline (issue 3, session 24; a diagnostic, not fitted).
+non-fused pipeline (issue 3; a diagnostic, not fitted).
 
 At the best Algorithm 1 mappings of the bench's sweep the megakernel's blocks are busy ~96% of the
 time, and 12-29% of that is claiming, waiting and signalling (``gpu.diagnostics.record_timeline``: a transform's
@@ -8,8 +8,9 @@ best mapping (``fused_sweep_best`` of a ``winograd_bench`` JSON) with ticket dis
 ``atomic.add`` per claim) and with blockIdx dispatch (the block's index is its map position, as in the
 paper: no atomic; safe here because a block waits only on earlier positions and the bounded waits turn
 a stall into an error), and the non-fused pipeline, round-robin (``gpu.calibrate.validate.measure_plans``).
-(Session 24 also ran it under ``MEGASIM_CLAIM_ROW=reload|broadcast``, a switch of commit 970b425 that
-timed where a block reads its task's row; broadcast won and is the only path now.)
+(At commit 970b425 it also timed where a block reads its task's row, re-read by every thread or broadcast by
+thread 0: broadcast won, ``experiments/results/nvidia-h200/probe_dispatch/probe_dispatch_*_{reload,broadcast}.json``,
+and is the only path now.)
 
     bash gpu/on_device.sh python -m gpu.probes.dispatch [--bench FILE] [--layers ...] [--tag T]
 
@@ -62,7 +63,6 @@ def plans_for(param: str, gemm_math: str, persistent_blocks: int = 0) -> list[tu
 
 def main(argv: list[str] | None = None) -> list[dict]:
     from gpu.kernels.winograd import megakernel
-    from gpu.kernels.common import memory_fence
     from gpu.calibrate.validate import device_name, measure_plans
     from experiments.benchmarks.winograd_bench import device_slug
     from megasim.calibration.validation import run_meta
@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
               + (f"persistent {p:9.1f} us ({t / p:5.3f}x)  " if p is not None else "")
               + f"non-fused {n:9.1f} us  best fused / non-fused {n / min(t, b):5.3f}x", flush=True)
     meta = run_meta({"device": str(cuda.get_current_device().name), "bench": bench, "gemm_math": gemm_math,
-                     "persistent_blocks_per_sm": args.persistent, "acquire": memory_fence.ACQUIRE, "signal": memory_fence.SIGNAL,
-                     "claim_tail": megakernel.CLAIM_TAIL, "launch_scalars": megakernel.LAUNCH_SCALARS,
+                     "persistent_blocks_per_sm": args.persistent,
                      "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probes.dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})

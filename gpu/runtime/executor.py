@@ -60,7 +60,7 @@ def pack_params(problem: ConvProblem, cfg: WinogradConfig, sh: WinogradShape) ->
 def make_plan(problem: ConvProblem, cfg: WinogradConfig, graph: TaskGraph | None = None) -> WinogradPlan:
     """The plan of a problem; ``graph`` must be ``lower_winograd(problem, cfg)`` when given."""
     sh = winograd_shape(problem, cfg)
-    # (the kernels' flat indices, int32 in the GEMM at MEGASIM_GEMM_INDEX=32, stay below 2^31)
+    # (the kernels' flat indices, int32 in the t = 64 GEMM path, stay below 2^31)
     if cfg.alpha ** 2 * max(sh.tiles * problem.c, sh.tiles * problem.k, problem.c * problem.k) >= 2 ** 31:
         raise KernelInputError(f"{problem.spec_string()}: the transformed tensors would hold 2^31 or more "
                                "elements; split the batch (or the channels)")
@@ -223,16 +223,18 @@ def megakernel_launch(plan: WinogradPlan, launch, size: int, poll_limit: int,
 
 
 def run_launch_megakernel(plan: WinogradPlan, launch, ws: Workspace, d_prm, d_counters, *,
-                          poll_limit: int = DEFAULT_POLL_LIMIT, ready_fields: dict[int, int] | None = None) -> None:
+                          poll_limit: int = DEFAULT_POLL_LIMIT, ready_fields: dict[int, int] | None = None,
+                          specialise: bool = False) -> None:
     """One Launch of a schedule with the megakernel; raises MegakernelError on a reported failure.
-    ``d_counters`` as made by ``counters_for``, ``ready_fields`` its entry for this launch."""
+    ``d_counters`` as made by ``counters_for``, ``ready_fields`` its entry for this launch; ``specialise``:
+    the specialised megakernel build where the config is its implementation (``megakernel.megakernel_for``)."""
     order = np.asarray(launch.order, np.int64)
     if order.size == 0:
         return
     ctl, grid, threads = megakernel_launch(plan, launch, order.size, poll_limit, ready_fields)
     d_table = cuda.to_device(task_table(plan.graph, order))
     d_ctl = cuda.to_device(ctl)
-    mk.megakernel_for(ctl, plan.config.gemm_math, plan.config)[grid, threads, 0, plan.shared_bytes](
+    mk.megakernel_for(ctl, plan.config.gemm_math, plan.config, specialise)[grid, threads, 0, plan.shared_bytes](
         d_table, d_ctl, d_counters, d_prm, ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y, no_trace(), *mk.launch_scalars(ctl))
     _raise_kernel_error(plan, d_ctl.copy_to_host(), launch.name)
 
@@ -267,13 +269,15 @@ def per_kind_kernel(plan: WinogradPlan, kind: int, d_table, d_prm) -> tuple:
 
 
 def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kernels: str = "megakernel",
-                 poll_limit: int = DEFAULT_POLL_LIMIT, check: bool = True) -> None:
+                 poll_limit: int = DEFAULT_POLL_LIMIT, check: bool = True, specialise: bool = False) -> None:
     """Run every Launch of ``schedule`` in turn on the tensors of ``ws`` (the output lands in ws.Y).
 
     ``kernels="megakernel"`` runs each launch with the megakernel, "per_kind" with the non-fused
     kernels (single-kind launches only). The dependency counters start at ``counter_init`` once, before
     the first launch. ``check=False`` skips the host-side validity check of the schedule (to test the
     kernel's own bounded waits); an invalid map then ends in a MegakernelError, not a hang.
+    ``specialise=True`` runs the megakernel launches on the specialised build where the config is its
+    implementation (``gpu.kernels.winograd.megakernel.megakernel_for``; opt-in: it measured slower overall).
     """
     if kernels not in KERNEL_STYLES:
         raise KernelInputError(f"kernels={kernels!r} is not allowed (allowed: {', '.join(KERNEL_STYLES)})")
@@ -286,6 +290,6 @@ def run_schedule(plan: WinogradPlan, schedule: Schedule, ws: Workspace, *, kerne
     for li, launch in enumerate(schedule.launches):
         if kernels == "megakernel":
             run_launch_megakernel(plan, launch, ws, d_prm, d_counters, poll_limit=poll_limit,
-                                  ready_fields=ready_fields[li])
+                                  ready_fields=ready_fields[li], specialise=specialise)
         else:
             run_launch_per_kind(plan, launch, ws, d_prm)

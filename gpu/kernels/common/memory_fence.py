@@ -8,56 +8,35 @@ the barrier puts the other threads' writes before thread 0's fence in causality 
 cumulative. ``fence.sc`` (what ``cuda.threadfence()``, ``membar.gl``, compiles to) adds a single total
 order over all sc fences that this protocol does not use.
 
-``MEGASIM_DEPENDENCY_FENCE`` (read at import) picks it: "sc" (the default: ``cuda.threadfence()``, as
-every measurement before session 23) or "acq_rel" (session 23's experiment: does the lighter fence
-shorten the ~0.8 us a signal takes on the H200, gpu.diagnostics.record_timeline's "signal"?). Under the CUDA
-simulator both are ``cuda.threadfence()`` (the simulator's threads share one memory).
+The fence is ``fence.sc.gpu`` (``cuda.threadfence()``): ``fence.acq_rel.gpu`` was timed against it and made no
+difference (within 0.5% on six layers, two interleaved runs each, 3xTF32 GEMM, H200;
+``experiments/results/nvidia-h200/gemm_3xtf32/fence/``, docs/findings.md): what
+a signal waits for is the block's writes reaching L2, which any release must wait for.
+
+The child's first look at its counters is ``load_acquire`` (``ld.acquire.gpu``), the parent's decrement
+``red_add`` (``red.relaxed.gpu``); both are below. Under the CUDA simulator the fence is ``cuda.threadfence()``
+and both others are atomics (the simulator's threads share one memory).
 """
 
 from __future__ import annotations
 
 from numba import config, cuda
 
-from gpu.runtime.switches import env_choice
 
-FENCES = ("sc", "acq_rel")
-DEPENDENCY_FENCE = env_choice("MEGASIM_DEPENDENCY_FENCE", FENCES, "sc")
-
-if DEPENDENCY_FENCE == "sc" or config.ENABLE_CUDASIM:
-    @cuda.jit(device=True)
-    def dependency_fence():
-        """The megakernel's release / acquire fence: fence.sc.gpu (``cuda.threadfence()``)."""
-        cuda.threadfence()
-else:
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def dependency_fence(typingctx):
-        """The megakernel's release / acquire fence: fence.acq_rel.gpu."""
-        def codegen(context, builder, sig, args):
-            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "fence.acq_rel.gpu;", "~{memory}",
-                               side_effect=True)
-            builder.call(asm, [])
-            return context.get_dummy_value()
-        return types.void(), codegen
+@cuda.jit(device=True)
+def dependency_fence():
+    """The megakernel's release / acquire fence: fence.sc.gpu (``cuda.threadfence()``)."""
+    cuda.threadfence()
 
 
 # -- the child's first look at its counters -------------------------------------------------------------
-# MEGASIM_ACQUIRE (read at import): how thread 0 takes its first look at a task's counters. "load" (the
-# default since session 24): one ``ld.acquire.gpu`` per counter, which is an acquire by itself (PTX ISA,
-# memory consistency model: an acquire operation synchronizes with the parent's release pattern when it
-# reads the value the parent's decrement wrote), so a task whose parents are done needs no fence; the
-# fence stays after a wait (``_wait_zero`` polls with relaxed atomics). "fence" (until session 24): a
-# relaxed ``atomic.add(counters, c, 0)`` per counter, then ``dependency_fence()`` (the acquire pattern).
-# H200, the 13 layers at their best mappings: "load" 0.9% (FP32 GEMM) / 1.4% (3xTF32) faster, the
-# non-fused control 0.1% (experiments/results/nvidia-h200/probe_dispatch/acquire/). Under the CUDA
-# simulator both are the atomic read (the simulator's threads share one memory).
-ACQUIRES = ("load", "fence")
-ACQUIRE = env_choice("MEGASIM_ACQUIRE", ACQUIRES, "load")
-ACQUIRE_BY_LOAD = ACQUIRE == "load"
-
+# Thread 0 takes its first look at a task's counters with one ``ld.acquire.gpu`` per counter, which is an
+# acquire by itself (PTX ISA, memory consistency model: an acquire operation synchronizes with the parent's
+# release pattern when it reads the value the parent's decrement wrote), so a task whose parents are done
+# needs no fence; the fence stays after a wait (the megakernel's ``_wait_zero`` polls with relaxed atomics).
+# It replaced a relaxed ``atomic.add(counters, c, 0)`` per counter always followed by ``dependency_fence()``:
+# H200, the 13 layers at their best mappings, 0.9% (FP32 GEMM) / 1.4% (3xTF32) faster, the non-fused control
+# 0.1% (experiments/results/nvidia-h200/probe_dispatch/acquire/). Under the CUDA simulator it is an atomic read.
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
     def load_acquire(arr, i):
@@ -91,21 +70,14 @@ else:
 
 
 # -- the parent's decrement ----------------------------------------------------------------------------
-# MEGASIM_SIGNAL (read at import): how thread 0 decrements the counter a task signals, after its release
-# fence, when the block does not need the old value (ticket and blockIdx dispatch; the ready queue does).
-# "atom" (until session 25): ``cuda.atomic.sub``, whose old value comes back, so thread 0 (and its block,
-# and the slot) waits an L2 round trip for it. "red" (the default since session 25):
-# ``red.relaxed.gpu.global.add.s32`` (no value comes back), the pattern of CUTLASS's barrier
-# (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``): the fence before it makes it the release. Predicted
-# 2-3% on the few-channel layers (a loaded L2 round trip, ~0.4 us, per signalling task); measured on the
-# H200 at the 13 best mappings: 0.5% faster (FP32 and 3xTF32, ticket and blockIdx; every layer with FP32),
-# non-fused control +0.1% / -0.2% (experiments/results/nvidia-h200/probe_dispatch/signal/): the release
-# fence before it, not the atomic's reply, is what a signal waits for. Under the CUDA simulator both are
-# the atomic.
-SIGNALS = ("atom", "red")
-SIGNAL = env_choice("MEGASIM_SIGNAL", SIGNALS, "red")
-SIGNAL_BY_RED = SIGNAL == "red"
-
+# Thread 0 decrements the counter a task signals, after its release fence, with
+# ``red.relaxed.gpu.global.add.s32`` (no value comes back) when the block does not need the old value (ticket and
+# blockIdx dispatch; the ready queue does and keeps ``cuda.atomic.sub``): the pattern of CUTLASS's barrier
+# (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``), the fence before it making it the release. Against
+# ``cuda.atomic.sub`` (whose old value thread 0, its block and the slot waited an L2 round trip for), H200, the
+# 13 best mappings: 0.5% faster (FP32 and 3xTF32, ticket and blockIdx; every layer with FP32), non-fused control
+# +0.1% / -0.2% (experiments/results/nvidia-h200/probe_dispatch/signal/): the release fence before it, not the
+# atomic's reply, is what a signal waits for. Under the CUDA simulator it is the atomic.
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
     def red_add(arr, i, v):

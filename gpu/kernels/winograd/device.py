@@ -30,14 +30,11 @@ call it (the megakernel does).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import cuda, float32
 
 from gpu.kernels.winograd.gemm_tc import make_gemm_tc
 from gpu.kernels.winograd.gemm_vec import make_gemm_staged
-from gpu.runtime.switches import env_choice
 from gpu.kernels.winograd.transforms import pair_functions
 from megasim.algorithms.winograd.lowering import GEMM_MATHS, OWN_COST_TILES
 
@@ -83,13 +80,12 @@ def _tile_coords(tile, prm):
     return n, ty, r - ty * prm[P_TILES_X]
 
 
-# MEGASIM_OPAQUE_STRIDES (read at import; session 29): where the F(2x2) and F(4x4) transforms take the strides
-# opaque (``gpu.kernels.winograd.transforms``, ``*_opaque``): "nonfused" (default) in the non-fused transform kernels only,
-# "all" in the megakernels too, "none" nowhere (F(5x5) and F(6x6) always). One device call on the H200
-# (experiments/results/nvidia-h200/f6x6_s29/call1_*): opaque everywhere made the non-fused pipeline 2.5%
-# faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best
-# 0.9% slower (the megakernel's spills 44 -> 8 bytes, yet slower).
-OPAQUE_STRIDES = env_choice("MEGASIM_OPAQUE_STRIDES", ("nonfused", "all", "none"), "nonfused")
+# Opaque strides (``make_transform_tasks(..., opaque=True)``: the F(2x2) and F(4x4) transforms' ``*_opaque`` forms,
+# ``gpu.kernels.winograd.transforms``) in the non-fused transform kernels only (gpu.kernels.winograd.megakernel's
+# ``_build_transform_kernels``), not in the megakernels; F(5x5), F(6x6) and F(7x7) take them always. One device call
+# on the H200 (experiments/results/nvidia-h200/f6x6_s29/call1_*): opaque everywhere made the non-fused pipeline 2.5%
+# faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best 0.9%
+# slower (the megakernel's spills 44 -> 8 bytes, yet slower).
 # The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.kernels.winograd.megakernel.OWN_BUILD_TILES): the
 # lowering's OWN_COST_TILES, whose costs it names apart because their code is these builds' (one list for both).
 BIG_TILES = OWN_COST_TILES
@@ -203,8 +199,9 @@ def make_transform_tasks(M_FIXED: int = 0, opaque: bool = False):
     return ftrans_task, itrans_task, otrans_task
 
 
-# The general build's tasks as the megakernels run them (the non-fused kernels: gpu.kernels.winograd.megakernel.transform_kernels_for).
-ftrans_task, itrans_task, otrans_task = make_transform_tasks(opaque=OPAQUE_STRIDES == "all")
+# The general build's tasks as the megakernels run them, strides not opaque (the non-fused kernels:
+# gpu.kernels.winograd.megakernel.transform_kernels_for).
+ftrans_task, itrans_task, otrans_task = make_transform_tasks()
 
 
 @cuda.jit(device=True)
@@ -299,41 +296,38 @@ def gemm_generic(g, j, prm, V, U, M):
 # gemm_generic for any other. (The scalar-fragment make_gemm_fast, 28% of cuBLAS, is in git history
 # before commit 4aae690; the register-staged make_gemm_vec stays in gpu.kernels.winograd.gemm_vec for the benchmark.)
 # The specialised paths: (T, GK, KS, NT, SK, staging, stages) of ``make_gemm_staged``: B reaches shared
-# memory by cp.async into a 4-deep ring, A through registers (two buffers), 16 k per stage. Alone, "c3"
-# (both operands by cp.async) is a point faster (gpu/diagnostics/bench_gemm.py on the H200: 76.7% of cuBLAS against
-# 75.6%), but it needs ~167 registers; "a4" fits the 128 that let 4 blocks of 128 threads share an SM,
-# which made the best fused mappings 6-14% faster on four layers and the non-fused GEMM kernel no
-# slower (docs/winograd_gpu.md, session 13). MEGASIM_GEMM_STAGING overrides the staging for experiments
-# (read at import; "c3", "a3", "a2", "v2": make_gemm_staged's staging letter and stage count).
-_STAGING = os.environ.get("MEGASIM_GEMM_STAGING", "a4")
-if len(_STAGING) != 2 or _STAGING[0] not in "acv" or _STAGING[1] not in "234":
-    raise ValueError(f"MEGASIM_GEMM_STAGING={_STAGING!r}: want a staging letter (a, c, v) and a stage count (2-4), e.g. 'c3'")
-FAST_A = (32, 64, 16, 128, 4, _STAGING[0], int(_STAGING[1]))
-FAST_B = (64, 64, 16, 128, 2, _STAGING[0], int(_STAGING[1]))
-# The t = 64 path's k-steps and index arithmetic (make_gemm_staged's ``unroll`` and ``index_bits``). The GEMM is
-# issue-bound on instructions other than FFMA (session 27, ncu: 83% of cycles issue, 60% of what issues is FFMA);
-# writing a stage's k-steps out removes the rolled loop's counter, but at 64-bit index arithmetic (Numba types
-# every integer operation int64) the 128-register kernels that compile every path spilled (session 27:
-# gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144; non-fused 3.9% slower). Session 28, the same path with its
-# indices in int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device
-# call (experiments/results/h200_gemm/index32_s28/):
-#   unroll 1, 64-bit (as until session 27): gemm_kernel 77.3% of cuBLAS; the A/B's reference;
-#   unroll 1, 32-bit:                        79.0% (both paths 32-bit); fused best and non-fused 0.5% / 0.9% slower;
-#   unroll 2, 32-bit (default):              84.9%; fused best 5.9% faster, non-fused 6.9% faster;
+# memory by cp.async into a 4-deep ring, A through registers (two buffers), 16 k per stage ("a4"). Alone, "c3"
+# (both operands by cp.async) was a point faster at 64-bit indices (gpu/diagnostics/bench_gemm.py on the H200:
+# 76.7% of cuBLAS against 75.6%), but needed ~167 registers; "a4" fits the 128 that let 4 blocks of 128 threads
+# share an SM, which made the best fused mappings 6-14% faster on four layers and the non-fused GEMM kernel no
+# slower (docs/findings.md; experiments/results/nvidia-h200/session13_regcap/). At
+# 32-bit indices the other stagings measured alone stay at or below the default (c3 83.2%, a 3-deep ring 82.5%,
+# against 85.0%; experiments/results/h200_gemm/index32_s28/). make_gemm_staged keeps the other stagings
+# (``staging``, ``stages``) for gpu.diagnostics.bench_gemm's variants.
+FAST_A = (32, 64, 16, 128, 4, "a", 4)
+FAST_B = (64, 64, 16, 128, 2, "a", 4)
+# The t = 64 path's k-steps and index arithmetic (make_gemm_staged's ``unroll`` and ``index_bits``): 2 k-steps
+# per loop pass, 32-bit indices. The GEMM is issue-bound on instructions other than FFMA (ncu: 83% of cycles
+# issue, 60% of what issues is FFMA); writing a stage's k-steps out removes the rolled loop's counter, but at
+# 64-bit index arithmetic (Numba types every integer operation int64) the 128-register kernels that compile every
+# path spilled (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144; non-fused 3.9% slower). With its indices in
+# int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device call
+# (experiments/results/h200_gemm/index32_s28/):
+#   unroll 1, 64-bit: gemm_kernel 77.3% of cuBLAS; the A/B's reference;
+#   unroll 1, 32-bit: 79.0% (both paths 32-bit); fused best and non-fused 0.5% / 0.9% slower;
+#   unroll 2, 32-bit: 84.9%; fused best 5.9% faster, non-fused 6.9% faster (adopted);
 #   unroll 4, 32-bit: spills 108 B (gemm_kernel) / 140 B (megakernel); not timed there. Alone (one path
 #   compiled, bench_gemm's variants): 83.6% at 2, 84.6% at 4, 84.5% at 8.
-# MEGASIM_GEMM_UNROLL (1, 2, 4, 8) and MEGASIM_GEMM_INDEX (64, 32) set them for experiments (read at import).
-# The t = 32 path stays rolled and 64-bit: alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32.
-_UNROLL_B = int(env_choice("MEGASIM_GEMM_UNROLL", ("1", "2", "4", "8"), "2"))
-_INDEX_BITS_B = int(env_choice("MEGASIM_GEMM_INDEX", ("64", "32"), "32"))
-# The same two for the t = 32 path (MEGASIM_GEMM_UNROLL_T32: 1, 2, 4; MEGASIM_GEMM_INDEX_T32: 64, 32). At 32 bits
+_UNROLL_B = 2
+_INDEX_BITS_B = 32
+# The t = 32 path: rolled, 64-bit indices. Alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32. At 32 bits
 # and 2 k-steps (H200, one call, index32_s28/call4_t32/): that path's gemm_kernel 59.4% -> 65.4% of cuBLAS and
 # the non-fused pipeline at t = 32 7.1% faster, but the kernels spill more (megakernel 44 -> 64 B, gemm_kernel
 # 4 -> 24 B): the fused best 0.4% slower at t = 32 and 1.3% slower at the default t = 64. So 1 and 64.
-_UNROLL_A = int(env_choice("MEGASIM_GEMM_UNROLL_T32", ("1", "2", "4"), "1"))
-_INDEX_BITS_A = int(env_choice("MEGASIM_GEMM_INDEX_T32", ("64", "32"), "64"))
+_UNROLL_A = 1
+_INDEX_BITS_A = 64
 # The GEMM maths (megasim.algorithms.winograd.lowering.GEMM_MATHS): "fp32" runs the two configs above on the FP32 pipe;
-# "3xtf32" (session 23, issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.kernels.winograd.gemm_tc:
+# "3xtf32" (issue #3) runs them on tensor cores, FP32-accurate by the 3xTF32 split (gpu.kernels.winograd.gemm_tc:
 # 3-stage cp.async ring, the truncating split, 1.2x the "rna" split's speed in bench_gemm on the H200).
 # Each math has its own gemm_task and so its own compiled GEMM kernel and megakernels
 # (gpu.kernels.winograd.megakernel.kernels_for): a WinogradConfig's gemm_math picks them per call.

@@ -711,5 +711,5 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
 
     gemm_staged.shared_bytes = gemm_staged_shared_bytes(T, GK, KS, NT, SK, staging, NS, TN)
     gemm_staged.layout = dict(T=T, GK=GK, KS=KS, NT=NT, SK=SK, vector=True, staging=staging, stages=NS,
-                              unroll=unroll, thread_cols=TN)
+                              unroll=unroll, index_bits=index_bits, thread_cols=TN)
     return gemm_staged

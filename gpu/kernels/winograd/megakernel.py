@@ -15,7 +15,7 @@ Arrays shared by the kernels (filled by ``gpu.runtime.executor``):
 - ``prm`` int32 (NUM_PARAMS,): problem and config scalars (``gpu.kernels.winograd.device.P_*``).
 - three int32 scalars after ``trace``: the launch's map length, dispatch and trace flag
   (``launch_scalars(ctl)``), copies of ``ctl``'s host-written fields that the GPU keeps in its constant
-  bank, so that no block reads ``ctl`` before its ticket (session 26).
+  bank, so that no block reads ``ctl`` before its ticket (docs/findings.md).
 
 The kernels that run GEMM tasks (both megakernels and the non-fused GEMM kernel) are built once per GEMM
 math around ``gpu.kernels.winograd.device.gemm_task_for(gemm_math)``: ``kernels_for(gemm_math)``, picked by a
@@ -26,19 +26,16 @@ Memory-ordering protocol (only thread 0 of a block touches ``counters``):
   parent:  all threads write their results; ``syncthreads``; thread 0: ``threadfence`` (its
            release: the block's writes, ordered before it by the barrier, become visible device-wide
            before the decrement), then a ``red.relaxed.gpu`` add of -1 to ``counters[sig]``, whose old
-           value thread 0 does not wait for (the ready queue needs the old value: ``atomic.sub``;
-           ``MEGASIM_SIGNAL=atom``: the atomic always, as until session 25).
+           value thread 0 does not wait for (the ready queue needs the old value: ``atomic.sub``).
   child:   thread 0 first reads each counter with ``ld.acquire.gpu`` (``gpu.kernels.common.memory_fence.load_acquire``:
            an acquire by itself; reading 0 there, the child needs no fence); while one is not 0 it polls
            ``atomic.add(counters[c], 0)`` until it reads 0 (an atomic, so the compiler cannot hoist the
            load out of the loop and the value comes from L2), then ``threadfence`` (its acquire,
            pairing with the parent's fence); then ``syncthreads`` releases the block.
-           (``MEGASIM_ACQUIRE=fence``: the first look by relaxed atomics, always followed by the fence,
-           as until session 24.)
            A task that waits on nothing (input and filter transforms) needs no acquire and skips it.
 
-The fence is ``gpu.kernels.common.memory_fence.dependency_fence()``: ``threadfence`` (fence.sc.gpu) by default, or the
-lighter fence.acq_rel.gpu, which is all the protocol needs, with ``MEGASIM_DEPENDENCY_FENCE=acq_rel``.
+The fence is ``gpu.kernels.common.memory_fence.dependency_fence()``: ``threadfence`` (fence.sc.gpu; the lighter
+fence.acq_rel.gpu, which is all the protocol needs, measured no faster: that module's docstring).
 
 This is the barrier-plus-single-fence pattern of CUDA's cooperative-groups grid sync
 (``__syncthreads(); if (master) { __threadfence(); atomicAdd(...); spin; __threadfence(); }
@@ -61,7 +58,6 @@ quickly instead of hanging.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,10 +65,9 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda, int32
 
-from gpu.kernels.common.memory_fence import ACQUIRE_BY_LOAD, SIGNAL_BY_RED, dependency_fence, load_acquire, red_add
-from gpu.runtime.switches import env_choice
+from gpu.kernels.common.memory_fence import dependency_fence, load_acquire, red_add
 from gpu.kernels.common.trace import globaltimer, smid
-from gpu.kernels.winograd.device import (BIG_TILES, FAST_B, FTRANS, GEMM, ITRANS, OPAQUE_STRIDES, OTRANS, ftrans_task, gemm_task_for, itrans_task, make_transform_tasks, otrans_task)
+from gpu.kernels.winograd.device import (BIG_TILES, FAST_B, FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task, make_transform_tasks, otrans_task)
 from megasim.algorithms.winograd.lowering import GEMM_MATHS
 
 # Task table columns.
@@ -98,25 +93,20 @@ CTL_SIZE = 24
 TRACE_COLS = 5
 
 DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
-# Static shared memory of a block: the claimed position, ok, and the row's kind, group and index. Thread 0
-# reads the whole row beside its counters, before the acquire fence, and broadcasts it: until session 24
-# every thread re-read the row after the barrier, which after a GEMM's or an output transform's acquire
-# fence (it drops the line from L1) was another L2 round trip (H200, best mappings: fused 0.6% / 1.8%
-# faster, FP32 / 3xTF32 GEMM; experiments/results/nvidia-h200/probe_dispatch/).
-# MEGASIM_CLAIM_TAIL (read at import; session 25): "shared" (default) also keeps the row's signal counter
-# and whether the launch uses the ready queue in sh[5], sh[6], and folds "the map is used up" into ok, so
-# that no thread reads ``table`` or ``ctl`` from global memory between the acquire and the signal (each
-# such read was an L2 round trip: the acquire drops L1's lines); "global": the reads of session 24.
-CLAIM_TAIL = env_choice("MEGASIM_CLAIM_TAIL", ("shared", "global"), "shared")
-TAIL_IN_SHARED = CLAIM_TAIL == "shared"
+# Static shared memory of a block: the claimed position, ok, and the row's kind, group, index and signal
+# counter, and whether the launch uses the ready queue. Thread 0 reads the whole row beside its counters,
+# before the acquire fence, and broadcasts it, folding "the map is used up" into ok, so that no thread reads
+# ``table`` or ``ctl`` from global memory between the acquire and the signal (the acquire drops L1's lines,
+# so each such read was an L2 round trip). H200, best mappings (experiments/results/nvidia-h200/probe_dispatch/):
+# broadcasting the kind, group and index instead of every thread re-reading them made the fused runs 0.6% /
+# 1.8% faster (FP32 / 3xTF32 GEMM); broadcasting the signal counter and the dispatch too, another 1.1% /
+# 1.1-1.4% (probe_dispatch/tail/).
 SH_INTS = 7
-# MEGASIM_LAUNCH_SCALARS (read at import; session 26): "args" (default) takes the launch's map length,
-# dispatch and trace flag from the megakernel's three scalar arguments (``launch_scalars``), which the
-# GPU keeps in its constant bank; "ctl" reads them from ``ctl`` as until session 25. At a block's start
-# that read was an L2 round trip before the ticket: another block's acquire has dropped the line from L1.
-# The host fills both, so either build runs any launch.
-LAUNCH_SCALARS = env_choice("MEGASIM_LAUNCH_SCALARS", ("args", "ctl"), "args")
-SCALARS_IN_ARGS = LAUNCH_SCALARS == "args"
+# The launch's map length, dispatch and trace flag come from the megakernel's three scalar arguments
+# (``launch_scalars``), which the GPU keeps in its constant bank: read from ``ctl`` at a block's start they
+# were an L2 round trip before the ticket (another block's acquire has dropped the line from L1); H200, 13
+# best mappings, ticket dispatch: 1.6% (FP32) / 2.2% (3xTF32) faster (probe_dispatch/scalars/). ``ctl`` keeps
+# its copies (the ready queue's claim and the trace read its map length).
 ERR_NONE, ERR_WAIT_TIMEOUT, ERR_READY_TIMEOUT = 0, 1, 2
 ERR_CHECK_EVERY = 64          # polls between looks at the error code while waiting
 
@@ -212,15 +202,15 @@ def _release(ctl, counters, c):
 @cuda.jit(device=True)
 def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
     """Thread 0: (the next map position of this block, 1 if its parents are done or 0 if the block must
-    give up (or, with TAIL_IN_SHARED, the map is used up), the position's kind, group, index and signal
-    counter, read with its counters before the acquire, and the launch's dispatch)."""
-    dispatch = dispatch_arg if SCALARS_IN_ARGS else ctl[CTL_DISPATCH]
+    give up or the map is used up, the position's kind, group, index and signal counter, read with its
+    counters before the acquire, and the launch's dispatch)."""
+    dispatch = dispatch_arg
     if dispatch == DISPATCH_READY:
         pos = _claim_ready(ctl, counters)
         if pos < 0:
             return ctl[CTL_NTASKS], 0, -1, -1, -1, -1, dispatch
     elif dispatch == DISPATCH_BLOCKIDX:
-        pos = cuda.blockIdx.x if first else (ntasks_arg if SCALARS_IN_ARGS else ctl[CTL_NTASKS])
+        pos = cuda.blockIdx.x if first else ntasks_arg
     else:
         pos = cuda.atomic.add(ctl, CTL_TICKET, 1)
     ok = 1
@@ -228,8 +218,7 @@ def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
     g = -1
     idx = -1
     sig = -1
-    ntasks = ntasks_arg if SCALARS_IN_ARGS else ctl[CTL_NTASKS]
-    if pos < ntasks:
+    if pos < ntasks_arg:
         kind = table[pos, T_KIND]   # the row's one line: read before the acquire fence drops it from L1
         g = table[pos, T_GROUP]
         idx = table[pos, T_INDEX]
@@ -240,47 +229,42 @@ def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
         if c0 >= 0 or c1 >= 0:
             # first look at both counters together (two reads in flight, one L2 round trip when
             # the parents are done), then wait on whichever is not yet zero
-            if ACQUIRE_BY_LOAD:
-                v0 = load_acquire(counters, c0) if c0 >= 0 else 0
-                v1 = load_acquire(counters, c1) if c1 >= 0 else 0
-            else:
-                v0 = cuda.atomic.add(counters, c0, 0) if c0 >= 0 else 0
-                v1 = cuda.atomic.add(counters, c1, 0) if c1 >= 0 else 0
+            # (each read an acquire by itself: gpu.kernels.common.memory_fence.load_acquire)
+            v0 = load_acquire(counters, c0) if c0 >= 0 else 0
+            v1 = load_acquire(counters, c1) if c1 >= 0 else 0
             if v0 > 0:
                 ok = _wait_zero(counters, c0, ctl, pos, task)
             if ok == 1 and v1 > 0:
                 ok = _wait_zero(counters, c1, ctl, pos, task)
-            if not ACQUIRE_BY_LOAD or v0 > 0 or v1 > 0:
-                dependency_fence()  # acquire: pairs with the parents' fence before their decrement
-    elif TAIL_IN_SHARED:
+            if v0 > 0 or v1 > 0:
+                dependency_fence()  # acquire after a wait: pairs with the parents' fence before their decrement
+    else:
         ok = 0                      # the map is used up: the block ends without another look at ctl
     return pos, ok, kind, g, idx, sig, dispatch
 
 
-# Register cap of the per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM
-# (65536 / 512). Uncapped, ptxas took 176; at 128 it spills 44 bytes (68 until session 28's 32-bit, 2-k-step
-# GEMM; ptxas -v, sm_90: ``python -m gpu.diagnostics.offline_compile megakernel``). The best fused mappings ran 6-14% faster than at 168
-# (3 blocks per SM) on four layers of the H200 (docs/winograd_gpu.md, session 13): a transform block
-# finds a slot beside three GEMM blocks. MEGASIM_MEGAKERNEL_MAX_REGISTERS overrides it for experiments (read at import; 0: the
-# compiler's choice). The persistent megakernel is not capped (2 blocks per SM).
-MEGAKERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_MEGAKERNEL_MAX_REGISTERS", "128")) or None
-# (The CUDA simulator's jit takes no max_registers.)
-_megakernel_jit = (cuda.jit(max_registers=MEGAKERNEL_MAX_REGISTERS)
-                   if MEGAKERNEL_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
-# The persistent megakernel is uncapped (210 registers since session 28, 214 before: 2 blocks per SM) unless
-# MEGASIM_PERSISTENT_MAX_REGISTERS sets a cap (session 24's experiment: at 128, 4 blocks per SM, ptxas spills
-# 336 / 1,228 bytes of stores / loads with the FP32 GEMM and 164 / 496 with 3xTF32).
-PERSISTENT_MAX_REGISTERS = int(os.environ.get("MEGASIM_PERSISTENT_MAX_REGISTERS", "0")) or None
-_persistent_jit = (cuda.jit(max_registers=PERSISTENT_MAX_REGISTERS)
-                   if PERSISTENT_MAX_REGISTERS and not numba_config.ENABLE_CUDASIM else cuda.jit)
-
-
+# Register caps (``cuda.jit(max_registers=...)``; None: the compiler's choice), the defaults of ``build_kernels``,
+# which takes others for experiments (``gpu.diagnostics.offline_compile --max-registers`` compiles at any cap).
+# The per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM (65536 / 512). Uncapped,
+# ptxas took 176; at 128 it spills 44 bytes (ptxas -v, sm_90: ``python -m gpu.diagnostics.offline_compile
+# megakernel``). The best fused mappings ran 6-14% faster than at 168 (3 blocks per SM) on four layers of the
+# H200 (docs/findings.md; experiments/results/nvidia-h200/session13_regcap/): a
+# transform block finds a slot beside three GEMM blocks.
+MEGAKERNEL_MAX_REGISTERS = 128
+# The persistent megakernel: uncapped (210 registers: 2 blocks per SM). Capped at 128 (4 blocks per SM; ptxas
+# spills 336 / 1,228 bytes of stores / loads with the FP32 GEMM and 164 / 496 with 3xTF32) it ran 0.913x /
+# 0.895x the per-task ticket time at the best mappings (H200, experiments/results/nvidia-h200/probe_dispatch/
+# persistent/), so persistent launches were not built further.
+PERSISTENT_MAX_REGISTERS = None
 # The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
 # takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128
-# threads per SM, 4 bytes spilled (24 until session 28; ``python -m gpu.diagnostics.offline_compile gemm_kernel``).
-# MEGASIM_GEMM_KERNEL_MAX_REGISTERS overrides it for experiments (read at import).
-GEMM_KERNEL_MAX_REGISTERS = int(os.environ.get("MEGASIM_GEMM_KERNEL_MAX_REGISTERS", "128"))
-_gemm_jit = (cuda.jit(max_registers=GEMM_KERNEL_MAX_REGISTERS) if not numba_config.ENABLE_CUDASIM else cuda.jit)
+# threads per SM, 4 bytes spilled (``python -m gpu.diagnostics.offline_compile gemm_kernel``).
+GEMM_KERNEL_MAX_REGISTERS = 128
+
+
+def _jit(max_registers):
+    """``cuda.jit`` capped at ``max_registers`` (None or 0: uncapped; the CUDA simulator's jit takes no cap)."""
+    return cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
 
 
 @dataclass(frozen=True)
@@ -293,18 +277,15 @@ class MathKernels:
     gemm_kernel: object
 
 
-# Two builds of the megakernels per GEMM math (session 27). The general one holds every implementation path
-# (F(2x2) and F(4x4) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``); the
-# specialised one only conv2d's default implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): its
-# SASS has a third fewer integer instructions (ptxas sm_90: 2,061 against 3,264), 28 instead of 68 bytes of
-# spills, and the persistent build 144 registers instead of 214 (session 28's GEMM: 0 / 44 bytes, 168 / 210
-# registers; its one-call A/B: the specialised build 1.5% slower again). Under ncu the general megakernel stalls for
-# instructions 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24). Measured against the general
-# build in one device call (H200, docs/winograd_gpu.md, session 27): 2.5% faster on resnet-1 and yolov3-1,
-# 1-5% slower on the many-channel layers, 1.5% slower overall; so the general build stays the default and
-# MEGASIM_MEGAKERNEL_SPECIALISE=auto (read at import) makes ``megakernel_for`` pick the specialised build for
-# a launch of that implementation.
-SPECIALISE = env_choice("MEGASIM_MEGAKERNEL_SPECIALISE", ("off", "auto"), "off")
+# Two builds of the megakernels per GEMM math. The general one holds every implementation path (F(2x2) and
+# F(4x4) transforms, the t = 32, t = 64 and generic GEMMs, chosen at run time from ``prm``) and runs every launch
+# unless asked (``megakernel_for(..., specialise=True)``); the specialised one only conv2d's default
+# implementation (F(4x4), the t = 64 GEMM path, ``SPECIALISED``): ptxas sm_90 gives it 0 bytes of spills against
+# 44 and the persistent build 168 registers against 210. Under ncu the general megakernel stalls for instructions
+# 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24). Measured against the general build, each
+# time in one device call (H200, docs/findings.md;
+# experiments/results/nvidia-h200/specialised_s27/ and h200_gemm/index32_s28/): 2.5% faster on resnet-1 and
+# yolov3-1, 1-5% slower on the many-channel layers, 1.5% slower overall; so it is opt-in.
 SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
 # F(5x5), F(6x6) and F(7x7) run on builds of their own (``make_transform_tasks(m)``: its transforms, every GEMM path),
 # megakernels and non-fused transform kernels alike, so that their 7 x 7, 8 x 8 and 9 x 9 tiles' registers cost the
@@ -318,21 +299,26 @@ def _build_key(m: int) -> int:
     return m if m in OWN_BUILD_TILES else 0
 
 
-def specialised_for(config) -> bool:
-    """Whether a launch of this WinogradConfig runs the specialised megakernel build."""
-    return SPECIALISE == "auto" and (config.m, config.gemm_key) == SPECIALISED
+def specialised_for(config, specialise: bool = False) -> bool:
+    """Whether a launch of this WinogradConfig runs the specialised megakernel build: only when asked
+    (``specialise``) and only for ``SPECIALISED``'s implementation."""
+    return bool(specialise) and (config.m, config.gemm_key) == SPECIALISED
 
 
-def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, m_fixed: int = 0) -> MathKernels:
+def build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, m_fixed: int = 0, *,
+                  max_registers: int | None = MEGAKERNEL_MAX_REGISTERS,
+                  persistent_max_registers: int | None = PERSISTENT_MAX_REGISTERS,
+                  gemm_kernel_max_registers: int | None = GEMM_KERNEL_MAX_REGISTERS) -> MathKernels:
     """The megakernels and the non-fused GEMM kernel around ``gpu.kernels.winograd.device.gemm_task_for(gemm_math)``
     (Numba compiles each on its first launch); ``specialised``: the megakernels compiled for ``SPECIALISED``
     alone; ``m_fixed``: the megakernels' transforms for that tile size alone (every GEMM path);
-    ``gemm_kernel``: the non-fused GEMM kernel to share instead of building one."""
+    ``gemm_kernel``: the non-fused GEMM kernel to share instead of building one. The register caps of the
+    per-task megakernel, the persistent one and the GEMM kernel (None: uncapped) default to the module's
+    ``*_MAX_REGISTERS``, the caps of the builds ``kernels_for`` returns; other caps are for experiments."""
     gemm_task = gemm_task_for(gemm_math)
     if specialised:
         mk_gemm_task = gemm_task_for(gemm_math, only_b=True)
-        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0],
-                                                                              opaque=OPAQUE_STRIDES == "all")
+        mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(SPECIALISED[0])
     elif m_fixed:
         mk_gemm_task = gemm_task
         mk_ftrans_task, mk_itrans_task, mk_otrans_task = make_transform_tasks(m_fixed)
@@ -348,7 +334,7 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
         after a root the next root). Returns 1 when a task ran (a persistent block claims again), 0 when the map is
         used up or the block must give up (an error is recorded in ``ctl``)."""
         tid = cuda.threadIdx.x
-        tracing = (trace_on != 0) if SCALARS_IN_ARGS else (ctl[CTL_TRACE] != 0)
+        tracing = trace_on != 0
         if tid == 0:
             t_claim = globaltimer() if tracing else 0
             pos, ok, kind, g, idx, sig, how = _claim_and_wait(table, ctl, counters, first, ntasks, dispatch)
@@ -365,11 +351,7 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
                 trace[pos, 3] = smid()
         cuda.syncthreads()
         pos = sh[0]
-        ok = sh[1]
-        if TAIL_IN_SHARED:
-            if ok == 0:
-                return 0
-        elif pos >= ctl[CTL_NTASKS] or ok == 0:
+        if sh[1] == 0:
             return 0
         kind = sh[2]
         g = sh[3]
@@ -383,24 +365,19 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
         elif kind == FTRANS:
             mk_ftrans_task(g, idx, prm, w, U)
         cuda.syncthreads()  # every thread's writes of the task precede thread 0's fence
-        if TAIL_IN_SHARED:
-            ready = sh[6] == 1
-        else:
-            ready = ctl[CTL_DISPATCH] == DISPATCH_READY
+        ready = sh[6] == 1
         if tid == 0:
             if tracing:
                 trace[pos, 4] = globaltimer()
-            sig = sh[5] if TAIL_IN_SHARED else table[pos, T_SIGNAL]
+            sig = sh[5]
             sh[0] = -1
             if sig >= 0:
                 dependency_fence()  # release
                 if ready:
                     if cuda.atomic.sub(counters, sig, 1) == 1:
                         sh[0] = sig     # this signal completed the counter: the block releases its waiters
-                elif SIGNAL_BY_RED:
-                    red_add(counters, sig, -1)      # no old value to wait for (gpu.kernels.common.memory_fence.SIGNAL)
                 else:
-                    cuda.atomic.sub(counters, sig, 1)
+                    red_add(counters, sig, -1)      # no old value to wait for (gpu.kernels.common.memory_fence.red_add)
             if tracing and not ready:
                 trace[pos, 2] = globaltimer()
         if ready:
@@ -415,7 +392,7 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
                     trace[pos, 2] = globaltimer()
         return 1
 
-    @_megakernel_jit
+    @_jit(max_registers)
     def megakernel(table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on):
         """Runs the launch's task map, one map position per block (per-task launches, Listing 1b): a
         grid of one block per position (ticket: block order does not matter; blockidx: block b runs
@@ -437,7 +414,7 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
         _claim_run_signal(True, sh, table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on)
 
 
-    @_persistent_jit
+    @_jit(persistent_max_registers)
     def megakernel_persistent(table, ctl, counters, prm, x, w, U, V, M, Y, trace, ntasks, dispatch, trace_on):
         """As ``megakernel``, for persistent launches (``ctl[CTL_PERSISTENT]`` = 1): any number of blocks,
         each claiming positions by ticket until the map is used up."""
@@ -453,7 +430,7 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
             cuda.syncthreads()  # all threads have read sh before thread 0 rewrites it
 
     if gemm_kernel is None:
-        @_gemm_jit
+        @_jit(gemm_kernel_max_registers)
         def gemm_kernel(table, prm, V, U, M):
             """Non-fused batched GEMM: block b runs the gemm task in table row b.
             Block: gemm_threads threads. Dynamic shared memory: ``gemm_shared_bytes``. No counters."""
@@ -464,9 +441,9 @@ def _build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, 
 
 
 def _build_all(gemm_math: str) -> dict:
-    general = _build_kernels(gemm_math)
-    builds = {0: general, "specialised": _build_kernels(gemm_math, True, general.gemm_kernel)}
-    builds.update({m: _build_kernels(gemm_math, gemm_kernel=general.gemm_kernel, m_fixed=m) for m in OWN_BUILD_TILES})
+    general = build_kernels(gemm_math)
+    builds = {0: general, "specialised": build_kernels(gemm_math, True, general.gemm_kernel)}
+    builds.update({m: build_kernels(gemm_math, gemm_kernel=general.gemm_kernel, m_fixed=m) for m in OWN_BUILD_TILES})
     return builds
 
 
@@ -492,10 +469,11 @@ def launch_scalars(ctl) -> tuple:
     return np.int32(ctl[CTL_NTASKS]), np.int32(ctl[CTL_DISPATCH]), np.int32(ctl[CTL_TRACE])
 
 
-def megakernel_for(ctl, gemm_math: str, config=None):
+def megakernel_for(ctl, gemm_math: str, config=None, specialise: bool = False):
     """The megakernel that runs a launch with this (host) control array, GEMM math and WinogradConfig:
-    the specialised build where the config is ``SPECIALISED`` (``specialised_for``), else the general one."""
-    kernels = kernels_for(gemm_math, config is not None and specialised_for(config), config.m if config else 4)
+    with ``specialise``, the specialised build where the config is ``SPECIALISED`` (``specialised_for``); else
+    the general one (or tile m's own build, ``OWN_BUILD_TILES``)."""
+    kernels = kernels_for(gemm_math, config is not None and specialised_for(config, specialise), config.m if config else 4)
     return kernels.megakernel_persistent if ctl[CTL_PERSISTENT] else kernels.megakernel
 
 
@@ -526,8 +504,9 @@ class TransformKernels:
 
 def _build_transform_kernels(m_fixed: int = 0) -> TransformKernels:
     """The three non-fused transform kernels around ``make_transform_tasks(m_fixed)`` (0: F(4x4) and F(2x2) chosen
-    at run time), their strides opaque unless MEGASIM_OPAQUE_STRIDES=none (``gpu.kernels.winograd.device.OPAQUE_STRIDES``)."""
-    k_ftrans_task, k_itrans_task, k_otrans_task = make_transform_tasks(m_fixed, opaque=OPAQUE_STRIDES != "none")
+    at run time), their strides opaque (``make_transform_tasks(..., opaque=True)``; the megakernels' are not:
+    ``gpu.kernels.winograd.device``, "opaque strides")."""
+    k_ftrans_task, k_itrans_task, k_otrans_task = make_transform_tasks(m_fixed, opaque=True)
 
     @cuda.jit
     def ftrans_kernel(table, prm, w, U):
