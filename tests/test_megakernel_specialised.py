@@ -1,14 +1,9 @@
-"""The megakernel's specialised build (gpu.kernels.winograd.megakernel.SPECIALISED, session 27; opt-in): with
-MEGASIM_MEGAKERNEL_SPECIALISE=auto a launch of conv2d's default implementation runs the build compiled for it
-alone and any other implementation the general build; with "off" (the default) every launch runs the general
-build. Both builds are checked for correctness here under the simulator."""
+"""The megakernel's specialised build (gpu.kernels.winograd.megakernel.SPECIALISED; opt-in, an explicit parameter):
+with ``specialise=True`` (``megakernel_for``, ``run_schedule``, ``PreparedSchedule``) a launch of conv2d's default
+implementation runs the build compiled for it alone and any other implementation the general build; by default
+every launch runs the general build. Both builds are checked for correctness here under the simulator."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +18,6 @@ from gpu.kernels.winograd import megakernel as mk
 from megasim.algorithms.winograd.lowering import WinogradConfig
 
 pytestmark = pytest.mark.cudasim
-REPO = Path(__file__).resolve().parent.parent
 
 
 def ctl(persistent: int = 0) -> np.ndarray:
@@ -33,45 +27,56 @@ def ctl(persistent: int = 0) -> np.ndarray:
 
 
 @pytest.mark.parametrize("math", ["fp32", "3xtf32"])
-def test_default_implementation_runs_the_specialised_build(math, monkeypatch):
-    monkeypatch.setattr(mk, "SPECIALISE", "auto")
+def test_default_implementation_runs_the_specialised_build_when_asked(math):
     spec, general = mk.kernels_for(math, True), mk.kernels_for(math)
     assert spec.megakernel is not general.megakernel
     assert spec.gemm_kernel is general.gemm_kernel                       # one non-fused GEMM kernel
     cfg = WinogradConfig(transform_pairs_per_thread=4, gemm_math=math)
-    assert mk.specialised_for(cfg)
-    assert mk.megakernel_for(ctl(), math, cfg) is spec.megakernel
-    assert mk.megakernel_for(ctl(1), math, cfg) is spec.megakernel_persistent
+    assert mk.specialised_for(cfg, specialise=True)
+    assert mk.megakernel_for(ctl(), math, cfg, specialise=True) is spec.megakernel
+    assert mk.megakernel_for(ctl(1), math, cfg, specialise=True) is spec.megakernel_persistent
     for other in (WinogradConfig(m=2, gemm_math=math), WinogradConfig(tiles_per_group=32, gemm_math=math),
                   WinogradConfig(gemm_k_tile=32, gemm_math=math)):
-        assert mk.megakernel_for(ctl(), math, other) is general.megakernel, other
-    assert mk.megakernel_for(ctl(), math) is general.megakernel           # no config: the general build
+        assert not mk.specialised_for(other, specialise=True), other
+        assert mk.megakernel_for(ctl(), math, other, specialise=True) is general.megakernel, other
+    assert mk.megakernel_for(ctl(), math, specialise=True) is general.megakernel   # no config: the general build
+
+
+@pytest.mark.parametrize("math", ["fp32", "3xtf32"])
+def test_general_build_by_default(math):
+    general = mk.kernels_for(math)
+    cfg = WinogradConfig(transform_pairs_per_thread=4, gemm_math=math)
+    assert not mk.specialised_for(cfg)
+    assert mk.megakernel_for(ctl(), math, cfg) is general.megakernel
+    assert mk.megakernel_for(ctl(1), math, cfg) is general.megakernel_persistent
 
 
 def test_specialised_build_is_correct(monkeypatch):
-    monkeypatch.setattr(mk, "SPECIALISE", "auto")
-    from gpu.winograd import conv2d
+    from gpu.runtime import executor as ex
+    from gpu.runtime.prepared import PreparedSchedule
+    from megasim.algorithms.winograd.algorithm1 import algorithm1, recommended_params
     from megasim.algorithms.winograd.winograd_math import direct_conv2d_reference
+    from megasim.workloads.problem import ConvProblem
+    launched = []
+    real = mk.megakernel_for
+    monkeypatch.setattr(mk, "megakernel_for", lambda *a, **k: launched.append(real(*a, **k)) or launched[-1])
     rng = np.random.default_rng(27)
     x = rng.standard_normal((1, 3, 6, 7)).astype(np.float32)         # H, W not multiples of the tile
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
     ref = direct_conv2d_reference(x, w)
-    assert mk.specialised_for(WinogradConfig(transform_pairs_per_thread=4))
-    for kw in ({}, {"m": 2}):                                          # specialised, then general
-        y = conv2d(x, w, schedule="fused", **kw)
-        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-4, kw
-
-
-def test_general_build_by_default_and_bad_values():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env.pop("MEGASIM_MEGAKERNEL_SPECIALISE", None)
-    code = ("from gpu import megakernel as mk; from megasim.algorithms.winograd.lowering import WinogradConfig; import numpy as np; "
-            "c = np.zeros(mk.CTL_SIZE, np.int32); "
-            "print(mk.megakernel_for(c, 'fp32', WinogradConfig()) is mk.kernels_for('fp32').megakernel)")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
-                         timeout=300, check=False)
-    assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-1500:]
-    env["MEGASIM_MEGAKERNEL_SPECIALISE"] = "m4"
-    run = subprocess.run([sys.executable, "-c", "import gpu.kernels.winograd.megakernel"], capture_output=True, text=True, env=env,
-                         cwd=REPO, timeout=300, check=False)
-    assert run.returncode != 0 and "MEGASIM_MEGAKERNEL_SPECIALISE='m4': want one of ('off', 'auto')" in run.stderr
+    problem = ConvProblem(1, 3, 5, 6, 7)
+    for m, build in ((4, mk.kernels_for("fp32", True)), (2, mk.kernels_for("fp32"))):   # specialised, then general
+        plan = ex.make_plan(problem, WinogradConfig(m=m, transform_pairs_per_thread=4))
+        schedule = algorithm1(plan.graph, recommended_params(plan.graph))
+        for prepared in (False, True):
+            ws = ex.workspace(plan, cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), cuda.to_device(w))
+            launched.clear()
+            if prepared:
+                prep = PreparedSchedule(plan, schedule, specialise=True)
+                prep.run(ws)
+                prep.check()
+            else:
+                ex.run_schedule(plan, schedule, ws, specialise=True)
+            assert launched and all(k is build.megakernel for k in launched), (m, prepared)
+            y = ws.Y.copy_to_host().transpose(0, 3, 1, 2)
+            assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-4, (m, prepared)
