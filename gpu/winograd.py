@@ -118,8 +118,8 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     (N, P, Q, K)), P = H + 2*padding - 2. Both float32; both NumPy (NumPy out) or both Numba device
     arrays (device array out). ``schedule="fused"`` runs one megakernel over a task map: ``mapping``
     None (Algorithm 1 with ``megasim.mapping.recommended_params``: M = 8, D_IG and D_GO at 8x and 4x
-    their smallest valid values; session 24's H200 and H100 sweeps measured it within 1-2% of each
-    layer's best mapping, where the tightest parameters of ``default_params`` lose 14-21%), an
+    their smallest valid values; the H200 and H100 sweeps of experiments.benchmarks.winograd_bench measured it
+    within 1-2% of each layer's best mapping (docs/findings.md), where the tightest parameters of ``default_params`` lose 14-21%), an
     Algorithm1Params, or any valid megasim
     Schedule (every launch runs with the megakernel); ``style`` ("per_task" or "persistent"),
     ``dispatch`` ("ticket" or "blockidx") and ``blocks_per_sm`` override the launches' execution

@@ -1,5 +1,5 @@
 """Does a transform's own kernel slow with dynamic shared memory that leaves its occupancy unchanged?
-(a diagnostic, session 12; not fitted).
+(a diagnostic; not fitted).
 
     bash gpu/on_device.sh python -m gpu.probes.l1_carveout     # writes $OUT/l1_carveout.json
 

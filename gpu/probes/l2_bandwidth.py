@@ -1,4 +1,4 @@
-"""Is the L2 bandwidth probe reading L2? (a diagnostic, session 19)
+"""Is the L2 bandwidth probe reading L2? (a diagnostic)
 
 ``gpu.calibrate.measure.probe_l2`` measured 23.5 TB/s on an H100 and 9.9 on an H200, whose L2 is the same. Its
 threads re-read the same elements every round from the same SM, about 64 KiB per SM, which fits an L1.
@@ -27,7 +27,7 @@ ROTATIONS = (0, 1, 37, 101)
 
 
 def _old_kernel():
-    """``gpu.calibrate.measure._read4`` as sessions 12-18 had it (the L2 probe's kernel until session 19)."""
+    """``gpu.calibrate.measure._read4`` without rotation, the L2 probe's earlier kernel."""
     from numba import cuda, float32
 
     @cuda.jit
@@ -55,7 +55,7 @@ def _old_kernel():
 
 
 def old_probe(sm: int) -> dict:
-    """The old kernel timed two ways: as sessions 2-18 did (64 rounds minus 1 round, median of 15
+    """The old kernel timed two ways: as the calibration once did (64 rounds minus 1 round, median of 15
     each, host launch cost inside both) and as ``probe_l2`` now times (256 rounds, launches queued);
     and its PTX's global loads."""
     import numpy as np

@@ -1,4 +1,4 @@
-"""Does a written buffer survive in L2 while other data streams through? (a diagnostic, session 11)
+"""Does a written buffer survive in L2 while other data streams through? (a diagnostic)
 
 Per size A (16, 32 MiB) and streamed size S: flush (400 MiB written), write A, read S MiB of other
 data, then time one read of A (torch ``sum``, CUDA events, median of 25). When A's read time rises to

@@ -1,6 +1,6 @@
 """Each kind's own kernel alone, its inputs cold (flushed from L2) or warm (left in L2 by the same
-launch just before): does a kind's time depend on where its inputs come from? (a diagnostic,
-session 11; not fitted).
+launch just before): does a kind's time depend on where its inputs come from? (a diagnostic;
+not fitted).
 
     bash gpu/on_device.sh python -m gpu.probes.warm_cold       # writes $OUT/warm_cold.json
 

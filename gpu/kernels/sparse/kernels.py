@@ -254,9 +254,9 @@ def conv_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride:
     loads when lanes read different rows (``gpu.probes.sparse_rows``).
 
     ``dense_loads`` (the dense twin only; every choice computes the same convolution): where its window
-    loads go. "channel" (the twin, since session 20): one channel's R*S window elements loaded into
+    loads go. "channel" (the twin; docs/sparse.md): one channel's R*S window elements loaded into
     registers, then multiplied, channel after channel; "inline": one load per element inside the
-    multiply loop (the twin of sessions 1-19: its load latency sits on the multiply loop, and its time
+    multiply loop (the earlier twin: its load latency sits on the multiply loop, and its time
     moved 0.98-1.11x with the map's width on a fixed grid); "chunk": the chunk's whole window loaded
     first by ECR's loader. ``gpu.probes.conv_map_shape`` times them against each other (H100: "channel"
     0.69-0.82x of "inline" on VGG-19 but for conv5_x at batch 1, 1.03x).
@@ -402,8 +402,8 @@ def fused_kernel(sparse: bool, k_tile: int, c_chunk: int, r: int, s: int, stride
     """The PECR (``sparse``) or dense fused convolution + ReLU + max-pool kernel (cached).
 
     ``dense_loads`` (the dense twin only; both compute the same result), as ``conv_kernel``'s:
-    "channel" (the twin since session 21): one channel's PH x PW patch loaded into registers, then
-    scattered; "inline" (sessions 1-20): one load per patch element inside the scatter loop.
+    "channel" (the twin; docs/sparse.md): one channel's PH x PW patch loaded into registers, then
+    scattered; "inline" (the earlier twin): one load per patch element inside the scatter loop.
 
     Launch: ``kern[(ceil(N*PO*QO / 128), ceil(K / k_tile)), 128](x, w, out, padding)``; out is
     (N, K, PO, QO), the floor-mode pooled map of the P x Q convolution output (pool window ``pool``,

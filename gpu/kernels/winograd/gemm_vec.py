@@ -252,7 +252,7 @@ def load_quad(arr, g, avail, ok, vec):
 def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = "v", stages: int = 2,
                      unroll: int = 1, index_bits: int = 64, thread_cols: int = 8):
     """``make_gemm_vec``'s GEMM task with another global -> shared staging (issue #3's experiments, the
-    benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; since session 6 also the executors' two
+    benchmark's ``--vec-variants TxGKxKSxNTxSK{v,a2,a3,c2,c3}``; also the executors' two
     specialised FP32 paths, ``gpu.kernels.winograd.device.FAST_A`` / ``FAST_B``). Same
     contract, 8 x 8 register tile, k-split and epilogue; what differs is how a stage reaches shared
     memory:
@@ -283,14 +283,15 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     ordering (waits and barriers) only on the GPU.
 
     ``unroll`` (1, 2, 4 or 8; "v" and "a"): the k-steps of a stage written out ``unroll`` at a time
-    instead of one per iteration of a range loop, which LLVM leaves rolled (session 27: under ncu the
+    instead of one per iteration of a range loop, which LLVM leaves rolled (under ncu the
     production kernel issues 83% of cycles and only 60% of what it issues is FFMA; the loop's own
     counter and branch are 11 of the ~43 other instructions per 64 FFMA).
 
     ``index_bits`` (64 or 32): the width of the task's index arithmetic. Numba types every integer
     operation int64, so a stage's offsets, bounds tests and loop counters are 64-bit in the PTX; 32 wraps
     each index expression in ``int32(...)`` (LLVM then narrows the arithmetic) and runs the loops on int32
-    counters. ptxas had narrowed most of it already (session 28: 1.9% fewer SASS instructions); what 32
+    counters. ptxas had narrowed most of it already (1.9% fewer SASS instructions; experiments/results/h200_gemm/
+    index32_s28/); what 32
     bits buys is registers (the production kernels' spills 24 -> 0 and 68 -> 36 bytes), which is what lets
     ``unroll=2`` fit. Contract at 32: every flat index of V, U and M below 2**31 (``gpu.runtime.executor.make_plan``
     refuses larger tensors).
@@ -298,8 +299,8 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     ``thread_cols`` (8 or 16; "v" and "a"): the columns of a thread's register tile. 16 gives each thread
     8 x 16 outputs (128 accumulators: its B fragments are 4 quads, ``GK / 4`` columns apart), the
     per-thread tile of cuBLAS's SIMT kernels: per k, 128 FFMA for 6 shared loads instead of 64 for 4, and a
-    stage's loads and loop control spread over twice the FFMAs (session 27: the 8 x 8 tile is issue-bound
-    on them). It needs ~200 registers, so it is for kernels of its own, not the 128-register megakernel.
+    stage's loads and loop control spread over twice the FFMAs (the 8 x 8 tile is issue-bound on them).
+    It needs ~200 registers, so it is for kernels of its own, not the 128-register megakernel.
 
     Extra layout rule: KS a multiple of 4 (of 4 * SK for "c"), KS / SK a multiple of ``unroll``, GK a
     multiple of ``thread_cols``. Raises ValueError for a layout it cannot tile."""
