@@ -112,10 +112,33 @@ def test_installed_command_exit_status():
 
 
 def test_sparse_k_tile_forced_and_refused(capsys):
-    args = ["sparse", "N=1,C=8,K=32,H=12,W=12", "--gpu", "H100", "--op", "direct", "--sparsity", "0.5", "--json"]
-    code, out, _ = run(capsys, *args, "--k-tile", "8")
-    (row,) = json.loads(out)
-    assert code == 0 and row["k_tile"] == 8 and row["blocks"] == 2 * 4      # 144 px: 2 pixel tiles x 32 / 8
-    code, _, err = run(capsys, *args, "--k-tile", "7")
+    args = ["simulate", "N=1,C=8,K=32,H=12,W=12", "--gpu", "H100", "--algo", "direct", "--json"]
+    code, out, _ = run(capsys, *args, "--param", "sparsity=0.5,k_tile=8")
+    row = json.loads(out)
+    assert code == 0 and row["algorithm"] == "direct" and "k_tile=8" in row["params"]
+    assert row["tasks"] == 2 * 4      # 144 px: 2 pixel tiles x 32 / 8
+    code, _, err = run(capsys, *args, "--param", "sparsity=0.5,k_tile=7")
     assert code == 2 and "k_tile=7 is not allowed for direct (allowed: 32, 16, 8, 4)" in err
     assert err.count("\n") == 1
+
+
+def test_every_algorithm_simulates_and_optimizes_by_name(capsys):
+    """simulate and optimize reach every registered algorithm through --algo."""
+    from megasim.algorithms import ALGORITHMS
+    for name, alg in ALGORITHMS.items():
+        layer = "N=2,C=16,K=16,H=16,W=16"
+        code, out, err = run(capsys, "simulate", layer, "--gpu", "H100", "--algo", name, "--json")
+        assert code == 0, err
+        row = json.loads(out)
+        assert row["algorithm"] == name and row["schedule"] == alg.schedules[0] and row["time_us"] > 0
+        code, out, err = run(capsys, "optimize", layer, "--gpu", "H100", "--algo", name, "--budget", "4",
+                             "--workers", "1", "--json")
+        assert code == 0, err
+        assert json.loads(out)["algorithm"] == name
+
+
+def test_a_parameter_of_another_algorithm_is_refused_in_one_line(capsys):
+    code, _, err = run(capsys, "simulate", "resnet-1", "--gpu", "H100", "--algo", "ecr", "--param", "D_IG=3")
+    assert code == 2 and "unknown --param key 'D_IG' for ecr" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "simulate", "resnet-1", "--gpu", "H100", "--algo", "nope")
+    assert code == 2 and "nope" in err

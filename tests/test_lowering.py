@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from megasim.errors import LoweringError
+from megasim.plan import build
 from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd, winograd_shape
 from megasim.algorithms.winograd.lowering import GEMM_FAST_PATHS
 from megasim.algorithms.winograd.winograd_math import (direct_conv2d_reference, transform_flops, winograd_conv2d_reference)
@@ -213,11 +214,14 @@ def test_winograd_reference_matches_direct(m, shape):
 
 def test_pairs_per_thread_default_by_schedule():
     from megasim.plan import Plan
-    assert Plan("fused").config.transform_pairs_per_thread == 4
-    assert Plan("naive").config.transform_pairs_per_thread == 4
-    assert Plan("nonfused").config.transform_pairs_per_thread == 1
-    assert "pairs=4" in Plan("fused").param_string() and "pairs=1" in Plan("nonfused").param_string()
-    assert Plan.parse("fused", "pairs=2").config.transform_pairs_per_thread == 2
+    problem = parse_layer("resnet-4")
+    config = lambda plan: build(problem, plan)[2].params.config   # noqa: E731
+    assert config(Plan("fused")).transform_pairs_per_thread == 4
+    assert config(Plan("naive")).transform_pairs_per_thread == 4
+    assert config(Plan("nonfused")).transform_pairs_per_thread == 1
+    assert "pairs=4" in build(problem, Plan("fused"))[2].param_string()
+    assert "pairs=1" in build(problem, Plan("nonfused"))[2].param_string()
+    assert config(Plan.parse("fused", "pairs=2")).transform_pairs_per_thread == 2
     p = parse_layer("N=2,C=33,K=65,H=7,W=13")
     g1 = lower_winograd(p, WinogradConfig(transform_threads=32))
     g3 = lower_winograd(p, WinogradConfig(transform_threads=32, transform_pairs_per_thread=3))
@@ -238,8 +242,8 @@ def test_gemm_math_sets_the_gemm_footprint_and_parses():
     with pytest.raises(MegasimError, match="gemm_math='bf16' is not allowed"):
         WinogradConfig(gemm_math="bf16")
     plan = Plan.parse("fused", "M=4,gemm_math=3xtf32")
-    assert plan.config.gemm_math == "3xtf32" and "gemm_math=3xtf32" in plan.param_string()
-    assert Plan.parse("fused", plan.param_string()).config == plan.config
+    assert plan.params.gemm_math == "3xtf32" and "gemm_math=3xtf32" in plan.param_string()
+    assert Plan.parse("fused", plan.param_string()).params == plan.params
     assert "gemm_math" not in Plan.parse("fused", "M=4").param_string()
     with pytest.raises(MegasimError, match="--param gemm_math='tf32' is not allowed"):
         Plan.parse("fused", "gemm_math=tf32")

@@ -11,7 +11,8 @@ import pytest
 from megasim.cli.main import main
 from megasim.errors import MegasimError
 from megasim.search import (STRATEGIES, Cache, CacheEvaluator, GPUEvaluator, Parameter, Record, SearchSpace,
-                            default_space, full_space, get_strategy, run_search)
+                            get_strategy, run_search)
+from megasim.algorithms.winograd.space import default_space, full_space
 from megasim.search.budget import Tracker, check_options
 from megasim.search.cache import INVALID
 from megasim.search.landscape import plot_landscape, read_landscape, write_landscape
@@ -97,7 +98,7 @@ def test_constraints_give_reasons():
     assert sp.constraint(p) == "blocks_per_sm applies to style=persistent only"
     assert sp.constraint({**p, "style": "persistent"}) is None
     bound = default_space().bind(parse_layer("resnet-4"))      # 7x7: N_G = 8 (t=32), 4 (t=64)
-    assert dict(bound.groups_by_t) == {32: 8, 64: 4}
+    assert dict(bound.bound) == {32: 8, 64: 4}
     reason = bound.constraint({"M": 8, "d_ig_x": 1, "d_go_x": 1, "t": 64})
     assert reason.startswith("M=8 is not allowed") and "N_G=4" in reason
     assert bound.constraint({"M": 8, "d_ig_x": 1, "d_go_x": 1, "t": 32}) is None
@@ -231,7 +232,7 @@ class _nullcontext:
 
 
 def test_coarse_batch_only_for_large_layers():
-    from megasim.search.evaluators import coarse_batch
+    from megasim.algorithms.winograd.space import coarse_batch
     assert coarse_batch(parse_layer("vgg-1")) == 8          # 213k tasks: N/8, >= 128 groups of 32 tiles
     assert coarse_batch(parse_layer("resnet-4")) == 64      # small: simulated as it is
     assert coarse_batch(parse_layer(TINY)) == 2

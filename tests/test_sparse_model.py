@@ -365,12 +365,15 @@ def test_cli_sparse_predicts_and_rejects_bad_input(capsys):
 
     from megasim.cli.main import main
 
-    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--batch", "1", "--sparsity", "0", "0.9", "--json"]) == 0
-    rows = _json.loads(capsys.readouterr().out)
-    assert [r["sparsity"] for r in rows] == [0.0, 0.9] and rows[0]["predicted_us"] > rows[1]["predicted_us"]
-    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--op", "pecr", "--pool", "x"]) == 2
-    assert "--pool 'x' is not allowed" in capsys.readouterr().err
-    assert main(["sparse", "vgg19/conv5_1", "--gpu", "h200", "--sparsity", "2"]) == 2
+    times = []
+    for s in ("0", "0.9"):
+        assert main(["simulate", "vgg19/conv5_1", "--gpu", "h200", "--batch", "1", "--algo", "ecr",
+                     "--param", f"sparsity={s}", "--json"]) == 0
+        times.append(_json.loads(capsys.readouterr().out)["time_us"])
+    assert times[0] > times[1]
+    assert main(["simulate", "vgg19/conv5_1", "--gpu", "h200", "--algo", "pecr", "--param", "pool=x"]) == 2
+    assert "--param pool='x' is not allowed" in capsys.readouterr().err
+    assert main(["simulate", "vgg19/conv5_1", "--gpu", "h200", "--algo", "ecr", "--param", "sparsity=2"]) == 2
     assert "sparsity=2.0 is not allowed" in capsys.readouterr().err
 
 

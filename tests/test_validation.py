@@ -12,6 +12,7 @@ import pytest
 from megasim.calibration.winograd import kind_subgraph, sanity_rules
 from megasim.cli.main import main
 from megasim.hardware import dump_spec, get_gpu, load_spec
+from megasim.algorithms.winograd import WinogradParams
 from megasim.plan import Plan, build
 from megasim.calibration.validation import (kendall_tau, mape, max_error, pairwise_accuracy, program_key, regret, resolved_pairwise_accuracy, split_half_agreement, summarize, validation_plans)
 from megasim.workloads import parse_layer
@@ -72,7 +73,8 @@ def test_validation_plans_are_distinct_programs():
     plans = validation_plans(problem, 16)
     programs = [program_key(problem, p) for _, p in plans]
     assert len(plans) == 16 and len(set(programs)) == 16
-    same = [Plan("fused", d_ig=p.d_ig * 4, d_go=p.d_go * 4, m=p.m) for label, p in plans if label == "a1_default"]
+    same = [Plan("fused", WinogradParams(d_ig=p.params.d_ig * 4, d_go=p.params.d_go * 4, m=p.params.m))
+            for label, p in plans if label == "a1_default"]
     assert program_key(problem, same[0]) == program_key(problem, plans[2][1])   # saturated: one program
 
 

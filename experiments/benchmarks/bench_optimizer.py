@@ -28,7 +28,8 @@ from experiments.provenance import provenance, write_results
 from megasim.hardware import get_gpu
 from megasim.search.cache import device_name
 from megasim.search.landscape import plot_landscape, write_landscape
-from megasim.search import (STRATEGIES, CacheEvaluator, SimulatorEvaluator, default_space, optimize,
+from megasim.algorithms.winograd.space import default_space
+from megasim.search import (STRATEGIES, CacheEvaluator, SimulatorEvaluator, optimize,
                             run_search)
 from megasim.search.strategies import DEFAULT_STRATEGY
 from megasim.workloads import TABLE2_NAMES, parse_layer

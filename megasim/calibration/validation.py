@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from megasim.errors import MappingError
-from megasim.algorithms.winograd.lowering import lower_winograd
+from megasim.algorithms.winograd import WinogradParams
+from megasim.algorithms.winograd.lowering import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, lower_winograd
 from megasim.algorithms.winograd.algorithm1 import default_params
 from megasim.plan import Plan, build
 from megasim.workloads.problem import ConvProblem
@@ -44,7 +45,7 @@ def validation_plans(problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[
     a fixed order (deterministic)."""
     out: list[tuple[str, Plan]] = []
     seen: set = set()
-    graph = lower_winograd(problem, Plan().config)
+    graph = lower_winograd(problem, WinogradParams(transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"]).config)
 
     def add(label: str, plan: Plan) -> None:
         if len(out) >= n:
@@ -65,7 +66,8 @@ def validation_plans(problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[
             return None
         if p.m != m:
             return None
-        return Plan("fused", d_ig=max(int(round(p.d_ig * x_ig)), p.d_ig), d_go=max(int(round(p.d_go * x_go)), p.d_go), m=m)
+        return Plan("fused", WinogradParams(d_ig=max(int(round(p.d_ig * x_ig)), p.d_ig),
+                                            d_go=max(int(round(p.d_go * x_go)), p.d_go), m=m))
 
     add("nonfused", Plan("nonfused"))
     add("naive", Plan("naive"))
@@ -78,7 +80,7 @@ def validation_plans(problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[
         p = scaled(4, x_ig, x_go)
         if p:
             add(f"a1_M4_ig{x_ig}_go{x_go}", p)
-    add("a1_default_t32", Plan("fused", tiles_per_group=32))
+    add("a1_default_t32", Plan("fused", WinogradParams(tiles_per_group=32)))
     add("a1_default_persistent", Plan("fused", style="persistent"))
     rng = np.random.default_rng([seed, zlib.crc32(problem.spec_string().encode())])
     tries = 0

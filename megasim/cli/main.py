@@ -441,7 +441,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
     p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
     p.add_argument("--batch", type=int, help="replace the layer's batch size N")
-    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME", help=algo_help)
+    p.add_argument("--algo", default="winograd", metavar="NAME", help=algo_help)
     p.add_argument("--schedule", help="one of the algorithm's schedules (default: its first; megasim algorithms)")
     p.add_argument("--param", help="the algorithm's and the execution parameters, e.g. D_IG=128,D_GO=416,M=4,t=32 "
                                    "or sparsity=0.7,k_tile=16")
@@ -452,7 +452,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_simulate)
     from megasim.search import DEFAULT_STRATEGY, STRATEGIES
     p = sub.add_parser("optimize", help="search the mapping parameters of one layer with the model")
-    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME", help=algo_help)
+    p.add_argument("--algo", default="winograd", metavar="NAME", help=algo_help)
     p.add_argument("--param", help="parameters the search does not vary (e.g. tile=6, or sparsity=0.7)")
     p.add_argument("layer", help="a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56")
     p.add_argument("--gpu", help=f"a preset: {', '.join(preset_names())}")
@@ -472,7 +472,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_optimize)
     from megasim.calibration.winograd import CALIBRATION_LAYERS
     p = sub.add_parser("calibrate", help="measure this GPU with microbenchmarks and write a spec file (needs a GPU)")
-    p.add_argument("--algo", default="winograd", choices=list(ALGORITHMS), metavar="NAME",
+    p.add_argument("--algo", default="winograd", metavar="NAME",
                    help="whose task kinds to calibrate (winograd; the sparse family shares one fit)")
     p.add_argument("--spec", help="sparse family: the spec to extend with the fitted kinds")
     p.add_argument("--sharing", default="share", choices=("share", "ready"),

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from experiments.provenance import provenance, write_results
 from megasim.hardware import load_spec
-from megasim.search import default_space, run_search
+from megasim.algorithms.winograd.space import default_space
+from megasim.search import run_search
 from megasim.search.evaluators import GPUEvaluator, SimulatorEvaluator
 from megasim.workloads import TABLE2_NAMES, parse_layer
 

@@ -34,7 +34,7 @@ def model_pairs(problem: ConvProblem, spec: GPUSpec, plan: Plan,
     microseconds at each candidate). ``plan``'s other parameters are kept; its Algorithm 1 parameters, when
     all unset, are each candidate's ``recommended_params`` (conv2d's default mapping: D_IG and D_GO scale with
     the transform tasks' size)."""
-    _, pairs, times = model_implementation(problem, spec, plan, (plan.tile,), candidates)
+    _, pairs, times = model_implementation(problem, spec, plan, (plan.params.tile,), candidates)
     return pairs, {p: us for (_, p), us in times.items()}
 
 
@@ -54,7 +54,7 @@ def model_implementation(problem: ConvProblem, spec: GPUSpec, plan: Plan, tiles:
     for m in tiles:
         if m not in SUPPORTED_TILES:
             raise MegasimError(f"model_implementation: tile {m!r} is not allowed: want one of {SUPPORTED_TILES}")
-    times = {(m, p): predict(problem, spec, candidate_plan(problem, dataclasses.replace(plan, tile=m), p))[0].predicted_us
+    times = {(m, p): predict(problem, spec, candidate_plan(problem, dataclasses.replace(plan, params=dataclasses.replace(plan.params, tile=m)), p))[0].predicted_us
              for m in tiles for p in pairs}
     best = min(times, key=times.get)    # the first of equal minima: the earlier candidate
     return best[0], best[1], times
@@ -63,8 +63,8 @@ def model_implementation(problem: ConvProblem, spec: GPUSpec, plan: Plan, tiles:
 def candidate_plan(problem: ConvProblem, plan: Plan, pairs: int) -> Plan:
     """``plan`` at ``pairs`` pairs per transform thread, with that graph's recommended Algorithm 1 parameters
     where ``plan`` sets none."""
-    cand = dataclasses.replace(plan, transform_pairs_per_thread=pairs)
-    if cand.d_ig is None and cand.d_go is None and cand.m is None:
-        rec = recommended_params(lower_winograd(problem, cand.config))
-        cand = dataclasses.replace(cand, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)
-    return cand
+    params = dataclasses.replace(plan.params, transform_pairs_per_thread=pairs)
+    if params.d_ig is None and params.d_go is None and params.m is None:
+        rec = recommended_params(lower_winograd(problem, params.config))
+        params = dataclasses.replace(params, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)
+    return dataclasses.replace(plan, params=params)
