@@ -23,6 +23,7 @@ from megasim.hardware.spec import GPUSpec
 from megasim.algorithms.winograd.lowering import lower_winograd
 from megasim.schedule import Launch, Schedule
 from megasim.algorithms.winograd.algorithm1 import counts, default_params
+from megasim.algorithms.winograd import WinogradParams
 from megasim.plan import Plan, build, predict
 from megasim.sim import SimResult, simulate
 from megasim.taskgraph import TaskGraph
@@ -59,13 +60,14 @@ def min_d_ig(graph: TaskGraph, m: int) -> int:
 
 def measure(problem: ConvProblem, spec: GPUSpec, plan: Plan) -> dict[str, Any]:
     """One prediction as a flat dict; an invalid plan gives valid=False and the model's message."""
-    row: dict[str, Any] = {"schedule": plan.schedule, "D_IG": plan.d_ig, "D_GO": plan.d_go, "M": plan.m}
+    row: dict[str, Any] = {"schedule": plan.schedule, "D_IG": plan.params.d_ig, "D_GO": plan.params.d_go,
+                           "M": plan.params.m}
     try:
         result, resolved = predict(problem, spec, plan)
     except MegasimError as exc:
         row.update(valid=False, reason=str(exc))
         return row
-    row.update(D_IG=resolved.d_ig, D_GO=resolved.d_go, M=resolved.m, valid=True, reason="")
+    row.update(D_IG=resolved.params.d_ig, D_GO=resolved.params.d_go, M=resolved.params.m, valid=True, reason="")
     row.update(result_metrics(result))
     return row
 
@@ -122,7 +124,7 @@ def sweep_plans(graph: TaskGraph, m_values: Sequence[int], d_ig_mults: Sequence[
     plans: list[tuple[int, Plan]] = []
     for m in m_values:
         if m > c["N_G"]:
-            plans.append((1, Plan(m=m)))
+            plans.append((1, Plan("fused", WinogradParams(m=m))))
             continue
         base = max(1, min_d_ig(graph, m))
         seen: set[int] = set()
@@ -130,7 +132,7 @@ def sweep_plans(graph: TaskGraph, m_values: Sequence[int], d_ig_mults: Sequence[
             d_ig = min(base * mult, n_i)
             if d_ig not in seen:
                 seen.add(d_ig)
-                plans.append((mult, Plan(m=m, d_ig=d_ig)))
+                plans.append((mult, Plan("fused", WinogradParams(m=m, d_ig=d_ig))))
     return plans
 
 
@@ -149,7 +151,7 @@ def layer_sweep(problem: ConvProblem, spec: GPUSpec, m_values: Sequence[int],
                **measure_nonfused_grouped_gemm(problem, spec, GROUPED_GEMM_M)}
     points += [nonfused, default]
     for mult, plan in sweep_plans(graph, m_values, d_ig_mults):
-        if default["valid"] and (plan.m, plan.d_ig) == (default["M"], default["D_IG"]):
+        if default["valid"] and (plan.params.m, plan.params.d_ig) == (default["M"], default["D_IG"]):
             points.append({**default, "variant": "sweep", "d_ig_mult": mult})   # same plan: reuse the prediction
             continue
         points.append({**info, "variant": "sweep", "d_ig_mult": mult, **measure(problem, spec, plan)})

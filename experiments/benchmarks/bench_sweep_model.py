@@ -35,8 +35,9 @@ from experiments.sweeps import measure, parallel_map, print_table, spec_meta
 from experiments.benchmarks.winograd_bench import read_bench_json, recorded_tile, sweep_candidates
 from megasim.errors import MegasimError
 from megasim.hardware import load_spec
-from megasim.algorithms.winograd.lowering import GEMM_MATHS, lower_winograd
-from megasim.plan import Plan
+from megasim.algorithms.winograd.lowering import GEMM_MATHS
+from megasim.algorithms.winograd import WinogradParams
+from megasim.plan import Plan, build
 from megasim.workloads import TABLE2_NAMES, parse_layer
 
 SPEC = "megasim/hardware/calibrated/h200_3xtf32.json"
@@ -57,10 +58,10 @@ def predict_layers(spec_path: str, layers: list[str], size: str, gemm_math: str,
     jobs = []
     for layer in layers:
         tile, pairs = (impls or {}).get(layer, (4, None))
-        fused = Plan(gemm_math=gemm_math, tile=tile, transform_pairs_per_thread=pairs)
-        graph = lower_winograd(parse_layer(layer), fused.config)
-        jobs.append((spec_path, layer, Plan(schedule="nonfused", gemm_math=gemm_math, tile=tile)))
-        jobs += [(spec_path, layer, dataclasses.replace(fused, d_ig=p.d_ig, d_go=p.d_go, m=p.m))
+        fused = WinogradParams(gemm_math=gemm_math, tile=tile, transform_pairs_per_thread=pairs)
+        graph = build(parse_layer(layer), Plan("fused", fused))[0]
+        jobs.append((spec_path, layer, Plan("nonfused", WinogradParams(gemm_math=gemm_math, tile=tile))))
+        jobs += [(spec_path, layer, Plan("fused", dataclasses.replace(fused, d_ig=p.d_ig, d_go=p.d_go, m=p.m)))
                  for p in sweep_candidates(graph, size)]
     return parallel_map(_predict, jobs, workers)
 

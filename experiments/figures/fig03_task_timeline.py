@@ -42,6 +42,8 @@ import numpy as np
 from experiments.figures import style
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import FULL_BATCH, QUICK_BATCH, graph_of, run_script, spec_meta
+from megasim.algorithms.winograd import WinogradParams
+from megasim.algorithms.winograd.algorithm1 import default_params
 from megasim.plan import Plan, build
 from megasim.sim import simulate
 from megasim.workloads import parse_layer
@@ -80,9 +82,10 @@ def mean_open(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarr
 
 
 def _mapping_plans(graph) -> dict[str, Plan]:
-    base = Plan(m=M).resolved(graph)
+    base = Plan("fused", WinogradParams(m=M))
+    a1 = default_params(graph, M)
     n_i = int((graph.kind == graph.kind_names.index("itrans")).sum())
-    far = Plan(m=base.m, d_ig=min(n_i, base.d_ig * DISTANCE_FACTOR), d_go=base.d_go * DISTANCE_FACTOR)
+    far = Plan("fused", WinogradParams(m=a1.m, d_ig=min(n_i, a1.d_ig * DISTANCE_FACTOR), d_go=a1.d_go * DISTANCE_FACTOR))
     return {"naive": Plan("naive"), "mixed": base, "distance": far}
 
 
@@ -95,7 +98,7 @@ def compute(args, spec) -> Path:
         runs[key] = (plan, simulate(g, schedule, spec))
         r = runs[key][1]
         print(f"  {key:<8} {r.predicted_us:9.1f} us  waits {r.wait_ns.sum() / 1e3:9.1f} us  "
-              f"({plan.param_string().split(',t=')[0] if plan.d_ig is not None else 'non-fused order'})", flush=True)
+              f"({plan.param_string().split(',t=')[0] if plan.params.d_ig is not None else 'non-fused order'})", flush=True)
     edges = np.linspace(0.0, max(r.predicted_ns for _, r in runs.values()), BINS + 1)
     rows: list[dict[str, Any]] = []
     for key, (plan, r) in runs.items():
@@ -105,8 +108,9 @@ def compute(args, spec) -> Path:
         slots = max(l.blocks_per_sm for l in r.launches) * r.sm_count
         for i in range(BINS):
             rows.append({"mapping": key, "label": LABELS[key], "layer": LAYER, "batch": batch, "gpu": spec.name,
-                         "schedule": plan.schedule, "D_IG": plan.d_ig if plan.d_ig is not None else "",
-                         "D_GO": plan.d_go if plan.d_go is not None else "", "M": plan.m if plan.m is not None else "",
+                         "schedule": plan.schedule, "D_IG": plan.params.d_ig if plan.params.d_ig is not None else "",
+                         "D_GO": plan.params.d_go if plan.params.d_go is not None else "",
+                         "M": plan.params.m if plan.params.m is not None else "",
                          "predicted_us": round(r.predicted_us, 3), "slots": slots,
                          "total_wait_us": round(float(r.wait_ns.sum()) / 1e3, 1), "bin": i,
                          "t0_us": round(edges[i] / 1e3, 4), "t1_us": round(edges[i + 1] / 1e3, 4),

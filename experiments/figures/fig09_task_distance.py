@@ -26,6 +26,7 @@ from experiments.figures import style
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import (FULL_BATCH, QUICK_BATCH, RESNET_LAYERS, d_ig_range, graph_of, layer_info,
                                 measure, min_d_ig, normalise, print_table, run_script, spec_meta)
+from megasim.algorithms.winograd import WinogradParams
 from megasim.plan import Plan
 from megasim.workloads import parse_layer
 
@@ -46,7 +47,7 @@ def compute(args, spec) -> Path:
         m = min(M, info["N_G"])
         base = min_d_ig(graph, m)
         for d_ig in d_ig_range(graph, m, factors):
-            point = measure(problem, spec, Plan(m=m, d_ig=d_ig))
+            point = measure(problem, spec, Plan("fused", WinogradParams(m=m, d_ig=d_ig)))
             rows.append({**info, "min_D_IG": base, "d_ig_over_min": round(d_ig / max(1, base), 3), **point})
         print(f"  {layer}: {sum(r['layer'] == layer for r in rows)} points, min D_IG {base} (M={m})", flush=True)
     normalise(rows)

@@ -25,6 +25,7 @@ from experiments.figures import style
 from experiments.provenance import provenance, read_rows, write_results
 from experiments.sweeps import (FULL_BATCH, QUICK_BATCH, RESNET_LAYERS, graph_of, layer_info, measure,
                                 normalise, print_table, run_script, spec_meta)
+from megasim.algorithms.winograd import WinogradParams
 from megasim.plan import Plan
 from megasim.workloads import parse_layer
 
@@ -41,7 +42,7 @@ def compute(args, spec) -> Path:
         problem = parse_layer(layer, batch)
         info = layer_info(problem, graph_of(problem))
         for m in m_values:
-            rows.append({**info, **measure(problem, spec, Plan(m=m))})
+            rows.append({**info, **measure(problem, spec, Plan("fused", WinogradParams(m=m)))})
         valid = sum(r["valid"] for r in rows if r["layer"] == layer)
         print(f"  {layer}: {valid} valid of {len(m_values)} (N_G={info['N_G']})", flush=True)
     normalise(rows)

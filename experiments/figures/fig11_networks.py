@@ -66,7 +66,7 @@ def _predict_shape(job: tuple[ConvProblem, Any]) -> dict[str, Any]:
         out[f"l2_hit_{schedule}"] = round(result.l2_hit_rate, 4)
         out["tasks"] = result.num_tasks
         if schedule == "fused":
-            out.update(D_IG=plan.d_ig, D_GO=plan.d_go, M=plan.m)
+            out.update(D_IG=plan.params.d_ig, D_GO=plan.params.d_go, M=plan.params.m)
     out["sim_wall_s"] = round(time.perf_counter() - start, 2)
     return out
 

@@ -405,7 +405,7 @@ def fused_transform_params(plan_params: str) -> str | None:
     ``plan_params`` already runs (the non-fused default differs: megasim.algorithms.winograd.lowering)."""
     from megasim.algorithms.winograd.lowering import DEFAULT_TRANSFORM_PAIRS_PER_THREAD
     from megasim.plan import Plan
-    if Plan.parse("nonfused", plan_params).transform_pairs_per_thread is not None:
+    if Plan.parse("nonfused", plan_params).params.transform_pairs_per_thread is not None:
         return None
     pairs = DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"]
     if pairs == DEFAULT_TRANSFORM_PAIRS_PER_THREAD["nonfused"]:
@@ -417,7 +417,7 @@ def variant_gemm_params(plan_params: str = "") -> str | None:
     """``plan_params`` with the GEMM at t = 32, the specialisation that has a cost of its own
     (``gemm@t32``, megasim.algorithms.winograd.lowering), or None when ``plan_params`` runs t = 32 already."""
     from megasim.plan import Plan
-    if Plan.parse("nonfused", plan_params).tiles_per_group == 32:
+    if Plan.parse("nonfused", plan_params).params.tiles_per_group == 32:
         return None
     return ",".join([p for p in plan_params.split(",") if p and not p.strip().startswith("t=")] + ["t=32"])
 
