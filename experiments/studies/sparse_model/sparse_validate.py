@@ -18,7 +18,7 @@ calibration cases that are not VGG-19), from the same seeded input map the GPU r
 - figures ``sparse_speedup`` (speedup of ECR over direct and cuDNN against sparsity, measured and
   predicted, per layer) and ``sparse_pred_vs_measured``.
 
-    python -m experiments.studies.sparse_model.sparse_validate --measured experiments/results/nvidia-h200/sparse_bench.csv \
+    python -m experiments.studies.sparse_model.sparse_validate --measured experiments/results/nvidia-h200/sparse/sparse_bench.csv \
         --spec megasim/hardware/calibrated/h200_sparse.json [--out DIR] [--quick]
 """
 
