@@ -43,7 +43,7 @@ GROUPED_GEMM_M = 4   # M of the ablation baseline: non-fused, GEMM kernel in Alg
 
 def graph_of(problem: ConvProblem) -> TaskGraph:
     """The lowered graph with the default Winograd implementation parameters (those Plan() uses)."""
-    return lower_winograd(problem, Plan().config)
+    return build(problem, Plan("fused"))[0]
 
 
 def layer_info(problem: ConvProblem, graph: TaskGraph) -> dict[str, Any]:

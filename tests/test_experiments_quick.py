@@ -28,10 +28,16 @@ SCRIPTS = {
 }
 
 
-@pytest.mark.slow
+_MODULES = {name: f"experiments.figures.{name}" for name in
+            ("fig03_task_timeline", "fig07_layers", "fig08_channels", "fig09_task_distance", "fig10_group_size",
+             "fig11_networks", "plot_sparse", "plot_validation", "pred_vs_measured")}
+_MODULES.update(gpu_sensitivity="experiments.studies.transfer.gpu_sensitivity",
+                fusion_vs_dram="experiments.studies.fusion.fusion_vs_dram")
+
+
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_quick_run(name, tmp_path, capsys):
-    module = importlib.import_module(f"experiments.{name}")
+    module = importlib.import_module(_MODULES[name])
     assert module.main(["--quick", "--out", str(tmp_path)]) == 0
     assert name in capsys.readouterr().out
     with (tmp_path / f"{name}.csv").open(newline="") as fh:
@@ -75,7 +81,7 @@ def _run_and_replot(module, name, tmp_path, argv):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MORE_SCRIPTS))
 def test_quick_run_more(name, tmp_path, capsys):
-    module = importlib.import_module(f"experiments.{name}")
+    module = importlib.import_module(_MODULES[name])
     columns, gpu = MORE_SCRIPTS[name]
     assert module.main(["--quick", "--out", str(tmp_path)]) == 0
     assert name in capsys.readouterr().out

@@ -235,10 +235,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     "schedules run at it. F(7x7) has 4-5x F(6x6)'s FP32 error (megasim.algorithms.winograd.winograd_math)")
     args = ap.parse_args(argv)
     from megasim.errors import MegasimError
+    from megasim.algorithms.winograd import WINOGRAD
     from megasim.plan import Plan
     try:   # pairs per transform thread default by schedule (4 fused, 1 non-fused)
-        args.fused_config = Plan.parse("fused", args.config).config
-        args.nonfused_config = Plan.parse("nonfused", args.config).config
+        args.fused_config = WINOGRAD.resolve(None, Plan.parse("fused", args.config).params, "fused", None).config
+        args.nonfused_config = WINOGRAD.resolve(None, Plan.parse("nonfused", args.config).params, "nonfused",
+                                                None).config
     except MegasimError as exc:
         ap.error(f"--config: {exc}")
     given = {part.split("=")[0].strip() for part in args.config.split(",")}    # --config's keys
@@ -353,7 +355,9 @@ class LayerBench:
         if args.model_spec is not None:   # the fused transform tasks' size (and tile), chosen by the model (no GPU run)
             from megasim.plan import Plan
             from megasim.algorithms.winograd.implementation import model_implementation
-            plan = dataclasses.replace(Plan.parse("fused", args.config), tile=self.cfg.m, gemm_math=self.cfg.gemm_math)
+            plan = Plan.parse("fused", args.config)
+            plan = dataclasses.replace(plan, params=dataclasses.replace(plan.params, tile=self.cfg.m,
+                                                                        gemm_math=self.cfg.gemm_math))
             tiles = args.model_tile_choices or (self.cfg.m,)
             tile, pairs, predicted = model_implementation(p, args.model_spec, plan, tiles)
             self.cfg = dataclasses.replace(self.cfg, m=tile, transform_pairs_per_thread=pairs)
