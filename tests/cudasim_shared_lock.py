@@ -6,7 +6,7 @@ when absent, allocates ``np.empty`` and stores it: check-then-set without a lock
 switches threads inside that window, two threads of one block each allocate an array for the same
 call site; the first keeps its private copy, every later thread shares the second, and whatever the
 first thread stages is lost: the others read ``np.empty`` garbage (a NaN in
-``test_conv_matches_float64_reference[2x3-s2-p1-kt4-direct]`` in about one CI run in four, session 13).
+``test_conv_matches_float64_reference[2x3-s2-p1-kt4-direct]`` in about one CI run in four).
 On a GPU a shared array is one per block by construction, so only the simulator needs this.
 
 ``install()`` replaces the method with the same lookup done under one lock (the call site is found

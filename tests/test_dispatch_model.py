@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
 from experiments.studies.dispatch import dispatch_model
 from megasim.errors import MegasimError
 
-PROBE = "experiments/results/nvidia-h200/probe_dispatch/tail/probe_dispatch_fp32_tail_shared.csv"
+# resnet-4's rows of an H200 dispatch probe (tests/data/README.md names the results file)
+PROBE = str(Path(__file__).resolve().parent / "data/h200_probe_dispatch_tail_resnet4.csv")
 SPEC = "megasim/hardware/calibrated/h200.json"
 
 
@@ -33,14 +35,10 @@ def test_a_probe_file_without_fused_rows_is_a_one_line_error(tmp_path):
 
 
 def test_main_predicts_one_layer_of_a_committed_probe(tmp_path):
-    rows = [r for r in csv.DictReader(open(PROBE)) if r["layer"] == "resnet-4"]
-    probe = tmp_path / "probe.csv"
-    with probe.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    assert dispatch_model.main(["--probe", str(probe), "--spec", SPEC, "--workers", "1", "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader(open(PROBE)))
+    assert {r["layer"] for r in rows} == {"resnet-4"} and {"fused_ticket", "fused_blockidx"} <= {r["label"] for r in rows}
+    assert dispatch_model.main(["--probe", PROBE, "--spec", SPEC, "--workers", "1", "--out", str(tmp_path)]) == 0
     out = json.loads((tmp_path / "dispatch_model.json").read_text())
     (row,) = out["rows"]
     assert row["layer"] == "resnet-4" and row["predicted_blockidx_us"] < row["predicted_ticket_us"]
-    assert out["meta"]["summary"][str(probe)]["layers"] == 1
+    assert out["meta"]["summary"][PROBE]["layers"] == 1

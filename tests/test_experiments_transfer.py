@@ -1,4 +1,6 @@
-"""The session-19 scripts: the H100 transfer comparison and the fusion-against-DRAM-bandwidth what-if."""
+"""experiments.studies.transfer.transfer_h100 (the H200's calibration predicting the H100's measured runs) and
+experiments.studies.fusion.fusion_vs_dram (the fused/non-fused speedup as DRAM bandwidth falls), on small
+committed inputs under tests/data/."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ import pytest
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+DATA = Path(__file__).resolve().parent / "data"
+# resnet-1's and vgg-1's non-fused and best fused medians of the F(4x4) benches on both GPUs
+BENCHES = {"NVIDIA H200": str(DATA / "h200_bench_5a57591_winograd_bench.csv"),
+           "NVIDIA H100": str(DATA / "h100_bench_5a57591_winograd_bench.csv")}
 
 
 def test_measured_speedups_by_hand(tmp_path):
@@ -30,12 +37,15 @@ def test_measured_speedups_by_hand(tmp_path):
 
 
 @pytest.mark.slow
-def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
+def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys, monkeypatch):
     """On a layer whose data outgrows the L2 (resnet-1 at batch 32), the model's fused/non-fused speedup
     rises as DRAM bandwidth falls: the fused schedule moves fewer DRAM bytes. (Not on every layer: on
     one that fits the L2 both schedules write the same bytes back, and the fused one gains nothing.)
-    The files carry provenance."""
+    The files carry provenance, with the measured benches read (their layers are not the one run here,
+    so no measured layer enters the geometric means)."""
+    from experiments.studies.fusion import fusion_vs_dram
     from experiments.studies.fusion.fusion_vs_dram import main
+    monkeypatch.setattr(fusion_vs_dram, "MEASURED", BENCHES)
     layer = "N=32,C=64,K=64,H=56,W=56"
     summary = main(["--layers", layer, "--bandwidths", "4000,500", "--workers", "1", "--out", str(tmp_path)])
     fast, slow = summary
@@ -46,6 +56,8 @@ def test_fusion_vs_dram_slower_memory_favours_fusion(tmp_path, capsys):
     assert all(float(r["dram_mb_best"]) < float(r["dram_mb_nonfused"]) for r in rows)
     meta = json.loads((tmp_path / "fusion_vs_dram_summary.json").read_text())["meta"]
     assert meta["git_sha"] and meta["bandwidths_gbps"] == [4000.0, 500.0]
+    assert [(m["device"], m["file"], m["layers"]) for m in meta["measured_geomeans"]] == [
+        (device, path, 0) for device, path in BENCHES.items()]
     assert (tmp_path / "fusion_vs_dram.png").stat().st_size > 0 and (tmp_path / "fusion_vs_dram.pdf").exists()
     (tmp_path / "fusion_vs_dram.png").unlink()
     assert len(main(["--plot-only", "--out", str(tmp_path)])) == 2       # redrawn from the CSVs alone
@@ -64,15 +76,18 @@ def test_fusion_vs_dram_bad_input_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_transfer_h100_on_two_measured_rows(tmp_path, capsys):
-    """Two of the H100's measured rows (resnet-4, non-fused and the default fused map), predicted by the
-    three specs: the rows are the committed ones, the transferred spec's predictions are what
+def test_transfer_h100_on_two_measured_rows(tmp_path, capsys, monkeypatch):
+    """Two of the H100's measured rows (resnet-4, non-fused and the default fused map; from
+    tests/data/h100_transfer/, whose README names the results files), predicted by the three specs: the rows
+    are the committed ones, the transferred spec's predictions are what
     `megasim simulate --spec h100_from_h200.json` gives, the H200 spec predicts the non-fused pipeline
     faster than the transfer (more DRAM bandwidth), and keeping the H200's L2 bandwidth changes the
     fused prediction."""
     from experiments.studies.transfer import transfer_h100
     from megasim.calibration.validation import read_rows, write_rows
-    rows = [r for r in read_rows(transfer_h100.MEASURED)
+    # the H100's microbenchmark values (the l2_kept spec's source), and its measured validation runs of resnet-4
+    monkeypatch.setattr(transfer_h100, "H100_MEASUREMENTS", str(DATA / "h100_transfer/h100.measurements.json"))
+    rows = [r for r in read_rows(DATA / "h100_transfer/validation_measured_resnet4.csv")
             if r["layer"] == "resnet-4" and r["label"] in ("nonfused", "a1_default")]
     assert len(rows) == 2
     measured = tmp_path / "measured.csv"

@@ -126,7 +126,7 @@ def test_staged_rejects_bad_layouts():
     for staging, stages, unroll in (("v", 2, 1), ("a", 4, 1), ("a", 3, 2), ("c", 3, 1))
     if staging != "c" or layout[2] % (4 * layout[4]) == 0])     # ("c" needs KS a multiple of 4 * SK)
 def test_32_bit_index_arithmetic_matches_float64(layout, shape, staging, stages, unroll):
-    """index_bits=32 (session 28) computes the same indices: every edge case of the 64-bit build."""
+    """index_bits=32 (the index arithmetic in 32 bits) computes the same indices: every edge case of the 64-bit build."""
     fn = make_gemm_staged(*layout, staging=staging, stages=stages, unroll=unroll, index_bits=32)
     M, ref, _, _ = run_gemm(fn, layout, *shape)
     assert not np.isnan(M).any()

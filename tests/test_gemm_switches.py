@@ -35,7 +35,7 @@ def test_no_environment_switches_in_gpu():
 
 def test_gemm_paths_are_the_adopted_builds():
     """t = 64: "a4" staging, 32-bit indices, 2 k-steps per pass; t = 32: "a4", 64-bit, rolled (the FP32 paths;
-    docs/findings.md; experiments/results/h200_gemm/index32_s28/)."""
+    docs/findings.md, which cites the H200 runs that chose them)."""
     assert dev.FAST_A == (32, 64, 16, 128, 4, "a", 4)
     assert dev.FAST_B == (64, 64, 16, 128, 2, "a", 4)
     want = {dev.FAST_A[:4]: dict(staging="a", stages=4, unroll=1, index_bits=64),

@@ -371,7 +371,7 @@ def test_same_row_probe_runs_the_ecr_loop_with_row_zero():
 @pytest.mark.parametrize("k_tile", [4, 8])
 def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
     """The dense twin's other load placements (the whole chunk's window first; one load per element
-    inside the multiply loop, the twin of sessions 1-19; gpu.probes.conv_map_shape times them) compute
+    inside the multiply loop, the twin's first placement; gpu.probes.conv_map_shape times them) compute
     the same convolution: odd sizes, C not a multiple of the chunk, K not a multiple of the filter
     tile, padding 1. The default placement ("channel") is the twin every other test runs."""
     p = ConvProblem(n=2, c=7, k=5, h=7, w=6, stride=1, padding=1)
@@ -389,8 +389,8 @@ def test_dense_twin_load_placements_compute_the_convolution(k_tile, loads):
 
 @pytest.mark.parametrize("pool,pool_stride", [(2, 2), (3, 1)])
 def test_fused_dense_twin_inline_loads_compute_the_fused_chain(pool, pool_stride):
-    """The fused dense twin of sessions 1-20 (one load per patch element inside the scatter loop; the
-    default since session 21 loads each channel's patch first) computes the same result: odd sizes,
+    """The fused dense twin's inline loads (one load per patch element inside the scatter loop, its first
+    placement; the default loads each channel's patch first) compute the same result: odd sizes,
     C not a multiple of the chunk, K not a multiple of the filter tile, padding 1."""
     p = ConvProblem(n=2, c=5, k=5, h=9, w=7, stride=1, padding=1)
     rng = np.random.default_rng(13)

@@ -11,6 +11,7 @@ nbclient = pytest.importorskip("nbclient", reason="notebook tests need the test 
 pytest.importorskip("ipykernel", reason="notebook tests need the test extra (nbformat, nbclient, ipykernel)")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def test_notebooks_found():
@@ -30,6 +31,10 @@ def test_outputs_stripped(path):
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("MEGASIM_QUICK", "1")          # the kernel inherits the environment
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # The measured inputs the notebooks analyse: a committed H200 validation run (02) and a sparse
+    # validation's summary beside its bench CSV (03), from tests/data/ (its README names the results files).
+    monkeypatch.setenv("MEGASIM_VALIDATION_CSV", str(DATA / "h200_validation.csv"))
+    monkeypatch.setenv("MEGASIM_SPARSE_RESULTS", str(DATA / "h200_sparse"))
     nb = nbformat.read(path, as_version=4)
     # No wall-clock assertion (timings are not unit-tested); nbclient's per-cell timeout bounds a hang.
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TAIL = ROOT / "experiments/results/nvidia-h200/wave_tail"
+# the H200's wave-tail measurements and their committed join with the spec's predictions (tests/data/README.md)
+TAIL = ROOT / "tests/data/h200_wave_tail"
 
 
 def test_wave_tail_reproduces_its_committed_joined_rows(tmp_path, capsys):
     from experiments.studies.dispatch.wave_tail import main
 
     rows = main(["--measured", str(TAIL / "wave_tail_measured.csv"), "--out", str(tmp_path)])
-    committed = {int(r["seed"]): r for r in csv.DictReader((TAIL / "joined_committed_spec/wave_tail.csv").open())}
+    committed = {int(r["seed"]): r for r in csv.DictReader((TAIL / "wave_tail_joined.csv").open())}
     assert len(rows) == len(committed) == 12
     for r in rows:
         c = committed[r["seed"]]

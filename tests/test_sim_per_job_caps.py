@@ -182,8 +182,8 @@ def test_readiness_two_classes_by_hand():
     # Job 0 (ready 0.25) and job 1 (ready 1.0), work 100 each, from t = 0: the SM is always busy
     # (U = 1 - 0.75 * 0 = 1); job 0 asks for less than the fair half, so it gets all it asks for (0.25)
     # and job 1 the rest (0.75): job 1 ends at 133.3 with job 0 at 33.3; alone, job 0 still runs at
-    # 0.25: its last 66.7 take 266.7 ns, end at 400. (In proportion to readiness, the rule of
-    # sessions 4-6, job 0 would have received 0.2 and ended at 425.)
+    # 0.25: its last 66.7 take 266.7 ns, end at 400. (In proportion to readiness, an earlier rule,
+    # job 0 would have received 0.2 and ended at 425.)
     done = run_server(lambda c, cb: ReadinessSharedServer(c, [0.25, 1.0], [0, 1], cb), [(0.0, 0, 100.0), (0.0, 1, 100.0)])
     assert done == {1: pytest.approx(400.0 / 3.0), 0: pytest.approx(400.0)}
 

@@ -65,7 +65,7 @@ def test_later_rounds_are_few_and_come_last(problems, later):
 
 def test_earlier_cases_keep_their_index():
     """The committed measurements are the first cases, in order (the GPU seeds weights by the index)."""
-    # (the wave-tail probe's rows, merged in session 21, are not calibration cases)
+    # (the wave-tail probe's rows, merged into the same file, are not calibration cases)
     rows = [r for r in json.loads(MEASURED.read_text())["rows"] if "wave_fraction" not in r]
     cases = calibration_cases()
     assert [tuple(str(r[k]) for k in KEY) for r in rows] == [tuple(str(c[k]) for k in KEY) for c in cases[:len(rows)]]
@@ -96,8 +96,8 @@ def _new_run(problems=("round3",), date="2026-12-01T10:00:00+00:00", sha="abc123
 
 
 def _base() -> dict:
-    """The committed measurements without round 3 (merged into them in session 7; measured with the
-    other rounds in one run since session 20)."""
+    """The committed measurements without round 3 (first merged into them from a run of its own; measured
+    with the other rounds in one run since)."""
     data = json.loads(MEASURED.read_text())
     tail = {parse_layer(p).spec_string() for p in TAIL_PROBLEMS}
     return {"meta": data["meta"], "rows": [r for r in data["rows"] if "merged_run" not in r
@@ -196,7 +196,7 @@ def test_occupancy_probe_cases_give_b_blocks_per_sm_of_equal_work():
         assert tiles_k == 1 and tiles_p == case["blocks_per_sm"] * OCCUPANCY_SM_COUNT
         assert problem.out_w == 128 and problem.n * problem.out_h * problem.out_w == tiles_p * 128
         assert 128 * tiling.k_tile * problem.c * 9 == 128 * 32 * 128 * 9
-        # the probe (session 18) was sized for the dense twin of then, which loaded inline (fewer registers)
+        # the probe was sized for the dense twin as it was then, which loaded inline (fewer registers)
         regs = INLINE_TWIN_REGISTERS[tiling.k_tile] if case["kind"] == "direct" else kernel_registers(tiling)
         fits = occupancy(spec, Footprint(tiling.threads, regs, tiling.shared_bytes(problem))).blocks_per_sm
         assert case["blocks_per_sm"] <= fits or case["blocks_per_sm"] == 2 * fits

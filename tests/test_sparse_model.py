@@ -462,8 +462,9 @@ def test_sparse_validate_pipeline_on_a_small_measured_csv(tmp_path):
 
 
 def test_committed_sparse_predictions_are_reproduced():
-    """A few rows of the committed H200 sparse validation, re-predicted from the committed spec and the
-    same seeded map, give the committed predicted_us (the results are what the code computes)."""
+    """A few rows of a committed H200 sparse validation (tests/data/h200_sparse/sparse_validation.csv; its
+    README names the results file), re-predicted from the committed spec and the same seeded map, give the
+    committed predicted_us (the results are what the code computes)."""
     import csv
     from pathlib import Path
 
@@ -473,7 +474,7 @@ def test_committed_sparse_predictions_are_reproduced():
 
     root = Path(__file__).resolve().parents[1]
     spec = load_spec(root / "megasim/hardware/calibrated/h200_sparse.json")
-    with (root / "experiments/results/nvidia-h200/sparse/sparse_validation.csv").open(newline="") as fh:
+    with (root / "tests/data/h200_sparse/sparse_validation.csv").open(newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["batch"] == "1" and r["layer"] == "vgg19/conv5_2"
                 and r["sparsity"] in ("0.0", "0.9")]
     assert len(rows) >= 4

@@ -1,4 +1,4 @@
-"""F(5x5, 3x3) and F(6x6, 3x3) (session 29), F(7x7, 3x3) (session 31): the tiles' matrices, their own kernel builds
+"""F(5x5, 3x3), F(6x6, 3x3) and F(7x7, 3x3): the tiles' matrices, their own kernel builds
 (gpu.kernels.winograd.megakernel.OWN_BUILD_TILES), their results under the CUDA simulator for both schedules, every megakernel
 style and dispatch, and the two GEMM maths, on awkward shapes (H, W not multiples of the tile; C, K not multiples
 of the k-step or the k-tile; N = 1), and the default tile per layer."""

@@ -1,12 +1,13 @@
 """The DRAM-contention experiment (issue 3): the hog's sizing, the measured-row readers, and the model side.
 
 The hog itself (gpu.probes.dram_hog_kernel.DramHog) needs a GPU: its sizing rule is pure and tested here; its protocol
-(start poll, census, coverage marks) was exercised on the H200 (docs/winograd_gpu.md, session 22)."""
+(start poll, census, coverage marks) was exercised on the H200 (the DRAM hog runs docs/findings.md cites)."""
 
 from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -172,4 +173,6 @@ def test_plot_from_csvs_alone(tmp_path):
     assert png.stat().st_size > 0 and (tmp_path / "winograd_contention.pdf").exists()
     with pytest.raises(SystemExit, match="holds no winograd_contention.csv"):
         plot(["--measured-dir", str(tmp_path / "empty")])
-    assert main(["plot", "--measured-dir", str(mdir), "--out", str(tmp_path)]) == 0
+    # with a committed predicted curve (tests/data/winograd_contention_predicted/; README names its results file)
+    predicted = Path(__file__).resolve().parent / "data/winograd_contention_predicted"
+    assert main(["plot", "--measured-dir", str(mdir), "--predicted-dir", str(predicted), "--out", str(tmp_path)]) == 0
