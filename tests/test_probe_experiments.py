@@ -44,9 +44,9 @@ def test_probe_dispatch_plans_time_the_bench_best_under_both_dispatches(tmp_path
     plans = dict(plans_for("D_IG=992,D_GO=2816,M=16", "3xtf32"))
     assert list(plans) == ["fused_ticket", "fused_blockidx", "nonfused"]
     assert [plans[k].dispatch for k in ("fused_ticket", "fused_blockidx")] == ["ticket", "blockidx"]
-    assert (plans["fused_blockidx"].d_ig, plans["fused_blockidx"].d_go, plans["fused_blockidx"].m) == (992, 2816, 16)
-    assert {p.gemm_math for p in plans.values()} == {"3xtf32"} and plans["nonfused"].schedule == "nonfused"
-    assert {p.gemm_math for _, p in plans_for("D_IG=1,D_GO=2,M=1", "fp32")} == {"fp32"}
+    assert (plans["fused_blockidx"].params.d_ig, plans["fused_blockidx"].params.d_go, plans["fused_blockidx"].params.m) == (992, 2816, 16)
+    assert {p.params.gemm_math for p in plans.values()} == {"3xtf32"} and plans["nonfused"].schedule == "nonfused"
+    assert {p.params.gemm_math for _, p in plans_for("D_IG=1,D_GO=2,M=1", "fp32")} == {"fp32"}
     persistent = dict(plans_for("D_IG=1,D_GO=2,M=1", "fp32", persistent_blocks=4))["fused_persistent"]
     assert (persistent.style, persistent.blocks_per_sm, persistent.dispatch) == ("persistent", 4, "ticket")
 
@@ -61,10 +61,10 @@ def test_bench_sweep_model_predicts_the_benchs_own_points(monkeypatch):
     layer = "N=4,C=8,K=8,H=20,W=20"
     jobs = bsm.predict_layers("spec.json", [layer], "small", "fp32", 1, {layer: (7, 2)})
     plans = [plan for _, _, plan in jobs]
-    assert plans[0].schedule == "nonfused" and plans[0].tile == 7
+    assert plans[0].schedule == "nonfused" and plans[0].params.tile == 7
     graph = lower_winograd(parse_layer(layer), WinogradConfig(m=7, transform_pairs_per_thread=2))
-    assert [(p.d_ig, p.d_go, p.m) for p in plans[1:]] == [(c.d_ig, c.d_go, c.m) for c in sweep_candidates(graph, "small")]
-    assert {(p.tile, p.pairs_per_thread, p.schedule) for p in plans[1:]} == {(7, 2, "fused")}
+    assert [(p.params.d_ig, p.params.d_go, p.params.m) for p in plans[1:]] == [(c.d_ig, c.d_go, c.m) for c in sweep_candidates(graph, "small")]
+    assert {(p.params.tile, p.params.transform_pairs_per_thread, p.schedule) for p in plans[1:]} == {(7, 2, "fused")}
 
 
 def test_bench_sweep_model_leaves_a_layer_without_rank_correlation_out_of_the_mean(tmp_path, capsys):
