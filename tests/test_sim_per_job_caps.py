@@ -116,12 +116,12 @@ def test_queued_launch_overlaps_host_cost():
 def test_presets_unchanged_by_per_job_caps(monkeypatch):
     # Preset specs have every share at 1: a fused (mixed-kind) launch uses the one-cap server. (The
     # two clocks agreeing alone would not show that: the per-job servers are made to refuse here.)
-    import megasim.sim.engine as engine
+    from megasim.sim.servers import SERVERS
 
     def refuse(*args, **kwargs):
         raise AssertionError("a preset spec built a per-job or readiness server")
-    monkeypatch.setattr(engine, "CappedSharedServer", refuse)
-    monkeypatch.setattr(engine, "ReadinessSharedServer", refuse)
+    for rule in ("capped", "readiness", "age_weighted"):
+        monkeypatch.setitem(SERVERS, rule, refuse)
     graph, sched, _ = build(parse_layer("N=2,C=16,K=24,H=20,W=18"), Plan("fused"))
     assert len(set(graph.kind[sched.launches[0].order].tolist())) == 4     # the launch mixes all 4 kinds
     spec = get_gpu("H100")

@@ -12,7 +12,7 @@ reference and lets the engine be combined with SimPy processes (e.g. a host-side
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from typing import Any, Callable
 
 import simpy
@@ -52,11 +52,11 @@ class HeapClock:
         if delay < 0.0:
             raise ValueError(f"negative delay {delay}")
         self.events += 1
-        heapq.heappush(self._queue, (self.now + delay, self.events, fn, value))
+        heappush(self._queue, (self.now + delay, self.events, fn, value))
 
     def run(self) -> None:
         queue = self._queue
-        pop = heapq.heappop
+        pop = heappop
         while queue:
             t, _, fn, value = pop(queue)
             self.now = t

@@ -1,0 +1,106 @@
+"""The setup of a run: the per-task tables the engine's event handlers read, and its records.
+
+Everything a handler needs per task is computed here once, from the TaskGraph and the GPUSpec, as plain
+lists (indexing a list is the cheapest lookup in the hot path): each task's compute work and fixed
+latency (``megasim.sim.engine``'s docstring gives the formulas), its dependency counters, its tracked
+L2 accesses in CSR order, and the records the result is built from (``megasim.sim.result``). The servers
+are set up apart (``megasim.sim.resources``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from megasim.hardware.spec import TaskCost
+from megasim.sim.l2 import L2Cache
+from megasim.taskgraph import PER_TASK_LATENCIES, PER_TASK_SM_COSTS, TaskGraph
+
+
+def _priced(graph: TaskGraph, costs: list[TaskCost], pairs) -> np.ndarray | float:
+    """Sum over (per-task array, TaskCost field) pairs of array * the task's kind's price (ns; ``costs``
+    per kind of ``graph``); the arrays a graph does not give add nothing."""
+    total = 0.0
+    for name, field in pairs:
+        arr = getattr(graph, name)
+        if arr is not None:
+            price = np.array([getattr(c, field) for c in costs])
+            total = total + arr * price[graph.kind]
+    return total
+
+
+class _Setup:
+    """``_Run``'s tables (mixed into ``megasim.sim.engine._Run``; ``graph`` and ``spec`` are set first)."""
+
+    def _init_costs(self, costs: list[TaskCost]) -> None:
+        """Per task: compute work, fixed latency (plain and in the megakernel); per kind: claim and
+        launch costs, memory overlap."""
+        graph, spec = self.graph, self.spec
+        eff = np.array([c.compute_efficiency for c in costs])
+        fixed = np.array([c.fixed_ns for c in costs])
+        self.launch_fixed = [c.launch_fixed_ns for c in costs]
+        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
+        self.compute_ns = compute_ns.tolist()
+        fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
+        self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
+        # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
+        mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
+        self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
+        # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
+        # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
+        self.mk_claim = [c.megakernel_claim_ns for c in costs]
+        self.kind_of = graph.kind.tolist()
+        # Memory/compute overlap (TaskCost.memory_overlap): that fraction of a task's memory work runs
+        # beside its compute phase (a pipelined kernel's loads of the next stage); the task ends when both end.
+        self.overlap = [c.memory_overlap for c in costs]
+        self.overlap_on = any(o > 0.0 for o in self.overlap)
+
+    def _init_counters(self) -> None:
+        """Per task, the dependency counters it waits on and signals; the counters' values."""
+        graph, t = self.graph, self.graph.num_tasks
+        # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
+        self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
+        self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
+        self.remaining = graph.counter_init.tolist()
+        self.waiters: dict[int, list[int]] = {}
+
+    def _init_accesses(self) -> None:
+        """Accesses to tracked regions, in CSR order per task (``rptr``); on-chip traffic (region -1)
+        only counts towards a task's bytes. The L2 and the bandwidths that price a memory phase."""
+        graph, spec, t = self.graph, self.spec, self.graph.num_tasks
+        tracked = graph.access_region >= 0
+        self.tracked = tracked
+        per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
+        per_task[np.diff(graph.access_ptr) == 0] = 0
+        self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
+        self.acc = list(zip(graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
+                            graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
+                            graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))
+        self.miss_of = [0.0] * len(self.acc)
+        self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
+                                      weights=graph.access_bytes, minlength=t).tolist()
+        self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
+        self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
+        self.dram_latency = spec.dram_latency_ns
+        self.l2_latency = spec.l2_latency_ns
+        self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
+
+    def _init_records(self) -> None:
+        """Per-task records (the result's) and state."""
+        t = self.graph.num_tasks
+        self.claim = [np.nan] * t
+        self.ready = [np.nan] * t
+        self.mem_start = [np.nan] * t
+        self.comp_start = [np.nan] * t
+        self.end = [np.nan] * t
+        self.sm_of = [-1] * t
+        self.slot_of = [-1] * t
+        # A task's block's age on its SM (AgeWeightedReadinessServer): the dispatch sequence number of
+        # its block (a per-task launch's block per task; a persistent block's first claim).
+        self.age_of = [0] * t
+        self.blocks_dispatched = 0
+        self.block_age: dict[tuple[int, int], int] = {}     # persistent launch: (sm, slot) -> age
+        self.check_at = [0.0] * t
+        self.claim_cost = [0.0] * t        # claim -> ready when the parents are done (dispatch, ticket, look)
+        self.mem_work = [0.0] * t
+        self.mem_rest = [0.0] * t          # the overlapped rest of a memory phase; -1 once it runs
+        self.pending = [0] * t             # overlapped phases still running beside the compute phase
