@@ -16,7 +16,8 @@ from megasim.schedule import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import SimOptions, simulate
 from megasim.sim.clock import HeapClock
-from megasim.sim.servers import CappedSharedServer, ReadinessSharedServer, SharedServer
+from megasim.sim.servers import (SERVERS, AgeWeightedReadinessServer, CappedSharedServer, ProcessorSharingServer,
+                                 ReadinessSharedServer, SharedServer, make_server)
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import parse_layer
 from tests.test_sim_scenarios import assert_rows, one_launch, toy_spec
@@ -63,6 +64,35 @@ def test_one_class_matches_shared_server(cap):
     assert got.keys() == ref.keys()
     for j in ref:
         assert got[j] == pytest.approx(ref[j], rel=1e-9)
+
+
+@pytest.mark.parametrize("cap", [1.0, 0.3])
+def test_one_group_path_is_the_general_path_bit_for_bit(cap):
+    # A server with one rate group runs add and _fire with the loops over groups unrolled
+    # (megasim/sim/servers/base.py); the general path gives the same finish times, exactly. Equal jobs
+    # arriving together finish together (ties within the tolerance).
+    rng = np.random.default_rng(7)
+    jobs = [(float(rng.uniform(0, 500)), j, float(rng.uniform(1, 200))) for j in range(80)]
+    jobs += [(250.0, 80 + j, 40.0) for j in range(5)]
+
+    def general(c, cb):
+        server = SharedServer(c, cap, cb)
+        server.add, server._fire = server._add, server._fire_groups
+        return server
+    assert SharedServer(HeapClock(), cap, print).add.__func__ is ProcessorSharingServer._add_one
+    assert run_server(general, jobs) == run_server(lambda c, cb: SharedServer(c, cap, cb), jobs)
+
+
+def test_make_server_by_rule():
+    clock = HeapClock()
+    assert type(make_server("shared", clock, print, cap=0.5)) is SharedServer
+    assert type(make_server("capped", clock, print, caps=[0.5, 1.0], class_of=[0, 1])) is CappedSharedServer
+    assert type(make_server("readiness", clock, print, caps=[0.5], class_of=[0], mixed=0.9)) is ReadinessSharedServer
+    assert type(make_server("age_weighted", clock, print, caps=[0.5], class_of=[0], age_of=[0],
+                            rho=0.9)) is AgeWeightedReadinessServer
+    assert set(SERVERS) == {"shared", "capped", "readiness", "age_weighted"}
+    with pytest.raises(ValueError, match="not known"):
+        make_server("fifo", clock, print)
 
 
 def two_kind_graph():

@@ -12,11 +12,11 @@ else is here, once:
   has received, and a heap of its jobs' finish virtual times, so an arrival or a completion costs
   O(log n), not O(n) (the classic virtual-time trick of fair queueing). The rule sets ``_rate[g]`` for
   every group with jobs computing (``_active``); between changes the virtual times advance by
-  ``dt * rate`` (``_advance``). Which group a job joins is the hook ``_group``.
+  ``dt * rate``. Which group a job joins is the hook ``_group``.
 - **Blocks present.** On an SM a block also counts while it moves its data: ``enter(job)`` ...
   ``leave(job)``, receiving no work; ``start_computing`` turns such a block into a computing one in one
-  change. The hooks ``_arrive`` and ``_depart`` tell the rule that a block came or went (through
-  ``add`` or ``enter``; through a completion or ``leave``).
+  change. For a rule that follows the blocks present (``counts_blocks``) the hooks ``_arrive`` and
+  ``_depart`` say that a block came or went (``add`` or ``enter``; its completion or ``leave``).
 - **Completions.** The server keeps one pending event on the engine's clock (``megasim.sim.clock``), at
   the earliest finish at the current rates. After a change the next completion is posted anew, except
   that an arrival keeps a pending event that is not later (``keep_earlier``): it may fire early, and
@@ -24,11 +24,17 @@ else is here, once:
   Superseded events are recognised by a version number. Jobs of a group whose finish is within
   ``tolerance`` (relative, at least 1 ns of work) of the group's head finish with it (exact ties are
   common: equal jobs added at the same time); they are reported to ``on_done`` in group order.
+
+``add`` and ``_fire`` are the engine's hottest code (every job passes through both), so they are written
+out in full rather than through the helpers that ``enter``, ``leave`` and ``start_computing`` use, and a
+server with one group and no blocks to follow (every ``SharedServer``) runs them with the loops over
+groups unrolled (``_add_one``, ``_fire_one``; the same arithmetic, bit for bit:
+``tests/test_sim_per_job_caps.py`` checks it).
 """
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from typing import Callable
 
 INF = float("inf")
@@ -37,7 +43,8 @@ INF = float("inf")
 class ProcessorSharingServer:
     """Jobs in rate groups, advanced at the rates that ``_rates`` sets; see the module docstring."""
 
-    __slots__ = ("clock", "on_done", "n", "_t", "_seq", "_version", "_due", "_vt", "_heaps", "_rate", "_active")
+    __slots__ = ("clock", "on_done", "n", "_t", "_seq", "_version", "_due", "_vt", "_heaps", "_rate", "_active",
+                 "add", "_fire")
 
     keep_earlier = True     # an arrival keeps a pending completion that is not later than the new one
     counts_blocks = False   # the rule follows the blocks present: _arrive and _depart are called
@@ -59,6 +66,11 @@ class ProcessorSharingServer:
             self._heaps = [[] for _ in range(groups)]   # per group: (finish virtual time, seq, job)
             self._rate = [0.0] * groups  # per group with jobs computing: work per ns of each job
         self._active: list = []         # groups with jobs computing, in group order (a rule may reorder)
+        # add(job, work_ns): `job` arrives with `work_ns` of work; _fire(version): the pending completion.
+        if groups == 1 and not self.counts_blocks:
+            self.add, self._fire = self._add_one, self._fire_one
+        else:
+            self.add, self._fire = self._add, self._fire_groups
 
     # --- the hooks -------------------------------------------------------------------------------------
     def _rates(self) -> None:
@@ -66,52 +78,16 @@ class ProcessorSharingServer:
         raise NotImplementedError
 
     def _group(self, job: int, work_ns: float):
-        """The group that `job`, about to compute `work_ns`, joins."""
+        """The group that `job`, about to compute `work_ns`, joins (with one group: 0)."""
         return 0
 
     def _arrive(self, job: int) -> None:
-        """`job`'s block came onto the server (``add`` or ``enter``)."""
+        """`job`'s block came onto the server (``add`` or ``enter``; with ``counts_blocks``)."""
 
     def _depart(self, job: int) -> None:
-        """`job`'s block left the server (its completion or ``leave``)."""
+        """`job`'s block left the server (its completion or ``leave``; with ``counts_blocks``)."""
 
-    # --- changes ---------------------------------------------------------------------------------------
-    def add(self, job: int, work_ns: float) -> None:
-        """`job` arrives with `work_ns` of work."""
-        # _advance, _push and _post, inlined: the engine's hottest path.
-        now = self.clock.now
-        vt, rate, active = self._vt, self._rate, self._active
-        dt = now - self._t
-        if dt > 0.0:
-            for g in active:
-                vt[g] += dt * rate[g]
-        self._t = now
-        if self.counts_blocks:
-            self._arrive(job)
-        g = self._group(job, work_ns)
-        heaps = self._heaps
-        heap = heaps[g]
-        if not heap:
-            active.append(g)
-            if len(active) > 1:
-                active.sort()
-        self._seq += 1
-        heapq.heappush(heap, (vt[g] + work_ns, self._seq, job))
-        self.n += 1
-        self._rates()
-        active = self._active
-        best = INF
-        for g in active:
-            d = (heaps[g][0][0] - vt[g]) / rate[g]
-            if d < best:
-                best = d
-        due = now + (best if best > 0.0 else 0.0)
-        if self._due <= due and self.keep_earlier:
-            return
-        self._version += 1
-        self._due = due
-        self.clock.after(due - now, self._fire, self._version)
-
+    # --- blocks present --------------------------------------------------------------------------------
     def enter(self, job: int) -> None:
         """`job`'s block arrives without work (it moves its data): it counts towards the rates only."""
         now = self.clock.now
@@ -136,20 +112,6 @@ class ProcessorSharingServer:
         """``leave(job)`` then ``add(job, work_ns)`` in one change: the block stays on the server."""
         now = self.clock.now
         self._advance(now)
-        self._push(job, work_ns)
-        self._rates()
-        self._post(now, False)
-
-    # --- the machinery ---------------------------------------------------------------------------------
-    def _advance(self, now: float) -> None:
-        dt = now - self._t
-        if dt > 0.0:
-            vt, rate = self._vt, self._rate
-            for g in self._active:
-                vt[g] += dt * rate[g]
-        self._t = now
-
-    def _push(self, job: int, work_ns: float) -> None:
         g = self._group(job, work_ns)
         heap = self._heaps[g]
         if not heap:
@@ -158,33 +120,72 @@ class ProcessorSharingServer:
             if len(active) > 1:
                 active.sort()
         self._seq += 1
-        heapq.heappush(heap, (self._vt[g] + work_ns, self._seq, job))
+        heappush(heap, (self._vt[g] + work_ns, self._seq, job))
         self.n += 1
+        self._rates()
+        self._post(now, False)
 
-    def _next(self) -> float:
-        """Delay to the next completion at the current rates; inf when nothing computes."""
+    def _advance(self, now: float) -> None:
+        """Bring the virtual times up to `now` at the current rates."""
+        dt = now - self._t
+        if dt > 0.0:
+            vt, rate = self._vt, self._rate
+            for g in self._active:
+                vt[g] += dt * rate[g]
+        self._t = now
+
+    def _post(self, now: float, keep_earlier: bool) -> None:
+        """Post the next completion (jobs are computing), or keep a pending one that is not later."""
         best = INF
         heaps, vt, rate = self._heaps, self._vt, self._rate
         for g in self._active:
             d = (heaps[g][0][0] - vt[g]) / rate[g]
             if d < best:
                 best = d
-        return best
-
-    def _post(self, now: float, keep_earlier: bool) -> None:
-        """Post the next completion (jobs are computing), or keep a pending one that is not later."""
-        delay = self._next()
-        due = now + (delay if delay > 0.0 else 0.0)
+        due = now + (best if best > 0.0 else 0.0)
         if keep_earlier and self._due <= due:
             return
         self._version += 1
         self._due = due
         self.clock.after(due - now, self._fire, self._version)
 
-    def _fire(self, version: int) -> None:
+    # --- arrivals and completions, any number of groups ------------------------------------------------
+    def _add(self, job: int, work_ns: float) -> None:
+        now = self.clock.now
+        vt, rate, active = self._vt, self._rate, self._active
+        dt = now - self._t                  # _advance
+        if dt > 0.0:
+            for g in active:
+                vt[g] += dt * rate[g]
+        self._t = now
+        if self.counts_blocks:
+            self._arrive(job)
+        g = self._group(job, work_ns)
+        heap = self._heaps[g]
+        if not heap:
+            active.append(g)
+            if len(active) > 1:
+                active.sort()
+        self._seq += 1
+        heappush(heap, (vt[g] + work_ns, self._seq, job))
+        self.n += 1
+        self._rates()
+        heaps = self._heaps                 # _post(now, keep_earlier)
+        best = INF
+        for g in self._active:
+            d = (heaps[g][0][0] - vt[g]) / rate[g]
+            if d < best:
+                best = d
+        due = now + (best if best > 0.0 else 0.0)
+        if self._due <= due and self.keep_earlier:
+            return
+        self._version += 1
+        self._due = due
+        self.clock.after(due - now, self._fire, self._version)
+
+    def _fire_groups(self, version: int) -> None:
         if version != self._version:
             return
-        # _advance, _next and _post, inlined: half the events are completions.
         now = self.clock.now
         vt, heaps, rate, active = self._vt, self._heaps, self._rate, self._active
         dt = now - self._t
@@ -192,7 +193,7 @@ class ProcessorSharingServer:
         tol = self.tolerance
         done = emptied = None
         for g in active:
-            if dt > 0.0:
+            if dt > 0.0:                    # _advance
                 vt[g] += dt * rate[g]
             heap = heaps[g]
             head = heap[0][0]
@@ -203,11 +204,11 @@ class ProcessorSharingServer:
                 vt[g] = head
             limit = head + tolerance
             if done is None:
-                done = [heapq.heappop(heap)[2]]
+                done = [heappop(heap)[2]]
             else:
-                done.append(heapq.heappop(heap)[2])
+                done.append(heappop(heap)[2])
             while heap and heap[0][0] <= limit:
-                done.append(heapq.heappop(heap)[2])
+                done.append(heappop(heap)[2])
             if not heap:
                 if emptied is None:
                     emptied = [g]
@@ -225,7 +226,7 @@ class ProcessorSharingServer:
             if self.n:
                 self._rates()
                 active = self._active
-        if self.n:
+        if self.n:                          # _post(now, False)
             best = INF
             for g in active:
                 d = (heaps[g][0][0] - vt[g]) / rate[g]
@@ -237,4 +238,69 @@ class ProcessorSharingServer:
             self._due = INF
         if done is not None:
             for job in done:
+                self.on_done(job)
+
+    # --- arrivals and completions, one group (0) -------------------------------------------------------
+    def _add_one(self, job: int, work_ns: float) -> None:
+        now = self.clock.now
+        vt, heap = self._vt, self._heaps[0]
+        if heap:
+            dt = now - self._t
+            if dt > 0.0:
+                vt[0] += dt * self._rate[0]
+        else:
+            self._active.append(0)
+        self._t = now
+        self._seq += 1
+        heappush(heap, (vt[0] + work_ns, self._seq, job))
+        self.n += 1
+        self._rates()
+        delay = (heap[0][0] - vt[0]) / self._rate[0]
+        due = now + (delay if delay > 0.0 else 0.0)
+        if self._due <= due and self.keep_earlier:
+            return
+        self._version += 1
+        self._due = due
+        self.clock.after(due - now, self._fire, self._version)
+
+    def _fire_one(self, version: int) -> None:
+        if version != self._version:
+            return
+        now = self.clock.now
+        vt, heap = self._vt, self._heaps[0]
+        dt = now - self._t
+        self._t = now
+        if dt > 0.0:
+            vt[0] += dt * self._rate[0]
+        v = vt[0]
+        head = heap[0][0]
+        tolerance = self.tolerance * (head if head > 1.0 else 1.0)
+        self._version += 1
+        if head > v + tolerance:            # early: re-arm
+            delay = (head - v) / self._rate[0]
+            due = self._due = now + (delay if delay > 0.0 else 0.0)
+            self.clock.after(due - now, self._fire, self._version)
+            return
+        if head > v:
+            vt[0] = head
+        limit = head + tolerance
+        job = heappop(heap)[2]
+        more = None
+        while heap and heap[0][0] <= limit:
+            if more is None:
+                more = []
+            more.append(heappop(heap)[2])
+        if heap:
+            self.n -= 1 if more is None else 1 + len(more)
+            self._rates()
+            delay = (heap[0][0] - vt[0]) / self._rate[0]
+            due = self._due = now + (delay if delay > 0.0 else 0.0)
+            self.clock.after(due - now, self._fire, self._version)
+        else:
+            self.n = 0
+            self._active.clear()
+            self._due = INF
+        self.on_done(job)
+        if more is not None:
+            for job in more:
                 self.on_done(job)

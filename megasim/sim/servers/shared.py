@@ -83,18 +83,18 @@ class CappedSharedServer(ProcessorSharingServer):
             rate[c] = fair if fair < cap else cap
             return
         remaining, jobs, heaps = 1.0, self.n, self._heaps
-        level = 0.0
-        for c in (active if self._in_order else self._order):
+        classes = iter(active if self._in_order else self._order)
+        for c in classes:
             n = len(heaps[c])           # jobs of class c computing
             if not n:
                 continue
-            if level:
-                rate[c] = level
-                continue
             fair = remaining / jobs
-            if caps[c] < fair:
+            if caps[c] < fair:          # capped below the fair share: its cap
                 rate[c] = caps[c]
                 remaining -= n * caps[c]
                 jobs -= n
-            else:
-                level = rate[c] = fair
+            else:                       # this class and every later one: the fair share (a class
+                rate[c] = fair          # without jobs computing gets a rate it does not use)
+                for c in classes:
+                    rate[c] = fair
+                return
