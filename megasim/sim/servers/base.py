@@ -44,7 +44,7 @@ class ProcessorSharingServer:
     """Jobs in rate groups, advanced at the rates that ``_rates`` sets; see the module docstring."""
 
     __slots__ = ("clock", "on_done", "n", "_t", "_seq", "_version", "_due", "_vt", "_heaps", "_rate", "_active",
-                 "add", "_fire")
+                 "add", "_fire", "_keep_earlier", "_counts_blocks", "_tolerance")
 
     keep_earlier = True     # an arrival keeps a pending completion that is not later than the new one
     counts_blocks = False   # the rule follows the blocks present: _arrive and _depart are called
@@ -66,6 +66,8 @@ class ProcessorSharingServer:
             self._heaps = [[] for _ in range(groups)]   # per group: (finish virtual time, seq, job)
             self._rate = [0.0] * groups  # per group with jobs computing: work per ns of each job
         self._active: list = []         # groups with jobs computing, in group order (a rule may reorder)
+        # The rule's settings, read in the hot paths (an instance's slot is read faster than a class's attribute).
+        self._keep_earlier, self._counts_blocks, self._tolerance = self.keep_earlier, self.counts_blocks, self.tolerance
         # add(job, work_ns): `job` arrives with `work_ns` of work; _fire(version): the pending completion.
         if groups == 1 and not self.counts_blocks:
             self.add, self._fire = self._add_one, self._fire_one
@@ -92,7 +94,7 @@ class ProcessorSharingServer:
         """`job`'s block arrives without work (it moves its data): it counts towards the rates only."""
         now = self.clock.now
         self._advance(now)
-        if self.counts_blocks:
+        if self._counts_blocks:
             self._arrive(job)
         if self.n:
             self._rates()
@@ -102,7 +104,7 @@ class ProcessorSharingServer:
         """That block goes (it joins with ``add`` when it has work to compute)."""
         now = self.clock.now
         self._advance(now)
-        if self.counts_blocks:
+        if self._counts_blocks:
             self._depart(job)
         if self.n:
             self._rates()
@@ -158,7 +160,7 @@ class ProcessorSharingServer:
             for g in active:
                 vt[g] += dt * rate[g]
         self._t = now
-        if self.counts_blocks:
+        if self._counts_blocks:
             self._arrive(job)
         g = self._group(job, work_ns)
         heap = self._heaps[g]
@@ -177,7 +179,7 @@ class ProcessorSharingServer:
             if d < best:
                 best = d
         due = now + (best if best > 0.0 else 0.0)
-        if self._due <= due and self.keep_earlier:
+        if self._due <= due and self._keep_earlier:
             return
         self._version += 1
         self._due = due
@@ -190,7 +192,7 @@ class ProcessorSharingServer:
         vt, heaps, rate, active = self._vt, self._heaps, self._rate, self._active
         dt = now - self._t
         self._t = now
-        tol = self.tolerance
+        tol = self._tolerance
         done = emptied = None
         for g in active:
             if dt > 0.0:                    # _advance
@@ -220,7 +222,7 @@ class ProcessorSharingServer:
             if emptied is not None:
                 for g in emptied:
                     active.remove(g)
-            if self.counts_blocks:
+            if self._counts_blocks:
                 for job in done:
                     self._depart(job)
             if self.n:
@@ -257,7 +259,7 @@ class ProcessorSharingServer:
         self._rates()
         delay = (heap[0][0] - vt[0]) / self._rate[0]
         due = now + (delay if delay > 0.0 else 0.0)
-        if self._due <= due and self.keep_earlier:
+        if self._due <= due and self._keep_earlier:
             return
         self._version += 1
         self._due = due
@@ -274,7 +276,7 @@ class ProcessorSharingServer:
             vt[0] += dt * self._rate[0]
         v = vt[0]
         head = heap[0][0]
-        tolerance = self.tolerance * (head if head > 1.0 else 1.0)
+        tolerance = self._tolerance * (head if head > 1.0 else 1.0)
         self._version += 1
         if head > v + tolerance:            # early: re-arm
             delay = (head - v) / self._rate[0]
