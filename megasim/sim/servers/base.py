@@ -98,7 +98,7 @@ class ProcessorSharingServer:
             self._arrive(job)
         if self.n:
             self._rates()
-            self._post(now, False)
+            self._post(now)
 
     def leave(self, job: int) -> None:
         """That block goes (it joins with ``add`` when it has work to compute)."""
@@ -108,7 +108,7 @@ class ProcessorSharingServer:
             self._depart(job)
         if self.n:
             self._rates()
-            self._post(now, False)
+            self._post(now)
 
     def start_computing(self, job: int, work_ns: float) -> None:
         """``leave(job)`` then ``add(job, work_ns)`` in one change: the block stays on the server."""
@@ -125,7 +125,7 @@ class ProcessorSharingServer:
         heappush(heap, (self._vt[g] + work_ns, self._seq, job))
         self.n += 1
         self._rates()
-        self._post(now, False)
+        self._post(now)
 
     def _advance(self, now: float) -> None:
         """Bring the virtual times up to `now` at the current rates."""
@@ -136,8 +136,8 @@ class ProcessorSharingServer:
                 vt[g] += dt * rate[g]
         self._t = now
 
-    def _post(self, now: float, keep_earlier: bool) -> None:
-        """Post the next completion (jobs are computing), or keep a pending one that is not later."""
+    def _post(self, now: float) -> None:
+        """Post the next completion anew (jobs are computing)."""
         best = INF
         heaps, vt, rate = self._heaps, self._vt, self._rate
         for g in self._active:
@@ -145,8 +145,6 @@ class ProcessorSharingServer:
             if d < best:
                 best = d
         due = now + (best if best > 0.0 else 0.0)
-        if keep_earlier and self._due <= due:
-            return
         self._version += 1
         self._due = due
         self.clock.after(due - now, self._fire, self._version)
@@ -172,7 +170,7 @@ class ProcessorSharingServer:
         heappush(heap, (vt[g] + work_ns, self._seq, job))
         self.n += 1
         self._rates()
-        heaps = self._heaps                 # _post(now, keep_earlier)
+        heaps = self._heaps                 # _post(now), unless an earlier completion is pending
         best = INF
         for g in self._active:
             d = (heaps[g][0][0] - vt[g]) / rate[g]
@@ -228,7 +226,7 @@ class ProcessorSharingServer:
             if self.n:
                 self._rates()
                 active = self._active
-        if self.n:                          # _post(now, False)
+        if self.n:                          # _post(now)
             best = INF
             for g in active:
                 d = (heaps[g][0][0] - vt[g]) / rate[g]
