@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
-import os
 import platform
 import socket
 import subprocess
@@ -19,6 +18,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from megasim.provenance import git_sha
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -52,10 +52,7 @@ def provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What produced a result: commit, date, machine, versions; `extra` (parameters, GPU spec) is merged in."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     meta: dict[str, Any] = {
-        # The GPU machine's copy of the tree has no trustworthy .git (once it answered with an older
-        # commit): gpu/on_device.sh passes the commit in MEGASIM_GIT_SHA (read from .git_sha, written
-        # before the run), which wins when set.
-        "git_sha": os.environ.get("MEGASIM_GIT_SHA") or _git("rev-parse", "HEAD"),
+        "git_sha": git_sha() or None,     # .git_sha on the GPU machine's copy, else git
         "git_dirty": bool(status) if status is not None else None,
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),

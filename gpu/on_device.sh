@@ -13,8 +13,7 @@ else
 fi
 # NUMBA_ENABLE_CUDASIM=0: the real GPU, also for pytest (tests/conftest.py picks the simulator only when unset)
 export PYTHONUNBUFFERED=1 NUMBA_ENABLE_CUDASIM=0
-# The device copy of the tree has no .git; write the commit here first: git rev-parse HEAD > .git_sha
-if [ -f .git_sha ]; then export MEGASIM_GIT_SHA=$(cat .git_sha); fi
+# The device copy of the tree has no .git: write .git_sha first (git rev-parse HEAD > .git_sha); megasim.provenance reads it
 python3 - <<'PY'
 import numpy, numba, numba_cuda, simpy
 from numba import cuda

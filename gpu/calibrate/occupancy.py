@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +61,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from megasim.provenance import git_sha
 from gpu.runtime.timing import TimingError, TimingStats, summarize
 
 log = logging.getLogger(__name__)
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if args.end_order_only:
         m.extra["block_end_order"] = measure_block_end_order(tuple(args.layers), m.plan_params)
-        m.extra["block_end_order_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
+        m.extra["block_end_order_meta"] = {"device": name, "date": date, "git_sha": git_sha()}
         _write_measurements(m, args.out)
         for r in m.extra["block_end_order"]:
             print(f"{r['layer']:9s} {r['kind']:6s} first-wave ends {[round(e, 2) for e in r['end_us']]} us ({r['sms']} SMs)")
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         m.values["megakernel_ticket_ns"] = {"value": value["value"],
                                             "method": f"{value['method']}; measured {date} on {name}"}
         m.extra["megakernel_ticket_rows"] = rows
-        m.extra["megakernel_ticket_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+        m.extra["megakernel_ticket_meta"] = {"device": name, "date": date, "git_sha": git_sha(),
                                              "seconds": round(time.perf_counter() - t0, 1)}
         _write_measurements(m, args.out)
         for r in rows:
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         m = Measurements(device=name, date=date, preset=m.preset, values=m.values, kind_times=rows,
                          plan_params=m.plan_params,
                          extra={"tile_round": {"device": name, "date": date,
-                                               "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                                               "git_sha": git_sha(),
                                                "seconds": round(time.perf_counter() - t0, 1), **notes}})
         _write_measurements(m, args.out)
         for r in rows:
@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mixed or args.mixed_only:
         m.extra["mixed_kind_rows"] = time_mixed_kinds(tuple(args.layers), fused_transform_params(m.plan_params)
                                                       or m.plan_params)
-        m.extra["mixed_kind_meta"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", "")}
+        m.extra["mixed_kind_meta"] = {"device": name, "date": date, "git_sha": git_sha()}
     if args.mixed_only:
         _write_measurements(m, args.out)
         for r in m.extra["mixed_kind_rows"]:
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         r["round"] = 2
     m.kind_times.extend(rows)
-    m.extra["occupancy_round"] = {"device": name, "date": date, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+    m.extra["occupancy_round"] = {"device": name, "date": date, "git_sha": git_sha(),
                                   "seconds": round(time.perf_counter() - t0, 1), **notes}
     _write_measurements(m, args.out)
     print(f"wrote {args.out}: {len(rows)} rows; queued launch {values['queued_launch_ns']['value']:.0f} ns")

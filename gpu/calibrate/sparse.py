@@ -29,7 +29,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     rows, meta = measure(args.repeats, cases=cases)
-    out = Path(args.out or os.environ.get("OUT") or "experiments/results/calibration")
+    out = Path(args.out or "experiments/results/calibration")
     out.mkdir(parents=True, exist_ok=True)
     meta["date_utc"] = meta.get("date_utc") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     if args.problems:

@@ -14,7 +14,6 @@ in ``status``.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import traceback
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from megasim.provenance import git_sha
 from gpu.runtime import executor as ex
 from gpu.runtime.prepared import PreparedSchedule
 from gpu.runtime.timing import time_cuda
@@ -49,7 +49,7 @@ def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds={rounds!r} is not allowed: it must be an integer >= 1")
     device = device_name()
-    git_sha = os.environ.get("MEGASIM_GIT_SHA", "")
+    git_sha = git_sha()
     rng = np.random.default_rng(11)
     xs = [cuda.to_device(rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32))
           for _ in range(sets)]

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--sets", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--out", default=os.environ.get("OUT", "gemm_bench_out"))
+    ap.add_argument("--out", default="gemm_bench_out", help="output folder (on the GPU machine: --out $OUT)")
     args = ap.parse_args(argv)
 
     import torch

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  ("megakernel", "ftrans_kernel", "itrans_kernel", "gemm_kernel", "otrans_kernel")}
     for k, v in resources.items():
         print(f"{k:14s} {v}")
-    out = Path(args.out or os.environ.get("OUT") or "experiments/results/gpu")
+    out = Path(args.out or "experiments/results/gpu")
     out.mkdir(parents=True, exist_ok=True)
     from experiments.provenance import provenance
     meta = provenance({"script": "gpu.diagnostics.diagnose", "device": str(cuda.get_current_device().name),

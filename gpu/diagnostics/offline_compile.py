@@ -13,7 +13,6 @@ NVVM alone). Timing still needs the device.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -36,6 +35,8 @@ PTX_COUNTS = {
     "int_ops": r"\b(?:add|sub|mul|mad|shl|shr|and|or|selp|setp)\.(?:s|u|b|lo\.s|lo\.u|wide\.s|wide\.u)(?:32|64)",
 }
 
+DEFAULT_CUDA_HOME = "/usr/local/cuda"
+
 
 def _allow_without_nvrtc(cc: tuple[int, int]) -> None:
     """Let Numba compile PTX with libnvvm alone: no NVRTC library, no driver (device functions are
@@ -56,14 +57,14 @@ def _allow_without_nvrtc(cc: tuple[int, int]) -> None:
 
 
 def compile_report(pyfunc, signature, cc: tuple[int, int] = (9, 0), name: str = "kernel",
-                   max_registers: int | None = None) -> dict:
+                   max_registers: int | None = None, cuda_home: str = DEFAULT_CUDA_HOME) -> dict:
     """PTX instruction counts and ``ptxas -v`` resources of ``pyfunc`` compiled as a kernel (with
     ``max_registers``: ptxas's -maxrregcount, as ``cuda.jit(max_registers=...)`` passes it)."""
     _allow_without_nvrtc(cc)
     from numba import cuda
     ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=cc)
     report = {"kernel": name, **{k: len(re.findall(p, ptx)) for k, p in PTX_COUNTS.items()}}
-    ptxas = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ptxas"
+    ptxas = Path(cuda_home) / "bin" / "ptxas"
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{name}.ptx"
         src.write_text(ptx)
@@ -182,6 +183,8 @@ def main(argv=None) -> int:
                     "the kernel's own, 128 for the per-task megakernel and the GEMM kernel)")
     ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
                     help="the GEMM math of gemm_kernel and the megakernels (default: fp32)")
+    ap.add_argument("--cuda-home", default=DEFAULT_CUDA_HOME, help=f"the CUDA toolkit whose bin/ptxas to run "
+                    f"(default {DEFAULT_CUDA_HOME})")
     args = ap.parse_args(argv)
     kernels = _kernels(args.gemm_math or DEFAULT_GEMM_MATH)
     names = args.kernels or list(kernels)
@@ -194,7 +197,7 @@ def main(argv=None) -> int:
     print(f"{'kernel':28s} " + " ".join(f"{c:>12s}" for c in cols))
     for n in names:
         fn, sig = kernels[n]
-        rep = compile_report(fn, sig, name=n, max_registers=args.max_registers or _own_cap(n))
+        rep = compile_report(fn, sig, name=n, max_registers=args.max_registers or _own_cap(n), cuda_home=args.cuda_home)
         print(f"{n:28s} " + " ".join(f"{rep[c]:12d}" for c in cols))
         if args.ptx_dir:
             Path(args.ptx_dir).mkdir(parents=True, exist_ok=True)

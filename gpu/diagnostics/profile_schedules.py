@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     meta = run_meta({"device": name, "sm_count": int(getattr(dev, "MULTIPROCESSOR_COUNT", 0)) or None,
                      "bench": args.bench, "bench_git_sha": bench["meta"].get("git_sha"),
                      "command": "python -m gpu.diagnostics.profile_schedules " + " ".join(argv or sys.argv[1:])})
-    out = Path(args.out or os.environ.get("OUT") or ".")
+    out = Path(args.out or ".")
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_manifest.json").write_text(json.dumps({"meta": meta, "layers": entries}, indent=1) + "\n")
     print(f"wrote {out / 'profile_manifest.json'}")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     s0 = np.nanmin(sim.claim_ns)
     simulated = np.column_stack([np.arange(graph.num_tasks), graph.kind, sim.claim_ns - s0, sim.ready_ns - s0,
                                  sim.end_ns - s0, sim.sm, sim.end_ns - s0])
-    out = Path(args.out or os.environ.get("OUT") or "experiments/results/gpu")
+    out = Path(args.out or "experiments/results/gpu")
     out.mkdir(parents=True, exist_ok=True)
     stem = f"timeline_{args.tag}_" if args.tag else "timeline_"
     _write(out / f"{stem}measured.csv", measured[np.argsort(measured[:, 0])].astype(np.int64).tolist())

@@ -39,6 +39,8 @@ try:  # numba-cuda >= 0.2x warns with its own class
 except ImportError:  # pragma: no cover
     CudaPerformanceWarning = NumbaPerformanceWarning
 
+from gpu.diagnostics.output import out_dir_arg
+from megasim.provenance import git_sha
 from gpu import sparse as sp
 from gpu.kernels.sparse import kernels as sk
 from gpu.runtime.timing import time_cuda
@@ -117,7 +119,9 @@ def _elementwise_rows(torch, y_conv) -> list[dict]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Check every op; with --out DIR also write sparse_check.csv/.json there."""
+    out_dir = out_dir_arg(argv, __doc__.splitlines()[0], default=None)
     for category in (NumbaPerformanceWarning, CudaPerformanceWarning):   # small grids at batch 1 are intended
         warnings.simplefilter("ignore", category)
     try:
@@ -183,7 +187,6 @@ def main() -> int:
     failed = [r for r in rows if r["ok"] is not True]
     print(f"{len(rows)} runs, {len(failed)} failed (tolerance {TOL:g})")
 
-    out_dir = os.environ.get("OUT")
     if out_dir:
         with open(os.path.join(out_dir, "sparse_check.csv"), "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -191,7 +194,7 @@ def main() -> int:
             writer.writerows(rows)
         meta = {"device": name, "compute_capability": list(dev.compute_capability),
                 "sm_count": dev.MULTIPROCESSOR_COUNT, "torch": torch.__version__, "numba": numba.__version__,
-                "numpy": np.__version__, "git_sha": os.environ.get("MEGASIM_GIT_SHA", ""),
+                "numpy": np.__version__, "git_sha": git_sha(),
                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tolerance": TOL}
         try:
             import numba_cuda

@@ -30,7 +30,6 @@ with provenance), DIR defaulting to $OUT or experiments/results/<device>/trace_k
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--runs {args.runs} is not allowed: it must be at least 1")
     spec = load_spec(args.spec)
     device = device_name()
-    out = Path(args.out or Path(os.environ.get("OUT", "experiments/results/nvidia-h200")) / "trace_kinds")
+    out = Path(args.out or Path("experiments/results/nvidia-h200") / "trace_kinds")
     rows: list[dict] = []
     rng = np.random.default_rng(11)
     for layer in args.layers:

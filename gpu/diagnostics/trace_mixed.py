@@ -19,7 +19,6 @@ same with provenance) under $OUT or experiments/results/<device>/trace_mixed/.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     pair = tuple(args.pair.split("+"))
     spec = load_spec(args.spec)
     device = device_name()
-    out = Path(args.out or Path(os.environ.get("OUT", "experiments/results/nvidia-h200")) / "trace_mixed")
+    out = Path(args.out or Path("experiments/results/nvidia-h200") / "trace_mixed")
     rows: list[dict] = []
     rng = np.random.default_rng(9)
     for layer in args.layers:

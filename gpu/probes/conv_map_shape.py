@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 
 import numpy as np
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in rows if not (r["rel_err"] <= TOL) or not math.isfinite(r["median_ms"])]
     meta = {**provenance(), **dmeta, "script": "gpu.probes.conv_map_shape", "repeats": args.repeats, "inner": INNER,
             "tolerance": TOL, "method": f"kernel only: CUDA events around {inner} back-to-back launches, median"}
-    out = args.out or os.environ.get("OUT") or "experiments/results/conv_map_shape"
+    out = args.out or "experiments/results/conv_map_shape"
     csv_path, _ = write_results(rows, out, name, meta)
     print(f"wrote {csv_path}; {len(rows)} cases, {len(bad)} failed the {TOL:g} check")
     return 1 if bad else 0

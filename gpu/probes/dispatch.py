@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -72,6 +71,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--out", default=".", help="output folder (on the GPU machine: --out $OUT)")
     ap.add_argument("--gemm-math", choices=GEMM_MATHS, default=None,
                     help="the GEMM math of every plan (default: fp32)")
     ap.add_argument("--persistent", type=int, default=0,
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      "persistent_max_registers": megakernel.PERSISTENT_MAX_REGISTERS, "rounds": args.rounds, "repeats": args.repeats,
                      "command": "bash gpu/on_device.sh python -m gpu.probes.dispatch "
                      + " ".join(sys.argv[1:] if argv is None else argv)})
-    stem = Path(os.environ.get("OUT", ".")) / (f"probe_dispatch_{args.tag}" if args.tag else "probe_dispatch")
+    stem = Path(args.out) / (f"probe_dispatch_{args.tag}" if args.tag else "probe_dispatch")
     stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     columns = list(dict.fromkeys(k for r in rows for k in r))
     with open(stem.with_suffix(".csv"), "w", newline="") as f:

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = provenance({**dmeta, "script": "gpu.probes.dram_hog", "copy_bytes": COPY_BYTES,
                        "method": "copy: torch copy_ of 2 GiB, 2 x bytes / median of 10 (gpu.runtime.timing.time_cuda, default "
                                  "stream); hog: gpu.probes.dram_hog_kernel.DramHog on a torch stream beside it"})
-    out = args.out or os.path.join(os.environ.get("OUT", "experiments/results"), device_slug(dmeta["device"]), NAME)
+    out = args.out or os.path.join("experiments/results", device_slug(dmeta["device"]), NAME)
     write_results(rows, out, NAME, meta)
     return 0
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 
 import numpy as np
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {**provenance(), **dmeta, "script": "gpu.probes.graph_timing", "inner": INNER, "repeats": args.repeats,
             "tolerance": TOL, "method": f"kernel only: {INNER} launches captured in a CUDA graph (torch), replays "
                                         "between CUDA events, per-launch median"}
-    out = args.out or os.environ.get("OUT") or "experiments/results/graph_timing"
+    out = args.out or "experiments/results/graph_timing"
     csv_path, _ = write_results(rows, out, NAME, meta)
     print(f"wrote {csv_path}; {len(rows)} rows, {len(bad)} failed the {TOL:g} check")
     return 1 if bad else 0

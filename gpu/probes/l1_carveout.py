@@ -16,13 +16,14 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from gpu.diagnostics.output import write_result
+from gpu.diagnostics.output import out_dir_arg, write_result
 
 LAYERS = ("resnet-1", "vgg-3")
 SHARED_PER_SM_BYTES = 228 * 1024      # H100 / H200: the largest shared-memory carve-out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    out_dir = out_dir_arg(argv, __doc__.splitlines()[0])
     from gpu.runtime import executor as ex
     from gpu.calibrate.measure import nonfused_workspaces
     from gpu.calibrate.occupancy import Spinner, _active_blocks, _opt_in, per_kind_launcher, time_queued
@@ -59,7 +60,7 @@ def main() -> None:
                     print(f"{name:9s} {params or 'defaults':8s} {kind:7s} smem {smem:6d} B  {row['blocks_per_sm']:2d} "
                           f"blocks/SM  {row['median_us']:8.1f} us")
             del wss
-    write_result("l1_carveout.json", rows, "gpu.probes.l1_carveout")
+    write_result("l1_carveout.json", rows, "gpu.probes.l1_carveout", out_dir)
 
 
 if __name__ == "__main__":

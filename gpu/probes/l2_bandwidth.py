@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import statistics
 from pathlib import Path
+from megasim.provenance import git_sha
 
 ROTATIONS = (0, 1, 37, 101)
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
             vals = [r["gbps"] for r in rows if r["before"] == before and r["rotate"] == rotate]
             summary.append({"before": before, "rotate": rotate, "median_gbps": statistics.median(vals),
                             "min_gbps": min(vals), "max_gbps": max(vals)})
-    result = {"device": name, "sm_count": sm, "git_sha": os.environ.get("MEGASIM_GIT_SHA"),
+    result = {"device": name, "sm_count": sm, "git_sha": git_sha(),
               "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "methods": methods, "rows": rows, "summary": summary,
               "old_kernel": [{k: v for k, v in o.items() if k != "ptx"} for o in old]}

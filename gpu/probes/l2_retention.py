@@ -15,17 +15,20 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from gpu.diagnostics.output import out_dir_arg
+from megasim.provenance import git_sha
 
 A_MIB = (16, 32)
 STREAMED_MIB = (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 100, 150, 300)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    out_dir = out_dir_arg(argv, __doc__.splitlines()[0])
     import torch
     mib = 1 << 20
     dev = torch.device("cuda")
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "git_sha": os.environ.get("MEGASIM_GIT_SHA"),
+           "git_sha": git_sha(),
            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rows": []}
     big = torch.empty(400 * mib // 4, device=dev)
     for a_mib in A_MIB:
@@ -48,7 +51,7 @@ def main() -> None:
             row = {"a_mb": a_mib, "stream_mb": s_mib, "median_us": times_us[len(times_us) // 2], "min_us": times_us[0]}
             out["rows"].append(row)
             print(f"A {a_mib} MiB after {s_mib} MiB streamed: {row['median_us']:.2f} us (min {row['min_us']:.2f})")
-    path = os.path.join(os.environ.get("OUT", "."), "l2_probe.json")
+    path = os.path.join(out_dir, "l2_probe.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     print(f"wrote {path}")

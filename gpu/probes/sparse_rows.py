@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                          "same_row_us": times[True], "ratio": times[False] / times[True]})
             print(f"{layer:14s} {batch:3d} {s:8.2f} {t.k_tile:6d} {times[False]:9.1f} {times[True]:11.1f} "
                   f"{times[False] / times[True]:14.3f}")
-    out = Path(args.out or os.environ.get("OUT") or f"experiments/results/{device_slug(dmeta['device'])}/sparse")
+    out = Path(args.out or f"experiments/results/{device_slug(dmeta['device'])}/sparse")
     meta = {**provenance(), **dmeta, "script": "gpu.probes.sparse_rows", "repeats": args.repeats,
             "method": "kernel only: CUDA events around back-to-back runs (10 at batch 1, 3 at batch 16), median"}
     csv_path, _ = write_results(rows, out, "probe_sparse_rows", meta)

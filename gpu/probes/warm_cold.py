@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from gpu.diagnostics.output import write_result
+from gpu.diagnostics.output import out_dir_arg, write_result
 
 PROBLEMS = ("N=8,C=256,K=256,H=28,W=28", "N=16,C=128,K=128,H=28,W=28", "resnet-1")
 
@@ -26,7 +26,8 @@ def _fill(a):
         a[i] = 1.0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    out_dir = out_dir_arg(argv, __doc__.splitlines()[0])
     from gpu.runtime import executor as ex
     from gpu.calibrate.measure import _spin, nonfused_workspaces
     from gpu.calibrate.occupancy import per_kind_launcher
@@ -67,7 +68,7 @@ def main() -> None:
                 print(f"{name:28s} {params:8s} {kind:7s} cold {row['cold_us']:8.1f} us  warm {row['warm_us']:8.1f} us  "
                       f"warm/cold {row['warm_us'] / row['cold_us']:.3f}")
             del wss
-    write_result("warm_cold.json", rows, "gpu.probes.warm_cold")
+    write_result("warm_cold.json", rows, "gpu.probes.warm_cold", out_dir)
 
 
 if __name__ == "__main__":

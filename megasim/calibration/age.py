@@ -1,5 +1,5 @@
 """The warp schedulers' preference for older blocks: measured from a traced run, fitted as the spec's
-``younger_block_weight`` (session 14).
+``younger_block_weight`` (c9bd757).
 
 Traced on the H200 (``gpu.calibrate.occupancy.measure_block_end_order``), the blocks of a GEMM launch
 that start together on an SM end one by one: on every SM the k-th of four ends at 0.92, 0.96, 1.02 and

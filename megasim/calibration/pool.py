@@ -4,7 +4,7 @@ A kind's fit (``megasim.calibration.winograd.fit_kind``) evaluates a candidate T
 calibration run of that kind (a dozen or more TaskGraphs: its kernel at several occupancies, the
 megakernel per task and persistent). The evaluations of one fit follow each other, so parallelism
 over kinds alone leaves all but one core idle once the short fits are done, and the GEMM's fit with
-its hundreds of evaluations set the calibration's length (27 min of 33 on 2 cores in session 13).
+its hundreds of evaluations set the calibration's length (27 min of 33 on 2 cores, 2026-11-22).
 
 ``CasePool`` spreads the simulations of one evaluation over worker processes instead. Each worker
 receives every kind's cases once (its initializer), so an evaluation sends only a spec and indices and
@@ -14,7 +14,7 @@ order, so the fit (and the spec it writes) is the same for any number of workers
 (which simulates in the calling process, without a pool).
 The workers are started before the fitting threads (a fork must not copy a thread's held lock).
 An evaluation waits for its slowest case, so the gain is bounded by how evenly the cases' lengths
-spread: on 16 cores the refit of session 16 kept about 1.6 busy (the vgg-3 GEMM runs dominate).
+spread: on 16 cores a refit of 2026-11-25 kept about 1.6 busy (the vgg-3 GEMM runs dominate).
 """
 
 from __future__ import annotations

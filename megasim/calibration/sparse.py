@@ -11,7 +11,7 @@ turns them into per-kind ``TaskCost`` entries of a spec:
 
 Which parameters a kind fits (``FREE``): the convolution kinds five (compute efficiency of the
 multiply-adds, SM time per scanned element, a fixed time once per launch (``launch_fixed_ns``; per
-block, ``fixed_ns``, until session 21: on grids of many waves a per-block constant is paid once a
+block, ``fixed_ns``, before 110e473: on grids of many waves a per-block constant is paid once a
 wave, and round 4 showed the calibration had fitted a per-launch one), how blocks share their SM,
 the latency of a channel chunk); the sharing is either a cap on one block's share (``block_sm_share``,
 ``sharing="share"``) or the independent-stall readiness of ``ReadinessSharedServer``
@@ -69,7 +69,7 @@ CAL_PROBLEMS = ("N=4,C=64,K=64,H=40,W=40", "N=1,C=128,K=96,H=20,W=20", "N=2,C=32
 #   the tail alone, without a partial block that frees its slot early).
 TAIL_PROBLEMS = ("N=1,C=264,K=496,H=40,W=40", "N=8,C=480,K=608,H=18,W=18", "N=8,C=448,K=800,H=16,W=16")
 TAIL_SEED0 = 20                 # the round-3 maps' seeds: 20, 21, 22
-# Round 4 (session 21): few input channels on long grids, as a network's first layer (one partial
+# Round 4: few input channels on long grids, as a network's first layer (one partial
 # channel chunk per block, so the block's fixed costs weigh most). ECR at SPARSE_SPARSITIES and its
 # dense twin; no calibration problem had C < 16 before, and the model had ECR 30-49% slow on VGG-19's
 # conv1_1 (C = 3) at batch 16 (12,800 / 7,200 / 4,096 blocks: 32, 18 and 10 waves of ECR; each case
@@ -101,7 +101,7 @@ def free_fields(kind: str, sharing: str = "share") -> tuple[str, ...]:
     if kind not in CONV_KINDS:
         return ELEMENTWISE_FREE
     # The fixed constant is fitted once per launch (TaskCost.launch_fixed_ns; a per-block fixed_ns
-    # was fitted until session 21 and is paid once a wave on long grids: calibration round 4).
+    # was fitted before 110e473 and is paid once a wave on long grids: calibration round 4).
     conv = ("compute_efficiency", "ns_per_other_op", "launch_fixed_ns", SHARING_FIELD[sharing], "ns_per_step",
             "ns_per_iteration")
     return conv + ("ns_per_replay",) if kind in REPLAY_KINDS else conv
@@ -116,8 +116,8 @@ FREE = {kind: free_fields(kind) for kind in (*CONV_KINDS, "relu", "maxpool")}
 # rows of 128 keep the lowering's input rows, which a block reads whole, equal to the block's columns),
 # for b = 1 up to the blocks that fit at the kernel's registers, and twice that (two waves: the steady
 # state). C scales as 1 / k_tile, so every block does the same 128 x 32 x 128 x 9 multiply-adds.
-# The direct cases were sized for the dense twin of session 18, which loaded inline (80 / 70 / 64 / 64
-# registers); the twin of session 20 ("channel" loads) holds fewer blocks per SM at k_tile 32-8, so a
+# The direct cases were sized for the dense twin with inline loads (80 / 70 / 64 / 64
+# registers); the twin with "channel" loads (e60cb6d) holds fewer blocks per SM at k_tile 32-8, so a
 # re-run puts its largest b in more than one wave.
 OCCUPANCY_SM_COUNT = 132
 OCCUPANCY_BLOCKS_PER_SM = {
@@ -150,9 +150,9 @@ def occupancy_cases() -> list[dict[str, Any]]:
 # The map-shape probe (not fitted): the same grid of 396 blocks (3 per SM on 132 SMs, k_tile 32, one
 # filter tile, C = 128: every block does the same multiply-adds) on maps of different widths, so only
 # how a block's 128 pixels lie on the map changes (rows of 128 = one row a block, as in the occupancy
-# probe; narrower rows = a block over several rows; wider = a block over part of a row). Session 18
-# found VGG-19 conv2_2 at batch 1 (rows of 112, 392 blocks) 6% slower than the probe's rows of 128
-# for the dense twin, and not for ECR. Plus conv2_1 and conv2_2 of VGG-19 at batch 1 themselves.
+# probe; narrower rows = a block over several rows; wider = a block over part of a row). The dense
+# twin with inline loads ran VGG-19 conv2_2 at batch 1 (rows of 112, 392 blocks) 6% slower than the probe's
+# rows of 128 (2026-11-25), and ECR did not. Plus conv2_1 and conv2_2 of VGG-19 at batch 1 themselves.
 MAP_SHAPE_WIDTHS = (16, 32, 56, 64, 96, 100, 112, 120, 128, 224, 256, 448)
 MAP_SHAPE_PIXELS = 396 * 128
 MAP_SHAPE_VGG = ("N=1,C=64,K=128,H=112,W=112", "N=1,C=128,K=128,H=112,W=112")
@@ -184,7 +184,7 @@ def map_shape_cases() -> list[dict[str, Any]]:
     return cases
 
 
-# The wave-tail probe (session 21; not fitted): one kind's grid of one filter tile (K = k_tile = 32) on
+# The wave-tail probe (not fitted): one kind's grid of one filter tile (K = k_tile = 32) on
 # rows of 128 pixels (one block per row, every block the same work), at fractions of a full wave of its
 # occupancy on 132 SMs: the dense twin (126 registers, 4 blocks per SM: a wave of 528 blocks) and ECR at
 # sparsity 0.5 (133 registers, 3 per SM: 396). Past a whole wave, the tail blocks either spread over the
@@ -338,7 +338,7 @@ def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200
     meas = np.asarray(measured_us, float)
     base = spec.task_cost(kind) if kind in spec.task_costs else TaskCost(compute_efficiency=1.0)
     if kind in CONV_KINDS:      # start from the other rule's neutral value, whichever the base spec used;
-        # the per-block constant of specs fitted before session 21 is not fitted any more
+        # the per-block constant of specs fitted before 110e473 is not fitted any more
         base = dataclasses.replace(base, block_sm_share=1.0, block_sm_ready=None, fixed_ns=0.0)
     evals = [0]
 
@@ -395,7 +395,7 @@ def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, 
                f"that megasim's simulation matches the measured medians, rms log error {fit['rms_log_error']:.3f}")
         for name in SHARING_FIELD.values():     # the rule not fitted no longer has a source
             sources.pop(f"task_costs.{kind}.{name}", None)
-        if kind in CONV_KINDS:                  # nor the per-block constant (0 since session 21)
+        if kind in CONV_KINDS:                  # nor the per-block constant (0 since 110e473)
             sources.pop(f"task_costs.{kind}.fixed_ns", None)
         for name in free:
             sources[f"task_costs.{kind}.{name}"] = how

@@ -17,7 +17,7 @@ Every replaced value's source names the new device; every kept value keeps its s
 says which half came from where.
 
 Both halves must come from the same probes. The kinds of a spec were fitted beside its measured values,
-so a value measured on the new GPU by a changed probe (session 19 fixed the L2 bandwidth probe: the old
+so a value measured on the new GPU by a changed probe (the L2 bandwidth probe, fixed 2026-11-25: the old
 one read 9.9 TB/s on the H200, the fixed one 4.48 on both GPUs) would move the predictions by the probe
 change, not by the GPU; ``keep`` names the fields to take from the calibrated spec instead. (Moved with
 the fixed probe's H100 reading, the committed H200 spec predicts the H100's runs 7% slow on average,

@@ -5,7 +5,7 @@ starting points on that kind's runs alone. Several of those fields trade off aga
 single-kind runs and are told apart only by schedules that mix kinds: a block's readiness
 (``block_sm_ready``) and how its memory phase slows beside other blocks (``coresident_stretch``). A
 refit from scratch may therefore land in another minimum that fits the single-kind runs as well and
-the fused schedules much worse (session 26: the 3xTF32 refit moved the output transform's
+the fused schedules much worse (2026-11-26: a 3xTF32 refit moved the output transform's
 ``coresident_stretch`` from 0.39 to its bound 0.95 and predicted every fused mapping 12-34% slow).
 
 When a kernel change touches only part of the megakernel's per-task path (its claim, its signal, its

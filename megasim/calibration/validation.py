@@ -301,21 +301,12 @@ def predict_rows(rows: Sequence[dict[str, Any]], spec_path: str, spec_label: str
 
 # --- files ---------------------------------------------------------------------------------------------
 def run_meta(extra: dict[str, Any]) -> dict[str, Any]:
-    """Where a validation result came from: commit (git, or MEGASIM_GIT_SHA on the GPU machine), date, command."""
+    """Where a validation result came from: commit (``megasim.provenance.git_sha``), date, command."""
     import datetime as dt
-    import os
     import platform
-    import subprocess
     import sys
-    from pathlib import Path
-    sha = os.environ.get("MEGASIM_GIT_SHA", "")   # set on the GPU machine (gpu/on_device.sh): it wins
-    if not sha:
-        try:
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
-                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            sha = ""
-    return {"git_sha": sha, "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    from megasim.provenance import git_sha
+    return {"git_sha": git_sha(), "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "command": " ".join(["megasim", *sys.argv[1:]]), **extra}
 
 

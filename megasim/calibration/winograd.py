@@ -20,14 +20,13 @@ forced shared memory, the megakernel running only that kind, per task and persis
 host's launch cost hidden; ``calibrated_spec`` then fits five costs per kind on those runs
 (efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
 simulating each run as it was measured (``variant_case``, ``simulated_us``). The runs of a kind's own
-kernel at forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``,
-session 12).
+kernel at forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``).
 
 Each kind's ``megakernel_claim_ns`` (a megakernel block's claim of a task: ticket, table row,
 counter look, acquire fence) is not fitted: it is the mean claim -> ready time of the kind's traced
 persistent run of 1 block per SM, so the fitted ``megakernel_fixed_ns`` is what the megakernel adds
-once the task is ready (session 8: before, the whole overhead sat after ready, where it also delayed
-tasks whose claim overlapped a wait on their parents).
+once the task is ready (the whole overhead after ready would also delay tasks whose claim overlaps a
+wait on their parents).
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
 megakernel runs used hold one kind's tasks.
@@ -214,19 +213,19 @@ def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any]) -> tup
 # Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
 # in log space except those in LINEAR (in us).
 # How a block shares its SM: ``block_sm_ready`` (independent stalls, throughput saturating smoothly
-# with the blocks resident; megasim.sim.servers.ReadinessSharedServer). Session 3's specs fitted
-# ``block_sm_share`` (a hard cap, min(share, 1/n)); it saturates at 1/share blocks, so a block of
-# another kind in a saturated SM's free slot cost the others nothing, and the mixed-kind runs showed
-# otherwise (docs/notes.md, session 4).
-# ``coresident_stretch`` (session 9): how a block's memory phase slows with the other blocks on its SM;
+# with the blocks resident; megasim.sim.servers.ReadinessSharedServer). Not
+# ``block_sm_share`` (a hard cap, min(share, 1/n)), which the first specs fitted: it saturates at 1/share
+# blocks, so a block of another kind in a saturated SM's free slot costs the others nothing, and the
+# mixed-kind runs show otherwise (b7e0e92).
+# ``coresident_stretch``: how a block's memory phase slows with the other blocks on its SM;
 # its single-kind runs at 1, 2 and 3 blocks per SM pin it, and how kinds slow each other follows from it.
 FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns",
                "coresident_stretch")
-# ``memory_overlap`` (session 10): the kinds whose kernel pipelines its loads (the GEMM's cp.async double
+# ``memory_overlap``: the kinds whose kernel pipelines its loads (the GEMM's cp.async double
 # buffer loads the next k-step while it computes this one) also fit how much of their memory phase runs
 # beside their compute phase; the transforms load, then compute.
 PIPELINED_KINDS = ("gemm",)
-# ``further_block_sm_ready`` (session 11): the readiness of a kind's blocks after the first on an SM, so
+# ``further_block_sm_ready``: the readiness of a kind's blocks after the first on an SM, so
 # that the gains of a second and of a third block are fitted apart (one parameter ties them together:
 # the GEMM's kernel gains 1.32x and 1.52x at 2 and 3 blocks per SM, the one-parameter curve through
 # 1.32x gives 1.42x). Fitted for the GEMMs in a second stage, started from the first stage's fit with
@@ -341,14 +340,14 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
 # The kinds whose own kernel at forced lower occupancy is fitted all the same: the GEMMs. Their own kernel
 # and the megakernel's GEMM agree at equal occupancy once the megakernel's per-task costs are counted (one
 # TaskCost fits both, rms 0.013-0.019), and their eight parameters need those rows: without them, 8 runs
-# for 8 parameters, the t = 32 GEMM fitted a curve that left the fused t = 32 runs 7.5% fast (session 12).
+# for 8 parameters, the t = 32 GEMM fitted a curve that left the fused t = 32 runs 7.5% fast (150ee9f).
 FORCED_FITTED_KINDS = ("gemm",)
 
 
 def forced_occupancy(row: Mapping[str, Any]) -> bool:
     """A run of a kind's non-fused kernel held below its natural occupancy by dynamic shared memory.
 
-    Session 12: for the transforms (not ``FORCED_FITTED_KINDS``) these runs are simulated and reported
+    For the transforms (not ``FORCED_FITTED_KINDS``) these runs are simulated and reported
     as checks, not fitted. The non-fused schedule
     only ever runs a kind's kernel at its natural occupancy; the occupancy curve the predictions of
     fused schedules use is the megakernel's, and the megakernel runs (per task, persistent grids of 1
@@ -412,7 +411,7 @@ def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
 def with_measured_claim(spec: GPUSpec, kind: str, rows: list[dict[str, Any]]) -> tuple[GPUSpec, dict[str, Any] | None]:
     """``spec`` with ``kind``'s ``megakernel_claim_ns`` set to the mean claim -> ready time of its
     traced megakernel rows (``trace_claim_ns``, gpu.calibrate.occupancy.traced_parts), and how it was
-    measured; ``spec`` unchanged and None when no row was traced (measurements before session 8)."""
+    measured; ``spec`` unchanged and None when no row was traced (measurements taken before 6ffb6b1)."""
     traced = [r for r in rows if r.get("trace_claim_ns") is not None]
     if not traced:
         return spec, None
@@ -622,13 +621,13 @@ MIXED_FACTOR_BOUNDS = (0.5, 1.0)
 
 
 def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> tuple[float, str]:
-    """The spec's ``mixed_kinds_sm_factor`` (session 12): chosen so that the simulations of the
+    """The spec's ``mixed_kinds_sm_factor``: chosen so that the simulations of the
     mixed-kind runs (two kinds' non-fused tasks interleaved in one megakernel launch, counters zeroed;
     ``gpu.calibrate.occupancy.time_mixed_kinds``) match their medians (least squares in log time,
     bounded scalar search over ``MIXED_FACTOR_BOUNDS``), the kinds' own costs fitted before and held.
 
     Why: each kind's costs come from runs of that kind alone; a fused schedule mixes kinds on an SM.
-    With the kinds' costs fitted well alone (the output transform's rms 0.15 -> 0.04, session 12), the
+    With the kinds' costs fitted well alone (the output transform's rms 0.15 -> 0.04, 150ee9f), the
     megakernel runs that mix kinds came out faster than measured (the mixed-kind runs by up to 8%, the
     fused validation runs by about 4% on average), and nothing in a kind's own runs can say by how
     much. The mixed-kind runs are calibration runs, not validated mappings."""

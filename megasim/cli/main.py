@@ -187,13 +187,12 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 def _gpu_module(name: str):
     """Import gpu.<name> (numba, a CUDA device) lazily; a one-line MegasimError without them."""
     import importlib
-    import os
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        raise MegasimError(f"{name} needs a real CUDA GPU, not Numba's simulator (NUMBA_ENABLE_CUDASIM=1)")
     try:
-        from numba import cuda
+        from numba import config, cuda
     except ImportError as err:
         raise MegasimError(f"{name} needs numba-cuda and a CUDA GPU ({err}); install the [gpu] extra on a GPU machine") from None
+    if config.ENABLE_CUDASIM:
+        raise MegasimError(f"{name} needs a real CUDA GPU, not Numba's simulator (NUMBA_ENABLE_CUDASIM=1)")
     try:
         available = cuda.is_available()
     except Exception:  # noqa: BLE001 - any driver problem means no GPU here

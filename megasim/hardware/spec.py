@@ -53,22 +53,22 @@ class TaskCost:
     kind alone keeps its SM issuing; blocks then stall independently and share the SM by
     ``megasim.sim.servers.ReadinessSharedServer``'s rule (throughput saturating smoothly with the
     blocks resident) instead of water-filling under caps. A kind gives one of the two.
-    ``coresident_stretch`` (gamma, in [0, 1), default 0 = off; session 9): how much the block's memory
+    ``coresident_stretch`` (gamma, in [0, 1), default 0 = off): how much the block's memory
     phase slows with the other blocks resident on its SM. A transform's loads are latency-bound (few
     in flight, each waiting for its issue slot and load/store queue, which co-resident warps share),
     so its memory phase runs at ``1 - gamma * U_others`` of its rate alone, ``U_others = 1 - prod
     (1 - block_sm_ready)`` over the other blocks on its SM that move data or compute when the phase
     starts (a kind without ``block_sm_ready`` counts as always ready). A kind that stretches gives
     ``block_sm_ready``.
-    ``memory_overlap`` (in [0, 1], default 0; session 10): the fraction of the block's memory work that
+    ``memory_overlap`` (in [0, 1], default 0): the fraction of the block's memory work that
     runs beside its compute phase rather than before it. A kernel that pipelines its loads (the GEMM's
     cp.async double buffer fetches the next k-step while it computes this one) starts computing after
     its first stage has arrived; the task ends when both its compute and the rest of its loads have.
-    ``further_block_sm_ready`` (in (0, 1], default None = ``block_sm_ready``; session 11): the
+    ``further_block_sm_ready`` (in (0, 1], default None = ``block_sm_ready``): the
     readiness of each block of the kind on an SM after the first, which keeps ``block_sm_ready``
     (``ReadinessSharedServer``): with n blocks of the kind alone an SM is busy
     ``1 - (1 - block_sm_ready)(1 - further_block_sm_ready)^(n - 1)`` of the time.
-    ``launch_fixed_ns`` (default 0; session 21): a fixed time once per launch of a kernel running the
+    ``launch_fixed_ns`` (default 0): a fixed time once per launch of a kernel running the
     kind, between the launch's start and its first blocks (the largest over the launch's kinds), where
     ``fixed_ns`` is paid by every task. The sparse kernels' fitted constant is this one: their
     calibration cases are at most a wave or two, where the two cannot be told apart, and on grids of
@@ -174,18 +174,18 @@ class GPUSpec:
     # and its host issue time (the sum of its launches' costs). None = the host's launch cost is
     # paid before the first kernel, in series with the device work (a run on an idle GPU).
     queued_launch_ns: float | None = None
-    # Optional (session 12): the fraction of an SM's busy time that does useful work while blocks of two
+    # Optional: the fraction of an SM's busy time that does useful work while blocks of two
     # or more task kinds share it (a megakernel mixing kinds); what the rest is lost to (instruction
     # fetch, the load/store queue, ...) is not separated. Fitted on the mixed-kind calibration runs
     # (megasim.calibration.winograd.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
     mixed_kinds_sm_factor: float | None = None
-    # Optional (session 14): how the warp schedulers favour older blocks. Blocks on an SM whose kinds
+    # Optional: how the warp schedulers favour older blocks. Blocks on an SM whose kinds
     # give block_sm_ready split its busy time by weighted water-filling, the k-th oldest weighing
     # younger_block_weight**k (megasim.sim.servers.AgeWeightedReadinessServer). Fitted on a traced
     # single-kind run: the order in which an SM's blocks, started together, end
     # (megasim.calibration.age.fit_age_weight). None = 1, every block alike.
     younger_block_weight: float | None = None
-    # Optional (session 25): what the per-task megakernel's ticket (an atomic on one global counter per
+    # Optional: what the per-task megakernel's ticket (an atomic on one global counter per
     # task claimed) costs a task's slot at full occupancy; blockIdx dispatch (block b runs map position
     # b) skips it, so a blockIdx launch's claim is each kind's megakernel_claim_ns less this. Measured by
     # each kind's tasks alone in the megakernel under both dispatches (gpu.calibrate.occupancy

@@ -208,8 +208,8 @@ class GPUEvaluator:
     @staticmethod
     def _gpu_harness():
         try:  # gpu/ (numba) is imported only here, when a GPU evaluator is asked for
-            from numba import cuda
-            available = os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and cuda.is_available()
+            from numba import config, cuda
+            available = not config.ENABLE_CUDASIM and cuda.is_available()
         except Exception:  # noqa: BLE001 - numba missing or broken: no GPU evaluator
             available = False
         if not available:

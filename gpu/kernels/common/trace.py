@@ -5,10 +5,11 @@ to the host's nanosecond clock and SM 0, so traced kernels still run in CI."""
 
 from __future__ import annotations
 
-import os
 import time
 
-if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+from numba import config
+
+if config.ENABLE_CUDASIM:
     def globaltimer() -> int:
         return time.perf_counter_ns()
 

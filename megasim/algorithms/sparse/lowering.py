@@ -43,8 +43,8 @@ from a sparsity parameter, ``megasim.workloads.sparse``):
   columns: one 128-byte line per channel), ``weights`` (a part per filter tile), the conv output
   planes (a part per (image, filter)), so the L2 model sees that every filter tile re-reads the same
   input. A block's input reads are the segments its windows touch (``_input_footprint``): on a map
-  wider than a block's pixels it reads part of each row, not the whole row (until session 21 it read
-  whole rows, and the model had the dense twin 13% slow at width 224 and 30% at 448 against a kernel
+  wider than a block's pixels it reads part of each row, not the whole row (reading whole rows, before
+  05f4c36, the model had the dense twin 13% slow at width 224 and 30% at 448 against a kernel
   that ran flat: ``gpu.probes.conv_map_shape``, docs/sparse.md). The compressed windows live in shared
   memory: no global traffic.
 - **Unfused chains** (``unfused_ecr``, ``unfused_direct``): the conv kernel, then ``relu`` (256
@@ -75,10 +75,10 @@ FLOAT_BYTES = 4
 SEGMENT_FLOATS = 32     # the input's L2 parts: one 128-byte line of a row of one channel
 # Registers per thread of the compiled kernels, keyed (kind, k_tile): the compiler's report on the H200
 # (sm_90, numba-cuda 0.30.4, 3x3 filters, stride 1; the regs column of gpu.calibrate.sparse, 2026-11-21,
-# kernels of 01af064: weight rows read 4 filters per 128-bit load); the dense twin's since session 20,
-# when it loads each channel's window into registers before multiplying (gpu.probes.conv_map_shape's
-# regs column, H100, same sm_90 code; it was 80 / 70 / 64 / 64); the fused dense twin's since session
-# 21, when it loads each channel's patch into registers (gpu.diagnostics.sparse_check on the H200; it was 78 / 64 /
+# kernels of 01af064: weight rows read 4 filters per 128-bit load); the dense twin's with
+# each channel's window loaded into registers before multiplying (e60cb6d; gpu.probes.conv_map_shape's
+# regs column, H100, same sm_90 code; inline loads took 80 / 70 / 64 / 64); the fused dense twin's with
+# each channel's patch loaded into registers (gpu.diagnostics.sparse_check on the H200; it was 78 / 64 /
 # 80). A kind or tile not listed is estimated as 2 x accumulators + 40.
 KERNEL_REGISTERS: dict[tuple[str, int], int] = {
     ("ecr", 32): 133, ("ecr", 16): 134, ("ecr", 8): 96, ("ecr", 4): 102,

@@ -4,7 +4,7 @@
 (``megasim.mapping.recommended_params``), with the fused schedule's transform tasks at a fixed size
 (``DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"]``, 4 pairs per thread). How large a transform task should be
 depends on the layer: larger tasks pay the megakernel's per-task claim, wait and signal fewer times, smaller
-ones give the dispatcher more, shorter tasks to interleave with the GEMMs (session 29 measured 2 pairs
+ones give the dispatcher more, shorter tasks to interleave with the GEMMs (the H200 measured 2 pairs
 against 4 at 0.925-1.015x per layer on the H200). ``model_pairs`` predicts the fused schedule at each
 candidate, each at its own recommended mapping, with a calibrated spec, and returns the fastest: a choice
 made by the model before any GPU run, which the GPU bench then measures (``experiments.benchmarks.winograd_bench

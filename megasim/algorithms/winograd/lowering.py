@@ -43,8 +43,7 @@ Bytes are exact per task (edge tiles move fewer pixels); region sizes use the fu
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -87,14 +86,14 @@ TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5
                                7: (32, 128, 96)}
 # Tiles whose transforms are priced under cost names of their own (``ftrans@m6``, ...; GPUSpec.task_cost falls
 # back to the kind's entry where a spec has none): their code is gpu/'s streamed form in builds of their own
-# (session 29), whose cost per flop a spec calibrated on F(4x4) bodies does not describe (the model
+# (3b466c4), whose cost per flop a spec calibrated on F(4x4) bodies does not describe (the model
 # overpredicted their fused runs by 10%).
 OWN_COST_TILES = (5, 6, 7)
 # The tiles ``default_tile`` chooses among (F(2x2), 4 multiplies per output, has fewer than F(4x4) only where a side
 # of the output is at most 2 pixels).
 DEFAULT_TILE_CHOICES = (4, 5, 6)
 MAX_TRANSFORM_PAIRS_PER_THREAD = 16
-# Default pairs per transform thread by schedule (measured on the H200, docs/notes.md, session 4): in the
+# Default pairs per transform thread by schedule (measured on the H200, docs/findings.md): in the
 # megakernel (3 blocks per SM, a fixed per-task claim/poll/fence cost) 4 pairs per thread made the best
 # fused mapping 1.2-1.3x faster than 1 pair; the non-fused transform kernels (7-16 blocks per SM) are
 # fastest with 1 (4 pairs: 1-5% slower).
@@ -233,8 +232,8 @@ def default_tile(problem: ConvProblem) -> int:
     1.96 and 1.78 multiplies per output), the one whose GEMM has the fewest multiplies with the tiles that
     overhang the image counted whole; on a tie the smaller tile (fewer transform flops, a smaller FP32 error).
     On the 13 Table-2 layers: F(6x6) on 8 (0.82-0.91x F(4x4)'s multiplies), F(5x5) on the 14 x 14 one (0.77x),
-    F(4x4) on the 16 x 16, 32 x 32, 7 x 7 and 8 x 8 ones. Measured on the H200 (session 29,
-    docs/winograd_gpu.md): F(6x6) ran the fused schedule 1.05-1.22x faster where it has fewer multiplies, 0.95-1.00x
+    F(4x4) on the 16 x 16, 32 x 32, 7 x 7 and 8 x 8 ones. Measured on the H200
+    (docs/findings.md): F(6x6) ran the fused schedule 1.05-1.22x faster where it has fewer multiplies, 0.95-1.00x
     on the ties (14, 16 and 32) and 0.6x on the 7 x 7 and 8 x 8 layers."""
     counts = {m: gemm_multiplies(problem, m) for m in DEFAULT_TILE_CHOICES}
     return min(DEFAULT_TILE_CHOICES, key=lambda m: (counts[m], m))

@@ -55,7 +55,7 @@ _F53 = dict(
 # error of 2.75e-5, 4.3x F(6x6)'s 6.4e-6 (which the GPU measures at 6.1e-6), and below the 1e-4 the kernels are held
 # to. Lavin and Gray's set extended by one point (0, +-1, +-2, +-1/2, -1/4) gave 6.1e-5, and of 1,540 sets
 # 0, +-1, +-1/2 plus three of +-{2, 3, 1/3, 3/2, 2/3, 3/4, 4/3, 4, 1/4, 5/4, 4/5} this one had the smallest error
-# (docs/notes.md, session 31). Not among ``default_tile``'s choices: a caller asks for it (``m=7``).
+# (docs/findings.md, 5b1ea84). Not among ``default_tile``'s choices: a caller asks for it (``m=7``).
 _F73 = dict(
     BT=[[-9 / 4, -9 / 16, 49 / 4, 49 / 16, -14, -7 / 2, 4, 1, 0],
         [0, 9 / 4, 45 / 16, -151 / 16, -25 / 2, 3 / 2, 5, 1, 0],
