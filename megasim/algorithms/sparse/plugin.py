@@ -90,7 +90,7 @@ class SparseConv(Algorithm):
     kinds: tuple[str, ...]
     calibration = "sparse_kinds"
 
-    def __init__(self, name: str, summary: str, dense_twin_of: str | None = None) -> None:
+    def __init__(self, name: str, summary: str) -> None:
         self.name, self.summary = name, summary
         self.pooled = name in FUSED_KINDS
         self.params_type = PooledSparseParams if self.pooled else SparseParams
@@ -113,12 +113,11 @@ class SparseConv(Algorithm):
         return replace(params, k_tile=tiling.k_tile)
 
     def lower(self, problem: ConvProblem, params: SparseParams, schedule: str | None = None) -> TaskGraph:
-        graph, _, _ = self._lower(problem, params, schedule or self.default_schedule)
+        """The graph of the schedule's kernels; k_tile None: the tile lower_sparse picks for one SM (``resolve``
+        picks it for the GPU)."""
+        graph, _, _ = lower_sparse(problem, self.op(schedule or self.default_schedule), 1,
+                                   sparsity=params.sparsity_spec, pool=params.pool, k_tile=params.k_tile)
         return graph
-
-    def _lower(self, problem: ConvProblem, params: SparseParams, schedule: str):
-        return lower_sparse(problem, self.op(schedule), 1, sparsity=params.sparsity_spec, pool=params.pool,
-                            k_tile=params.k_tile)
 
     def order(self, graph: TaskGraph, params: SparseParams, schedule: str) -> tuple[Schedule, SparseParams]:
         """One launch per kernel, each in grid order (the order lower_sparse builds its tasks in)."""
