@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--measured", default=None, help="a winograd_bench JSON whose fused sweep used --size")
     ap.add_argument("--bench-tiles", action="store_true",
                     help="predict each layer at the tile and fused pairs per thread the --measured bench ran it at "
-                         "(session 29: each layer's default_tile; sessions 30-31: the model's choice), not F(4x4) "
+                         "(at conv2d's defaults: each layer's default_tile; with --model-pairs / --model-tiles: the "
+                         "model's choice), not F(4x4) "
                          "at 4 pairs")
     ap.add_argument("--points", default=None, help="reuse a bench_sweep_model_points.csv instead of predicting")
     ap.add_argument("--out", default=OUT)

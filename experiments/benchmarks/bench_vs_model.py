@@ -2,11 +2,11 @@
 
 ``experiments.benchmarks.winograd_bench`` times, per layer, the fused megakernel at conv2d's default mapping (row
 ``fused``; the mapping is in the JSON's ``per_layer[layer]["fused_default"]``) and the non-fused pipeline
-(``nonfused``), at the layer's tile (``per_layer[layer]["tile"]``, F(4x4) before session 29). This script
+(``nonfused``), at the layer's tile (``per_layer[layer]["tile"]``, F(4x4) in runs before bbd9d23). This script
 predicts the same rows with a calibrated spec (same layer, tile, mapping and pairs per transform thread as
 the bench's defaults) and reports the error per row and its mean. Nothing is fitted here: it is an
-out-of-sample check of the spec on whatever the bench ran (session 29: the F(5x5) and F(6x6) tiles, which no
-calibration has timed).
+out-of-sample check of the spec on whatever the bench ran (each layer's tile, mapping and pairs as its JSON records
+them).
 
 Writes DIR/bench_vs_model.csv (a row per layer and schedule: tile, measured and predicted ms, error) and
 .json with provenance. No GPU; ~1 min on 2 cores.

@@ -9,21 +9,21 @@ set (the lent GPU machine) a copy also goes to ``$OUT/results/<device-slug>/``. 
 after every layer, so a crash keeps the layers done.
 
 Our implementations run each layer's Winograd tile, ``megasim.algorithms.winograd.lowering.default_tile`` (as ``conv2d``
-does; F(4x4) everywhere before session 29), unless ``--config`` names a ``tile`` or ``--model-tiles`` lets the
-model choose it (session 31); the tile is in the JSON's ``per_layer`` and in the ``detail`` column.
+does; F(4x4) everywhere in runs before bbd9d23), unless ``--config`` names a ``tile`` or ``--model-tiles`` lets the
+model choose it; the tile is in the JSON's ``per_layer`` and in the ``detail`` column.
 
 Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with the GPU API's default parameters (as ``gpu.winograd.conv2d``
-  with no mapping: ``megasim.mapping.recommended_params`` since the end of session 24; the tightest
+  with no mapping: ``megasim.mapping.recommended_params`` since 01d3996; the tightest
   ``default_params`` at M = 4 before, as the ``detail`` column of older results shows); ``fused_sweep_best``: the fastest point of an Algorithm 1 sweep, by default
   (``--fused-sweep space``) the optimiser's default space at the bench's t: M in {1, 2, 4, 8, 16} x
   d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4} (multiples of the tightest valid D_IG and D_GO for M,
   ``megasim.mapping.scaled_params``), 60 points; ``--fused-sweep small``: M in {1, 2, 4, 8} x D_IG in
   {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M, 12 points
-  (the sweep of sessions 1-23); ``wide``: the same with D_IG up to 16d, 20 points; ``deep``: ``space``
+  (the sweep of runs before 2026-11-26); ``wide``: the same with D_IG up to 16d, 20 points; ``deep``: ``space``
   with d_go_x in {1, 2, 4, 8, 16}, 100 points;
   ``detail`` holds the parameters. ``fused_blockidx_best``: that best mapping with blockIdx dispatch
-  (block b runs map position b, as in the paper: no ticket atomic per claim; opt-in, session 24).
+  (block b runs map position b, as in the paper: no ticket atomic per claim; opt-in).
   ``fused_ready`` / ``fused_ready_sweep_best``: the same two with
   ready-queue dispatch (``megasim.ready``: a block takes the next task of a FIFO queue of
   runnable tasks, never waiting on a parent). ``nonfused``: our four per-kind kernels.
@@ -168,8 +168,9 @@ def read_bench_json(path: str | Path) -> dict:
 
 
 def recorded_tile(layer_meta: dict) -> int:
-    """The Winograd tile a bench run used for a layer, from its JSON's ``per_layer`` entry (``tile``; session
-    29's first runs recorded it only in ``winograd_config.m``; before session 29 every layer ran F(4x4))."""
+    """The Winograd tile a bench run used for a layer, from its JSON's ``per_layer`` entry (``tile``; the
+    first runs at each layer's default tile recorded it only in ``winograd_config.m``; runs before bbd9d23 ran
+    F(4x4) on every layer)."""
     return int(layer_meta.get("tile", layer_meta.get("winograd_config", {}).get("m", 4)))
 
 

@@ -6,7 +6,7 @@ SM, a wave of 528) and ECR at sparsity 0.5 (3 per SM, 396) at 0.5, 1, 1.25, 1.5,
 What the tail costs depends on where its blocks land. If an SM's blocks progress alike they end
 together, their slots free together, and the tail stacks on the SMs that freed first (1.25 waves
 then take about as long as 2). If the warp schedulers favour older blocks (``GPUSpec.
-younger_block_weight``, measured on the H200's GEMM blocks in session 14) an SM's blocks end one by one
+younger_block_weight``, measured on the H200's GEMM blocks, c9bd757) an SM's blocks end one by one
 and the tail spreads over all SMs (1.25 waves take about 1.25 waves' time, or less: a lone block runs
 faster than a quarter of a shared SM). The model predicts each case as the calibration simulates one
 (the kind's launch alone, launch cost excluded) with ``--spec``; ``--measured`` joins the GPU's times

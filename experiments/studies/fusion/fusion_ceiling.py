@@ -10,7 +10,7 @@ instruction per cycle, so a run that executes I warp instructions takes at least
 whatever its schedule. ``ceiling = T_nonfused / T_issue(fused)`` bounds the fused / non-fused speedup
 of *any* mapping of the megakernel as built: reaching it would need every sub-partition of every SM to
 issue on every cycle from the first task to the last. No kernel here does (the bench's kernels issue
-on 60-85% of cycles; cuBLAS's SIMT SGEMM on 87%, session 27), so the ceiling at cuBLAS's issue rate is
+on 60-85% of cycles; cuBLAS's SIMT SGEMM on 87%: docs/findings.md), so the ceiling at cuBLAS's issue rate is
 given beside it. If the ceiling is below 1.25x on a layer, no mapping reaches the target there without
 executing fewer instructions, and fewer instructions per task would speed the non-fused pipeline too.
 
@@ -26,7 +26,7 @@ activity, the SM clock and DRAM bytes of one profiled run of each schedule.
         # DIR holds profile_manifest.json and ncu.csv (or ncu.csv.gz)
 
 ``--spec`` adds the model's predictions of the same runs: the fused mapping's time, and both schedules'
-DRAM bytes read and written, beside ncu's (session 32: at the bench's best mappings the fused megakernel
+DRAM bytes read and written, beside ncu's (docs/findings.md: at the bench's best mappings the fused megakernel
 reads every intermediate from DRAM, and the model says so too).
 
 Writes DIR/fusion_ceiling.csv and DIR/fusion_ceiling.json (rows, geometric means, provenance).
@@ -54,7 +54,7 @@ NCU_METRICS = (
 )
 
 #: Issue rate of cuBLAS's FP32 SIMT SGEMM (cutlass_80_simt_sgemm_256x128_8x4) on vgg-3's GEMM phase: 87.1% of
-#: cycles (H200, ncu, session 27; docs/winograd_gpu.md). The best a real kernel was seen to sustain here.
+#: cycles (H200, ncu; docs/findings.md). The best a real kernel was seen to sustain here.
 CUBLAS_ISSUE_ACTIVE = 0.871
 SUBPARTITIONS_PER_SM = 4
 TARGET = 1.25

@@ -10,7 +10,7 @@ slower memory). Per bandwidth and Table-2 layer it predicts our non-fused pipeli
 of the bench (M in {1, 2, 4, 8} x D_IG in {1, 2, 4} x the smallest valid D_IG for M; ``experiments.
 sweeps.layer_sweep``), and reports the best speedup and its geometric mean over the 13 layers. The
 measured geometric means of the two real GPUs (``experiments.benchmarks.winograd_bench`` CSVs) are printed beside
-them; the transfer experiment (docs/validation.md, session 19) measured how well the model follows a
+them; the transfer experiment (docs/findings.md, Calibration and validation) measured how well the model follows a
 bandwidth change (predicted +5.5%, measured +3.5% in the default mapping's speedup from the H200 to the
 H100), so read the slower-memory rows as the model's extrapolation, a direction and a rough size.
 
@@ -40,7 +40,7 @@ from megasim.workloads import TABLE2_NAMES, parse_layer
 
 SPEC = "megasim/hardware/calibrated/h200.json"
 BANDWIDTHS_GBPS = (4250.0, 3019.0, 2000.0, 1500.0, 1000.0)
-# The last benches that ran F(4x4) on every layer, as the model's sweeps here do (since session 29 the top-level
+# The last benches that ran F(4x4) on every layer, as the model's sweeps here do (the top-level
 # winograd_bench.csv runs each layer's default tile, F(6x6) on 8 of the 13).
 MEASURED = {"NVIDIA H200": "experiments/results/nvidia-h200/bench_5a57591/winograd_bench.csv",
             "NVIDIA H100": "experiments/results/nvidia-h100/bench_5a57591/winograd_bench.csv"}

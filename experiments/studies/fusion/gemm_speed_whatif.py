@@ -1,6 +1,6 @@
 """What the calibrated model predicts for a faster GEMM kernel: fused best and our non-fused, per Table-2 layer.
 
-Session 23 put the GEMM on tensor cores (``MEGASIM_GEMM_MATH=3xtf32``, ``gpu.kernels.winograd.gemm_tc``). Alone
+The 3xTF32 GEMM math runs the GEMM on tensor cores (``MEGASIM_GEMM_MATH=3xtf32``, ``gpu.kernels.winograd.gemm_tc``). Alone
 (``gpu.diagnostics.bench_gemm``, the GEMM kernel timed by itself) it ran 1.51x the FP32 kernel's speed, geometric
 mean over the 13 GEMM phases. The H200 spec's GEMM cost was fitted on the FP32 kernel; recalibrating it
 takes the full ``megasim calibrate`` run. This what-if changes one fitted value instead: the GEMM kind's

@@ -31,7 +31,7 @@ that the other SMs share DRAM with the hog's demand, not with a fixed bandwidth.
 Writes DIR/winograd_contention[_idle].csv (measure: layer, hog_sms, impl, median_ms, min_ms, max_ms,
 rel_err, detail, plus per-S rows of impl "copy_gbps" with the latencies), or
 DIR/winograd_contention[_idle][_latency][_whatif_...]_predicted.csv and its summary, each with a JSON of
-provenance. Results of 2026-11-25 on the H200: docs/winograd_gpu.md, session 22.
+provenance. Results of 2026-11-25 on the H200: docs/findings.md (GPU kernels).
 """
 
 from __future__ import annotations

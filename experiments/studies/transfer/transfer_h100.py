@@ -5,9 +5,9 @@ Specs (none fitted on an H100 run):
 - ``transfer``: ``megasim transfer-spec``: the H200's task costs and fitted rules, every value that
   ``gpu.calibrate.measure``'s microbenchmarks measure taken from the H100's run (``h100_from_h200.json``);
 - ``transfer_l2_kept``: the transfer with the H200's L2 bandwidth kept (``transfer-spec --keep
-  l2_bw_gbps``). The probe of sessions 2-18 read 23.5 TB/s on the H100 and 9.9 TB/s on the H200, the same
+  l2_bw_gbps``). The probe before its fix of 2026-11-25 read 23.5 TB/s on the H100 and 9.9 TB/s on the H200, the same
   GH100 L2: it timed a difference of two runs that both held Numba's host launch cost, and re-read from
-  L1 (docs/validation.md, session 19; the fixed probe reads 4.48 TB/s on both). This row shows how much
+  L1 (docs/findings.md; the fixed probe reads 4.48 TB/s on both). This row shows how much
   that one value moves.
 
 Per spec: the validation summary (MAPE, ordering, regret, fused/non-fused speedup at the default mapping),
