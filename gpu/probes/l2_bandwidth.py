@@ -7,7 +7,7 @@ each round's reads rotated by ``rotate`` blocks (``_read_vec4``): 0 re-reads fro
 pattern did; a rotation coprime to the SM count sends every re-read to another SM. Each setting is
 measured ``--repeats`` times, interleaved, after a kernel with no shared memory and after one with the
 most static-limit dynamic shared memory (the carveout the runtime leaves L1 may differ). It also times
-the old kernel itself (``read4_before_session_19``, its code unchanged: the round loop's body does not
+the old kernel itself (``read4_old``, its code unchanged: the round loop's body does not
 depend on the round) and counts the global loads in its PTX (5: the step's 4 and the tail's 1, all
 inside the loops, so its loads were not hoisted out of the round loop; the PTX is kept beside the JSON).
 
@@ -31,7 +31,7 @@ def _old_kernel():
     from numba import cuda, float32
 
     @cuda.jit
-    def read4_before_session_19(a, reps, out):
+    def read4_old(a, reps, out):
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
         n = a.size
@@ -51,7 +51,7 @@ def _old_kernel():
                 s0 += a[j]
                 j += stride
         out[i] = s0 + s1 + s2 + s3
-    return read4_before_session_19
+    return read4_old
 
 
 def old_probe(sm: int) -> dict:
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "l2_bandwidth_probe.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "read4_before_session_19.ptx").write_text(old[0]["ptx"])
+    (out / "read4_old.ptx").write_text(old[0]["ptx"])
     return result
 
 

@@ -83,7 +83,7 @@ def _tile_coords(tile, prm):
 # Opaque strides (``make_transform_tasks(..., opaque=True)``: the F(2x2) and F(4x4) transforms' ``*_opaque`` forms,
 # ``gpu.kernels.winograd.transforms``) in the non-fused transform kernels only (gpu.kernels.winograd.megakernel's
 # ``_build_transform_kernels``), not in the megakernels; F(5x5), F(6x6) and F(7x7) take them always. One device call
-# on the H200 (experiments/results/nvidia-h200/f6x6_s29/call1_*): opaque everywhere made the non-fused pipeline 2.5%
+# on the H200 (experiments/results/nvidia-h200/f6x6/call1_*): opaque everywhere made the non-fused pipeline 2.5%
 # faster (1.007-1.047x per layer; the input transform's integer instructions 594 -> 393) and the fused best 0.9%
 # slower (the megakernel's spills 44 -> 8 bytes, yet slower).
 # The tiles that only builds of their own compile (``make_transform_tasks(m)``; gpu.kernels.winograd.megakernel.OWN_BUILD_TILES): the
@@ -300,9 +300,9 @@ def gemm_generic(g, j, prm, V, U, M):
 # (both operands by cp.async) was a point faster at 64-bit indices (gpu/diagnostics/bench_gemm.py on the H200:
 # 76.7% of cuBLAS against 75.6%), but needed ~167 registers; "a4" fits the 128 that let 4 blocks of 128 threads
 # share an SM, which made the best fused mappings 6-14% faster on four layers and the non-fused GEMM kernel no
-# slower (docs/findings.md; experiments/results/nvidia-h200/session13_regcap/). At
+# slower (docs/findings.md; experiments/results/nvidia-h200/register_cap/). At
 # 32-bit indices the other stagings measured alone stay at or below the default (c3 83.2%, a 3-deep ring 82.5%,
-# against 85.0%; experiments/results/h200_gemm/index32_s28/). make_gemm_staged keeps the other stagings
+# against 85.0%; experiments/results/h200_gemm/index32/). make_gemm_staged keeps the other stagings
 # (``staging``, ``stages``) for gpu.diagnostics.bench_gemm's variants.
 FAST_A = (32, 64, 16, 128, 4, "a", 4)
 FAST_B = (64, 64, 16, 128, 2, "a", 4)
@@ -312,7 +312,7 @@ FAST_B = (64, 64, 16, 128, 2, "a", 4)
 # 64-bit index arithmetic (Numba types every integer operation int64) the 128-register kernels that compile every
 # path spilled (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144; non-fused 3.9% slower). With its indices in
 # int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device call
-# (experiments/results/h200_gemm/index32_s28/):
+# (experiments/results/h200_gemm/index32/):
 #   unroll 1, 64-bit: gemm_kernel 77.3% of cuBLAS; the A/B's reference;
 #   unroll 1, 32-bit: 79.0% (both paths 32-bit); fused best and non-fused 0.5% / 0.9% slower;
 #   unroll 2, 32-bit: 84.9%; fused best 5.9% faster, non-fused 6.9% faster (adopted);
@@ -321,7 +321,7 @@ FAST_B = (64, 64, 16, 128, 2, "a", 4)
 _UNROLL_B = 2
 _INDEX_BITS_B = 32
 # The t = 32 path: rolled, 64-bit indices. Alone it measured 64.9% of cuBLAS at 64 bits, 61.9% at 32. At 32 bits
-# and 2 k-steps (H200, one call, index32_s28/call4_t32/): that path's gemm_kernel 59.4% -> 65.4% of cuBLAS and
+# and 2 k-steps (H200, one call, index32/call4_t32/): that path's gemm_kernel 59.4% -> 65.4% of cuBLAS and
 # the non-fused pipeline at t = 32 7.1% faster, but the kernels spill more (megakernel 44 -> 64 B, gemm_kernel
 # 4 -> 24 B): the fused best 0.4% slower at t = 32 and 1.3% slower at the default t = 64. So 1 and 64.
 _UNROLL_A = 1

@@ -248,7 +248,7 @@ def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
 # The per-task megakernel: 128, the most that lets 4 blocks of 128 threads share an SM (65536 / 512). Uncapped,
 # ptxas took 176; at 128 it spills 44 bytes (ptxas -v, sm_90: ``python -m gpu.diagnostics.offline_compile
 # megakernel``). The best fused mappings ran 6-14% faster than at 168 (3 blocks per SM) on four layers of the
-# H200 (docs/findings.md; experiments/results/nvidia-h200/session13_regcap/): a
+# H200 (docs/findings.md; experiments/results/nvidia-h200/register_cap/): a
 # transform block finds a slot beside three GEMM blocks.
 MEGAKERNEL_MAX_REGISTERS = 128
 # The persistent megakernel: uncapped (210 registers: 2 blocks per SM). Capped at 128 (4 blocks per SM; ptxas
@@ -284,7 +284,7 @@ class MathKernels:
 # 44 and the persistent build 168 registers against 210. Under ncu the general megakernel stalls for instructions
 # 0.48 cycles per issue on resnet-1 (the kernels alone: 0.08-0.24). Measured against the general build, each
 # time in one device call (H200, docs/findings.md;
-# experiments/results/nvidia-h200/specialised_s27/ and h200_gemm/index32_s28/): 2.5% faster on resnet-1 and
+# experiments/results/nvidia-h200/specialised_build/ and h200_gemm/index32/): 2.5% faster on resnet-1 and
 # yolov3-1, 1-5% slower on the many-channel layers, 1.5% slower overall; so it is opt-in.
 SPECIALISED = (4, FAST_B[:4])        # (m, (t, gemm_k_tile, gemm_k_step, gemm_threads))
 # F(5x5), F(6x6) and F(7x7) run on builds of their own (``make_transform_tasks(m)``: its transforms, every GEMM path),
