@@ -1,7 +1,7 @@
-"""The script that made this directory's refit (session 18; run from the repository root, 10 min on
+"""The script that made this directory's refit (2026-11-25, committed in 6ea0382; run from the repository root, 10 min on
 2 cores): the committed sparse calibration cases plus the occupancy probe's 82 H100 cases, fitted as
 `megasim calibrate-sparse` fits. Its spec went through `python -m experiments.sparse_validate --spec ...`;
-sparse_summary.json and sparse_crossover.csv here are that run. Not adopted (docs/sparse.md, session 18)."""
+sparse_summary.json and sparse_crossover.csv here are that run. Not adopted (docs/findings.md, sparse convolution)."""
 import json, sys, time
 from megasim.hardware import load_spec, dump_spec
 from megasim.calibration_sparse import calibrate_sparse
