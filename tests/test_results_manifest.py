@@ -67,3 +67,8 @@ def test_every_kept_result_is_cited_and_listed():
                                           if c.rstrip("/") != "experiments/results")}
     assert not uncited, f"kept but cited nowhere: {sorted(uncited)[:20]}"
     assert manifest() == kept, f"MANIFEST.txt differs from the tree: {sorted(manifest() ^ kept)[:20]}"
+
+
+def test_the_kept_results_are_small():
+    total = sum((ROOT / f).stat().st_size for f in kept_files())
+    assert total < 8 * 2**20, f"experiments/results/ keeps {total / 2**20:.1f} MiB (at most 8 MiB: cite summaries, not raw data)"
