@@ -25,6 +25,12 @@ megasim's model): 128 threads per block, grid (pixel tiles, filter tiles), chann
 from the problem and the GPU's SM count (forced with ``k_tile=``). The kernels are in
 ``gpu.kernels.sparse.kernels``; their docstrings give the per-thread work and shared-memory layout.
 
+Every op is a megasim Plan (``OP_PLANS``: algorithm ``ecr``, ``direct``, ``pecr`` or ``direct_fused``;
+the unfused chains are the pooled algorithms' ``unfused`` schedule) and runs the TaskGraph and
+Schedule of ``megasim.plan.build`` through the GPU executor (``gpu.runtime.execute``) and the sparse
+kernel table (``gpu.runtime.sparse_kernels``), the same path ``megasim validate --algo`` measures.
+``prepare`` lowers, checks and allocates once; ``SparseLaunch.run`` only enqueues.
+
 Inputs: x (N, C, H, W) and w (K, C, R, S), both float32 (other dtypes are rejected, not converted),
 both NumPy arrays (the result comes back as NumPy) or both device arrays (Numba's, or any
 ``__cuda_array_interface__`` array, C-contiguous; the result stays on the device). Bad inputs raise
@@ -39,16 +45,25 @@ from numba import config as numba_config
 from numba import cuda
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gpu.kernels.sparse import kernels as sk
+from functools import lru_cache
+
 from gpu.errors import KernelInputError
-from megasim.errors import LoweringError
+from gpu.runtime.execute import PreparedRun
+from gpu.runtime.sparse_kernels import maxpool_launch, relu_launch
+from megasim.algorithms.sparse.plugin import PooledSparseParams, SparseParams
 from megasim.algorithms.sparse.tiling import PoolSpec, SparseTiling, choose_tiling, grid, pooled_hw
+from megasim.errors import LoweringError
+from megasim.plan import Plan, build
 from megasim.workloads.problem import ConvProblem
 
 CONV_OPS = ("ecr", "direct")
 FUSED_OPS = ("pecr", "direct_fused")
 UNFUSED_OPS = ("unfused_ecr", "unfused_direct")
 OPS = CONV_OPS + FUSED_OPS + UNFUSED_OPS
+# op -> (megasim algorithm, schedule) it runs
+OP_PLANS = {"ecr": ("ecr", "kernel"), "direct": ("direct", "kernel"), "pecr": ("pecr", "fused"),
+            "direct_fused": ("direct_fused", "fused"), "unfused_ecr": ("pecr", "unfused"),
+            "unfused_direct": ("direct_fused", "unfused")}
 SIM_SM_COUNT = 132          # under the CUDA simulator (no device to ask): an H100 SXM's SM count
 
 
@@ -152,7 +167,21 @@ def _tiling(problem: ConvProblem, kind: str, sm_count, pool: PoolSpec | None, k_
         raise SparseError(str(exc)) from exc
 
 
-# --- prepared launches -----------------------------------------------------------------------------
+# --- prepared launches (through the executor) --------------------------------------------------------
+
+def plan_of(op: str, pool: PoolSpec | None, k_tile: int) -> Plan:
+    """The megasim Plan that ``op`` runs: its algorithm and schedule (the unfused chains are the pooled
+    algorithms' ``unfused`` schedule) and the filter tile, with the pool for the pooled ops."""
+    algorithm, schedule = OP_PLANS[op]
+    if pool is None:
+        return Plan(schedule, SparseParams(k_tile=k_tile), algorithm)
+    return Plan(schedule, PooledSparseParams(k_tile=k_tile, pool_size=pool.size, pool_stride=pool.stride), algorithm)
+
+
+@lru_cache(maxsize=32)
+def _build(problem: ConvProblem, plan: Plan):
+    return build(problem, plan)
+
 
 def _kernel_attrs(kernel, args) -> tuple[int | None, int | None, int | None]:
     """(registers per thread, static shared bytes, local bytes per thread) of the kernel compiled for
@@ -167,46 +196,31 @@ class SparseLaunch:
     """One sparse / direct operation with its device buffers allocated once (see ``prepare``).
 
     ``run()`` enqueues the kernel(s) on the default stream: no allocation, no host copy, no
-    synchronisation. ``output`` is the device array the last kernel writes; ``tiling`` the
-    SparseTiling of the convolution kernel; ``grid`` / ``block`` its launch shape;
-    ``regs_per_thread``, ``shared_bytes`` and ``local_bytes`` what the compiler reports for the
-    convolution kernel (None under the simulator). ``config_shared_bytes`` is the static shared
-    memory the kernel declares (from its own constants).
+    synchronisation. It runs ``graph`` / ``schedule`` (``megasim.plan.build`` of ``plan``) through the
+    executor (``gpu.runtime.execute.PreparedRun``, the kernel table of ``gpu.runtime.sparse_kernels``).
+    ``output`` is the device array the last kernel writes; ``tiling`` the SparseTiling of the
+    convolution kernel; ``grid`` / ``block`` its launch shape; ``regs_per_thread``, ``shared_bytes``
+    and ``local_bytes`` what the compiler reports for the convolution kernel (None under the
+    simulator). ``config_shared_bytes`` is the static shared memory the kernel declares (from its own
+    constants).
     """
 
     def __init__(self, op: str, x, w, problem: ConvProblem, tiling: SparseTiling, pool: PoolSpec | None) -> None:
         self.op, self.problem, self.tiling, self.pool = op, problem, tiling, pool
         self.x, self.w = x, w
+        self.plan = plan_of(op, pool, tiling.k_tile)
+        self.graph, self.schedule, _ = _build(problem, self.plan)
+        self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule)
+        self.workspace = self.prepared.workspace(x, w)
+        self.output = self.prepared.output(self.workspace)
+        state = self.prepared.state
+        assert state.tiling == tiling, (state.tiling, tiling)   # the graph's tiling is the op's
+        self.kernel = state.kernel
         self.grid = grid(problem, tiling)
         self.block = tiling.pixels_per_block
-        sparse = tiling.kind in ("ecr", "pecr")
-        n, k, p, q = problem.n, problem.k, problem.out_h, problem.out_w
-        self._steps = []
-        if op in FUSED_OPS:
-            self.kernel = sk.fused_kernel(sparse, tiling.k_tile, tiling.c_chunk, problem.r, problem.s,
-                                          problem.stride, pool.size, pool.stride)
-            po, qo = pooled_hw(problem, pool)
-            self.output = cuda.device_array((n, k, po, qo), np.float32)
-            conv_out = self.output
-        else:
-            self.kernel = sk.conv_kernel(sparse, tiling.k_tile, tiling.c_chunk, problem.r, problem.s, problem.stride)
-            conv_out = cuda.device_array((n, k, p, q), np.float32)
-            self.output = conv_out
-        conv_args = (x, w, conv_out, problem.padding)
-        self._steps.append((self.kernel[self.grid, self.block], conv_args))
-        if op in UNFUSED_OPS:
-            activated = cuda.device_array((n, k, p, q), np.float32)
-            po, qo = pooled_hw(problem, pool)
-            self.output = cuda.device_array((n, k, po, qo), np.float32)
-            size = n * k * p * q
-            self._steps.append((sk.relu_kernel[-(-size // sk.ELEMENTWISE_THREADS), sk.ELEMENTWISE_THREADS],
-                                (conv_out.reshape(size), activated.reshape(size))))
-            pooled = n * k * po * qo
-            self._steps.append((sk.maxpool_kernel(pool.size, pool.stride)[-(-pooled // sk.ELEMENTWISE_THREADS),
-                                                                           sk.ELEMENTWISE_THREADS],
-                                (activated, self.output)))
+        self._steps = tuple(self.prepared.steps(self.workspace))
         self.config_shared_bytes = self.kernel.shared_bytes
-        self.regs_per_thread, self.shared_bytes, self.local_bytes = _kernel_attrs(self.kernel, conv_args)
+        self.regs_per_thread, self.shared_bytes, self.local_bytes = _kernel_attrs(self.kernel, self._steps[0][1])
 
     @property
     def launches(self) -> int:
@@ -216,7 +230,7 @@ class SparseLaunch:
     def steps(self) -> tuple:
         """The (configured kernel, args) of each launch, in order: conv (or fused), then ReLU and
         max-pool for the unfused chains; calling ``kernel(*args)`` enqueues that launch alone."""
-        return tuple(self._steps)
+        return self._steps
 
     def run(self) -> None:
         """Enqueue the kernel(s) on the default stream (asynchronous)."""
@@ -229,6 +243,8 @@ def prepare(op: str, x, w, stride: int = 1, padding: int = 0, pool: int | None =
     """A SparseLaunch of ``op`` (one of OPS) on x and w (device arrays; NumPy arrays are uploaded
     once). ``pool`` / ``pool_stride`` (default 2 / 2) apply to the fused and unfused ops only. On a
     GPU the convolution kernel is compiled here, so ``regs_per_thread`` is known before the first run.
+    The graph is lowered here (cached per problem and plan), with the plug-in's default map (no zeros):
+    the kernels' grid and launches do not depend on the map, only the model's costs do.
     """
     if op not in OPS:
         raise SparseError(f"op={op!r} is not allowed (allowed: {', '.join(OPS)})")
@@ -313,8 +329,8 @@ def relu(y):
     y, on_device = _check_map(y)
     d_y = y if on_device else cuda.to_device(np.ascontiguousarray(y))
     out = cuda.device_array(d_y.shape, np.float32)
-    size = int(np.prod(d_y.shape))
-    sk.relu_kernel[-(-size // sk.ELEMENTWISE_THREADS), sk.ELEMENTWISE_THREADS](d_y.reshape(size), out.reshape(size))
+    kernel, args = relu_launch(d_y, out)        # the relu entry of the sparse kernel table
+    kernel(*args)
     return out if on_device else out.copy_to_host()
 
 
@@ -329,6 +345,6 @@ def maxpool2d(y, pool: int = 2, pool_stride: int = 2):
     po, qo = (p - spec.size) // spec.stride + 1, (q - spec.size) // spec.stride + 1
     d_y = y if on_device else cuda.to_device(np.ascontiguousarray(y))
     out = cuda.device_array((int(y.shape[0]), int(y.shape[1]), po, qo), np.float32)
-    total = int(np.prod(out.shape))
-    sk.maxpool_kernel(spec.size, spec.stride)[-(-total // sk.ELEMENTWISE_THREADS), sk.ELEMENTWISE_THREADS](d_y, out)
+    kernel, args = maxpool_launch(d_y, out, spec)   # the maxpool entry of the sparse kernel table
+    kernel(*args)
     return out if on_device else out.copy_to_host()

@@ -9,6 +9,11 @@ TaskGraph that megasim's simulator schedules.
 
 NumPy arrays in give a NumPy array out; Numba device arrays in give a device array out. ``reference``
 is the slow float64 NumPy oracle the tests compare against.
+
+``conv2d`` lowers the problem (``lower_winograd``, cached), orders its tasks (the schedule, mapping and
+execution style asked for) and runs that (graph, schedule) through the GPU executor
+(``gpu.runtime.execute.PreparedRun``) and the Winograd kernel table (``gpu.runtime.winograd_kernels``):
+the fused schedule's launches on the megakernel, the non-fused ones on the per-kind kernels.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy as np
 from numba import cuda
 
 from gpu.runtime import executor as ex
+from gpu.runtime.execute import PreparedRun
 from gpu.kernels.common import layout as lay
 from gpu.errors import KernelInputError
 from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, DEFAULT_GEMM_MATH, default_tile, lower_winograd)
@@ -28,6 +34,7 @@ from megasim.schedule import Schedule
 from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.algorithms.winograd import winograd_nonfused
 from megasim.schedule import DISPATCHES, STYLES
+from megasim.plan import Plan
 from megasim.workloads.problem import ConvProblem
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -45,6 +52,13 @@ def reference(x: np.ndarray, w: np.ndarray, padding: int = 1, layout: str = "NCH
 @lru_cache(maxsize=32)
 def _plan(problem: ConvProblem, cfg: WinogradConfig) -> ex.WinogradPlan:
     return ex.make_plan(problem, cfg, lower_winograd(problem, cfg))
+
+
+def _runs_on(schedule: str) -> Plan:
+    """The megasim Plan naming what the executor runs: algorithm winograd and the schedule, whose name
+    picks the kernels (fused: the megakernel; nonfused: the per-kind kernels); the implementation
+    config travels in the graph (``graph.meta``), the task maps in the Schedule."""
+    return Plan(schedule, algorithm="winograd")
 
 
 def _is_device_array(a) -> bool:
@@ -163,9 +177,10 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     else:
         x_nhwc = cuda.to_device(np.ascontiguousarray(x.transpose(0, 2, 3, 1) if layout == "NCHW" else x))
         d_w = cuda.to_device(np.ascontiguousarray(w))
-    ws = ex.workspace(plan, x_nhwc, d_w)
-    kernels = "per_kind" if schedule == "nonfused" else "megakernel"
-    ex.run_schedule(plan, sched, ws, kernels=kernels, poll_limit=poll_limit, check=True)
+    run = PreparedRun(problem, _runs_on(schedule), plan.graph, sched, options={"poll_limit": poll_limit})
+    ws = run.workspace(x_nhwc, d_w)
+    run.run(ws)
+    run.check()
     if on_device:
         return lay.nhwc_to_nchw(ws.Y) if layout == "NCHW" else ws.Y
     y = ws.Y.copy_to_host()

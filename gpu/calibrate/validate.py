@@ -1,13 +1,17 @@
-"""Measuring the validation mappings on the GPU: the measured half of `megasim validate`.
+"""Measuring the validation plans on the GPU: the measured half of `megasim validate --algo NAME`.
 
-For each layer, the mappings of ``megasim.calibration.validation.validation_plans`` are built from the same
-``megasim.plan.build`` the model uses (so the TaskGraph, and its hash, are the ones predicted), run
-through ``PreparedSchedule`` (arrays uploaded once; the non-fused schedule with the per-kind kernels,
-every other schedule with the megakernel) and timed with ``time_cuda``: ``warmup`` untimed runs, then
-``repeats`` runs between CUDA events, inputs rotated over ``sets`` workspaces, in ``rounds`` rounds over
-the layer's mappings (round-robin, so slow drift falls on every mapping alike). The row holds the
-median of all runs (``measured_us``), the spread (max - min, ``spread_us``) and each round's median
-(``round_us``). A mapping that fails (a kernel error) is a row with ``measured_us`` empty and the error
+For each layer, the plans of ``megasim.calibration.validation.validation_plans`` (the algorithm
+plug-in's hook) are built from the same ``megasim.plan.build`` the model uses (so the TaskGraph, and
+its hash, are the ones predicted), run through the GPU executor (``gpu.runtime.execute.PreparedRun``:
+the algorithm's kernel table, arrays uploaded once; Winograd's non-fused schedule on the per-kind
+kernels, its other schedules on the megakernel; the sparse kernels one launch per kind) and timed
+with ``time_cuda``: ``warmup`` untimed runs, then ``repeats`` runs between CUDA events, inputs rotated
+over ``sets`` workspaces, in ``rounds`` rounds over the layer's plans (round-robin, so slow drift falls
+on every plan alike). Inputs come from the table (``KernelTable.inputs``: Winograd's standard normal;
+the sparse family's the map the plan's sparsity describes, the one the model counts from); plans
+with one ``input_key`` share them, and plans of one graph share workspaces. The row holds the median
+of all runs (``measured_us``), the spread (max - min, ``spread_us``) and each round's median
+(``round_us``). A plan that fails (a kernel error) is a row with ``measured_us`` empty and the error
 in ``status``.
 """
 
@@ -22,8 +26,8 @@ import numpy as np
 from numba import cuda
 
 from megasim.provenance import git_sha
-from gpu.runtime import executor as ex
-from gpu.runtime.prepared import PreparedSchedule
+from gpu.runtime.execute import PreparedRun
+from gpu.runtime.table import kernel_table
 from gpu.runtime.timing import time_cuda
 from megasim.plan import build
 from megasim.calibration.validation import validation_plans
@@ -38,8 +42,23 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup: int = 2,
-                  sets: int = 2, rounds: int = 1) -> list[dict[str, Any]]:
+def _prepare(problem, label: str, plan, algorithm: str, sets: int, inputs: dict, workspaces: dict, row: dict):
+    """(PreparedRun, its workspaces) of one plan; fills ``row``'s taskgraph hash."""
+    table = kernel_table(algorithm)
+    graph, schedule, plan = build(problem, plan)
+    ikey = table.input_key(plan)
+    if ikey not in inputs:
+        inputs[ikey] = [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+    run = PreparedRun(problem, plan, graph, schedule)
+    wkey = (graph.hash, ikey)
+    if wkey not in workspaces:
+        workspaces[wkey] = [run.workspace(x, w) for x, w in inputs[ikey]]
+    row["taskgraph_hash"] = graph.hash
+    return run, workspaces[wkey]
+
+
+def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd", repeats: int = 10,
+                  warmup: int = 2, sets: int = 2, rounds: int = 1) -> list[dict[str, Any]]:
     """Measure (label, Plan) pairs of one problem: a row per plan, in order (see the module docstring).
 
     With ``rounds`` > 1 the plans are timed round-robin, ``repeats`` runs each per round, so a drift of
@@ -49,29 +68,16 @@ def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds={rounds!r} is not allowed: it must be an integer >= 1")
     device = device_name()
-    git_sha = git_sha()
-    rng = np.random.default_rng(11)
-    xs = [cuda.to_device(rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32))
-          for _ in range(sets)]
-    ws_ = [cuda.to_device(rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)) for _ in range(sets)]
+    sha = git_sha()
+    inputs: dict = {}
     workspaces: dict = {}
-    rows, runs = [], []          # runs[i]: (prepared schedule, workspaces) of rows[i], None once failed
+    rows, runs = [], []          # runs[i]: (prepared run, workspaces) of rows[i], None once failed
     for label, plan in plans:
-        row = {"layer": layer or problem.name, "schedule": plan.schedule, "label": label,
-               "params": plan.param_string(), "device": device, "git_sha": git_sha}
+        row = {"layer": layer or problem.name, "algorithm": algorithm, "schedule": plan.schedule, "label": label,
+               "params": plan.param_string(), "device": device, "git_sha": sha}
         try:
-            graph, schedule, plan = build(problem, plan)
-            key = plan.params.config
-            if key not in workspaces:
-                wplan = ex.make_plan(problem, plan.params.config, graph)
-                workspaces[key] = (wplan, [ex.workspace(wplan, xs[i], ws_[i]) for i in range(sets)])
-            wplan, wss = workspaces[key]
-            if wplan.graph.hash != graph.hash:
-                wplan = ex.make_plan(problem, plan.params.config, graph)
-            kernels = "per_kind" if plan.schedule == "nonfused" else "megakernel"
-            runs.append((PreparedSchedule(wplan, schedule, kernels=kernels), wss))
-            row["taskgraph_hash"] = graph.hash
-        except Exception as exc:  # noqa: BLE001 - a failing mapping is a record, the run goes on
+            runs.append(_prepare(problem, label, plan, algorithm, sets, inputs, workspaces, row))
+        except Exception as exc:  # noqa: BLE001 - a failing plan is a record, the run goes on
             traceback.print_exc()
             row.update({"measured_us": "", "status": f"error {type(exc).__name__}: {exc}"[:300]})
             runs.append(None)
@@ -103,15 +109,15 @@ def measure_plans(problem, plans, *, layer: str = "", repeats: int = 10, warmup:
         rows[i].update({"measured_us": float(np.median(us)), "spread_us": float(us.max() - us.min()),
                         "min_us": float(us.min()), "max_us": float(us.max()), "repeats": int(us.size),
                         "rounds": rounds, "round_us": ";".join(f"{m:.3f}" for m in medians[i]), "status": "ok"})
-    del workspaces, xs, ws_, runs
+    del workspaces, inputs, runs
     return rows
 
 
-def measure_layer(layer: str, n_mappings: int, *, repeats: int = 10, warmup: int = 2, sets: int = 2,
-                  seed: int = 0, rounds: int = 1) -> list[dict[str, Any]]:
+def measure_layer(layer: str, n_mappings: int, *, algorithm: str = "winograd", repeats: int = 10, warmup: int = 2,
+                  sets: int = 2, seed: int = 0, rounds: int = 1) -> list[dict[str, Any]]:
     problem = parse_layer(layer)
-    rows = measure_plans(problem, validation_plans(problem, n_mappings, seed), layer=layer,
-                         repeats=repeats, warmup=warmup, sets=sets, rounds=rounds)
+    rows = measure_plans(problem, validation_plans(problem, n_mappings, seed, algorithm), layer=layer,
+                         algorithm=algorithm, repeats=repeats, warmup=warmup, sets=sets, rounds=rounds)
     for row in rows:
         print(f"{layer:10s} {row['label']:24s} {row.get('measured_us', '')!s:>12.12s} us  {row['params']}", flush=True)
     return rows

@@ -13,7 +13,9 @@ object (``megasim.algorithms.registry``). The object knows
 - ``kinds``: the task kinds whose costs calibration fits for it, and ``calibration``, the procedure
   that fits them (``megasim calibrate --algo NAME``);
 - its search space (``spaces``, ``space_defaults``, ``point_plan``, ``point_constraint``, ``bind_space``);
-- ``time_us(result)``: the simulated time that a GPU measurement of it is compared with.
+- ``time_us(result)``: the simulated time that a GPU measurement of it is compared with;
+- ``validation_plans(problem, n, seed)``: the plans ``megasim validate --algo NAME`` predicts and
+  measures (default: each schedule at its default parameters).
 
 Everything that takes an algorithm (``megasim.plan.predict``, the optimiser, calibration, the CLI, the
 GPU executor) takes it by name through the registry; nothing outside an algorithm's package names it.
@@ -163,6 +165,26 @@ class Algorithm:
     def time_us(self, result: "SimResult") -> float:
         """The simulated time a measurement of this algorithm is compared with: the whole run."""
         return result.predicted_us
+
+    # -- validation (megasim validate --algo NAME) -------------------------------------------------
+    def validation_plans(self, problem: "ConvProblem", n: int, seed: int = 0) -> list[tuple[str, Any]]:
+        """Up to ``n`` (label, resolved Plan) of one problem that ``megasim validate`` predicts and
+        measures, each a different program (TaskGraph and task maps), in a fixed order for a seed.
+        Default: each schedule at the default parameters, labelled by its name."""
+        from megasim.plan import Plan, build
+        out: list[tuple[str, Any]] = []
+        seen: set = set()
+        for schedule in self.schedules:
+            if len(out) >= n:
+                break
+            try:
+                graph, order, plan = build(problem, Plan(schedule, algorithm=self.name))
+            except MappingError:
+                continue
+            if (graph.hash, order.hash) not in seen:
+                seen.add((graph.hash, order.hash))
+                out.append((schedule, plan))
+        return out
 
     # -- search (see megasim.search.space) ---------------------------------------------------------
     spaces: ClassVar[dict[str, Callable[[], Any]]] = {}

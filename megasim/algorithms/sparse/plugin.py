@@ -26,7 +26,7 @@ import numpy as np
 from megasim.algorithms.base import Algorithm, check_params, param_items
 from megasim.algorithms.registry import register
 from megasim.algorithms.sparse.lowering import lower_sparse
-from megasim.algorithms.sparse.tiling import CONV_K_TILES, FUSED_K_TILES, FUSED_KINDS, PoolSpec, choose_tiling
+from megasim.algorithms.sparse.tiling import CONV_K_TILES, FUSED_K_TILES, FUSED_KINDS, PoolSpec, choose_tiling, pooled_hw
 from megasim.errors import MappingError
 from megasim.schedule import Launch, Schedule
 from megasim.taskgraph import TaskGraph
@@ -93,6 +93,7 @@ class SparseConv(Algorithm):
     def __init__(self, name: str, summary: str) -> None:
         self.name, self.summary = name, summary
         self.pooled = name in FUSED_KINDS
+        self.sparse = name in ("ecr", "pecr")      # skips the zeros (the dense twins multiply every element)
         self.params_type = PooledSparseParams if self.pooled else SparseParams
         self.schedules = ("fused", "unfused") if self.pooled else ("kernel",)
         conv = {"pecr": "ecr", "direct_fused": "direct"}.get(name, name)
@@ -137,6 +138,49 @@ class SparseConv(Algorithm):
 
     def time_us(self, result) -> float:
         return kernel_us(result)
+
+    # -- validation: filter tiles x sparsity x schedules --------------------------------------------
+    def validation_plans(self, problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Any]]:
+        """Up to ``n`` (label, Plan), every field explicit: each filter tile and schedule on uniform maps
+        of sparsity 0.5, 0.0, 0.8 and 0.95 (in that order), then random ones (sparsity 0-0.95, either
+        pattern, map seed, tile and schedule drawn from ``seed`` and the problem). A tile or pool the
+        problem cannot take is left out; the dense twins get one plan per tile and schedule (their
+        program does not depend on the map's zeros). The measured input is the map the parameters describe
+        (``megasim.workloads.sparse.sparse_feature_map``), the one the model counts its costs from."""
+        import zlib
+        from megasim.errors import LoweringError
+        from megasim.plan import Plan
+        out: list[tuple[str, Any]] = []
+        seen: set = set()
+
+        def add(label: str, schedule: str, params: SparseParams) -> None:
+            kind = self.op(schedule).removeprefix("unfused_")
+            try:
+                choose_tiling(problem, kind, 1, pool=params.pool if kind in FUSED_KINDS else None, k_tile=params.k_tile)
+                if params.pool is not None:
+                    pooled_hw(problem, params.pool)
+            except LoweringError:
+                return
+            # the dense twins' program (graph and order) does not depend on the map: one per tile and schedule
+            key = (schedule, params if self.sparse else replace(params, sparsity=0.0, pattern="uniform", seed=0))
+            if len(out) < n and key not in seen:
+                seen.add(key)
+                out.append((label, Plan(schedule, params, self.name)))
+
+        for sparsity in (0.5, 0.0, 0.8, 0.95):
+            for kt in self.k_tiles:
+                for schedule in self.schedules:
+                    add(f"{schedule}_kt{kt}_s{round(sparsity * 100)}", schedule,
+                        self.params_type(sparsity=sparsity, k_tile=kt))
+        rng = np.random.default_rng([seed, zlib.crc32(problem.spec_string().encode())])
+        for _ in range(20 * n):
+            if len(out) >= n:
+                break
+            sparsity = round(float(rng.uniform(0.0, 0.95)), 2)
+            params = self.params_type(sparsity=sparsity, pattern=str(rng.choice(PATTERNS)),
+                                      seed=int(rng.integers(0, 1000)), k_tile=int(rng.choice(self.k_tiles)))
+            add("random", str(rng.choice(self.schedules)), params)
+        return out
 
     # -- search: the filter tile -------------------------------------------------------------------
     @property
