@@ -122,6 +122,10 @@ class Winograd(Algorithm):
     def record_extras(self, plan: Any) -> dict[str, Any]:
         return {"D_IG": plan.params.d_ig, "D_GO": plan.params.d_go}
 
+    def validation_plans(self, problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Any]]:
+        from megasim.algorithms.winograd.validation import winograd_validation_plans
+        return winograd_validation_plans(problem, n, seed)
+
     # -- search ------------------------------------------------------------------------------------
     @property
     def spaces(self):   # type: ignore[override]
