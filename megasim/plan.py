@@ -11,21 +11,34 @@ Plans travel as ``--param`` strings, ``KEY=VALUE`` pairs joined by commas, e.g.
 ``D_IG=128,D_GO=416,M=4,t=32,style=persistent,blocks_per_sm=4``: the algorithm's keys and the execution
 keys together. ``Plan.param_string()`` writes the complete string (defaults resolved) that reproduces
 a prediction.
+
+Resource limits (docs/errors.md): ``build`` and ``predict`` refuse, before lowering the whole problem,
+a problem with a tensor of more than ``MAX_TENSOR_ELEMENTS`` elements (the GPU kernels index with
+32-bit integers) and a problem whose task count, estimated from its lowering at batch 1 times its batch,
+exceeds ``max_tasks`` (default ``DEFAULT_MAX_TASKS``; the CLI's ``--max-tasks``). Progress goes to an
+optional callback, never to a stream: ``predict(..., progress=f)`` calls ``f(message)`` as it lowers
+and simulates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Callable
 
 from megasim.algorithms import get_algorithm
 from megasim.algorithms.base import Algorithm, convert, params_from_items, parse_items
-from megasim.errors import MappingError
+from megasim.errors import MappingError, ResourceError
 from megasim.hardware.spec import GPUSpec
 from megasim.schedule import DISPATCHES, STYLES, Schedule
 from megasim.sim import SimOptions, SimResult, simulate
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
+
+# The default ceiling on the tasks of one simulation: about 20 s of simulation at the engine's ~100k
+# tasks/s on a laptop core (resnet-1 at batch 64 has 10,200 Winograd tasks) and a few GB of memory.
+DEFAULT_MAX_TASKS = 2_000_000
+# The largest tensor (input, output or filters) in elements: the GPU kernels index with 32-bit integers.
+MAX_TENSOR_ELEMENTS = 2 ** 31 - 1
 
 # --param keys of the execution parameters (shared by every megakernel algorithm) -> (field, type)
 EXECUTION_KEYS = {"style": ("style", str), "dispatch": ("dispatch", str), "blocks_per_sm": ("blocks_per_sm", int),
@@ -42,7 +55,23 @@ class Plan:
     blocks_per_sm: int | None = None
     ready_window: int | None = None     # dispatch=ready: roots queued at the start (None: one per SM)
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Plan":
+        # The generated __init__ would raise a raw TypeError for a misspelt or misplaced field; the
+        # usual slip is an algorithm parameter (Plan(m=4)), which belongs in params or Plan.parse.
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in kwargs if k not in names]
+        if unknown or len(args) > len(names):
+            what = f"field {unknown[0]!r}" if unknown else f"{len(args)} positional arguments"
+            raise MappingError(f"Plan(...): {what} is not allowed (allowed: {', '.join(names)}); algorithm "
+                               f"parameters go in params, e.g. Plan.parse('fused', 'M=4,D_IG=128')")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
+        for name in ("algorithm", "style", "dispatch"):
+            if not isinstance(getattr(self, name), str):
+                raise MappingError(f"Plan {name}={getattr(self, name)!r} is not allowed: it must be a string")
+        if self.schedule is not None and not isinstance(self.schedule, str):
+            raise MappingError(f"Plan schedule={self.schedule!r} is not allowed: it must be a string or None")
         alg = get_algorithm(self.algorithm, "algorithm")
         if self.schedule is None:
             object.__setattr__(self, "schedule", alg.default_schedule)
@@ -80,6 +109,10 @@ class Plan:
     def parse(cls, schedule: str | None = None, text: str | None = None, algorithm: str = "winograd") -> "Plan":
         """A plan from an algorithm, a schedule name and a --param string; one-line MappingError on bad input."""
         alg = get_algorithm(algorithm)
+        if text is not None and not isinstance(text, str):
+            raise MappingError(f"--param {text!r} is not allowed: give a string of KEY=VALUE items, e.g. M=4,t=32")
+        if schedule is not None and not isinstance(schedule, str):
+            raise MappingError(f"--schedule {schedule!r} is not allowed: give one of {', '.join(alg.schedules)}")
         own: list[tuple[str, str]] = []
         execution: dict[str, Any] = {}
         for key, value in parse_items(text):
@@ -110,29 +143,100 @@ class Plan:
         return out
 
 
-def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None
+def check_max_tasks(max_tasks: Any, source: str = "max_tasks") -> int:
+    """`max_tasks` if it is a positive integer; one-line ResourceError naming `source` otherwise."""
+    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1:
+        raise ResourceError(f"{source}={max_tasks!r} is not allowed: it must be a positive integer "
+                            f"(default {DEFAULT_MAX_TASKS:,})")
+    return max_tasks
+
+
+def check_problem_size(problem: ConvProblem) -> None:
+    """ResourceError when a tensor of the problem has more than MAX_TENSOR_ELEMENTS elements."""
+    p = problem
+    for what, elements in (("input N*C*H*W", p.n * p.c * p.h * p.w), ("output N*K*P*Q", p.n * p.k * p.out_h * p.out_w),
+                           ("filters K*C*R*S", p.k * p.c * p.r * p.s)):
+        if elements > MAX_TENSOR_ELEMENTS:
+            raise ResourceError(f"layer {p.name or p.spec_string()!r} ({p.spec_string()}): its {what} = {elements:,} "
+                                f"elements is not allowed: at most {MAX_TENSOR_ELEMENTS:,} (2**31 - 1: the kernels' "
+                                f"32-bit indices; docs/errors.md)")
+
+
+def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None) -> int | None:
+    """An upper estimate of the problem's tasks under the plan, without lowering the whole problem: the
+    tasks at batch 1 times the batch (per-image tasks scale with the batch, the rest is counted once
+    per image, so this over-counts). None when batch 1 cannot be lowered under the plan."""
+    from megasim.errors import MegasimError
+    plan = plan or Plan()
+    check_problem_size(problem)
+    one = problem.with_batch(1)
+    try:
+        params = plan.algo.resolve(one, plan.params, plan.schedule, spec)
+        tasks = plan.algo.lower(one, params, plan.schedule).num_tasks
+    except MegasimError:
+        return None
+    return tasks * problem.n
+
+
+def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
+          max_tasks: int = DEFAULT_MAX_TASKS, progress: Callable[[str], None] | None = None
           ) -> tuple[TaskGraph, Schedule, Plan]:
     """Lower the problem and order its tasks: (graph, schedule, plan with defaults resolved). `spec` is
-    needed by algorithms whose defaults depend on the GPU (the sparse kernels' filter tile)."""
+    needed by algorithms whose defaults depend on the GPU (the sparse kernels' filter tile). Work above
+    `max_tasks` tasks is refused with a ResourceError before it is lowered (module docstring);
+    `progress(message)`, if given, hears what is being done."""
+    _check_args(problem, plan, spec)
+    check_max_tasks(max_tasks)
     plan = plan or Plan()
     alg = plan.algo
+    check_problem_size(problem)
+    if problem.n > 1:
+        estimate = estimate_tasks(problem, plan, spec)
+        if estimate is not None and estimate > max_tasks:
+            _refuse(problem, plan, f"about {estimate:,} tasks (estimated: {estimate // problem.n:,} at batch 1 "
+                                   f"times N={problem.n:,})", max_tasks)
+    if progress is not None:
+        progress(f"lowering {problem.name or problem.spec_string()} ({plan.algorithm})")
     params = alg.resolve(problem, plan.params, plan.schedule, spec)
     graph = alg.lower(problem, params, plan.schedule)
+    if graph.num_tasks > max_tasks:
+        _refuse(problem, plan, f"{graph.num_tasks:,} tasks", max_tasks)
     schedule, params = alg.order(graph, params, plan.schedule)
     if plan.style != "per_task" or plan.dispatch != "ticket":
         schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm, plan.ready_window)
     return graph, schedule, replace(plan, params=params)
 
 
-def predict(problem: ConvProblem, spec: GPUSpec, plan: Plan | None = None,
-            options: SimOptions | None = None) -> tuple[SimResult, Plan]:
-    """Simulate one plan; returns the result and the resolved plan. The time to compare with a GPU
-    measurement is ``plan.algo.time_us(result)`` (``predicted_time_us``)."""
-    if not isinstance(spec, GPUSpec):
-        raise MappingError(f"spec {spec!r} is not allowed: give a GPUSpec (megasim.hardware.get_gpu or load_spec)")
+def _refuse(problem: ConvProblem, plan: Plan, what: str, max_tasks: int) -> None:
+    raise ResourceError(f"layer {problem.name or problem.spec_string()!r} under {plan.algorithm} is {what}: more than "
+                        f"max_tasks={max_tasks:,} is not allowed (a smaller batch, or raise the limit with "
+                        f"--max-tasks / max_tasks=; the engine runs ~100k tasks/s; docs/errors.md)")
+
+
+def _check_args(problem: Any, plan: Any, spec: Any) -> None:
+    """One-line errors for arguments of the wrong type (the public API's first check)."""
     if not isinstance(problem, ConvProblem):
         raise MappingError(f"problem {problem!r} is not allowed: give a ConvProblem (megasim.workloads.parse_layer)")
-    graph, schedule, plan = build(problem, plan, spec)
+    if plan is not None and not isinstance(plan, Plan):
+        raise MappingError(f"plan {plan!r} is not allowed: give a Plan (Plan.parse(schedule, params, algorithm)) or None")
+    if spec is not None and not isinstance(spec, GPUSpec):
+        raise MappingError(f"spec {spec!r} is not allowed: give a GPUSpec (megasim.hardware.get_gpu or load_spec)")
+
+
+def predict(problem: ConvProblem, spec: GPUSpec, plan: Plan | None = None,
+            options: SimOptions | None = None, *, max_tasks: int = DEFAULT_MAX_TASKS,
+            progress: Callable[[str], None] | None = None) -> tuple[SimResult, Plan]:
+    """Simulate one plan; returns the result and the resolved plan. The time to compare with a GPU
+    measurement is ``plan.algo.time_us(result)`` (``predicted_time_us``). Work above `max_tasks` tasks
+    is refused before it starts (``build``); `progress(message)`, if given, hears each stage."""
+    if not isinstance(spec, GPUSpec):
+        raise MappingError(f"spec {spec!r} is not allowed: give a GPUSpec (megasim.hardware.get_gpu or load_spec)")
+    _check_args(problem, plan, spec)
+    if options is not None and not isinstance(options, SimOptions):
+        raise MappingError(f"options {options!r} are not allowed: give a SimOptions or None")
+    graph, schedule, plan = build(problem, plan, spec, max_tasks=max_tasks, progress=progress)
+    if progress is not None:
+        progress(f"simulating {graph.num_tasks:,} tasks on {spec.name}")
     return simulate(graph, schedule, spec, options), plan
 
 

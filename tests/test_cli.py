@@ -81,11 +81,11 @@ def test_trace_file(capsys, tmp_path):
     (["simulate", "resnet-1", "--gpu", "H100", "--param", "M=100000"], "M=100000"),
     (["simulate", "resnet-1", "--gpu", "H100", "--param", "style=fast"], "style='fast'"),
     (["simulate", "resnet-1", "--gpu", "H100", "--param", "bogus=1"], "unknown --param key 'bogus'"),
-    (["simulate", "resnet-1", "--gpu", "H100", "--batch", "0"], "batch=0"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--batch", "0"], "--batch: '0' is not allowed"),
     (["simulate", "resnet-1", "--spec", "/no/such/file.json"], "cannot be read"),
     (["simulate", "im2win/conv1", "--gpu", "H100"], "3x3 filter"),
     (["simulate", "resnet-1", "--gpu", "H100", "--param", "M=4,M=8"], "M is given twice"),
-    (["simulate", SMALL, "--gpu", "H100", "--trace", "/no/such/dir/t.json"], "cannot open '/no/such/dir/t.json'"),
+    (["simulate", SMALL, "--gpu", "H100", "--trace", "/no/such/dir/t.json"], "--trace '/no/such/dir/t.json' is not allowed"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, needle):
     code, out, err = run(capsys, *args)

@@ -358,6 +358,31 @@ def run_dates(rows: list[dict[str, Any]], date: str) -> str:
     return " and ".join(sorted({str(r.get("date_utc") or date)[:10] for r in rows}))
 
 
+def check_rows(rows: Any, origin: str = "sparse measurements") -> None:
+    """One-line SpecError naming `origin`, the row and its field when a measured row cannot be fitted:
+    each row an object with op, kind, problem and pattern strings, a sparsity in [0, 1], an integer
+    seed, and median_ms a finite positive number (checked before the fit, which takes minutes)."""
+    import math
+    if not isinstance(rows, list) or not rows:
+        raise SpecError(f"{origin}: rows={type(rows).__name__} is not allowed: give a non-empty list of measured runs")
+    for i, r in enumerate(rows):
+        where = f"{origin}: rows[{i}]"
+        if not isinstance(r, dict):
+            raise SpecError(f"{where} is not allowed: it must be an object, not {type(r).__name__}")
+        for key in ("op", "kind", "problem", "pattern"):
+            if not isinstance(r.get(key), str):
+                raise SpecError(f"{where}.{key}={r.get(key)!r} is not allowed: it must be a string")
+        for key, low, high in (("sparsity", 0.0, 1.0), ("median_ms", 0.0, math.inf)):
+            v = r.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or not low <= v <= high or (key == "median_ms" and v == 0):
+                allowed = "a number in [0, 1]" if key == "sparsity" else "a finite number > 0"
+                raise SpecError(f"{where}.{key}={v!r} is not allowed: it must be {allowed}")
+        if isinstance(r.get("seed"), bool) or not isinstance(r.get("seed"), int):
+            raise SpecError(f"{where}.seed={r.get('seed')!r} is not allowed: it must be an integer")
+        parse_layer(r["problem"], source=f"{where}.problem")
+
+
 def calibrate_sparse(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str,
                      max_evals: int = 200, sharing: str = "share",
                      ready_kinds: tuple[str, ...] = ()) -> tuple[GPUSpec, dict[str, Any]]:

@@ -38,12 +38,11 @@ BY = "megasim update-spec"
 REFITTABLE = FREE_ROUND2 + ("memory_overlap", "further_block_sm_ready")
 
 
-def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("megakernel_fixed_ns",),
-                 layers: tuple[str, ...] | None = None, max_evals: int | None = None,
-                 workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
-    """``spec`` with each measured kind's ``megakernel_claim_ns`` from ``m``'s traced runs and the
-    ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), and a
-    report: per kind, each changed field before and after, and the fit's rms log error."""
+def check_refit(spec: GPUSpec, refit: tuple[str, ...]) -> None:
+    """SpecError unless every refit field is refittable and each FIELD@NAME names a cost of `spec`
+    (checked before the refit, which takes minutes)."""
+    if isinstance(refit, str) or not all(isinstance(f, str) for f in refit):
+        raise SpecError(f"refit={refit!r} is not allowed: give a tuple of field names")
     bad = [f for f in refit if f.split("@", 1)[0] not in REFITTABLE]
     if bad:
         raise SpecError(f"refit field {bad[0]!r} is not allowed: want some of {', '.join(REFITTABLE)}, "
@@ -54,6 +53,15 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     if unknown:
         raise SpecError(f"refit field {unknown[0]!r} names no task cost of {spec.name}: want one of "
                         f"{', '.join(sorted(spec.task_costs))}")
+
+
+def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("megakernel_fixed_ns",),
+                 layers: tuple[str, ...] | None = None, max_evals: int | None = None,
+                 workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+    """``spec`` with each measured kind's ``megakernel_claim_ns`` from ``m``'s traced runs and the
+    ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), and a
+    report: per kind, each changed field before and after, and the fit's rms log error."""
+    check_refit(spec, refit)
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     natural_of, params_of = natural_cases(m, layers)
     sources = dict(spec.sources)

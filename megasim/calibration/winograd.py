@@ -83,11 +83,47 @@ class Measurements:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Measurements":
+    def from_dict(cls, data: Any, origin: str = "measurements") -> "Measurements":
+        """Measurements from parsed JSON, every field checked (one-line SpecError naming `origin` and the
+        field): device, date, preset and plan_params strings; values {field: {"value": finite number}};
+        kind_times rows with layer and kind strings and finite positive times."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"{origin} is not allowed: it must hold one JSON object (gpu.calibrate.measure's "
+                            f"Measurements), not a {type(data).__name__}")
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise SpecError(f"measurements: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+            raise SpecError(f"{origin}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+        missing = [k for k in ("device", "date", "preset", "values") if k not in data]
+        if missing:
+            raise SpecError(f"{origin} is not allowed: it has no {missing[0]!r} (gpu.calibrate.measure's "
+                            f"Measurements have device, date, preset, values)")
+        for key in ("device", "date", "preset", "plan_params"):
+            if key in data and not isinstance(data[key], str):
+                raise SpecError(f"{origin}: {key}={data[key]!r} is not allowed: it must be a string")
+        for key, kind in (("values", dict), ("kind_times", list), ("extra", dict)):
+            if key in data and not isinstance(data[key], kind):
+                raise SpecError(f"{origin}: {key} is not allowed as a {type(data[key]).__name__}: it must be a "
+                                f"JSON {'object' if kind is dict else 'list'}")
+        for name, entry in data["values"].items():
+            value = entry.get("value") if isinstance(entry, dict) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"{origin}: values.{name} = {entry!r} is not allowed: it must be an object whose "
+                                f"'value' is a finite number")
+        for i, row in enumerate(data.get("kind_times", [])):
+            if not isinstance(row, dict):
+                raise SpecError(f"{origin}: kind_times[{i}] is not allowed: it must be an object")
+            for key in ("layer", "kind"):
+                if not isinstance(row.get(key), str):
+                    raise SpecError(f"{origin}: kind_times[{i}].{key}={row.get(key)!r} is not allowed: it must be a string")
+            for key in ("median_ms", "min_ms", "max_ms"):
+                v = row.get(key)
+                if key in row and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                   or v <= 0):
+                    raise SpecError(f"{origin}: kind_times[{i}].{key}={v!r} is not allowed: it must be a finite "
+                                    f"number > 0")
+            if "median_ms" not in row:
+                raise SpecError(f"{origin}: kind_times[{i}] has no 'median_ms' (each row times one kind)")
         return cls(**data)
 
 

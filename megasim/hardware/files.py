@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, Task
 _COST_FIELDS = ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step",
                 "block_dram_bw_gbps", "megakernel_fixed_ns", "block_sm_ready", "ns_per_iteration",
                 "ns_per_replay", "megakernel_claim_ns", "coresident_stretch", "memory_overlap",
-                "further_block_sm_ready")
+                "further_block_sm_ready", "launch_fixed_ns")
 _COST_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TaskCost)}
 _COST_ALWAYS = ("compute_efficiency", "fixed_ns")   # the others are written only when not default
 
@@ -35,8 +36,8 @@ def _entry(where: str, raw: Any) -> tuple[float, str]:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise SpecError(f"{where} must be an object with 'value' and 'source', got {raw!r}")
     value, source = raw["value"], raw["source"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(f"{where}.value must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SpecError(f"{where}.value={value!r} is not allowed: it must be a finite number")
     if not isinstance(source, str) or not source.strip():
         raise SpecError(f"{where}.source must be a non-empty string, got {source!r}")
     return value, source

@@ -18,6 +18,7 @@ written by `load_spec` / `dump_spec` in `megasim.hardware.files`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -91,6 +92,13 @@ class TaskCost:
     launch_fixed_ns: float = 0.0
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"{f.name}={value!r} is not allowed: it must be a finite number"
+                                + (" or None" if f.default is None else ""))
         if not (self.launch_fixed_ns >= 0.0):
             raise SpecError(f"launch_fixed_ns={self.launch_fixed_ns!r} is not allowed: it must be >= 0")
         if not (0.0 <= self.memory_overlap <= 1.0):
@@ -202,8 +210,8 @@ class GPUSpec:
             value = getattr(self, f.name)
             if f.name in OPTIONAL_FIELDS and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be a number")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be a finite number")
             if f.type == "int" and int(value) != value:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
@@ -215,6 +223,9 @@ class GPUSpec:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be > 0")
             if f.name in ("mixed_kinds_sm_factor", "younger_block_weight") and not value <= 1.0:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be in (0, 1]")
+            if f.name in SPEC_CEILINGS and value > SPEC_CEILINGS[f.name]:
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} is not allowed: it must be at most "
+                                f"{SPEC_CEILINGS[f.name]:,} (docs/errors.md: a ceiling far above any GPU built)")
 
     # Derived quantities (not stored, so they can never disagree with the fields).
     @property
@@ -244,6 +255,14 @@ def base_kind(cost_name: str) -> str:
     """The kind of a cost name (``TaskGraph.cost_names``): ``gemm`` for ``gemm@t32`` and for ``gemm``."""
     return cost_name.split("@", 1)[0]
 
+
+# Ceilings of the resource fields, 16x or more above the largest GPU to date (H200: 132 SMs, 2,048
+# threads, 32 blocks, 65,536 registers and 228 KiB of shared memory per SM, 255 registers per thread,
+# 60 MiB of L2): a value above one is a typo, and the engine sizes its tables by these fields.
+SPEC_CEILINGS = {"sm_count": 4096, "max_threads_per_sm": 65536, "max_blocks_per_sm": 1024,
+                 "registers_per_sm": 2 ** 22, "max_registers_per_thread": 4096,
+                 "shared_mem_per_sm_bytes": 2 ** 26, "max_shared_mem_per_block_bytes": 2 ** 26,
+                 "l2_bytes": 2 ** 36, "l2_partitions": 4096}
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
 OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight",

@@ -17,6 +17,9 @@ from megasim.errors import WorkloadError
 from megasim.workloads.problem import ConvProblem
 
 DEFAULT_BATCH = 64
+# The largest value of one dimension in a free spec: 2**31 - 1, the kernels' 32-bit indices
+# (larger problems are refused by megasim.plan's resource limits anyway, docs/errors.md).
+MAX_DIMENSION = 2 ** 31 - 1
 
 # (name, K, C, H=W): the megakernel paper's Table 2.
 _TABLE2 = [
@@ -118,39 +121,50 @@ def network_layers(network: str) -> tuple[ConvProblem, ...]:
     return layers
 
 
-def _parse_free_spec(text: str) -> ConvProblem:
+def _parse_free_spec(text: str, source: str = "layer") -> ConvProblem:
     values: dict[str, int] = {}
     for item in text.split(","):
         item = item.strip()
         m = re.fullmatch(r"([A-Za-z]+)\s*=\s*(-?\d+)", item)
         if not m:
-            raise WorkloadError(f"malformed layer spec item {item!r} in {text!r}: write KEY=INT, e.g. N=64,C=64,K=64,H=56,W=56")
+            raise WorkloadError(f"malformed {source} spec item {item!r} in {text!r}: write KEY=INT, e.g. N=64,C=64,K=64,H=56,W=56")
         key = m.group(1).upper()
         if key not in _SPEC_KEYS:
-            raise WorkloadError(f"unknown key {m.group(1)!r} in layer spec {text!r} (allowed: N, C, K, H, W, R, S, stride, padding)")
+            raise WorkloadError(f"unknown key {m.group(1)!r} in {source} spec {text!r} (allowed: N, C, K, H, W, R, S, stride, padding)")
         if _SPEC_KEYS[key] in values:
-            raise WorkloadError(f"key {m.group(1)!r} given twice in layer spec {text!r}")
+            raise WorkloadError(f"key {m.group(1)!r} given twice in {source} spec {text!r}")
         values[_SPEC_KEYS[key]] = int(m.group(2))
     missing = [k for k in _REQUIRED if _SPEC_KEYS[k] not in values]
     if missing:
-        raise WorkloadError(f"layer spec {text!r} lacks {', '.join(missing)} (N, C, K, H, W are required)")
+        raise WorkloadError(f"{source} spec {text!r} lacks {', '.join(missing)} (N, C, K, H, W are required)")
+    too_big = [k.upper() if len(k) == 1 else k for k, v in values.items() if v > MAX_DIMENSION]
+    if too_big:
+        raise WorkloadError(f"{source} spec {text!r}: {too_big[0]}={values[_SPEC_KEYS[too_big[0].upper()]]} is not allowed: each "
+                            f"dimension must be at most {MAX_DIMENSION:,} (docs/errors.md)")
     return ConvProblem(name=text, **values)
 
 
-def parse_layer(text: str, batch: int | None = None) -> ConvProblem:
-    """A catalogue name or a free spec, optionally with its batch replaced."""
+def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> ConvProblem:
+    """A catalogue name or a free spec, optionally with its batch replaced; `source` names where the
+    text came from in errors (a flag, a file and its field)."""
+    if not isinstance(text, str):
+        raise WorkloadError(f"{source} {text!r} is not allowed: give a layer name (megasim layers) or a spec "
+                            f"such as N=64,C=64,K=64,H=56,W=56, as a string")
+    if len(text) > 1000:
+        raise WorkloadError(f"{source} {text[:40]!r}... ({len(text)} characters) is not allowed: a layer is at "
+                            f"most 1000 characters")
     text = text.strip()
     if "=" in text:
-        problem = _parse_free_spec(text)
+        problem = _parse_free_spec(text, source)
     elif text in CATALOGUE:
         problem = CATALOGUE[text]
     else:
         close = [n for n in CATALOGUE if n.startswith(text.split("/")[0])][:6] or list(TABLE2_NAMES)
         raise WorkloadError(
-            f"unknown layer {text!r} (allowed: a catalogue name such as {', '.join(close)} -- see "
+            f"unknown {source} {text!r} (allowed: a catalogue name such as {', '.join(close)} -- see "
             f"`megasim layers` -- or a spec such as N=64,C=64,K=64,H=56,W=56)")
     if batch is not None:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-            raise WorkloadError(f"batch={batch!r} is not allowed: it must be a positive integer")
+            raise WorkloadError(f"batch={batch!r} is not allowed: it must be a positive integer (the layer's N)")
         problem = problem.with_batch(batch)
     return problem

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage
 
 from megasim.errors import WorkloadError
 from megasim.workloads.catalogue import network_layers
@@ -69,6 +68,7 @@ def _check_shape(shape) -> tuple[int, int, int, int]:
 
 def _box_blur(field: np.ndarray, size: int) -> np.ndarray:
     """Mean over size x size boxes (wrapping at the borders) of the last two axes."""
+    from scipy import ndimage     # here, not at import: simulating a dense layer needs no SciPy
     return ndimage.uniform_filter(field, size=(1, 1, size, size), mode="wrap")
 
 

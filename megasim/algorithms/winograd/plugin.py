@@ -20,6 +20,7 @@ from megasim.algorithms.registry import register
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, algorithm1, default_params
 from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS,
                                                   KINDS, WinogradConfig, gemm_kernel_order, lower_winograd)
+from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.errors import MappingError
 from megasim.orders import naive_fused, nonfused
 from megasim.schedule import Schedule
@@ -44,7 +45,7 @@ class WinogradParams:
         "D_IG": "d_ig", "D_GO": "d_go", "M": "m", "t": "tiles_per_group", "tile": "tile",
         "gemm_k_tile": "gemm_k_tile", "threads": "transform_threads", "pairs": "transform_pairs_per_thread",
         "gemm_threads": "gemm_threads", "gemm_math": "gemm_math"}
-    CHOICES: ClassVar[dict[str, tuple]] = {"gemm_math": GEMM_MATHS}
+    CHOICES: ClassVar[dict[str, tuple]] = {"gemm_math": GEMM_MATHS, "tile": SUPPORTED_TILES}
 
     def __post_init__(self) -> None:
         check_params(self)

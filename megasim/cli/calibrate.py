@@ -1,0 +1,138 @@
+"""`megasim calibrate`: fit the task kinds of an algorithm and write a spec file.
+
+Winograd's kinds are timed on the GPU (``gpu.calibrate.measure``) or refitted from saved measurements;
+the sparse family's are fitted from ``gpu.calibrate.sparse``'s saved runs. Every input (layers,
+--param, the files read, the path written) is checked before any measuring or fitting starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from megasim.cli.common import (Progress, check_out_path, gpu_module, layers_of, read_json, read_measurements,
+                                text)
+from megasim.errors import InputError, MegasimError
+
+
+def add_calibrate(p: argparse.ArgumentParser) -> None:
+    from megasim.calibration.winograd import CALIBRATION_LAYERS
+    p.add_argument("--algo", default="winograd", metavar="NAME",
+                   help="whose task kinds to calibrate (winograd; the sparse family shares one fit)")
+    p.add_argument("--spec", help="sparse family: the spec to extend with the fitted kinds")
+    p.add_argument("--sharing", default="share", choices=("share", "ready"),
+                   help="sparse family: how the convolution kinds' blocks share an SM: a per-block cap "
+                        "(block_sm_share) or independent stalls (block_sm_ready)")
+    p.add_argument("--ready-kinds", nargs="+", default=[], metavar="KIND", type=text("a task kind"),
+                   help="sparse family: convolution kinds fitted with block_sm_ready whatever --sharing says")
+    p.add_argument("--out", required=True, help="the spec file to write (JSON, the presets' format)")
+    p.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS),
+                   help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
+    p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
+    p.add_argument("--from-measurements", help="refit from saved measurements (winograd: FILE.measurements.json; "
+                   "sparse family: sparse_calibration.json of gpu.calibrate.sparse; no GPU needed)")
+    p.add_argument("--carry-kinds-from", metavar="SPEC",
+                   help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
+                        "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
+    p.add_argument("--json", action="store_true")
+
+
+def _carry_kinds(spec, other):
+    """`spec` with the task costs of kinds it lacks copied, with their sources, from the spec `other`."""
+    if other is None:
+        return spec
+    import dataclasses
+    costs, sources = dict(spec.task_costs), dict(spec.sources)
+    for kind, cost in other.task_costs.items():
+        if kind not in costs:
+            costs[kind] = cost
+            sources.update({k: v for k, v in other.sources.items() if k.startswith(f"task_costs.{kind}.")})
+    return dataclasses.replace(spec, task_costs=costs, sources=sources)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate the task kinds of --algo: its plug-in names the procedure (``Algorithm.calibration``)."""
+    from megasim.algorithms import ALGORITHMS, get_algorithm
+    procedure = get_algorithm(args.algo).calibration
+    if procedure not in _CALIBRATIONS:
+        raise MegasimError(f"--algo {args.algo!r} has no calibration procedure (algorithms with one: "
+                           f"{', '.join(n for n, a in ALGORITHMS.items() if a.calibration in _CALIBRATIONS)})")
+    check_out_path(args.out, "--out")
+    return _CALIBRATIONS[procedure](args)
+
+
+def _calibrate_megakernel(args: argparse.Namespace) -> int:
+    """The Winograd task kinds, each timed alone on the calibration layers (gpu.calibrate.measure)."""
+    from megasim.calibration.winograd import calibrated_spec
+    from megasim.hardware import dump_spec, get_gpu, load_spec
+    from megasim.plan import Plan
+    layers = tuple(layers_of(args.layers, "--layers"))
+    Plan.parse("nonfused", args.param, algorithm=args.algo)   # bad --param: one-line error before any measuring
+    carry = load_spec(args.carry_kinds_from) if args.carry_kinds_from else None
+    if args.from_measurements:
+        m = read_measurements(args.from_measurements, "--from-measurements")
+        with Progress() as progress:
+            progress(f"fitting the task kinds on {len(layers)} layers")
+            spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
+        dump_spec(_carry_kinds(spec, carry), args.out)
+    else:
+        calibrate = gpu_module("measure")
+        report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "")
+        if carry is not None:
+            dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
+    report["out"] = args.out
+    if args.json:
+        print(json.dumps(report, default=str))
+        return 0
+    print(f"wrote {args.out} (calibration layers {', '.join(report['layers'])})")
+    for kind, fit in report["kinds"].items():
+        extra = "".join(f"  {name} {fit[name]:.3f}" for name in ("block_sm_share", "block_dram_bw_gbps",
+                                                                   "megakernel_fixed_ns") if name in fit)
+        print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
+              f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
+    if report.get("mixed_kinds_sm_factor") is not None:
+        errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
+        print(f"  mixed_kinds_sm_factor {report['mixed_kinds_sm_factor']:.3f} (mixed-kind runs: {errors})")
+    if report.get("younger_block_weight") is not None:
+        orders = "; ".join(f"{c['layer']} {c['kind']} measured {c['measured']} simulated {c['simulated']}"
+                           for c in report["end_order_checks"])
+        print(f"  younger_block_weight {report['younger_block_weight']:.3f} (first-wave end order / mean: {orders})")
+    return 0
+
+
+def _calibrate_sparse(args: argparse.Namespace) -> int:
+    """The sparse family's kinds, fitted to each kernel timed alone (measured by gpu.calibrate.sparse)."""
+    from pathlib import Path
+    from megasim.calibration.sparse import calibrate_sparse, check_rows
+    from megasim.hardware import dump_spec, load_spec
+    if not args.from_measurements or not args.spec:
+        raise InputError(f"--algo {args.algo} calibrates from measurements: time the kernels on the GPU with "
+                         "`python -m gpu.calibrate.sparse`, then give --from-measurements sparse_calibration.json "
+                         "and --spec BASE (the spec to extend)")
+    data = read_json(args.from_measurements, "--from-measurements")
+    origin = f"--from-measurements {args.from_measurements!r}"
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise InputError(f"{origin} is not allowed: it must hold a JSON object with a 'rows' list "
+                         "(gpu.calibrate.sparse's sparse_calibration.json)")
+    check_rows(data["rows"], origin)
+    base = load_spec(args.spec)
+    meta = data.get("meta", {}) if isinstance(data.get("meta", {}), dict) else {}
+    with Progress() as progress:
+        progress(f"fitting the sparse kinds on {len(data['rows'])} runs")
+        spec, report = calibrate_sparse(base, data["rows"], device=str(meta.get("device", "unknown device")),
+                                        date=str(meta.get("date_utc", "unknown date"))[:10], sharing=args.sharing,
+                                        ready_kinds=tuple(args.ready_kinds))
+    dump_spec(spec, args.out)
+    Path(args.out).with_suffix(".sparse_fit.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print(f"wrote {args.out}")
+    for kind, fit in report["kinds"].items():
+        sharing = (f"ready {fit['block_sm_ready']:.2f}" if fit.get("block_sm_ready") is not None
+                   else f"share {fit['block_sm_share']:.2f}")
+        fixed = fit["fixed_ns"] + fit.get("launch_fixed_ns", 0.0)
+        per = "launch" if fit.get("launch_fixed_ns") else "block"
+        print(f"  {kind:13s} eff {fit['compute_efficiency']:.3f}  ns/op {fit['ns_per_other_op']:.4f}  fixed "
+              f"{fixed:8.1f} ns a {per:6s}  {sharing}  rms log error {fit['rms_log_error']:.3f}")
+    return 0
+
+
+_CALIBRATIONS = {"megakernel_kinds": _calibrate_megakernel, "sparse_kinds": _calibrate_sparse}

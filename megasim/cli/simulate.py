@@ -1,0 +1,88 @@
+"""`megasim simulate`: predict the runtime of one layer under one plan on one GPU.
+
+The layer, GPU and plan are checked first, then the work is bounded (``--max-tasks``, refused before
+anything is lowered, ``megasim.plan``'s limits), then a run over ~2 s shows its stage and elapsed
+time on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+from megasim.cli.common import Progress, check_out_path, integer, spec_of, text
+
+ALGO_HELP = "the algorithm (default winograd; see megasim algorithms)"
+LAYER_HELP = "a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56"
+
+
+def add_problem_arguments(p: argparse.ArgumentParser) -> None:
+    """The layer, GPU, algorithm and work-limit flags simulate and optimize share."""
+    from megasim.hardware import preset_names
+    from megasim.plan import DEFAULT_MAX_TASKS
+    p.add_argument("layer", help=LAYER_HELP)
+    p.add_argument("--gpu", type=text("a GPU preset name"), help=f"a preset: {', '.join(preset_names())}")
+    p.add_argument("--spec", help="a GPU spec file (JSON), instead of --gpu")
+    p.add_argument("--batch", type=integer(1), help="replace the layer's batch size N")
+    p.add_argument("--algo", default="winograd", metavar="NAME", help=ALGO_HELP)
+    p.add_argument("--max-tasks", type=integer(1), default=DEFAULT_MAX_TASKS, metavar="N",
+                   help=f"refuse problems of more tasks than this, before lowering them (default {DEFAULT_MAX_TASKS:,}; "
+                        f"docs/errors.md)")
+
+
+def add_simulate(p: argparse.ArgumentParser) -> None:
+    add_problem_arguments(p)
+    p.add_argument("--schedule", help="one of the algorithm's schedules (default: its first; megasim algorithms)")
+    p.add_argument("--param", help="the algorithm's and the execution parameters, e.g. D_IG=128,D_GO=416,M=4,t=32 "
+                                   "or sparsity=0.7,k_tile=16")
+    p.add_argument("--placement", default="round_robin", metavar="NAME",
+                   help="how a launch's first blocks are spread over the SMs (round_robin, ...)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from megasim import __version__
+    from megasim.plan import Plan, predict
+    from megasim.sim import SimOptions
+    from megasim.workloads import parse_layer
+    problem = parse_layer(args.layer, batch=args.batch)
+    spec = spec_of(args)
+    plan = Plan.parse(args.schedule, args.param, algorithm=args.algo)
+    options = SimOptions(placement=args.placement)
+    check_out_path(args.trace, "--trace")
+    with Progress() as progress:
+        result, plan = predict(problem, spec, plan, options, max_tasks=args.max_tasks, progress=progress)
+        if args.trace:
+            progress(f"writing {args.trace}")
+            result.write_chrome_trace(args.trace)
+    summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
+               "algorithm": plan.algorithm, "schedule": plan.schedule, "params": plan.param_string(), **{
+                   k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
+               "time_us": plan.algo.time_us(result),
+               "megasim_version": __version__, "python": platform.python_version()}
+    if args.json:
+        util = result.utilization(bins=20)
+        summary["utilization_20_bins"] = {k: [round(float(x), 4) for x in v] for k, v in util.items()}
+        print(json.dumps(summary))
+        return 0
+    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, {plan.algorithm}, schedule {plan.schedule}")
+    print(f"  params          {summary['params']}")
+    print(f"  predicted       {result.predicted_us:,.1f} us")
+    if summary["time_us"] != result.predicted_us:
+        print(f"  kernel time     {summary['time_us']:,.1f} us  (first launch's start to last launch's end)")
+    per_kind = ", ".join(f"{kind} {info['tasks']}" for kind, info in summary["kinds"].items())
+    print(f"  tasks           {result.num_tasks:,}  ({per_kind})")
+    for launch in result.launches:
+        print(f"  launch          {launch.name}: {launch.tasks} tasks, {launch.blocks_per_sm} blocks/SM "
+              f"(limited by {launch.limited_by}), {launch.start_ns / 1e3:,.1f}-{launch.end_ns / 1e3:,.1f} us")
+    print(f"  L2 hit rate     {result.l2_hit_rate:.3f}")
+    print(f"  DRAM traffic    {result.dram_bytes / 1e6:,.1f} MB  ({result.achieved_dram_gbps:,.0f} GB/s achieved)")
+    print(f"  FP32            {result.achieved_gflops / 1e3:,.2f} TFLOP/s achieved")
+    print(f"  waits           {summary['total_wait_us']:,.1f} us summed over blocks")
+    print(f"  simulated in    {result.sim_wall_s:.2f} s  ({result.num_tasks / max(result.sim_wall_s, 1e-9):,.0f} tasks/s)")
+    print(f"  taskgraph hash  {result.taskgraph_hash}")
+    if args.trace:
+        print(f"  trace           {args.trace} (open in https://ui.perfetto.dev)")
+    return 0

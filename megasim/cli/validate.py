@@ -1,0 +1,130 @@
+"""`megasim validate`: predicted against measured runtimes of many mappings per layer.
+
+Measures on the GPU (``gpu.calibrate.validate``) or reads a ``validation_measured.csv`` (--measured).
+Inputs are checked before any GPU time or prediction: the layers, the spec, the counts, and each CSV
+row's layer, schedule, --param string and measured time (file, row and column named). A run with no
+points to compare exits with an error instead of printing a summary (no target is "met" on nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from megasim.cli.common import gpu_module, integer, layers_of, repo_relative
+from megasim.errors import InputError, OutcomeError
+
+REQUIRED_COLUMNS = ("layer", "schedule", "params", "measured_us")
+
+
+def add_validate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("layers", nargs="+", help="layer names, or 'table2' for the 13 layers of the paper's Table 2")
+    p.add_argument("--spec", required=True, help="the GPU spec file the predictions use")
+    p.add_argument("--algo", default="winograd",
+                   help="the algorithm whose validation plans are measured and predicted (default winograd)")
+    p.add_argument("--mappings", type=integer(1, 10_000), default=16, help="mappings per layer (default 16)")
+    p.add_argument("--repeats", type=integer(1, 10_000), default=10, help="timed runs per mapping and round (default 10)")
+    p.add_argument("--rounds", type=integer(1, 1_000), default=6,
+                   help="rounds over a layer's mappings, timed round-robin (default 6; the summary's "
+                        "measurement repeatability needs >= 2)")
+    p.add_argument("--out", help="results folder (default experiments/results/<device>)")
+    p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
+    p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
+    p.add_argument("--workers", type=integer(1, 1024), help="processes for the predictions (default: all cores)")
+
+
+def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> list[dict[str, str]]:
+    """The rows of `path` (a validation_measured.csv) for `layers` and `algorithm`, each checked: its layer, schedule and
+    params readable as a plan, its measured_us empty (a failed run) or a finite number > 0."""
+    import csv
+    from megasim.calibration.validation import read_rows
+    from megasim.plan import Plan
+    from megasim.workloads import parse_layer
+    try:
+        rows = read_rows(path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"--measured {path!r} cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    except csv.Error as err:
+        raise InputError(f"--measured {path!r} is not a CSV file: {err}") from None
+    if rows:
+        missing = [c for c in REQUIRED_COLUMNS if c not in rows[0]]
+        if missing:
+            raise InputError(f"--measured {path!r} is not allowed: it has no column {missing[0]!r} "
+                             f"(validation_measured.csv has {', '.join(REQUIRED_COLUMNS)}, device, ...)")
+    out = []
+    for i, r in enumerate(rows, start=2):        # row 1 is the header
+        where = f"--measured {path!r} row {i}"
+        if None in r or any(r.get(c) is None for c in REQUIRED_COLUMNS):
+            raise InputError(f"{where} is not allowed: it has {'more' if None in r else 'fewer'} fields than the header")
+        if r["layer"] not in layers or (r.get("algorithm") or "winograd") != algorithm:
+            continue
+        parse_layer(r["layer"], source=f"{where} layer")
+        Plan.parse(r["schedule"] or None, r["params"], algorithm=algorithm)
+        value = r["measured_us"].strip()
+        if value:
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number) or number <= 0:
+                raise InputError(f"{where} measured_us={value!r} is not allowed: it must be a finite number > 0 "
+                                 f"(or empty for a failed run)")
+        out.append(r)
+    return out
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    import re
+    from pathlib import Path
+    from megasim.calibration.validation import CSV_COLUMNS, predict_rows, run_meta, summarize, write_rows
+    from megasim.algorithms import get_algorithm
+    from megasim.hardware import load_spec
+    layers = layers_of(args.layers, "layer")
+    get_algorithm(args.algo)
+    if not args.no_predict:
+        load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
+    if args.measured:
+        rows = read_measured(args.measured, layers, args.algo)
+        if not rows:
+            raise OutcomeError(f"--measured {args.measured!r} has no {args.algo} rows for {', '.join(layers)}: "
+                               f"nothing to validate (its layers and algorithm must be those given)")
+        device = rows[0].get("device") or "unknown"
+    else:
+        validate = gpu_module("validate")
+        device = validate.device_name()
+        rows = validate.measure(layers, args.mappings, algorithm=args.algo, repeats=args.repeats, rounds=args.rounds)
+    slug = re.sub(r"[^a-z0-9]+", "-", str(device).lower()).strip("-") or "unknown-device"
+    out = Path(args.out or f"experiments/results/{slug}")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} is not allowed: it is a file; give a folder")
+    meta = run_meta({"device": device, "algorithm": args.algo, "layers": layers, "mappings": args.mappings, "spec": args.spec,
+                     "measured_from": args.measured or "this run"})
+    if args.no_predict:
+        write_rows(rows, out / "validation_measured.csv")
+        (out / "validation_measured.json").write_text(json.dumps({"meta": meta}, indent=1) + "\n")
+        print(f"wrote {out / 'validation_measured.csv'} ({len(rows)} measured rows; predict later with --measured)")
+        return 0
+    ok = [r for r in rows if r.get("measured_us") not in ("", None)]
+    if not ok:
+        raise OutcomeError(f"no measured times among the {len(rows)} rows for {', '.join(layers)} (every run "
+                           f"failed): nothing to validate")
+    rows = predict_rows(ok, args.spec, repo_relative(args.spec), workers=args.workers)
+    rows = [{c: r.get(c, "") for c in CSV_COLUMNS} for r in rows]
+    summary = summarize([r for r in rows if r["predicted_us"] != ""])
+    write_rows(rows, out / "validation.csv", CSV_COLUMNS)
+    (out / "validation_summary.json").write_text(json.dumps({"meta": meta, **summary}, indent=1, default=str) + "\n")
+    o = summary["overall"]
+    if not o.get("points"):
+        raise OutcomeError(f"no point could be predicted among {len(ok)} measured rows (see {out / 'validation.csv'}): "
+                           f"nothing to compare, no target is met")
+    print(f"{o['points']} points on {o['layers']} layers: MAPE {o.get('mape', float('nan')):.1%}, "
+          f"Kendall tau {o.get('kendall_tau', float('nan')):.3f}, worst regret {o.get('regret_max', float('nan')):.1%}")
+    for name, met in summary["targets_met"].items():
+        print(f"  {'met    ' if met else 'NOT met'}  {name}")
+    print(f"wrote {out / 'validation.csv'} and {out / 'validation_summary.json'}")
+    if "outcome" in o:
+        print(f"error: {o['outcome']}", file=sys.stderr)
+        return 1
+    return 0
