@@ -12,7 +12,7 @@ from megasim.cli.main import main
 from megasim.errors import MegasimError
 from megasim.search import (STRATEGIES, Cache, CacheEvaluator, GPUEvaluator, Parameter, Record, SearchSpace,
                             get_strategy, run_search)
-from megasim.algorithms.winograd.space import default_space, full_space
+from megasim.algorithms.winograd.space import algorithm1_space, default_space, full_space
 from megasim.search.budget import Tracker, check_options
 from megasim.search.cache import INVALID
 from megasim.search.landscape import plot_landscape, read_landscape, write_landscape
@@ -44,7 +44,7 @@ def _cache(space, low=False):
 
 @pytest.fixture(scope="module")
 def space():
-    return default_space()
+    return algorithm1_space()
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_constraints_give_reasons():
          "style": "per_task", "blocks_per_sm": 2, "dispatch": "ticket"}
     assert sp.constraint(p) == "blocks_per_sm applies to style=persistent only"
     assert sp.constraint({**p, "style": "persistent"}) is None
-    bound = default_space().bind(parse_layer("resnet-4"))      # 7x7: N_G = 8 (t=32), 4 (t=64)
+    bound = algorithm1_space().bind(parse_layer("resnet-4"))      # 7x7: N_G = 8 (t=32), 4 (t=64)
     assert dict(bound.bound) == {32: 8, 64: 4}
     reason = bound.constraint({"M": 8, "d_ig_x": 1, "d_go_x": 1, "t": 64})
     assert reason.startswith("M=8 is not allowed") and "N_G=4" in reason
@@ -109,7 +109,7 @@ def test_constraints_give_reasons():
 
 
 def test_constraint_rejected_points_cost_nothing(caches):
-    sp = default_space().bind(parse_layer("resnet-4"))
+    sp = algorithm1_space().bind(parse_layer("resnet-4"))
     tracker = Tracker(sp, CacheEvaluator(sp, caches[0]), 3)
     recs = tracker.evaluate([{"M": 16, "d_ig_x": 1, "d_go_x": 1, "t": 64}, {"M": 1, "d_ig_x": 1, "d_go_x": 1, "t": 32}])
     assert recs[0].reason.startswith("M=16 is not allowed") and recs[1].valid
@@ -168,7 +168,7 @@ def test_gpu_evaluator_with_a_stand_in_harness(tmp_path):
             rows.append({"status": "ok", "measured_us": 2.0 * result.predicted_us, "spread_us": 0.1})
         return rows
 
-    space = default_space()
+    space = algorithm1_space()
     cache = tmp_path / "measured.json"
     ev = GPUEvaluator(problem, space, measure=fake_measure, device="fake-GPU", cache_path=cache)
     res = run_search(ev.space, ev, "exhaustive", budget=500, seed=0)
@@ -241,7 +241,7 @@ def test_coarse_batch_only_for_large_layers():
 def test_simulator_evaluator_order_and_workers(tmp_path):
     from megasim.hardware import get_gpu
     from megasim.search import SimulatorEvaluator
-    sp = default_space()
+    sp = algorithm1_space()
     pts = sp.valid_points()[:6] + [{"M": 16, "d_ig_x": 1, "d_go_x": 1, "t": 32}]
     with SimulatorEvaluator(parse_layer(TINY), get_gpu("H100"), sp, workers=1) as one, \
             SimulatorEvaluator(parse_layer(TINY), get_gpu("H100"), sp, workers=2) as two:

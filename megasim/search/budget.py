@@ -3,8 +3,10 @@
 A ``Tracker`` stands between a strategy and its evaluator. It counts every point sent to the
 evaluator (at either fidelity) against the budget, answers repeated points from memory, and turns
 points that fail the space's constraints into records with their reason without spending budget
-(Kernel Tuner does not count restricted configurations either). ``records`` is what the strategy
-returns: every counted evaluation, in order.
+(Kernel Tuner does not count restricted configurations either). A point the evaluator marks
+``duplicate`` (it builds the same program as a point already evaluated: ``extras["duplicate"]``) is
+answered but not counted either, so a budget of B is B distinct programs when the space has them.
+``records`` is what the strategy returns: every counted evaluation, in order.
 """
 
 from __future__ import annotations
@@ -77,5 +79,6 @@ class Tracker:
         fresh = evaluator.evaluate(new) if new else []
         for rec in fresh:
             self._seen[(coarse, self.space.key(rec.params))] = rec
-            self.records.append(rec)
+            if not rec.extras.get("duplicate"):
+                self.records.append(rec)
         return [r if r is not None else self._seen[(coarse, self.space.key(p))] for p, r in plan]

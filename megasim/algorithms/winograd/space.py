@@ -21,10 +21,12 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from megasim.algorithms.winograd.algorithm1 import scaled_params
+from collections import OrderedDict
+
+from megasim.algorithms.winograd.algorithm1 import counts, scaled_params
 from megasim.algorithms.winograd.lowering import WinogradConfig, winograd_shape
 from megasim.algorithms.winograd.plugin import WINOGRAD, WinogradParams
-from megasim.errors import MegasimError
+from megasim.errors import MappingError, MegasimError
 from megasim.search.space import Parameter, SearchSpace
 from megasim.workloads.problem import ConvProblem
 
@@ -37,20 +39,36 @@ COARSE_DIVISOR = 8
 
 
 def default_space() -> SearchSpace:
-    """The space `megasim optimize` searches unless told otherwise: 120 points before constraints.
+    """The space `megasim optimize` searches unless told otherwise: 1,680 points before constraints.
 
-    Algorithm 1's three parameters and the group size t. Threads, GEMM tile, execution style and
-    dispatch stay at their defaults (128, 64, per_task, ticket): the model's best predictions barely
-    move with them (persistent vs per_task: < 0.5% on resnet-2; the ready queue speeds up poor maps,
-    not the best one: docs/findings.md), so they live in ``full_space`` only, and the default space
-    stays small enough that its exhaustive optimum is affordable for a benchmark.
+    Algorithm 1's three parameters on finer grids than ``algorithm1_space`` (D_GO up to 8x: the
+    smaller space's optimum sat at its edge, d_go_x = 4, on 12 of 13 layers), the group size t, and
+    the execution: one block per task or a persistent grid, tickets in map order or the ready queue.
+    Large enough that a budget of 200 is spent on 200 distinct programs on every Table-2 layer (the
+    search answers points that build the same program, e.g. a D_IG past the last input transform, from
+    the first one, uncounted). It contains ``algorithm1_space`` (the execution at its defaults).
     """
+    return SearchSpace((
+        Parameter("M", (1, 2, 4, 8, 16), "GEMM groups per batch (filter reuse, Sec. 5.4)"),
+        Parameter("d_ig_x", (1, 1.5, 2, 3, 4, 6, 8), "D_IG as a multiple of the smallest valid D_IG for M"),
+        Parameter("d_go_x", (1, 2, 3, 4, 6, 8), "D_GO as a multiple of the smallest valid D_GO for M"),
+        Parameter("t", (32, 64), "tiles per group"),
+        Parameter("style", ("per_task", "persistent"), "one block per task, or a persistent grid"),
+        Parameter("dispatch", ("ticket", "ready"), "ticket in map order, or the ready queue"),
+    ), name="default", algorithm="winograd")
+
+
+def algorithm1_space() -> SearchSpace:
+    """Algorithm 1's three parameters and the group size t, 120 points; threads, GEMM tile, execution
+    style and dispatch at their defaults (128, 64, per_task, ticket). Small enough to search
+    exhaustively (the optimiser benchmark's reference) and to measure on the GPU (the bench's fused
+    sweep is its t = 64 half)."""
     return SearchSpace((
         Parameter("M", (1, 2, 4, 8, 16), "GEMM groups per batch (filter reuse, Sec. 5.4)"),
         Parameter("d_ig_x", (1, 2, 4, 8), "D_IG as a multiple of the smallest valid D_IG for M"),
         Parameter("d_go_x", (1, 2, 4), "D_GO as a multiple of the smallest valid D_GO for M"),
         Parameter("t", (32, 64), "tiles per group"),
-    ), name="default", algorithm="winograd")
+    ), name="algorithm1", algorithm="winograd")
 
 
 def full_space() -> SearchSpace:
@@ -70,7 +88,7 @@ def full_space() -> SearchSpace:
     ), name="full", algorithm="winograd")
 
 
-SPACES = {"default": default_space, "full": full_space}
+SPACES = {"default": default_space, "algorithm1": algorithm1_space, "full": full_space}
 
 
 def point_constraint(q: dict[str, Any], bound: tuple) -> str | None:
@@ -94,18 +112,42 @@ def groups_by_t(space: SearchSpace, problem: ConvProblem) -> tuple:
     return tuple(groups)
 
 
+_TIGHTEST: OrderedDict[tuple, tuple[int, int, int]] = OrderedDict()   # (problem, config, M) -> D_IG, D_GO, unit
+_TIGHTEST_KEEP = 64
+
+
+def _tightest(problem: ConvProblem, params: WinogradParams, m: int) -> tuple[int, int, int]:
+    """(smallest valid D_IG, smallest valid D_GO, D_IG unit) for M, as ``scaled_params`` computes them,
+    remembered per (problem, config, M): ``default_params`` tries maps until one is valid, which costs
+    as much as a tenth of a large layer's simulation, and a search asks for the same M hundreds of times."""
+    key = (problem, params.config, m)
+    hit = _TIGHTEST.get(key)
+    if hit is None:
+        graph = WINOGRAD.lower(problem, params)
+        one = scaled_params(graph, m, 1, 1)        # MappingError when M > N_G
+        unit = one.d_ig if one.d_ig > 0 else m * counts(graph)["S_I"]
+        hit = _TIGHTEST[key] = (one.d_ig, one.d_go, unit)
+        if len(_TIGHTEST) > _TIGHTEST_KEEP:
+            _TIGHTEST.popitem(last=False)
+    return hit
+
+
 def point_plan(problem: ConvProblem, point: dict[str, Any], base: Any):
-    """The absolute Plan of a (full) point: D_IG, D_GO from the multiples d_ig_x, d_go_x; the base
-    plan's tile and GEMM math kept."""
+    """The absolute Plan of a (full) point: D_IG, D_GO from the multiples d_ig_x, d_go_x (the formula of
+    ``algorithm1.scaled_params``; a test checks they agree); the base plan's tile and GEMM math kept."""
     from megasim.plan import Plan
     base_params = base.params if base is not None else WinogradParams()
     params = replace(base_params, d_ig=None, d_go=None, m=None, tiles_per_group=int(point["t"]),
                      transform_threads=int(point["threads"]), transform_pairs_per_thread=int(point["pairs"]),
                      gemm_k_tile=int(point["gemm_k_tile"]), gemm_threads=int(point["gemm_threads"]))
-    graph = WINOGRAD.lower(problem, params)
     m = int(point["M"])
-    a1 = scaled_params(graph, m, point["d_ig_x"], point["d_go_x"])   # MappingError when M > N_G
-    return Plan("fused", replace(params, d_ig=a1.d_ig, d_go=a1.d_go, m=m), algorithm="winograd",
+    for name in ("d_ig_x", "d_go_x"):
+        if not point[name] >= 1:
+            raise MappingError(f"{name}={point[name]!r} is not allowed: it must be a number >= 1")
+    d_ig, d_go, unit = _tightest(problem, params, m)
+    d_ig = int(d_ig + round((float(point["d_ig_x"]) - 1) * unit))
+    d_go = int(round(float(point["d_go_x"]) * d_go))
+    return Plan("fused", replace(params, d_ig=d_ig, d_go=d_go, m=m), algorithm="winograd",
                 style=point["style"], dispatch=point["dispatch"], blocks_per_sm=int(point["blocks_per_sm"]) or None)
 
 

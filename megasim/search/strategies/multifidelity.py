@@ -9,7 +9,9 @@ tail effects, so the coarse ranking alone does not find the optimum within 1%. P
 against the budget:
 
 1. screen (coarse evaluator): every valid point if the space fits in ``screen`` x budget, else
-   ``explore`` x budget random points followed by unvisited neighbours of the ``focus`` best;
+   ``explore`` x budget random points followed by unvisited neighbours of the ``focus`` best, each
+   batch topped up with further random points, so the screen's share of the budget is spent even
+   when the best points' neighbourhoods are exhausted;
 2. confirm (full evaluator): the ``top`` best screened points;
 3. climb (full evaluator): steepest descent over unvisited neighbours from the best confirmed
    point, ``climb`` evaluations at most.
@@ -49,6 +51,7 @@ def _screen(space, tracker, valid, n, opts, rng, coarse):
     n_explore = min(len(valid), max(1, int(opts["explore"] * tracker.budget)), n)
     for start in range(0, n_explore, batch):
         take([valid[i] for i in order[start:min(start + batch, n_explore)]])
+    rest = iter(order[n_explore:])   # where the exploration goes on when the best have no new neighbours
     while True:
         frontier, keys = [], set()
         for r in _ranked(screened)[:int(opts["focus"])]:
@@ -57,6 +60,11 @@ def _screen(space, tracker, valid, n, opts, rng, coarse):
                 if k not in keys and space.constraint(q) is None and tracker.seen(q, coarse=coarse) is None:
                     keys.add(k)
                     frontier.append(q)
+        for i in rest:
+            if len(frontier) >= batch:
+                break
+            if tracker.seen(valid[i], coarse=coarse) is None:
+                frontier.append(valid[i])
         if not frontier or not take(frontier[:batch]):
             return screened
 
