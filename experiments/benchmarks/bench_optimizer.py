@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--landscape-layer", default="resnet-1")
     parser.add_argument("--exhaustive-only", action="store_true", help="only fill the exhaustive caches")
     args = parser.parse_args(argv)
+    from experiments.layer_args import checked_layers
+    checked_layers(args.layers.split(","), parser.error)   # every layer named is a problem, before any work
     out = Path(args.out)
     cache_dir = out / "optimizer_cache"
     spec = get_gpu(args.gpu)

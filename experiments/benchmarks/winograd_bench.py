@@ -220,7 +220,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     "60 points; default), deep (space with D_GO to 16x, 100), small (12), wide (20), none")
     ap.add_argument("--ready-sweep", choices=SWEEPS, default="small",
                     help="the same for fused_ready_sweep_best (default small)")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=None,
+                    help="run every layer at this N (default: each layer's own: 64 for the catalogue, a spec's N=)")
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--config", default="", help="Winograd implementation parameters as a --param string "
                     "(t, tile, threads, pairs, gemm_k_tile, gemm_threads, gemm_math), e.g. pairs=4 "
@@ -273,6 +274,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.layers is None:
         from megasim.workloads import TABLE2_NAMES
         args.layers = list(QUICK_LAYERS if args.quick else TABLE2_NAMES)
+    from experiments.layer_args import checked_layers
+    checked_layers(args.layers, ap.error, args.batch)     # each layer runs the problem it names, or none runs
     return args
 
 

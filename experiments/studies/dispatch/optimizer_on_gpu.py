@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--repredict", action="store_true",
                     help="re-predict the committed measured points with --spec (CPU only)")
     args = ap.parse_args(argv)
+    from experiments.layer_args import checked_layers
+    checked_layers(args.layers, ap.error)   # every layer named is a problem, before any work
     spec = load_spec(args.spec)
     if args.repredict:
         return repredict(args.spec, Path(args.out), args.layers)

@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--measured", default=MEASURED)
     ap.add_argument("--out", default="experiments/results/nvidia-h200/ready_dispatch")
     args = ap.parse_args(argv)
+    from experiments.layer_args import checked_layers
+    checked_layers(args.layers, ap.error)   # every layer named is a problem, before any work
     spec = load_spec(args.spec)
     meas = measured_ms(args.measured)
     rows = []

@@ -266,6 +266,9 @@ def predict(argv: list[str]) -> list[dict]:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=OUT_MODEL)
     args = ap.parse_args(argv)
+    if args.layers:
+        from experiments.layer_args import checked_layers
+        checked_layers(args.layers, ap.error)   # every layer named is a problem, before any work
     from experiments.studies.fusion.fusion_vs_dram import sweep_at
     from experiments.provenance import provenance, read_rows, write_results
     from experiments.sweeps import parallel_map, print_table
