@@ -1,0 +1,166 @@
+"""Benchmark of the simulator's speed against SimPy itself: the engine's tasks/s on the 13 Table-2
+layers, relative to the events/s of a plain SimPy timeout loop on the same machine, in one run.
+
+Produces: DIR/simulator_speed.csv and DIR/simulator_speed.json (default DIR =
+experiments/results/simulator_speed; the JSON holds the same rows and the metadata: CPU model, core
+count, Python/NumPy/SimPy versions, git SHA, date, the reference's events/s and the summary below).
+One row per (spec, layer, schedule): tasks, build_s (lowering + task order), sim_s (``simulate``
+alone), total_s (build + simulate), tasks_per_s (tasks / sim_s), its ratio to the reference's events/s,
+peak_rss_mb and rss_per_task_bytes (the peak resident memory of the fresh process that did only that
+row, less its memory after imports, per task).
+
+The reference: ``REFERENCE_PROCESSES`` SimPy processes, each ``yield env.timeout(1)`` in a loop, run
+for about ``--reference-s`` seconds of wall time, best of ``REFERENCE_REPEATS`` (the least disturbed).
+The summary: the geometric mean of tasks/s over the preset's 26 rows (13 layers, fused and non-fused)
+and over the calibrated spec's 26, each divided by the reference's events/s; issue 42's targets are
+>= 0.4 (preset) and >= 0.25 (calibrated), vgg-1 fused with the calibrated spec in <= 1 s of
+simulation, and <= 0.5 KB per task on the largest run.
+Runs on: any CPU; rows one after another, each in its own process (one core).
+Takes: a few minutes (52 rows; --quick: 2 layers at batch 4, one spec pair, about 15 s).
+
+    python -m experiments.benchmarks.simulator_speed [--quick] [--out DIR] [--gpu H100]
+        [--calibrated megasim/hardware/calibrated/h100_from_h200.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from experiments.provenance import provenance, write_results
+
+REFERENCE_PROCESSES = 100
+REFERENCE_REPEATS = 3
+CALIBRATED = "megasim/hardware/calibrated/h100_from_h200.json"   # the calibrated H100 (H200 costs, H100 measured)
+QUICK_LAYERS = ("resnet-4", "yolov3-5")
+TARGETS = {"preset_ratio": 0.4, "calibrated_ratio": 0.25, "vgg1_fused_calibrated_s": 1.0, "bytes_per_task": 512}
+
+
+def simpy_events_per_s(seconds: float, processes: int = REFERENCE_PROCESSES) -> float:
+    """Events/s of `processes` SimPy processes that each time out for 1 time unit in a loop, run in
+    slices of simulated time until `seconds` of wall time have passed."""
+    import simpy
+
+    env = simpy.Environment()
+    count = [0]
+
+    def ticker(env):
+        while True:
+            yield env.timeout(1)
+            count[0] += 1
+
+    for _ in range(processes):
+        env.process(ticker(env))
+    env.run(until=1)      # start-up events are not timed
+    count[0] = 0
+    start = time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        env.run(until=env.now + 100)
+    return count[0] / elapsed
+
+
+def _current_rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _one(layer: str, schedule: str, spec_name: str, spec_source: str, batch: int | None) -> dict:
+    """One row, in a fresh process: build, then simulate, timed apart."""
+    from megasim.hardware import get_gpu, load_spec
+    from megasim.plan import Plan, build
+    from megasim.sim import simulate
+    from megasim.workloads import parse_layer
+
+    spec = load_spec(spec_source) if spec_source.endswith(".json") else get_gpu(spec_source)
+    problem = parse_layer(layer, batch=batch) if batch else parse_layer(layer)
+    rss_before = _current_rss_bytes()
+    start = time.perf_counter()
+    graph, sched, plan = build(problem, Plan(schedule), spec)
+    built = time.perf_counter()
+    result = simulate(graph, sched, spec)
+    done = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    tasks = int(graph.num_tasks)
+    sim_s = done - built
+    return {"spec": spec_name, "layer": layer, "schedule": schedule, "batch": problem.n, "tasks": tasks,
+            "build_s": round(built - start, 4), "sim_s": round(sim_s, 4), "total_s": round(done - start, 4),
+            "tasks_per_s": round(tasks / sim_s), "predicted_us": round(float(plan.algo.time_us(result)), 3),
+            "peak_rss_mb": round(peak / 2**20, 1), "rss_per_task_bytes": round(max(0, peak - rss_before) / tasks, 1)}
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from megasim.workloads import TABLE2_NAMES
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"layers {', '.join(QUICK_LAYERS)} at batch 4")
+    parser.add_argument("--out", default="experiments/results/simulator_speed")
+    parser.add_argument("--gpu", default="H100", help="the preset (default H100)")
+    parser.add_argument("--calibrated", default=CALIBRATED, help=f"the calibrated spec file (default {CALIBRATED})")
+    parser.add_argument("--reference-s", type=float, default=None,
+                        help="wall seconds of each SimPy reference run (default 1.5; --quick 0.2)")
+    args = parser.parse_args(argv)
+    reference_s = args.reference_s if args.reference_s is not None else (0.2 if args.quick else 1.5)
+    if not reference_s > 0:
+        parser.error(f"--reference-s={reference_s} is not allowed: it must be > 0")
+    layers = QUICK_LAYERS if args.quick else tuple(TABLE2_NAMES)
+    batch = 4 if args.quick else None
+
+    refs = [simpy_events_per_s(reference_s) for _ in range(REFERENCE_REPEATS)]
+    reference = max(refs)
+    print(f"SimPy reference: {reference:,.0f} events/s (best of {', '.join(f'{r:,.0f}' for r in refs)}; "
+          f"{REFERENCE_PROCESSES} processes, {reference_s} s each)")
+    specs = (("preset", args.gpu), ("calibrated", args.calibrated))
+    rows = []
+    print(f"{'spec':10s} {'layer':11s} {'schedule':9s} {'tasks':>8s} {'build_s':>7s} {'sim_s':>7s} {'total_s':>7s} "
+          f"{'tasks/s':>9s} {'x SimPy':>7s} {'B/task':>7s}")
+    for spec_name, source in specs:
+        for layer in layers:
+            for schedule in ("fused", "nonfused"):
+                with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
+                    row = pool.submit(_one, layer, schedule, spec_name, source, batch).result()
+                row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
+                rows.append(row)
+                print(f"{spec_name:10s} {layer:11s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
+                      f"{row['sim_s']:7.2f} {row['total_s']:7.2f} {row['tasks_per_s']:9,d} {row['ratio_to_simpy']:7.3f} "
+                      f"{row['rss_per_task_bytes']:7.0f}", flush=True)
+
+    summary: dict = {"simpy_events_per_s": round(reference), "simpy_events_per_s_runs": [round(r) for r in refs]}
+    for spec_name, _ in specs:
+        mine = [r for r in rows if r["spec"] == spec_name]
+        gm = _geomean([r["tasks_per_s"] for r in mine])
+        summary[f"{spec_name}_runs"] = len(mine)
+        summary[f"{spec_name}_geomean_tasks_per_s"] = round(gm)
+        summary[f"{spec_name}_ratio"] = round(gm / reference, 4)
+    vgg = [r for r in rows if r["spec"] == "calibrated" and r["layer"] == "vgg-1" and r["schedule"] == "fused"]
+    summary["vgg1_fused_calibrated_sim_s"] = vgg[0]["sim_s"] if vgg else None
+    largest = max(rows, key=lambda r: r["tasks"])
+    summary["largest_run"] = f"{largest['spec']} {largest['layer']} {largest['schedule']} ({largest['tasks']} tasks)"
+    summary["largest_run_bytes_per_task"] = largest["rss_per_task_bytes"]
+    print(f"geometric mean tasks/s / SimPy events/s: preset {summary['preset_ratio']:.3f} "
+          f"(target >= {TARGETS['preset_ratio']}), calibrated {summary['calibrated_ratio']:.3f} "
+          f"(target >= {TARGETS['calibrated_ratio']})")
+    if vgg:
+        print(f"vgg-1 fused, calibrated: {vgg[0]['sim_s']:.2f} s of simulation (target <= "
+              f"{TARGETS['vgg1_fused_calibrated_s']} s)")
+    print(f"largest run, {summary['largest_run']}: {largest['rss_per_task_bytes']:.0f} bytes/task of peak RSS "
+          f"(target <= {TARGETS['bytes_per_task']})")
+    meta = provenance({"benchmark": "simulator_speed", "cpu_count": os.cpu_count(),
+                       "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                       "preset": args.gpu, "calibrated_spec": args.calibrated, "quick": args.quick,
+                       "batch": batch or "layer's own (64)", "reference_s": reference_s,
+                       "reference_processes": REFERENCE_PROCESSES, "targets": TARGETS, "summary": summary})
+    write_results(rows, Path(args.out), "simulator_speed", meta)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
