@@ -37,6 +37,8 @@ def _load(key: str) -> GPUSpec:
 
 def get_gpu(name: str) -> GPUSpec:
     """The preset called `name` (case-insensitive; aliases such as 'h100-sxm' accepted)."""
+    if not isinstance(name, str):
+        raise SpecError(f"GPU {name!r} is not allowed: give a preset name ({', '.join(_FILES)}) as a string")
     key = {k.lower(): k for k in _FILES}.get(name.lower()) or _ALIASES.get(name.lower())
     if key is None:
         raise SpecError(f"unknown GPU {name!r} (allowed: {', '.join(_FILES)}; or --spec FILE)")

@@ -1,0 +1,355 @@
+"""A corpus of malformed inputs, each answered by one domain error (docs/errors.md).
+
+CLI cases run ``megasim.cli.main.main`` in-process and assert exit status 2, exactly one stderr line
+starting ``megasim: error:``, and that the line names the offending value (the case's needle).
+Python cases call the public API and assert a MegasimError (never a raw TypeError, AttributeError or
+KeyError) whose message names the value. Every case is refused before any long work, so the whole
+corpus runs in seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from megasim.cli.main import main
+from megasim.errors import MegasimError
+
+REPO = Path(__file__).resolve().parents[1]
+PRESET = json.loads((REPO / "megasim/hardware/presets/h100.json").read_text())
+MEASURED = json.loads((REPO / "megasim/hardware/calibrated/h200.measurements.json").read_text())
+CALIBRATED = str(REPO / "megasim/hardware/calibrated/h200.json")
+SMALL = "N=2,C=8,K=8,H=8,W=8"
+SIM = ["simulate", SMALL, "--gpu", "H100"]
+OPT = ["optimize", SMALL, "--gpu", "H100"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Bad input files, written once: name -> path."""
+    d = tmp_path_factory.mktemp("bad_inputs")
+    out: dict[str, str] = {}
+
+    def write(name: str, content) -> None:
+        path = d / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        out[name] = str(path)
+
+    write("not_json.json", "{nope")
+    write("list.json", [1, 2])
+    write("empty.json", "")
+    for field in PRESET["values"]:
+        spec = copy.deepcopy(PRESET)
+        spec["values"][field]["value"] = 1e999            # json writes Infinity, which json.loads reads back
+        write(f"spec_inf_{field}.json", spec)
+    for field in ("sm_count", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "l2_partitions"):
+        spec = copy.deepcopy(PRESET)
+        spec["values"][field]["value"] = 10 ** 12
+        write(f"spec_huge_{field}.json", spec)
+    for field in ("dram_bw_gbps", "sm_count", "l2_bytes"):
+        spec = copy.deepcopy(PRESET)
+        spec["values"][field]["value"] = "fast"
+        write(f"spec_text_{field}.json", spec)
+        spec = copy.deepcopy(PRESET)
+        spec["values"][field]["value"] = -5
+        write(f"spec_negative_{field}.json", spec)
+        spec = copy.deepcopy(PRESET)
+        del spec["values"][field]
+        write(f"spec_missing_{field}.json", spec)
+    spec = copy.deepcopy(PRESET)
+    spec["values"]["dram_bandwidth"] = {"value": 1, "source": "typo"}
+    write("spec_unknown_field.json", spec)
+    spec = copy.deepcopy(PRESET)
+    spec["schema_version"] = 7
+    write("spec_version.json", spec)
+    for field, value in (("compute_efficiency", 1.5), ("fixed_ns", -1), ("block_sm_share", 0), ("launch_fixed_ns", -3),
+                         ("memory_overlap", 2), ("coresident_stretch", 1.0), ("compute_efficiency", 1e999)):
+        spec = copy.deepcopy(PRESET)
+        spec["task_costs"]["default"][field] = {"value": value, "source": "test"}
+        write(f"spec_cost_{field}_{value}.json", spec)
+    spec = copy.deepcopy(PRESET)
+    spec["task_costs"]["default"]["speed"] = {"value": 1, "source": "test"}
+    write("spec_cost_unknown.json", spec)
+    m = copy.deepcopy(MEASURED)
+    m["values"] = "fast"
+    write("m_values_string.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["values"]["dram_bw_gbps"] = {"value": "fast", "method": "test"}
+    write("m_value_text.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["values"]["dram_bw_gbps"] = {"value": 1e999, "method": "test"}
+    write("m_value_inf.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["kind_times"] = "many"
+    write("m_kind_times_string.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["kind_times"][3]["median_ms"] = "slow"
+    write("m_median_text.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["kind_times"][5]["median_ms"] = -1
+    write("m_median_negative.json", m)
+    m = copy.deepcopy(MEASURED)
+    del m["preset"]
+    write("m_no_preset.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["device"] = 7
+    write("m_device_number.json", m)
+    m = copy.deepcopy(MEASURED)
+    m["colour"] = "blue"
+    write("m_unknown_key.json", m)
+    header = "layer,schedule,params,measured_us,device\n"
+    write("csv_no_rows.csv", header)
+    write("csv_other_layer.csv", header + "vgg-1,fused,M=4,100,gpu\n")
+    write("csv_no_column.csv", "layer,schedule,params\nresnet-1,fused,M=4\n")
+    write("csv_bad_time.csv", header + "resnet-1,fused,M=4,fast,gpu\n")
+    write("csv_negative_time.csv", header + "resnet-1,fused,M=4,-3,gpu\n")
+    write("csv_bad_param.csv", header + "resnet-1,fused,M=abc,100,gpu\n")
+    write("csv_bad_schedule.csv", header + "resnet-1,sideways,M=4,100,gpu\n")
+    write("csv_all_failed.csv", header + "resnet-1,fused,M=4,,gpu\n")
+    write("sparse_rows_missing.json", {"meta": {}})
+    write("sparse_rows_bad.json", {"meta": {}, "rows": [{"op": "ecr", "kind": "ecr", "problem": "N=1,C=1,K=1,H=4,W=4",
+                                                         "sparsity": 2.0, "pattern": "uniform", "seed": 0,
+                                                         "median_ms": 0.1}]})
+    out["dir"] = str(d)
+    return out
+
+
+# (argv, needle); "{name}" is replaced by the path of the bad file `name`.
+CLI_CASES: list[tuple[list[str], str]] = [
+    # the command line itself
+    ([], "required: command"),
+    (["bogus"], "'bogus'"),
+    (["--bogus"], "required: command"),
+    (["layers", "--bogus"], "--bogus"),
+    (["simulate"], "layer"),
+    (["simulate", SMALL, "--gpu"], "--gpu"),
+    # layers
+    *[(["simulate", layer, "--gpu", "H100"], needle) for layer, needle in [
+        ("resnet-9", "'resnet-9'"), ("", "''"), ("N=64", "lacks C, K, H, W"), ("N=0,C=1,K=1,H=4,W=4", "N=0"),
+        ("N=-1,C=1,K=1,H=4,W=4", "N=-1 is not allowed"), ("N=1.5,C=1,K=1,H=4,W=4", "'N=1.5'"),
+        ("N=1,C=1,K=1,H=4,W=4,X=3", "'X'"), ("N=1,N=2,C=1,K=1,H=4,W=4", "'N' given twice"),
+        ("N=1,C=1,K=1,H=1,W=1,R=5,padding=0", "filter 5x3"), ("N=99999999999,C=1,K=1,H=4,W=4", "N=99999999999"),
+        ("N=1,C=1,K=1,H=4,W=4,stride=0", "STRIDE=0"), ("N=1,C=1,K=1,H=4,W=4,padding=-1", "padding=-1 is not allowed"),
+        ("N=100000,C=1024,K=1024,H=1024,W=1024", "N*C*H*W"), ("N=1000000,C=64,K=64,H=56,W=56", "N*C*H*W"),
+        ("N=1;C=1", "'N=1;C=1'"), ("=", "'='"), ("N=,C=1,K=1,H=4,W=4", "'N='"), ("x" * 2000, "2000 characters"),
+        ("vgg99/conv1", "'vgg99/conv1'"), ("N=1,C=1,K=1,H=4,W=4,R=0", "R=0"),
+        ("N=1,C=1,K=1,H=4,W=4,pad=x", "'pad=x'"), ("N=1,C=70000,K=70000,H=1,W=1,R=1,S=1,padding=0", "K*C*R*S")]],
+    # GPU and spec files
+    (["simulate", SMALL, "--gpu", "B100"], "'B100'"),
+    (["simulate", SMALL, "--gpu", ""], "''"),
+    (["simulate", SMALL], "--gpu NAME"),
+    (["simulate", SMALL, "--spec", "/no/such/spec.json"], "/no/such/spec.json"),
+    (["simulate", SMALL, "--spec", "{dir}"], "{dir}"),
+    (["simulate", SMALL, "--spec", "{not_json.json}"], "not valid JSON"),
+    (["simulate", SMALL, "--spec", "{list.json}"], "top level must be a JSON object"),
+    (["simulate", SMALL, "--spec", "{empty.json}"], "not valid JSON"),
+    *[(["simulate", SMALL, "--spec", "{spec_inf_%s.json}" % f], f"values.{f}.value=inf") for f in PRESET["values"]],
+    *[(["simulate", SMALL, "--spec", "{spec_huge_%s.json}" % f], f"{f}=1000000000000") for f in
+      ("sm_count", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "l2_partitions")],
+    *[(["simulate", SMALL, "--spec", "{spec_text_%s.json}" % f], "'fast'") for f in ("dram_bw_gbps", "sm_count", "l2_bytes")],
+    *[(["simulate", SMALL, "--spec", "{spec_negative_%s.json}" % f], f"{f}=-5") for f in ("dram_bw_gbps", "sm_count", "l2_bytes")],
+    *[(["simulate", SMALL, "--spec", "{spec_missing_%s.json}" % f], f"missing field '{f}'") for f in ("dram_bw_gbps", "sm_count", "l2_bytes")],
+    (["simulate", SMALL, "--spec", "{spec_unknown_field.json}"], "'dram_bandwidth'"),
+    (["simulate", SMALL, "--spec", "{spec_version.json}"], "schema_version=7"),
+    *[(["simulate", SMALL, "--spec", "{spec_cost_%s_%s.json}" % (f, v)], needle) for f, v, needle in [
+        ("compute_efficiency", 1.5, "compute_efficiency=1.5"), ("fixed_ns", -1, "fixed_ns=-1"),
+        ("block_sm_share", 0, "block_sm_share=0"), ("launch_fixed_ns", -3, "launch_fixed_ns=-3"),
+        ("memory_overlap", 2, "memory_overlap=2"), ("coresident_stretch", 1.0, "coresident_stretch=1.0"),
+        ("compute_efficiency", 1e999, "compute_efficiency.value=inf")]],
+    (["simulate", SMALL, "--spec", "{spec_cost_unknown.json}"], "'speed'"),
+    # batch, limits
+    *[(SIM + ["--batch", b], f"'{b}'") for b in ("0", "-1", "abc", "1.5", "")],
+    (SIM + ["--batch", "1000000000"], "N=1000000000"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--batch", "4096", "--max-tasks", "100000"], "max_tasks=100,000"),
+    (["simulate", "resnet-1", "--gpu", "H100", "--max-tasks", "10"], "max_tasks=10"),
+    *[(SIM + ["--max-tasks", v], f"'{v}'") for v in ("0", "-5", "many")],
+    # algorithm, schedule, parameters
+    (SIM + ["--algo", "fft"], "'fft'"),
+    (SIM + ["--schedule", "sideways"], "'sideways'"),
+    (SIM + ["--algo", "ecr", "--schedule", "fused_twice"], "'fused_twice'"),
+    (SIM + ["--placement", "diagonal"], "'diagonal'"),
+    *[(SIM + ["--param", p], needle) for p, needle in [
+        ("tile=3", "tile=3"), ("M=abc", "M='abc'"), ("foo=1", "'foo'"), ("M", "'M'"), ("M=4,M=8", "M is given twice"),
+        ("style=weird", "style='weird'"), ("dispatch=x", "dispatch='x'"), ("style=persistent,blocks_per_sm=0", "blocks_per_sm=0"),
+        ("blocks_per_sm=abc", "blocks_per_sm='abc'"), ("ready_window=3", "ready_window=3"), ("gemm_math=fp64", "gemm_math='fp64'"),
+        ("t=abc", "t='abc'"), ("threads=1.5", "threads='1.5'"), ("tile=abc", "tile='abc'"), ("=4", "'=4'"),
+        ("D_IG=x", "D_IG='x'"), ("sparsity=0.5", "'sparsity'")]],
+    *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
+        ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),
+        ("cluster_px=0", "cluster_px=0"), ("k_tile=abc", "k_tile='abc'"), ("style=persistent", "ecr"),
+        ("sparsity=nan", "sparsity=nan"), ("seed=x", "seed='x'"), ("M=4", "'M'")]],
+    (SIM + ["--algo", "pecr", "--param", "pool=3"], "'3'"),
+    (SIM + ["--algo", "pecr", "--param", "pool=0x0"], "pool size=0"),
+    (SIM + ["--trace", "/no/such/dir/t.json"], "/no/such/dir/t.json"),
+    (SIM + ["--trace", "{dir}"], "{dir}"),
+    # optimize
+    *[(OPT + ["--workers", w], f"'{w}'") for w in ("0", "-1", "abc", "99999")],
+    *[(OPT + ["--budget", b], f"'{b}'") for b in ("0", "-5", "1000000000", "x")],
+    *[(OPT + ["--option", o], needle) for o, needle in [
+        ("top=abc", "top='abc'"), ("top=0", "top='0'"), ("explore=-1", "explore='-1'"), ("explore=nan", "explore='nan'"),
+        ("bogus=1", "bogus"), ("top", "'top'"), ("top=1,top=2", "top is given twice"), ("explore=inf", "explore='inf'")]],
+    (OPT + ["--seed", "-1"], "'-1'"),
+    (OPT + ["--space", "bogus"], "'bogus'"),
+    (OPT + ["--strategy", "bogus"], "'bogus'"),
+    (OPT + ["--landscape", "/no/such/dir/x.csv"], "/no/such/dir/x.csv"),
+    (OPT + ["--cache", "{dir}"], "{dir}"),
+    (OPT + ["--param", "tile=3"], "tile=3"),
+    (["optimize", "resnet-1", "--gpu", "H100", "--batch", "4096", "--max-tasks", "1000"], "--max-tasks 1,000"),
+    # transfer-spec, update-spec
+    *[([cmd, "--spec", CALIBRATED, "--measurements", "{%s}" % name, "--out", "{dir}/out.json"], needle)
+      for cmd in ("transfer-spec", "update-spec") for name, needle in [
+          ("not_json.json", "not valid JSON"), ("list.json", "not a list"), ("m_values_string.json", "values"),
+          ("m_value_text.json", "values.dram_bw_gbps"), ("m_value_inf.json", "values.dram_bw_gbps"),
+          ("m_kind_times_string.json", "kind_times"), ("m_median_text.json", "kind_times[3].median_ms='slow'"),
+          ("m_median_negative.json", "kind_times[5].median_ms=-1"), ("m_no_preset.json", "'preset'"),
+          ("m_device_number.json", "device=7"), ("m_unknown_key.json", "'colour'")]],
+    (["transfer-spec", "--spec", CALIBRATED, "--measurements", "/no/such.json", "--out", "x.json"], "/no/such.json"),
+    (["update-spec", "--spec", CALIBRATED, "--measurements", str(REPO / "megasim/hardware/calibrated/h200.measurements.json"),
+      "--out", "/no/such/dir/out.json"], "/no/such/dir/out.json"),
+    (["update-spec", "--spec", CALIBRATED, "--measurements", str(REPO / "megasim/hardware/calibrated/h200.measurements.json"),
+      "--out", "{dir}/o.json", "--refit", "bogus_ns"], "'bogus_ns'"),
+    (["update-spec", "--spec", CALIBRATED, "--measurements", str(REPO / "megasim/hardware/calibrated/h200.measurements.json"),
+      "--out", "{dir}/o.json", "--refit", "megakernel_fixed_ns@nokind"], "'megakernel_fixed_ns@nokind'"),
+    (["update-spec", "--spec", CALIBRATED, "--measurements", str(REPO / "megasim/hardware/calibrated/h200.measurements.json"),
+      "--out", "{dir}/o.json", "--layers", "resnet-9"], "'resnet-9'"),
+    (["transfer-spec", "--spec", CALIBRATED, "--measurements", str(REPO / "megasim/hardware/calibrated/h200.measurements.json"),
+      "--out", "{dir}/o.json", "--keep", "colour"], "'colour'"),
+    (["transfer-spec", "--spec", "{spec_inf_dram_bw_gbps.json}", "--measurements",
+      str(REPO / "megasim/hardware/calibrated/h200.measurements.json"), "--out", "{dir}/o.json"], "values.dram_bw_gbps.value=inf"),
+    # calibrate (refused before any GPU is looked for)
+    (["calibrate", "--out", "/no/such/dir/x.json"], "/no/such/dir/x.json"),
+    (["calibrate", "--out", "{dir}/c.json", "--layers", "resnet-9"], "'resnet-9'"),
+    (["calibrate", "--out", "{dir}/c.json", "--param", "tile=3"], "tile=3"),
+    (["calibrate", "--out", "{dir}/c.json", "--from-measurements", "{m_median_text.json}"], "kind_times[3].median_ms"),
+    (["calibrate", "--out", "{dir}/c.json", "--algo", "ecr"], "--from-measurements"),
+    (["calibrate", "--out", "{dir}/c.json", "--algo", "ecr", "--spec", CALIBRATED, "--from-measurements",
+      "{sparse_rows_missing.json}"], "'rows'"),
+    (["calibrate", "--out", "{dir}/c.json", "--algo", "ecr", "--spec", CALIBRATED, "--from-measurements",
+      "{sparse_rows_bad.json}"], "rows[0].sparsity=2.0"),
+    (["calibrate", "--out", "{dir}/c.json", "--algo", "fft"], "'fft'"),
+    # validate (honest outcomes: no rows, no times)
+    (["validate", "resnet-9", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}"], "'resnet-9'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}"], "no winograd rows"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_other_layer.csv}"], "no winograd rows for resnet-1"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_column.csv}"], "'measured_us'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_time.csv}"], "measured_us='fast'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_negative_time.csv}"], "measured_us='-3'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_param.csv}"], "M='abc'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_schedule.csv}"], "'sideways'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_all_failed.csv}"], "no measured times"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "/no/such.csv"], "/no/such.csv"),
+    (["validate", "resnet-1", "--spec", "{spec_inf_sm_count.json}", "--measured", "{csv_no_rows.csv}"], "sm_count"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--mappings", "0"], "'0'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--rounds", "-2"], "'-2'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--algo", "fft", "--measured", "{csv_no_rows.csv}"], "'fft'"),
+]
+
+
+def _fill(value: str, files: dict[str, str]) -> str:
+    for name, path in files.items():
+        value = value.replace("{%s}" % name, path)
+    return value
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CLI_CASES) + len(PY_CASES) >= 150
+
+
+@pytest.mark.parametrize("argv, needle", CLI_CASES, ids=[" ".join(a)[:60] for a, _ in CLI_CASES])
+def test_cli_answers_one_line_naming_the_value(capsys, files, argv, needle):
+    code = main([_fill(a, files) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("megasim: error: "), err
+    assert _fill(needle, files) in lines[0], lines[0]
+
+
+def _py_cases():
+    from megasim.calibration.winograd import Measurements
+    from megasim.hardware import get_gpu, load_spec, spec_from_dict
+    from megasim.hardware.spec import TaskCost
+    from megasim.plan import Plan, build, estimate_tasks, predict
+    from megasim.sim import SimOptions
+    from megasim.workloads import ConvProblem, network_layers, parse_layer
+    from megasim.workloads.sparse import SparsitySpec, relu_chain_maps, sparse_feature_map, vgg19_sparse_layers
+    small = parse_layer(SMALL)
+    return [
+        ("parse_layer(None)", lambda: parse_layer(None), "None"),
+        ("parse_layer(3)", lambda: parse_layer(3), "3"),
+        ("parse_layer(b'x')", lambda: parse_layer(b"resnet-1"), "b'resnet-1'"),
+        ("parse_layer('x')", lambda: parse_layer("resnet-99"), "'resnet-99'"),
+        ("parse_layer batch 0", lambda: parse_layer("resnet-1", batch=0), "batch=0"),
+        ("parse_layer batch str", lambda: parse_layer("resnet-1", batch="8"), "batch='8'"),
+        ("parse_layer batch float", lambda: parse_layer("resnet-1", batch=2.0), "batch=2.0"),
+        ("Plan(m='4')", lambda: Plan(m="4"), "'m'"),
+        ("Plan(algorithm=3)", lambda: Plan(algorithm=3), "algorithm=3"),
+        ("Plan(schedule=3)", lambda: Plan(schedule=3), "schedule=3"),
+        ("Plan(style=None)", lambda: Plan(style=None), "style=None"),
+        ("Plan(params=dict)", lambda: Plan(params={"m": 4}), "{'m': 4}"),
+        ("Plan(blocks_per_sm=-1)", lambda: Plan(style="persistent", blocks_per_sm=-1), "blocks_per_sm=-1"),
+        ("Plan too many args", lambda: Plan(*range(9)), "9 positional"),
+        ("Plan.parse(None, 5)", lambda: Plan.parse(None, 5), "5"),
+        ("Plan.parse(3)", lambda: Plan.parse(3), "3"),
+        ("Plan.parse algorithm", lambda: Plan.parse(None, None, algorithm="fft"), "'fft'"),
+        ("predict spec str", lambda: predict(small, "H100"), "'H100'"),
+        ("predict problem str", lambda: predict("resnet-1", get_gpu("H100")), "'resnet-1'"),
+        ("predict plan str", lambda: predict(small, get_gpu("H100"), "fused"), "'fused'"),
+        ("predict options str", lambda: predict(small, get_gpu("H100"), None, "fast"), "'fast'"),
+        ("predict max_tasks 0", lambda: predict(small, get_gpu("H100"), max_tasks=0), "max_tasks=0"),
+        ("predict max_tasks float", lambda: predict(small, get_gpu("H100"), max_tasks=1e6), "max_tasks=1000000.0"),
+        ("predict above max_tasks", lambda: predict(parse_layer("resnet-1"), get_gpu("H100"), max_tasks=100), "max_tasks=100"),
+        ("build above max_tasks", lambda: build(parse_layer("resnet-1", batch=4096), max_tasks=1000), "N=4,096"),
+        ("build tensor limit", lambda: build(parse_layer("resnet-1", batch=10 ** 9)), "200,704,000,000,000"),
+        ("estimate_tasks tensor limit", lambda: estimate_tasks(parse_layer("resnet-1", batch=10 ** 7)), "N*C*H*W"),
+        ("get_gpu(None)", lambda: get_gpu(None), "None"),
+        ("get_gpu('x')", lambda: get_gpu("B100"), "'B100'"),
+        ("load_spec missing", lambda: load_spec("/no/such/spec.json"), "/no/such/spec.json"),
+        ("spec_from_dict list", lambda: spec_from_dict([1]), "top level"),
+        ("spec_from_dict inf", lambda: spec_from_dict({**PRESET, "values": {**PRESET["values"],
+                                                       "dram_bw_gbps": {"value": float("inf"), "source": "x"}}}),
+         "dram_bw_gbps.value=inf"),
+        ("TaskCost inf", lambda: TaskCost(compute_efficiency=float("inf")), "compute_efficiency=inf"),
+        ("TaskCost str", lambda: TaskCost(fixed_ns="5"), "fixed_ns='5'"),
+        ("TaskCost nan", lambda: TaskCost(ns_per_step=float("nan")), "ns_per_step=nan"),
+        ("SimOptions placement", lambda: SimOptions(placement="diagonal"), "'diagonal'"),
+        ("ConvProblem N=0", lambda: ConvProblem(0, 1, 1, 4, 4), "N=0"),
+        ("ConvProblem str", lambda: ConvProblem("2", 1, 1, 4, 4), "N='2'"),
+        ("ConvProblem padding", lambda: ConvProblem(1, 1, 1, 4, 4, padding=-1), "padding=-1"),
+        ("SparsitySpec 2", lambda: SparsitySpec(2.0), "sparsity=2.0"),
+        ("SparsitySpec pattern", lambda: SparsitySpec(0.5, "stripes"), "'stripes'"),
+        ("sparse_feature_map shape", lambda: sparse_feature_map((1, 2), 0.5), "(1, 2)"),
+        ("vgg19_sparse_layers(0)", lambda: vgg19_sparse_layers(0), "batch=0"),
+        ("relu_chain_maps(17)", lambda: relu_chain_maps(17), "image_hw=17"),
+        ("network_layers('x')", lambda: network_layers("alexnet"), "'alexnet'"),
+        ("Measurements.from_dict str", lambda: Measurements.from_dict("x"), "str"),
+        ("Measurements.from_dict values", lambda: Measurements.from_dict({**MEASURED, "values": []}), "values"),
+        ("Measurements.from_dict kind_times row", lambda: Measurements.from_dict(
+            {**MEASURED, "kind_times": [{"layer": "resnet-1", "kind": "gemm", "median_ms": float("nan")}]}),
+         "kind_times[0].median_ms=nan"),
+    ]
+
+
+PY_CASES = _py_cases()
+
+
+@pytest.mark.parametrize("call, needle", [(c, n) for _, c, n in PY_CASES], ids=[name for name, _, _ in PY_CASES])
+def test_python_api_raises_a_domain_error_naming_the_value(call, needle):
+    with pytest.raises(MegasimError) as info:
+        call()
+    message = str(info.value)
+    assert "\n" not in message and needle in message, message
+
+
+def test_a_few_cases_through_the_installed_command(files):
+    """The same answers from a separate process (the console script's path: sys.exit(main()))."""
+    import subprocess
+    import sys
+    for argv, needle in [(["simulate", "resnet-9", "--gpu", "H100"], "'resnet-9'"),
+                         (["simulate", SMALL, "--spec", files["spec_inf_dram_bw_gbps.json"]], "dram_bw_gbps"),
+                         (["optimize", SMALL, "--gpu", "H100", "--workers", "0"], "'0'")]:
+        proc = subprocess.run([sys.executable, "-m", "megasim.cli.main", *argv], capture_output=True, text=True)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and needle in proc.stderr, proc.stderr
