@@ -93,3 +93,13 @@ def test_default_workers_and_chunks():
     parts = _chunks(items, 2)
     assert [x for p in parts for x in p] == items and len(parts) == 4 and max(map(len, parts)) - min(map(len, parts)) <= 1
     assert _chunks([], 4) == [] and _chunks([1], 4) == [[1]]
+
+
+def test_a_replayed_cache_counts_the_same_distinct_programs(tmp_path):
+    problem, cache = parse_layer(TINY), tmp_path / "c.json"
+    runs = []
+    for _ in range(2):
+        with SimulatorEvaluator(problem, get_gpu("H100"), default_space(), workers=1, cache_path=cache) as ev:
+            res = run_search(ev.space, ev, "random", budget=50, seed=4)
+        runs.append((res.evaluations, [r.params for r in res.records], ev.simulated))
+    assert runs[0][:2] == runs[1][:2] and runs[0][2] == runs[0][0] and runs[1][2] == 0

@@ -197,8 +197,11 @@ class SimulatorEvaluator:
                 out[i] = Record(dict(p), None, reason, {"fidelity": self.fidelity})
                 continue
             hit = self.cache.get(self.space, p)
-            if hit is not None:
-                out[i] = Record(hit.params, hit.time_us, hit.reason, {**hit.extras, "fidelity": self.fidelity})
+            if hit is not None:   # a duplicate if its program is known here (not as the file says)
+                extras = {k: v for k, v in hit.extras.items() if k != "duplicate"}
+                if extras.get("program") in self._programs:
+                    extras["duplicate"] = True
+                out[i] = Record(hit.params, hit.time_us, hit.reason, {**extras, "fidelity": self.fidelity})
                 self._note(out[i])
                 if self.progress:
                     self.progress(out[i])

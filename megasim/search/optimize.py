@@ -48,6 +48,8 @@ class ProgressLine:
         self.done, self.best, self.start = 0, float("inf"), time.perf_counter()
 
     def __call__(self, record: Record) -> None:
+        if record.extras.get("duplicate"):   # not an evaluation: the budget does not count it
+            return
         self.done += 1
         if record.valid and record.extras.get("fidelity", "full") == "full":
             self.best = min(self.best, record.objective())
