@@ -43,3 +43,39 @@ def test_megasim_simulate_imports_no_scipy_numba_or_matplotlib():
 def test_the_installed_command_runs_layers():
     out = subprocess.run([sys.executable, "-m", "megasim.cli.main", "layers"], capture_output=True, text=True)
     assert out.returncode == 0 and "resnet-1" in out.stdout and not out.stderr
+
+
+class _Terminal:
+    """A stream that says it is a terminal and keeps what is written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_shows_long_work_on_a_terminal_and_clears_its_line():
+    import time
+    from megasim.cli.common import Progress
+    term = _Terminal()
+    with Progress(term, after_s=0.05, every_s=0.05) as progress:
+        progress("simulating 5 tasks")
+        time.sleep(0.3)
+    assert "megasim: simulating 5 tasks (" in term.text and term.text.endswith("\r\033[K")
+
+
+def test_progress_is_silent_for_short_work_and_off_a_terminal():
+    from megasim.cli.common import Progress
+    term = _Terminal()
+    with Progress(term, after_s=5.0) as progress:
+        progress("quick")
+    assert term.text == ""
+    with Progress(after_s=0.0, enabled=False) as progress:     # a pipe: no thread, nothing written
+        assert progress._thread is None
