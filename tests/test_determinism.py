@@ -7,12 +7,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from megasim.hardware import get_gpu
+from pathlib import Path
+
+from megasim.hardware import get_gpu, load_spec
 from megasim.algorithms.winograd.lowering import WinogradConfig, lower_winograd
 from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.algorithms.winograd.algorithm1 import default_params
 from megasim.orders import naive_fused, nonfused, random_order
 from megasim.sim import SimOptions, SimResult, simulate
+from megasim.sim.clock import ModelEnvironment
+from megasim.sim.engine import Simulation
 from megasim.workloads import parse_layer
 
 ARRAYS = [f.name for f in dataclasses.fields(SimResult)
@@ -73,6 +77,8 @@ def test_random_order_fixed_seed():
     spec = get_gpu("H100")
     assert simulate(g, a, spec).predicted_ns != simulate(g, c, spec).predicted_ns
 
+CALIBRATED = Path(__file__).parent.parent / "megasim" / "hardware" / "calibrated" / "h200.json"
+
 
 def test_graph_and_schedule_hashes_are_stable():
     g1, g2 = _graph(), _graph()
@@ -80,12 +86,26 @@ def test_graph_and_schedule_hashes_are_stable():
     assert algorithm1(g1, default_params(g1)).hash == algorithm1(g2, default_params(g2)).hash
 
 
+class UnbatchedEnvironment(ModelEnvironment):
+    """One SimPy queue entry per model call: what ``ModelEnvironment``'s batches must reproduce exactly."""
+
+    def after(self, delay, fn, value):
+        self._batch = None
+        super().after(delay, fn, value)
+
+
 @pytest.mark.parametrize("sname", ["nonfused", "algorithm1", "persistent"])
-def test_clocks_agree(sname):
-    """The fast heap clock and the SimPy reference clock give identical results."""
+@pytest.mark.parametrize("spec_name", ["H100", "calibrated"])
+def test_batched_events_give_the_unbatched_result(sname, spec_name):
+    """Calls joined into one SimPy event run in the order of one event per call: identical results,
+    with fewer queue entries where blocks start together."""
     g = _graph()
     sched = SCHEDULES[sname](g)
-    spec = get_gpu("H100")
-    a = simulate(g, sched, spec, SimOptions(clock="heap"))
-    b = simulate(g, sched, spec, SimOptions(clock="simpy"))
-    assert_identical(a, b)
+    spec = get_gpu("H100") if spec_name == "H100" else load_spec(CALIBRATED)
+    batched = Simulation(g, sched, spec)
+    a = batched.run()
+    unbatched = Simulation(g, sched, spec, env=UnbatchedEnvironment())
+    b = unbatched.run()
+    assert_identical(a, dataclasses.replace(b, events=a.events))   # (events: SimPy queue entries)
+    assert batched.env.calls == unbatched.env.calls == unbatched.env.events
+    assert batched.env.events < unbatched.env.events

@@ -9,7 +9,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.mark.parametrize("doc, expected", [("custom_taskgraph.md", ("interleaved", "nonfused")),
-                                           ("extending.md", ("toy_direct k_tile=16,rows=2", "best k_tile"))])
+                                           ("extending.md", ("toy_direct k_tile=16,rows=2", "best k_tile")),
+                                           ("simpy_processes.md", ("alone", "beside a DRAM stream"))])
 def test_doc_code_runs(doc, expected, capsys):
     text = (DOCS / doc).read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)

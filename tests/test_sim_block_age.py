@@ -10,7 +10,7 @@ from megasim.calibration.age import block_end_order, fit_age_weight, normalised
 from megasim.errors import SpecError
 from megasim.hardware import TaskCost
 from megasim.sim import SimOptions, simulate
-from megasim.sim.clock import HeapClock
+from megasim.sim.clock import ModelEnvironment
 from megasim.sim.servers import AgeWeightedReadinessServer, ReadinessSharedServer
 from tests.test_sim_per_job_caps import run_server as run_aged
 from tests.test_sim_scenarios import compute_graph, one_launch, toy_spec
@@ -47,7 +47,7 @@ def test_a_block_below_its_weighted_level_gets_its_demand():
 
 def test_bad_weight_is_refused():
     with pytest.raises(ValueError, match="rho"):
-        AgeWeightedReadinessServer(HeapClock(), [0.5], [0], [0], lambda j: None, rho=0.0)
+        AgeWeightedReadinessServer(ModelEnvironment(), [0.5], [0], [0], lambda j: None, rho=0.0)
     with pytest.raises(SpecError, match="younger_block_weight"):
         toy_spec(younger_block_weight=1.5)
 
@@ -107,7 +107,7 @@ def test_start_computing_is_leave_then_add():
     ages = list(np.argsort(np.argsort(enter_at)))
 
     def run(combined: bool) -> dict[int, float]:
-        clock = HeapClock()
+        clock = ModelEnvironment()
         done: dict[int, float] = {}
         sm = AgeWeightedReadinessServer(clock, [0.4, 0.7, 0.9], class_of, ages,
                                         lambda j: done.__setitem__(j, clock.now), [0.3, 0.5, 0.8], rho=0.8)

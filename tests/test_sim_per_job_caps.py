@@ -15,17 +15,19 @@ from megasim.hardware import TaskCost, get_gpu
 from megasim.schedule import Launch, Schedule
 from megasim.plan import Plan, build
 from megasim.sim import SimOptions, simulate
-from megasim.sim.clock import HeapClock
+from megasim.sim.clock import ModelEnvironment
+from megasim.sim.engine import Simulation
 from megasim.sim.servers import (SERVERS, AgeWeightedReadinessServer, CappedSharedServer, ProcessorSharingServer,
                                  ReadinessSharedServer, SharedServer, make_server)
 from megasim.taskgraph import TaskGraphBuilder
 from megasim.workloads import parse_layer
+from tests.test_determinism import UnbatchedEnvironment
 from tests.test_sim_scenarios import assert_rows, one_launch, toy_spec
 
 
 def run_server(server_factory, jobs):
     """jobs: (arrival ns, job id, work ns); returns {job: finish ns}."""
-    clock = HeapClock()
+    clock = ModelEnvironment()
     done = {}
     server = server_factory(clock, lambda j: done.__setitem__(j, clock.now))
     for at, job, work in jobs:
@@ -79,12 +81,12 @@ def test_one_group_path_is_the_general_path_bit_for_bit(cap):
         server = SharedServer(c, cap, cb)
         server.add, server._fire = server._add, server._fire_groups
         return server
-    assert SharedServer(HeapClock(), cap, print).add.__func__ is ProcessorSharingServer._add_one
+    assert SharedServer(ModelEnvironment(), cap, print).add.__func__ is ProcessorSharingServer._add_one
     assert run_server(general, jobs) == run_server(lambda c, cb: SharedServer(c, cap, cb), jobs)
 
 
 def test_make_server_by_rule():
-    clock = HeapClock()
+    clock = ModelEnvironment()
     assert type(make_server("shared", clock, print, cap=0.5)) is SharedServer
     assert type(make_server("capped", clock, print, caps=[0.5, 1.0], class_of=[0, 1])) is CappedSharedServer
     assert type(make_server("readiness", clock, print, caps=[0.5], class_of=[0], mixed=0.9)) is ReadinessSharedServer
@@ -145,7 +147,7 @@ def test_queued_launch_overlaps_host_cost():
 
 def test_presets_unchanged_by_per_job_caps(monkeypatch):
     # Preset specs have every share at 1: a fused (mixed-kind) launch uses the one-cap server. (The
-    # two clocks agreeing alone would not show that: the per-job servers are made to refuse here.)
+    # runs agreeing alone would not show that: the per-job servers are made to refuse here.)
     from megasim.sim.servers import SERVERS
 
     def refuse(*args, **kwargs):
@@ -156,7 +158,7 @@ def test_presets_unchanged_by_per_job_caps(monkeypatch):
     assert len(set(graph.kind[sched.launches[0].order].tolist())) == 4     # the launch mixes all 4 kinds
     spec = get_gpu("H100")
     a = simulate(graph, sched, spec)
-    b = simulate(graph, sched, spec, SimOptions(clock="simpy"))
+    b = Simulation(graph, sched, spec, env=UnbatchedEnvironment()).run()
     assert a.predicted_ns == b.predicted_ns
 
 
@@ -298,7 +300,7 @@ def test_readiness_counts_blocks_that_are_loading():
     # Job 0 (ready 0.5, work 100) computes from t = 0; job 1's block (same class) is present, moving
     # its data, over [0, 50): U = 1 - 0.5 * 0.5 = 0.75 shared by the two blocks, so job 0 gets
     # 0.375 and has 18.75 done at t = 50; alone then at 0.5, its last 81.25 take 162.5 ns: ends at 212.5.
-    clock = HeapClock()
+    clock = ModelEnvironment()
     done = {}
     server = ReadinessSharedServer(clock, [0.5], [0, 0], lambda j: done.__setitem__(j, clock.now))
     clock.after(0.0, lambda _: server.enter(1), None)

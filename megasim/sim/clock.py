@@ -1,66 +1,77 @@
-"""Event queues for the engine: SimPy's, and a plain heap with the same ordering.
+"""The engine's event loop: a ``simpy.Environment``, with the model's callbacks posted in batches.
 
-The engine needs one thing from a discrete-event kernel: "call fn(value) `delay` ns from now", with
-simultaneous events run in the order they were scheduled. ``SimPyClock`` does it with SimPy
-(a Timeout whose callback calls fn; SimPy orders its queue by (time, priority, insertion id), and all
-these events share one priority). ``HeapClock`` does the same on a bare ``heapq`` of
-(time, insertion id, fn, value) tuples: identical order, so identical results (a test checks), at
-about a third of SimPy's cost per event (SimPy allocates an Event object per timeout and steps
-through its generic callback machinery). ``HeapClock`` is the default; ``SimPyClock`` is the
-reference and lets the engine be combined with SimPy processes (e.g. a host-side model).
+The model needs one thing from the discrete-event kernel: "call fn(value) `delay` ns from now", with
+simultaneous events run in the order they were posted. ``ModelEnvironment.after`` does it on SimPy's
+own queue, ordered by (time, priority, insertion id) like every SimPy event, and ``env.run()`` is
+SimPy's loop: user SimPy processes (``env.process(...)``) run in the same loop as the model, at the
+same times (``megasim.sim.engine.Simulation``).
+
+**Batches.** A model event is a ``_Batch``: an ``fn`` and a list of values, run in order when SimPy
+pops it. A post whose (time, fn) equal those of the most recently posted event, still pending, with
+nothing else posted since, joins that event's list instead of adding a queue entry. The order the
+calls run in is the order of one event per call, exactly: the joined call would have come right after
+the others (nothing was posted between them, and anything posted while they run comes later in
+either case). Blocks dispatched together, and tasks whose memory phases start together (a non-fused
+launch's blocks are alike), so cost one queue entry, not one each. Any ``schedule`` by something else
+(a user process, a SimPy event) ends the current batch.
+
+``events`` counts the queue entries the model posted, ``calls`` the calls they carried.
 """
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heappush
 from typing import Any, Callable
 
 import simpy
+from simpy.core import NORMAL
 
 
-def _dispatch(event: simpy.Event) -> None:
-    fn, value = event.value
-    fn(value)
+class _Batch:
+    """A SimPy-compatible event (what ``Environment.step`` reads: ``callbacks``, ``_ok``) that calls
+    ``fn(value)`` for each of its values."""
+
+    __slots__ = ("callbacks", "_ok", "_value", "fn", "time", "values")
+
+    def __init__(self, run: Callable[["_Batch"], None], fn: Callable[[Any], None], time: float, value: Any) -> None:
+        self.callbacks = [run]
+        self._ok = True
+        self._value = None
+        self.fn = fn
+        self.time = time
+        self.values = [value]
 
 
-class SimPyClock:
-    def __init__(self) -> None:
-        self.env = simpy.Environment()
+class ModelEnvironment(simpy.Environment):
+    """A ``simpy.Environment`` on which the model posts its callbacks (``after``); see the module docstring."""
+
+    def __init__(self, initial_time: float = 0.0) -> None:
+        super().__init__(initial_time)
+        self._batch: _Batch | None = None     # the model's most recent event while it is pending and last
         self.events = 0
+        self.calls = 0
 
-    @property
-    def now(self) -> float:
-        return self.env.now
+    def schedule(self, event, priority=NORMAL, delay=0) -> None:
+        """SimPy's ``schedule``; anything scheduled here ends the model's current batch."""
+        self._batch = None
+        super().schedule(event, priority, delay)
 
     def after(self, delay: float, fn: Callable[[Any], None], value: Any) -> None:
+        """Call ``fn(value)`` ``delay`` ns (>= 0) from now, after everything already posted for that time."""
+        t = self._now + delay
+        self.calls += 1
+        batch = self._batch
+        if batch is not None and batch.time == t and batch.fn == fn:    # (bound methods: equal, not identical)
+            batch.values.append(value)
+            return
+        batch = self._batch = _Batch(self._run_batch, fn, t, value)
         self.events += 1
-        self.env.timeout(delay, (fn, value)).callbacks.append(_dispatch)
+        # SimPy's schedule() without its reset of the batch (the entry is the same).
+        heappush(self._queue, (t, NORMAL, next(self._eid), batch))
 
-    def run(self) -> None:
-        self.env.run()
-
-
-class HeapClock:
-    __slots__ = ("now", "events", "_queue")
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.events = 0
-        self._queue: list[tuple[float, int, Callable[[Any], None], Any]] = []
-
-    def after(self, delay: float, fn: Callable[[Any], None], value: Any) -> None:
-        if delay < 0.0:
-            raise ValueError(f"negative delay {delay}")
-        self.events += 1
-        heappush(self._queue, (self.now + delay, self.events, fn, value))
-
-    def run(self) -> None:
-        queue = self._queue
-        pop = heappop
-        while queue:
-            t, _, fn, value = pop(queue)
-            self.now = t
+    def _run_batch(self, batch: _Batch) -> None:
+        if self._batch is batch:
+            self._batch = None
+        fn = batch.fn
+        for value in batch.values:
             fn(value)
-
-
-CLOCKS = {"heap": HeapClock, "simpy": SimPyClock}

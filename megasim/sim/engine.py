@@ -78,9 +78,13 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   (the sum of the launches' ``kernel_launch_ns`` / ``megakernel_launch_ns``).
 
 Events per task: a claim, a memory-phase start, and the completions of its two phases (three with an
-overlapped rest of the memory phase; plus the
-rescheduling of the two servers' next completions when it joins and leaves them). Tasks are not
-SimPy processes: callbacks on SimPy events keep the cost near one heap operation per event.
+overlapped rest of the memory phase; plus the rescheduling of the two servers' next completions when it
+joins and leaves them). They are SimPy events on the run's ``simpy.Environment``
+(``megasim.sim.clock.ModelEnvironment``), where user SimPy processes can run beside the model
+(``Simulation``, docs/simpy_processes.md). Tasks are not SimPy processes: a model event is a callback,
+and calls posted for the same time and handler one after another share one SimPy event (blocks
+dispatched together, alike tasks whose memory phases start together), in the order they would have run
+one event each.
 
 The code: this module holds the options, ``simulate`` and the run (``_Run``), assembled from its setup
 (``megasim.sim.run_setup``: per-task tables and records), its launches (``megasim.sim.launches``), its
@@ -100,7 +104,7 @@ from megasim.errors import SimulationError
 from megasim.hardware.spec import GPUSpec
 from megasim.schedule import Schedule, check_valid
 from megasim.sim.claims import _Claims
-from megasim.sim.clock import CLOCKS
+from megasim.sim.clock import ModelEnvironment
 from megasim.sim.launches import _Launches, launch_footprint
 from megasim.sim.phases import _Phases
 from megasim.sim.resources import STRETCH_LEVELS, Resources
@@ -110,35 +114,87 @@ from megasim.taskgraph import TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
 
-__all__ = ["PLACEMENTS", "STRETCH_LEVELS", "SimOptions", "launch_footprint", "simulate"]
+__all__ = ["PLACEMENTS", "STRETCH_LEVELS", "ModelEnvironment", "SimOptions", "Simulation", "launch_footprint",
+           "simulate"]
 
 
 @dataclass(frozen=True)
 class SimOptions:
     placement: str = "round_robin"
-    clock: str = "heap"          # event queue: "heap" (fast) or "simpy" (reference); identical results
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise SimulationError(f"placement {self.placement!r} is not allowed (allowed: {', '.join(PLACEMENTS)})")
-        if self.clock not in CLOCKS:
-            raise SimulationError(f"clock {self.clock!r} is not allowed (allowed: {', '.join(CLOCKS)})")
 
 
 def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None) -> SimResult:
     """Predict the runtime of `schedule` on `spec`. Deterministic: same inputs, identical result."""
-    check_valid(graph, schedule)
-    wall = time.perf_counter()
-    return _Run(graph, spec, options or SimOptions()).run(schedule, wall)
+    return Simulation(graph, schedule, spec, options).run()
+
+
+class Simulation:
+    """One run of the model on its own SimPy environment, for runs that add SimPy processes.
+
+        sim = Simulation(graph, schedule, spec)
+        sim.env.process(traffic(sim))            # a user process: yields SimPy events, may call the model
+        result = sim.run()
+
+    ``env`` is a ``ModelEnvironment`` (a ``simpy.Environment``); the model's events and the processes'
+    share its queue, times in ns. ``run()`` returns when the schedule's last task ends (processes
+    still running then are left where they are). What a process can ask of the model:
+    ``dram_transfer(nbytes)``, a transfer through the memory system, sharing its bandwidth with the
+    blocks' memory phases, as a SimPy event that fires when it ends; ``now``.
+    ``simulate(graph, schedule, spec)`` is ``Simulation(graph, schedule, spec).run()``.
+    """
+
+    def __init__(self, graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None,
+                 env: ModelEnvironment | None = None) -> None:
+        """``env``: the environment to run on (default: a new one); it must be at time 0 and hold no
+        other model."""
+        check_valid(graph, schedule)
+        self._wall = time.perf_counter()
+        if env is None:
+            env = ModelEnvironment()
+        elif not isinstance(env, ModelEnvironment):
+            raise SimulationError(f"env must be a megasim.sim.ModelEnvironment, got {type(env).__name__}")
+        elif env.now != 0:
+            raise SimulationError(f"env is at time {env.now}; a simulation starts at time 0")
+        self.env = env
+        self.schedule = schedule
+        self._run = _Run(graph, spec, options or SimOptions(), self.env)
+        self._ran = False
+
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def dram_transfer(self, nbytes: float):
+        """A SimPy event that fires when ``nbytes`` (> 0) have moved through the memory system from now:
+        one job on the memory-system server of the launch running now (the first one before it starts),
+        work ``nbytes / dram_bw``, shared with the blocks' memory phases and capped like a block's."""
+        if not self._ran:
+            raise SimulationError("dram_transfer is for SimPy processes of a running simulation: call it from "
+                                  "a process started with sim.env.process(...) before sim.run()")
+        nbytes = float(nbytes)
+        if not nbytes > 0.0 or nbytes == float("inf"):
+            raise SimulationError(f"nbytes={nbytes!r} is not allowed: a transfer moves a finite, positive number of bytes")
+        return self._run.external_transfer(nbytes)
+
+    def run(self) -> SimResult:
+        if self._ran:
+            raise SimulationError("a Simulation runs once; make a new one")
+        self._ran = True
+        return self._run.run(self.schedule, self._wall)
 
 
 class _Run(_Setup, _Launches, _Claims, _Phases):
     """The mutable state of one simulation; used once. Its tables are ``_Setup``'s; its event handlers
     are ``_Launches``', ``_Claims``' and ``_Phases``'."""
 
-    def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions) -> None:
+    def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions, env: ModelEnvironment) -> None:
         self.graph, self.spec, self.options = graph, spec, options
-        self.clock = CLOCKS[options.clock]()
+        self.clock = env
+        self.done = env.event()         # succeeds when the schedule's last launch has ended
         costs = [spec.task_cost(k) for k in graph.cost_names]     # per kind, under its cost name
         self._init_costs(costs)
         self._init_counters()
@@ -170,7 +226,10 @@ class _Run(_Setup, _Launches, _Claims, _Phases):
             # previous one; the run takes at least the host's issue time (SimResult.predicted_ns).
             self.host_ns = float(sum(spec.launch_ns(self._is_megakernel(l)) for l in self.launches))
             self._start_next_launch(spec.queued_launch_ns)
-        self.clock.run()
+        try:
+            self.clock.run(until=self.done)
+        except RuntimeError:
+            pass                        # the queue ran dry before the last task ended: a stall, below
         unfinished = np.flatnonzero(np.isnan(np.array(self.end, dtype=np.float64))).tolist()
         if unfinished:
             waiting = [i for i in unfinished if self.claim[i] == self.claim[i]][:10]

@@ -51,6 +51,7 @@ class _Launches:
         """Start the schedule's next launch (if any) `delay` ns from now."""
         self.launch_index += 1
         if self.launch_index >= len(self.launches):
+            self.done.succeed()
             return
         launch = self.launches[self.launch_index]
         occ = occupancy(self.spec, launch_footprint(self.graph, launch))

@@ -58,6 +58,9 @@ class _Phases:
             self._mem_done(task)
 
     def _mem_done(self, task: int) -> None:
+        if task >= self.num_tasks:          # a user process's transfer (external_transfer)
+            self.transfers.pop(task).succeed()
+            return
         rest = self.mem_rest[task]
         if rest < 0.0:                      # the overlapped rest of the memory phase ended
             self._join(task)
@@ -81,6 +84,23 @@ class _Phases:
                 sm.add(task, work)
         else:
             self._comp_done(task)
+
+    def external_transfer(self, nbytes: float):
+        """A job of ``nbytes / dram_bw`` ns of work on the current memory-system server, as one block's
+        memory phase (its cap: the spec's per-block DRAM bandwidth); a SimPy event that succeeds when it
+        ends. Job ids after the tasks' tell it apart; a capped server learns its class."""
+        job = self.num_tasks + self.transfers_made
+        self.transfers_made += 1
+        server = self.mem
+        class_of = getattr(server, "class_of", None)
+        if class_of is not None:
+            caps = server.caps
+            cls = caps.index(self.mem_cap) if self.mem_cap in caps else len(caps) - 1
+            class_of.extend([cls] * (job + 1 - len(class_of)))
+            class_of[job] = cls
+        event = self.transfers[job] = self.clock.event()
+        server.add(job, nbytes * self.inv_dram_bw)
+        return event
 
     def _join(self, task: int) -> None:
         """One of a task's overlapped phases ended; the task ends with the last."""

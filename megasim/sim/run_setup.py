@@ -9,6 +9,8 @@ are set up apart (``megasim.sim.resources``).
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from megasim.hardware.spec import TaskCost
@@ -72,10 +74,15 @@ class _Setup:
         per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
         per_task[np.diff(graph.access_ptr) == 0] = 0
         self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
-        self.acc = list(zip(graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
-                            graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
-                            graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))
-        self.miss_of = [0.0] * len(self.acc)
+        # (region, lo, hi, nbytes, write, step) per access; equal accesses (the tasks of a group read the
+        # same parts) share one tuple.
+        unique: dict[tuple, tuple] = {}
+        self.acc = [unique.setdefault(a, a) for a in zip(
+            graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
+            graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
+            graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist())]
+        del unique
+        self.miss_of = array("d", [0.0]) * len(self.acc)
         self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
                                       weights=graph.access_bytes, minlength=t).tolist()
         self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
@@ -86,21 +93,26 @@ class _Setup:
 
     def _init_records(self) -> None:
         """Per-task records (the result's) and state."""
-        t = self.graph.num_tasks
-        self.claim = [np.nan] * t
-        self.ready = [np.nan] * t
-        self.mem_start = [np.nan] * t
-        self.comp_start = [np.nan] * t
-        self.end = [np.nan] * t
-        self.sm_of = [-1] * t
-        self.slot_of = [-1] * t
+        t = self.num_tasks = self.graph.num_tasks
+        self.transfers: dict[int, object] = {}     # user processes' transfers in flight: job id -> SimPy event
+        self.transfers_made = 0
+        # Written once per task, read at the end: float64 arrays (8 bytes a task, not a float object's 32).
+        unset = array("d", [np.nan])
+        self.claim = unset * t
+        self.ready = unset * t
+        self.mem_start = unset * t
+        self.comp_start = unset * t
+        self.end = unset * t
+        self.sm_of = array("i", [-1]) * t
+        self.slot_of = array("i", [-1]) * t
         # A task's block's age on its SM (AgeWeightedReadinessServer): the dispatch sequence number of
         # its block (a per-task launch's block per task; a persistent block's first claim).
         self.age_of = [0] * t
         self.blocks_dispatched = 0
         self.block_age: dict[tuple[int, int], int] = {}     # persistent launch: (sm, slot) -> age
-        self.check_at = [0.0] * t
-        self.claim_cost = [0.0] * t        # claim -> ready when the parents are done (dispatch, ticket, look)
-        self.mem_work = [0.0] * t
-        self.mem_rest = [0.0] * t          # the overlapped rest of a memory phase; -1 once it runs
+        zero = array("d", [0.0])
+        self.check_at = zero * t
+        self.claim_cost = zero * t         # claim -> ready when the parents are done (dispatch, ticket, look)
+        self.mem_work = zero * t
+        self.mem_rest = zero * t           # the overlapped rest of a memory phase; -1 once it runs
         self.pending = [0] * t             # overlapped phases still running beside the compute phase
