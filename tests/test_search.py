@@ -261,3 +261,12 @@ def test_full_space_searches_the_ready_queue():
     assert result.predicted_us == pytest.approx(time_us)
     ticket_us, _, _ = simulate_point(problem, spec, {**point, "dispatch": "ticket"})
     assert ticket_us != time_us
+
+
+@pytest.mark.parametrize("budget", [60, 150])
+def test_multifidelity_spends_the_whole_budget(budget, space, caches):
+    """With a coarse evaluator the descent may stop early; the rest of the budget is still spent
+    (more screening, then the best unconfirmed points at full fidelity), and the optimum is found."""
+    res = run_search(space, _evaluator(space, caches), "multifidelity", budget=budget, seed=0)
+    assert res.evaluations == budget
+    assert res.best.params == OPTIMUM
