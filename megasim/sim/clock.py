@@ -15,6 +15,13 @@ either case). Blocks dispatched together, and tasks whose memory phases start to
 launch's blocks are alike), so cost one queue entry, not one each. Any ``schedule`` by something else
 (a user process, a SimPy event) ends the current batch.
 
+**Reserved places.** A server's next completion moves as jobs come and go; each move would post a new
+event and leave the old one to fire for nothing. A server instead ``reserve``s the insertion id the new
+event would have had and keeps one entry in the queue: it ``push``es a new entry only when the
+completion moves earlier; an entry that fires before the completion it stood for is pushed again at
+that completion's time with its reserved id, so the order of everything is as if each move had posted
+its own event.
+
 ``events`` counts the queue entries the model posted, ``calls`` the calls they carried.
 """
 
@@ -68,6 +75,17 @@ class ModelEnvironment(simpy.Environment):
         self.events += 1
         # SimPy's schedule() without its reset of the batch (the entry is the same).
         heappush(self._queue, (t, NORMAL, next(self._eid), batch))
+
+    def reserve(self) -> int:
+        """A place in the queue's order, now: the insertion id an event scheduled now would get, for an
+        entry ``push``ed later (a server's next completion, ``megasim.sim.servers.base``). Ends the batch."""
+        self._batch = None
+        return next(self._eid)
+
+    def push(self, time: float, eid: int, event) -> None:
+        """Queue ``event`` at ``time`` (ns, >= now) in the place ``eid`` (from ``reserve``)."""
+        self.events += 1
+        heappush(self._queue, (time, NORMAL, eid, event))
 
     def _run_batch(self, batch: _Batch) -> None:
         if self._batch is batch:

@@ -17,11 +17,14 @@ else is here, once:
   ``leave(job)``, receiving no work; ``start_computing`` turns such a block into a computing one in one
   change. For a rule that follows the blocks present (``counts_blocks``) the hooks ``_arrive`` and
   ``_depart`` say that a block came or went (``add`` or ``enter``; its completion or ``leave``).
-- **Completions.** The server keeps one pending event on the engine's clock (``megasim.sim.clock``), at
-  the earliest finish at the current rates. After a change the next completion is posted anew, except
-  that an arrival keeps a pending event that is not later (``keep_earlier``): it may fire early, and
-  ``_fire`` re-arms it, which saves most superseded events where arrivals only slow the others down.
-  Superseded events are recognised by a version number. Jobs of a group whose finish is within
+- **Completions.** The server's next completion is the earliest finish at the current rates. After a
+  change it is scheduled anew (``_schedule``), except that an arrival keeps a pending completion that is
+  not later (``keep_earlier``): it may fire early, and ``_fire`` re-arms it, which saves most
+  superseded completions where arrivals only slow the others down. A schedule takes its place in the
+  SimPy queue's order at once (``ModelEnvironment.reserve``) but adds a queue entry only when it is
+  earlier than the server's entry there; an entry that fires before the completion it now stands for
+  is queued again in that reserved place (``_on_wake``), so a completion that moves later costs no new
+  entry and the order of events is the one of an event per schedule. Jobs of a group whose finish is within
   ``tolerance`` (relative, at least 1 ns of work) of the group's head finish with it (exact ties are
   common: equal jobs added at the same time); they are reported to ``on_done`` in group order.
 
@@ -40,11 +43,23 @@ from typing import Callable
 INF = float("inf")
 
 
+class _Wake:
+    """A server's entry in the SimPy queue (what ``Environment.step`` reads: ``callbacks``, ``_ok``)."""
+
+    __slots__ = ("callbacks", "_ok", "_value", "eid")
+
+    def __init__(self, on_wake, eid: int) -> None:
+        self.callbacks = [on_wake]
+        self._ok = True
+        self._value = None
+        self.eid = eid
+
+
 class ProcessorSharingServer:
     """Jobs in rate groups, advanced at the rates that ``_rates`` sets; see the module docstring."""
 
-    __slots__ = ("clock", "on_done", "n", "_t", "_seq", "_version", "_due", "_vt", "_heaps", "_rate", "_active",
-                 "add", "_fire", "_keep_earlier", "_counts_blocks", "_tolerance")
+    __slots__ = ("clock", "on_done", "n", "_t", "_seq", "_due", "_due_eid", "_queued", "_queued_eid", "_vt", "_heaps", "_rate",
+                 "_active", "add", "_fire", "_keep_earlier", "_counts_blocks", "_tolerance")
 
     keep_earlier = True     # an arrival keeps a pending completion that is not later than the new one
     counts_blocks = False   # the rule follows the blocks present: _arrive and _depart are called
@@ -57,8 +72,10 @@ class ProcessorSharingServer:
         self.n = 0                      # jobs computing
         self._t = 0.0                   # real time at which the virtual times were last brought up to date
         self._seq = 0                   # arrivals so far: breaks ties in the heaps, first come first
-        self._version = 0               # of the pending completion event; older events are ignored
-        self._due = INF                 # time of the pending completion event (inf: none)
+        self._due = INF                 # time of the next completion (inf: none)
+        self._due_eid = -1              # its place in the queue's order (ModelEnvironment.reserve)
+        self._queued = INF              # time of this server's live entry in the queue (inf: none)
+        self._queued_eid = -1           # and its place
         if groups is None:
             self._vt, self._heaps, self._rate = {}, {}, {}
         else:
@@ -68,7 +85,7 @@ class ProcessorSharingServer:
         self._active: list = []         # groups with jobs computing, in group order (a rule may reorder)
         # The rule's settings, read in the hot paths (an instance's slot is read faster than a class's attribute).
         self._keep_earlier, self._counts_blocks, self._tolerance = self.keep_earlier, self.counts_blocks, self.tolerance
-        # add(job, work_ns): `job` arrives with `work_ns` of work; _fire(version): the pending completion.
+        # add(job, work_ns): `job` arrives with `work_ns` of work; _fire(): the next completion is due.
         if groups == 1 and not self.counts_blocks:
             self.add, self._fire = self._add_one, self._fire_one
         else:
@@ -144,10 +161,31 @@ class ProcessorSharingServer:
             d = (heaps[g][0][0] - vt[g]) / rate[g]
             if d < best:
                 best = d
-        due = now + (best if best > 0.0 else 0.0)
-        self._version += 1
+        self._schedule(now + (best if best > 0.0 else 0.0))
+
+    def _schedule(self, due: float) -> None:
+        """The next completion is at `due`: its place in the queue's order is taken now; the queue gets a
+        new entry only if this server's entry there is later (``megasim.sim.clock``)."""
         self._due = due
-        self.clock.after(due - now, self._fire, self._version)
+        self._due_eid = eid = self.clock.reserve()
+        if self._queued > due:          # (the entry there, if any, is left to fire for nothing)
+            self._queued, self._queued_eid = due, eid
+            self.clock.push(due, eid, _Wake(self._on_wake, eid))
+
+    def _on_wake(self, wake: "_Wake") -> None:
+        """An entry of this server fired: one an earlier entry superseded (nothing to do); the live one,
+        for the next completion (fire), or for one that has since moved later (queue it again, in its
+        reserved place), or for none left."""
+        eid = wake.eid
+        if eid != self._queued_eid:
+            return
+        self._queued = INF
+        self._queued_eid = -1
+        if eid == self._due_eid:
+            self._fire()
+        elif self._due != INF:
+            self._queued, self._queued_eid = self._due, self._due_eid
+            self.clock.push(self._due, self._due_eid, _Wake(self._on_wake, self._due_eid))
 
     # --- arrivals and completions, any number of groups ------------------------------------------------
     def _add(self, job: int, work_ns: float) -> None:
@@ -179,13 +217,9 @@ class ProcessorSharingServer:
         due = now + (best if best > 0.0 else 0.0)
         if self._due <= due and self._keep_earlier:
             return
-        self._version += 1
-        self._due = due
-        self.clock.after(due - now, self._fire, self._version)
+        self._schedule(due)
 
-    def _fire_groups(self, version: int) -> None:
-        if version != self._version:
-            return
+    def _fire_groups(self) -> None:
         now = self.clock.now
         vt, heaps, rate, active = self._vt, self._heaps, self._rate, self._active
         dt = now - self._t
@@ -214,7 +248,6 @@ class ProcessorSharingServer:
                     emptied = [g]
                 else:
                     emptied.append(g)
-        self._version += 1
         if done is not None:
             self.n -= len(done)
             if emptied is not None:
@@ -232,8 +265,7 @@ class ProcessorSharingServer:
                 d = (heaps[g][0][0] - vt[g]) / rate[g]
                 if d < best:
                     best = d
-            due = self._due = now + (best if best > 0.0 else 0.0)
-            self.clock.after(due - now, self._fire, self._version)
+            self._schedule(now + (best if best > 0.0 else 0.0))
         else:
             self._due = INF
         if done is not None:
@@ -259,13 +291,9 @@ class ProcessorSharingServer:
         due = now + (delay if delay > 0.0 else 0.0)
         if self._due <= due and self._keep_earlier:
             return
-        self._version += 1
-        self._due = due
-        self.clock.after(due - now, self._fire, self._version)
+        self._schedule(due)
 
-    def _fire_one(self, version: int) -> None:
-        if version != self._version:
-            return
+    def _fire_one(self) -> None:
         now = self.clock.now
         vt, heap = self._vt, self._heaps[0]
         dt = now - self._t
@@ -275,11 +303,9 @@ class ProcessorSharingServer:
         v = vt[0]
         head = heap[0][0]
         tolerance = self._tolerance * (head if head > 1.0 else 1.0)
-        self._version += 1
         if head > v + tolerance:            # early: re-arm
             delay = (head - v) / self._rate[0]
-            due = self._due = now + (delay if delay > 0.0 else 0.0)
-            self.clock.after(due - now, self._fire, self._version)
+            self._schedule(now + (delay if delay > 0.0 else 0.0))
             return
         if head > v:
             vt[0] = head
@@ -294,8 +320,7 @@ class ProcessorSharingServer:
             self.n -= 1 if more is None else 1 + len(more)
             self._rates()
             delay = (heap[0][0] - vt[0]) / self._rate[0]
-            due = self._due = now + (delay if delay > 0.0 else 0.0)
-            self.clock.after(due - now, self._fire, self._version)
+            self._schedule(now + (delay if delay > 0.0 else 0.0))
         else:
             self.n = 0
             self._active.clear()
