@@ -44,7 +44,7 @@ from __future__ import annotations
 import bisect
 from typing import Callable
 
-from megasim.sim.servers.base import ProcessorSharingServer
+from megasim.sim.servers.base import INF, ProcessorSharingServer
 from megasim.sim.servers.shared import CappedSharedServer, check_shares
 
 
@@ -164,11 +164,80 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         self._weights = [1.0]               # rho ** k, grown on demand
         self._weight_sums = [0.0, 1.0]      # sum of the first k weights
 
-    def _group(self, job: int, work_ns: float) -> int:
-        work = float(work_ns)
-        self._vt[job] = -work
-        self._heaps[job] = []
-        return job
+    # A group per job, of one job: its virtual time is minus its remaining work, and the head of its
+    # (one-job) heap would be 0.0, so the group needs no heap. The methods below are the base class's
+    # arithmetic with that written in (``_vt`` holds the jobs computing; ``_heaps`` is unused).
+
+    def _add(self, job: int, work_ns: float) -> None:
+        now = self.clock.now
+        vt, rate = self._vt, self._rate
+        dt = now - self._t
+        if dt > 0.0:
+            for g in self._active:
+                vt[g] += dt * rate[g]
+        self._t = now
+        self._arrive(job)
+        vt[job] = -float(work_ns)
+        self.n += 1
+        self._rates()
+        self._post(now)
+
+    def start_computing(self, job: int, work_ns: float) -> None:
+        now = self.clock.now
+        vt, rate = self._vt, self._rate
+        dt = now - self._t
+        if dt > 0.0:
+            for g in self._active:
+                vt[g] += dt * rate[g]
+        self._t = now
+        vt[job] = -float(work_ns)
+        self.n += 1
+        self._rates()
+        self._post(now)
+
+    def _post(self, now: float) -> None:
+        best = INF
+        vt, rate = self._vt, self._rate
+        for g in self._active:
+            d = (0.0 - vt[g]) / rate[g]
+            if d < best:
+                best = d
+        self._schedule(now + (best if best > 0.0 else 0.0))
+
+    def _fire_groups(self) -> None:
+        now = self.clock.now
+        vt, rate = self._vt, self._rate
+        dt = now - self._t
+        self._t = now
+        tolerance = self._tolerance             # (a group's head is 0: its tolerance is tolerance * 1.0)
+        done = None
+        for g in self._active:
+            if dt > 0.0:
+                vt[g] += dt * rate[g]
+            v = vt[g]
+            if 0.0 > v + tolerance:
+                continue
+            if 0.0 > v:
+                vt[g] = 0.0
+            if done is None:
+                done = [g]
+            else:
+                done.append(g)
+        if done is not None:
+            self.n -= len(done)
+            for job in done:
+                self._depart(job)
+            if self.n:
+                self._rates()
+            else:
+                self._active = []
+        if self.n:
+            self._post(now)
+        else:
+            self._due = INF
+        if done is not None:
+            for job in done:
+                self.on_done(job)
 
     def _arrive(self, job: int) -> None:
         age = self.age_of[job]
@@ -187,8 +256,8 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
             self._count[c] = k
         else:
             del self._count[c]
-        if job in self._heaps:              # its group (a finished job's; a block leaving has none)
-            del self._vt[job], self._heaps[job]
+        if job in self._vt:                 # its group (a finished job's; a block leaving has none)
+            del self._vt[job]
             self._rate.pop(job, None)
 
     def idle_beside(self, job: int) -> float:
@@ -217,7 +286,7 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         else:
             order = sorted(range(n), key=lambda r: caps[class_of[by_age[r]]] / w[r])
         total_w = self._weight_sums[n]
-        rate, computing = self._rate, self._heaps
+        rate, computing = self._rate, self._vt
         active = []
         level = -1.0
         for r in order:
