@@ -141,8 +141,8 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
     in the water-filling's order.
     """
 
-    __slots__ = ("caps", "further", "class_of", "age_of", "rho", "mixed", "_by_age", "_ages", "_count",
-                 "_weights", "_weight_sums")
+    __slots__ = ("caps", "further", "class_of", "age_of", "rho", "mixed", "_by_age", "_ages", "_classes", "_count",
+                 "_busy", "_orders", "_weights", "_weight_sums")
 
     keep_earlier = False
     counts_blocks = True
@@ -161,6 +161,9 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         self._by_age: list[int] = []        # the blocks on the SM, oldest first (ties: first come first)
         self._ages: list[int] = []          # their ages, for bisect
         self._count: dict[int, int] = {}    # blocks on the SM per class present, in order of arrival
+        self._classes: list[int] = []       # their classes
+        self._busy: dict[tuple, float] = {}  # U (times mixed) per state of _count
+        self._orders: dict[tuple, list[int]] = {}   # the water-filling's visiting order per _classes
         self._weights = [1.0]               # rho ** k, grown on demand
         self._weight_sums = [0.0, 1.0]      # sum of the first k weights
 
@@ -245,11 +248,12 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         self._ages.insert(i, age)
         self._by_age.insert(i, job)
         c = self.class_of[job]
+        self._classes.insert(i, c)
         self._count[c] = self._count.get(c, 0) + 1
 
     def _depart(self, job: int) -> None:
         i = self._by_age.index(job)
-        del self._by_age[i], self._ages[i]
+        del self._by_age[i], self._ages[i], self._classes[i]
         c = self.class_of[job]
         k = self._count[c] - 1
         if k:
@@ -270,9 +274,15 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         becomes the computing blocks in the order visited."""
         by_age, count = self._by_age, self._count
         n = len(by_age)
-        remaining = 1.0 - idle_fraction(count.items(), self.caps, self.further)
-        if self.mixed < 1.0 and len(count) > 1:
-            remaining *= self.mixed
+        # U follows from the blocks per class present (in order of arrival), and the visiting order
+        # from the classes in age order: both are looked up once per distinct state (the same floats).
+        counts = tuple(count.items())
+        remaining = self._busy.get(counts)
+        if remaining is None:
+            remaining = 1.0 - idle_fraction(counts, self.caps, self.further)
+            if self.mixed < 1.0 and len(count) > 1:
+                remaining *= self.mixed
+            self._busy[counts] = remaining
         w = self._weights
         while len(w) < n:
             w.append(w[-1] * self.rho)
@@ -284,7 +294,10 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         if len(count) == 1:
             order = range(n)
         else:
-            order = sorted(range(n), key=lambda r: caps[class_of[by_age[r]]] / w[r])
+            classes = tuple(self._classes)
+            order = self._orders.get(classes)
+            if order is None:
+                order = self._orders[classes] = sorted(range(n), key=lambda r: caps[classes[r]] / w[r])
         total_w = self._weight_sums[n]
         rate, computing = self._rate, self._vt
         active = []
