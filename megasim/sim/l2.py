@@ -28,8 +28,9 @@ class L2Cache:
         self.evicted_bytes = 0.0
         self._masks: dict[tuple[int, int, int], tuple[int, int]] = {}   # part sets repeat across groups
 
-    def access(self, region: int, lo: int, hi: int, nbytes: float, write: bool, step: int = 1) -> float:
-        """Apply one access to parts range(lo, hi, step); return the bytes it moves to or from DRAM."""
+    def parts(self, lo: int, hi: int, step: int = 1) -> tuple[int, int]:
+        """The bitmask of parts range(lo, hi, step) and how many they are (one object per distinct range:
+        the engine resolves each access's once, before the run)."""
         key = (lo, hi, step)
         cached = self._masks.get(key)
         if cached is None:
@@ -39,9 +40,15 @@ class L2Cache:
             else:  # every step-th bit: sum of 2**(i*step) for i < count
                 count = (hi - lo + step - 1) // step
                 want = (((1 << (step * count)) - 1) // ((1 << step) - 1)) << lo
-            self._masks[key] = (want, count)
-        else:
-            want, count = cached
+            cached = self._masks[key] = (want, count)
+        return cached
+
+    def access(self, region: int, lo: int, hi: int, nbytes: float, write: bool, step: int = 1) -> float:
+        """Apply one access to parts range(lo, hi, step); return the bytes it moves to or from DRAM."""
+        return self.access_parts(region, *self.parts(lo, hi, step), nbytes, write)
+
+    def access_parts(self, region: int, want: int, count: int, nbytes: float, write: bool) -> float:
+        """``access`` with the parts given as ``parts`` gives them (mask, count)."""
         cur = self.mask[region]
         new = want & ~cur
         if new:

@@ -22,12 +22,12 @@ class _Phases:
         """The block sees its dependencies met at time `at` (>= now, by at most a claim and an atomic
         round trip): resolve its accesses in the L2 now, schedule its memory phase."""
         self.ready[task] = at
-        access = self.l2.access
+        access = self.l2.access_parts
         acc = self.acc
         misses = self.miss_of
         dram = 0.0
         for j in range(self.rptr[task], self.rptr[task + 1]):
-            miss = access(*acc[j])          # (region, lo, hi, nbytes, write, step)
+            miss = access(*acc[j])          # (region, parts mask, parts count, nbytes, write)
             misses[j] = miss
             dram += miss
         l2_bytes = self.task_bytes[task]

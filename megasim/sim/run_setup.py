@@ -74,13 +74,16 @@ class _Setup:
         per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
         per_task[np.diff(graph.access_ptr) == 0] = 0
         self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
-        # (region, lo, hi, nbytes, write, step) per access; equal accesses (the tasks of a group read the
-        # same parts) share one tuple.
+        self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
+        # (region, parts mask, parts count, nbytes, write) per access (``L2Cache.access_parts``); equal
+        # accesses (the tasks of a group read the same parts) share one tuple, equal part ranges one mask.
+        parts = self.l2.parts
         unique: dict[tuple, tuple] = {}
-        self.acc = [unique.setdefault(a, a) for a in zip(
-            graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
-            graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
-            graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist())]
+        self.acc = [unique.setdefault(a, a) for a in (
+            (region, *parts(lo, hi, step), nbytes, write) for region, lo, hi, nbytes, write, step in zip(
+                graph.access_region[tracked].tolist(), graph.access_part_lo[tracked].tolist(),
+                graph.access_part_hi[tracked].tolist(), graph.access_bytes[tracked].tolist(),
+                graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))]
         del unique
         self.miss_of = array("d", [0.0]) * len(self.acc)
         self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
@@ -89,7 +92,6 @@ class _Setup:
         self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
         self.dram_latency = spec.dram_latency_ns
         self.l2_latency = spec.l2_latency_ns
-        self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
 
     def _init_records(self) -> None:
         """Per-task records (the result's) and state."""
