@@ -9,7 +9,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.mark.parametrize("doc, expected", [("custom_taskgraph.md", ("interleaved", "nonfused")),
-                                           ("extending.md", ("toy_direct k_tile=16,rows=2", "best k_tile")),
+                                           ("extending.md", ("toy_direct k_tile=16,rows=2", "best k_tile",
+                                                             "toy_direct on the GPU executor")),
                                            ("simpy_processes.md", ("alone", "beside a DRAM stream"))])
 def test_doc_code_runs(doc, expected, capsys):
     text = (DOCS / doc).read_text()
@@ -22,3 +23,5 @@ def test_doc_code_runs(doc, expected, capsys):
     if doc == "extending.md":
         from megasim.algorithms import ALGORITHMS
         ALGORITHMS.pop("toy_direct")   # registered by the example; other tests see the built-in set
+        from gpu.runtime.table import KERNEL_TABLES
+        KERNEL_TABLES.pop("toy_direct", None)   # its GPU kernel table, registered by the example too

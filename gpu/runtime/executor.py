@@ -1,5 +1,11 @@
-"""Host side of the Winograd executors: packs a TaskGraph and a Schedule into the kernels' arrays,
+"""Host side of the Winograd kernels: packs a TaskGraph and a Schedule into the kernels' arrays,
 launches them, and turns a kernel's error record into a ``MegakernelError``.
+
+The one executor of every algorithm is ``gpu.runtime.execute`` (through the kernel tables of
+``gpu.runtime.table``); Winograd's table (``gpu.runtime.winograd_kernels``) is built from the pieces
+here (``make_plan``, ``task_table``, ``counters_for``, ``per_kind_kernel``, ``megakernel_launch``).
+``run_schedule`` below is the Winograd-only path the calibration, probes and diagnostics call with
+``kernels=`` and ``specialise=``.
 
 ``WinogradPlan`` holds what every launch of one problem shares (graph, params, block size, shared
 memory); ``run_schedule`` runs one Schedule on device tensors. Each Launch of the schedule runs
