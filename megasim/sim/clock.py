@@ -27,7 +27,7 @@ its own event.
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heapify, heappush
 from typing import Any, Callable
 
 import simpy
@@ -39,6 +39,7 @@ class _Batch:
     ``fn(value)`` for each of its values."""
 
     __slots__ = ("callbacks", "_ok", "_value", "fn", "time", "values")
+    model_event = True
 
     def __init__(self, run: Callable[["_Batch"], None], fn: Callable[[Any], None], time: float, value: Any) -> None:
         self.callbacks = [run]
@@ -86,6 +87,13 @@ class ModelEnvironment(simpy.Environment):
         """Queue ``event`` at ``time`` (ns, >= now) in the place ``eid`` (from ``reserve``)."""
         self.events += 1
         heappush(self._queue, (time, NORMAL, eid, event))
+
+    def drop_model_events(self) -> None:
+        """Remove the model's entries still queued (completions superseded before the run ended), so
+        that the queue no longer refers to the model's servers; SimPy's own events stay."""
+        self._batch = None
+        self._queue[:] = [entry for entry in self._queue if getattr(entry[3], "model_event", False) is False]
+        heapify(self._queue)
 
     def _run_batch(self, batch: _Batch) -> None:
         if self._batch is batch:

@@ -227,12 +227,20 @@ class _Run(_Setup, _Launches, _Claims, _Phases):
             self.host_ns = float(sum(spec.launch_ns(self._is_megakernel(l)) for l in self.launches))
             self._start_next_launch(spec.queued_launch_ns)
         try:
-            self.clock.run(until=self.done)
-        except RuntimeError:
-            pass                        # the queue ran dry before the last task ended: a stall, below
-        unfinished = np.flatnonzero(np.isnan(np.array(self.end, dtype=np.float64))).tolist()
-        if unfinished:
-            waiting = [i for i in unfinished if self.claim[i] == self.claim[i]][:10]
-            raise SimulationError(f"the model stalled with {len(unfinished)} tasks unfinished; "
-                                  f"blocked tasks (first 10): {waiting}")
-        return SimResult.from_run(self, schedule, time.perf_counter() - wall)
+            try:
+                self.clock.run(until=self.done)
+            except RuntimeError:
+                if self.done.triggered:     # (SimPy's "no scheduled events left" is a stall, below)
+                    raise
+            unfinished = np.flatnonzero(np.isnan(np.array(self.end, dtype=np.float64))).tolist()
+            if unfinished:
+                waiting = [i for i in unfinished if self.claim[i] == self.claim[i]][:10]
+                raise SimulationError(f"the model stalled with {len(unfinished)} tasks unfinished; "
+                                      f"blocked tasks (first 10): {waiting}")
+            return SimResult.from_run(self, schedule, time.perf_counter() - wall)
+        finally:
+            # The servers call back into the run (and the run into itself): drop those references, so
+            # the run's tables are freed when it ends, not at the next cyclic garbage collection.
+            self.resources.close()
+            self.resources = self.sms = self.mem = self._comp_done = None
+            self.clock.drop_model_events()

@@ -103,6 +103,14 @@ class Resources:
                                                               **self._caps(self.mem_caps)))
         return sms, mem, presence
 
+    def close(self) -> None:
+        """Drop the servers' references to their own methods and to the run (they make reference
+        cycles, which would keep the run's tables alive until the next cyclic garbage collection)."""
+        for made in self._made.values():
+            for server in made if isinstance(made, list) else (made,):
+                server.add = server._fire = server.on_done = None
+        self._made.clear()
+
     def _caps(self, caps_of_kind: list[float]) -> dict:
         """A ``capped`` server's parameters: the distinct caps, and per task its kind's among them."""
         caps, class_of = classes_of(caps_of_kind, self.task_kind)

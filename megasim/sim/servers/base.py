@@ -47,6 +47,7 @@ class _Wake:
     """A server's entry in the SimPy queue (what ``Environment.step`` reads: ``callbacks``, ``_ok``)."""
 
     __slots__ = ("callbacks", "_ok", "_value", "eid")
+    model_event = True                  # (ModelEnvironment.drop_model_events)
 
     def __init__(self, on_wake, eid: int) -> None:
         self.callbacks = [on_wake]
