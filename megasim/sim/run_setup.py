@@ -36,17 +36,18 @@ class _Setup:
     def _init_costs(self, costs: list[TaskCost]) -> None:
         """Per task: compute work, fixed latency (plain and in the megakernel); per kind: claim and
         launch costs, memory overlap."""
-        graph, spec = self.graph, self.spec
+        graph, spec, t = self.graph, self.spec, self.graph.num_tasks
         eff = np.array([c.compute_efficiency for c in costs])
         fixed = np.array([c.fixed_ns for c in costs])
         self.launch_fixed = [c.launch_fixed_ns for c in costs]
         compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
-        self.compute_ns = compute_ns.tolist()
+        self.compute_ns = array("d", np.broadcast_to(compute_ns, (t,)).astype(np.float64).tobytes())
         fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
-        self.fixed_ns = self._fixed_plain = fixed_ns.tolist()
+        self.fixed_ns = self._fixed_plain = array("d", np.broadcast_to(fixed_ns, (t,)).astype(np.float64).tobytes())
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
         mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
-        self._fixed_mega = (fixed_ns + mk_fixed[graph.kind]).tolist() if mk_fixed.any() else self._fixed_plain
+        self._fixed_mega = (array("d", (fixed_ns + mk_fixed[graph.kind]).astype(np.float64).tobytes())
+                            if mk_fixed.any() else self._fixed_plain)
         # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
         # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
         self.mk_claim = [c.megakernel_claim_ns for c in costs]
@@ -59,9 +60,11 @@ class _Setup:
     def _init_counters(self) -> None:
         """Per task, the dependency counters it waits on and signals; the counters' values."""
         graph, t = self.graph, self.graph.num_tasks
-        # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops).
-        self.waits = list(zip(*(col.tolist() for col in graph.wait_counters.T))) or [()] * t
-        self.signals = list(zip(*(col.tolist() for col in graph.signal_counters.T))) or [()] * t
+        # Per task, a tuple of counter ids (-1 = unused slot, skipped by the loops); the tasks of a group
+        # wait on and signal the same counters, and share one tuple.
+        unique: dict[tuple, tuple] = {}
+        self.waits = [unique.setdefault(w, w) for w in zip(*(col.tolist() for col in graph.wait_counters.T))] or [()] * t
+        self.signals = [unique.setdefault(c, c) for c in zip(*(col.tolist() for col in graph.signal_counters.T))] or [()] * t
         self.remaining = graph.counter_init.tolist()
         self.waiters: dict[int, list[int]] = {}
 
@@ -73,7 +76,7 @@ class _Setup:
         self.tracked = tracked
         per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
         per_task[np.diff(graph.access_ptr) == 0] = 0
-        self.rptr = np.concatenate([[0], np.cumsum(per_task)]).tolist()
+        self.rptr = array("q", np.concatenate([[0], np.cumsum(per_task)]).astype(np.int64).tobytes())
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
         # (region, parts mask, parts count, nbytes, write) per access (``L2Cache.access_parts``); equal
         # accesses (the tasks of a group read the same parts) share one tuple, equal part ranges one mask.
@@ -86,8 +89,8 @@ class _Setup:
                 graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))]
         del unique
         self.miss_of = array("d", [0.0]) * len(self.acc)
-        self.task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
-                                      weights=graph.access_bytes, minlength=t).tolist()
+        self.task_bytes = array("d", np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
+                                                 weights=graph.access_bytes, minlength=t).astype(np.float64).tobytes())
         self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
         self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
         self.dram_latency = spec.dram_latency_ns
@@ -109,7 +112,7 @@ class _Setup:
         self.slot_of = array("i", [-1]) * t
         # A task's block's age on its SM (AgeWeightedReadinessServer): the dispatch sequence number of
         # its block (a per-task launch's block per task; a persistent block's first claim).
-        self.age_of = [0] * t
+        self.age_of = array("q", [0]) * t
         self.blocks_dispatched = 0
         self.block_age: dict[tuple[int, int], int] = {}     # persistent launch: (sm, slot) -> age
         zero = array("d", [0.0])
