@@ -27,7 +27,8 @@ from the problem and the GPU's SM count (forced with ``k_tile=``). The kernels a
 
 Every op is a megasim Plan (``OP_PLANS``: algorithm ``ecr``, ``direct``, ``pecr`` or ``direct_fused``;
 the unfused chains are the pooled algorithms' ``unfused`` schedule) and runs the TaskGraph and
-Schedule of ``megasim.plan.build`` through the GPU executor (``gpu.runtime.execute``) and the sparse
+Schedule of the plug-in (its structure-only lowering, ``costed=False``: the tasks, launches and
+accesses ``megasim.plan.build`` gives, without the model's zero-dependent counts) through the GPU executor (``gpu.runtime.execute``) and the sparse
 kernel table (``gpu.runtime.sparse_kernels``), the same path ``megasim validate --algo`` measures.
 ``prepare`` lowers, checks and allocates once; ``SparseLaunch.run`` only enqueues.
 
@@ -53,7 +54,7 @@ from gpu.runtime.sparse_kernels import maxpool_launch, relu_launch
 from megasim.algorithms.sparse.plugin import PooledSparseParams, SparseParams
 from megasim.algorithms.sparse.tiling import PoolSpec, SparseTiling, choose_tiling, grid, pooled_hw
 from megasim.errors import LoweringError
-from megasim.plan import Plan, build
+from megasim.plan import Plan
 from megasim.workloads.problem import ConvProblem
 
 CONV_OPS = ("ecr", "direct")
@@ -180,7 +181,14 @@ def plan_of(op: str, pool: PoolSpec | None, k_tile: int) -> Plan:
 
 @lru_cache(maxsize=32)
 def _build(problem: ConvProblem, plan: Plan):
-    return build(problem, plan)
+    """The plan's (graph, schedule) as the executor runs it: the sparse plug-in's structure-only
+    lowering (``costed=False``: the same tasks, launches and accesses, the zero-dependent counts not
+    made; they price the model's prediction, the kernels do not read them), ordered by the plug-in."""
+    alg = plan.algo
+    params = alg.resolve(problem, plan.params, plan.schedule, None)
+    graph = alg.lower(problem, params, plan.schedule, costed=False)
+    schedule, _ = alg.order(graph, params, plan.schedule)
+    return graph, schedule
 
 
 def _kernel_attrs(kernel, args) -> tuple[int | None, int | None, int | None]:
@@ -196,7 +204,7 @@ class SparseLaunch:
     """One sparse / direct operation with its device buffers allocated once (see ``prepare``).
 
     ``run()`` enqueues the kernel(s) on the default stream: no allocation, no host copy, no
-    synchronisation. It runs ``graph`` / ``schedule`` (``megasim.plan.build`` of ``plan``) through the
+    synchronisation. It runs ``graph`` / ``schedule`` (``plan``'s structure-only lowering) through the
     executor (``gpu.runtime.execute.PreparedRun``, the kernel table of ``gpu.runtime.sparse_kernels``).
     ``output`` is the device array the last kernel writes; ``tiling`` the SparseTiling of the
     convolution kernel; ``grid`` / ``block`` its launch shape; ``regs_per_thread``, ``shared_bytes``
@@ -209,7 +217,7 @@ class SparseLaunch:
         self.op, self.problem, self.tiling, self.pool = op, problem, tiling, pool
         self.x, self.w = x, w
         self.plan = plan_of(op, pool, tiling.k_tile)
-        self.graph, self.schedule, _ = _build(problem, self.plan)
+        self.graph, self.schedule = _build(problem, self.plan)
         self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
@@ -243,8 +251,8 @@ def prepare(op: str, x, w, stride: int = 1, padding: int = 0, pool: int | None =
     """A SparseLaunch of ``op`` (one of OPS) on x and w (device arrays; NumPy arrays are uploaded
     once). ``pool`` / ``pool_stride`` (default 2 / 2) apply to the fused and unfused ops only. On a
     GPU the convolution kernel is compiled here, so ``regs_per_thread`` is known before the first run.
-    The graph is lowered here (cached per problem and plan), with the plug-in's default map (no zeros):
-    the kernels' grid and launches do not depend on the map, only the model's costs do.
+    The graph is lowered here (cached per problem and plan), structure only: the kernels' grid and
+    launches do not depend on the map, only the model's costs do, which are not counted here.
     """
     if op not in OPS:
         raise SparseError(f"op={op!r} is not allowed (allowed: {', '.join(OPS)})")

@@ -378,21 +378,27 @@ def _input_footprint(problem: ConvProblem, tiling: SparseTiling, tiles_p: int, p
     return run_tile, run_lo, run_hi, run_bytes.astype(np.float64)
 
 
-def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray,
+def _conv_tasks(parts: _GraphParts, problem: ConvProblem, tiling: SparseTiling, nz: np.ndarray | None,
                 out_region: int, out_plane_px: int) -> None:
-    """The conv (or fused) kernel's blocks: group = pixel tile, index = filter tile (grid order)."""
+    """The conv (or fused) kernel's blocks: group = pixel tile, index = filter tile (grid order).
+    ``nz`` None: the multiply-adds, loop iterations and replays are not counted (left at zero)."""
     sparse = tiling.kind in ("ecr", "pecr")
     kid = parts.add_kind(tiling.kind, tiling.threads, kernel_registers(tiling), tiling.shared_bytes(problem))
-    counts = _conv_counts(problem, tiling, nz, sparse)                  # (chunks, pixels)
+    pixels = problem.n * problem.out_h * problem.out_w if tiling.kind in CONV_KINDS else \
+        problem.n * int(np.prod(pooled_hw(problem, tiling.pool)))
+    counts = _conv_counts(problem, tiling, nz, sparse) if nz is not None else \
+        np.zeros((-(-problem.c // tiling.c_chunk), pixels), np.int32)                # (chunks, pixels)
     chunks, pixels = counts.shape
     per_warp = _per_warp_max(counts, pixels)
     tiles_p, tiles_k = grid(problem, tiling)
     # The critical path: per chunk, the loop of the block's busiest thread, summed over the chunks.
     loops = np.zeros((chunks, tiles_p * tiling.threads), np.int32)
     # (for the conv kinds the loop count is the multiply-add count itself)
-    loops[:, :pixels] = counts if tiling.kind in CONV_KINDS else _conv_counts(problem, tiling, nz, sparse, loop=True)
+    if nz is not None:
+        loops[:, :pixels] = counts if tiling.kind in CONV_KINDS else _conv_counts(problem, tiling, nz, sparse, loop=True)
     iterations_p = loops.reshape(chunks, tiles_p, tiling.threads).max(axis=2).sum(axis=0).astype(np.float64)
-    replays_p = _row_replays(problem, tiling, nz, tiles_p) if tiling.kind == "ecr" else np.zeros(tiles_p)
+    replays_p = _row_replays(problem, tiling, nz, tiles_p) if tiling.kind == "ecr" and nz is not None \
+        else np.zeros(tiles_p)
     warps_per_block = tiling.threads // WARP
     padded = np.zeros(tiles_p * warps_per_block)
     padded[:per_warp.size] = per_warp
@@ -470,9 +476,12 @@ def _elementwise_tasks(parts: _GraphParts, name: str, outputs: int, in_region: i
 
 def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
                  sparsity: SparsitySpec | float | None = None, pool: PoolSpec | None = None,
-                 k_tile: int | None = None) -> tuple[TaskGraph, Schedule, SparseLowering]:
+                 k_tile: int | None = None, costed: bool = True) -> tuple[TaskGraph, Schedule, SparseLowering]:
     """The TaskGraph and schedule (one launch per kernel, grid order) of `op` on `problem`, with costs
-    counted from the input `x` (its zeros) or from a map drawn from `sparsity`."""
+    counted from the input `x` (its zeros) or from a map drawn from `sparsity`. ``costed=False``: the
+    same tasks, launches and accesses with the zero-dependent counts (multiply-adds, loop iterations,
+    replays) left at zero: what the GPU executor runs (``gpu.runtime.sparse_kernels``), at a fraction
+    of the lowering time; not for predictions."""
     if op not in OPS:
         raise LoweringError(f"op {op!r} is not allowed (allowed: {', '.join(OPS)})")
     pooled = op not in CONV_KINDS
@@ -484,7 +493,7 @@ def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
     kind = op.removeprefix("unfused_")
     if unfused:
         pooled_hw(problem, pool)
-    nz = nonzero_mask(problem, x, sparsity)
+    nz = nonzero_mask(problem, x, sparsity) if costed else None
     tiling = choose_tiling(problem, kind, sm_count, pool=pool if kind in FUSED_KINDS else None, k_tile=k_tile)
     parts = _GraphParts()
     p, q = problem.out_h, problem.out_w
@@ -502,9 +511,11 @@ def lower_sparse(problem: ConvProblem, op: str, sm_count: int, *, x=None,
             out = parts.add_region("output", problem.n * problem.k, ph * pw * FLOAT_BYTES)
             _elementwise_tasks(parts, "maxpool", problem.n * problem.k * ph * pw, activated, out, ph * pw,
                                pool.size * pool.size)
-    sparsity_measured = 1.0 - float(nz.mean()) if nz.size else 0.0
+    sparsity_measured = (1.0 - float(nz.mean()) if nz.size else 0.0) if costed else float("nan")
     meta = {"op": op, "problem": problem.spec_string(), "k_tile": tiling.k_tile, "c_chunk": tiling.c_chunk,
             "sparsity": sparsity_measured}
+    if not costed:
+        meta["costed"] = False
     if pool is not None:
         meta["pool"] = [pool.size, pool.stride]
     graph = parts.build(meta)

@@ -113,11 +113,13 @@ class SparseConv(Algorithm):
         tiling = choose_tiling(problem, kind, sm_count, pool=params.pool if kind in FUSED_KINDS else None)
         return replace(params, k_tile=tiling.k_tile)
 
-    def lower(self, problem: ConvProblem, params: SparseParams, schedule: str | None = None) -> TaskGraph:
+    def lower(self, problem: ConvProblem, params: SparseParams, schedule: str | None = None, *,
+              costed: bool = True) -> TaskGraph:
         """The graph of the schedule's kernels; k_tile None: the tile lower_sparse picks for one SM (``resolve``
-        picks it for the GPU)."""
+        picks it for the GPU). ``costed=False``: its structure only, for the GPU executor (``lower_sparse``)."""
         graph, _, _ = lower_sparse(problem, self.op(schedule or self.default_schedule), 1,
-                                   sparsity=params.sparsity_spec, pool=params.pool, k_tile=params.k_tile)
+                                   sparsity=params.sparsity_spec, pool=params.pool, k_tile=params.k_tile,
+                                   costed=costed)
         return graph
 
     def order(self, graph: TaskGraph, params: SparseParams, schedule: str) -> tuple[Schedule, SparseParams]:
