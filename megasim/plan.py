@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from megasim.algorithms import get_algorithm
 from megasim.algorithms.base import Algorithm, convert, params_from_items, parse_items
-from megasim.errors import MappingError, ResourceError
+from megasim.errors import MappingError, MegasimError, ResourceError
 from megasim.hardware.spec import GPUSpec
 from megasim.schedule import DISPATCHES, STYLES, Schedule
 from megasim.sim import SimOptions, SimResult, simulate
@@ -166,7 +166,7 @@ def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec
     """An upper estimate of the problem's tasks under the plan, without lowering the whole problem: the
     tasks at batch 1 times the batch (per-image tasks scale with the batch, the rest is counted once
     per image, so this over-counts). None when batch 1 cannot be lowered under the plan."""
-    from megasim.errors import MegasimError
+    _check_args(problem, plan, spec)
     plan = plan or Plan()
     check_problem_size(problem)
     one = problem.with_batch(1)

@@ -132,8 +132,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--points", default=None, help="reuse a bench_sweep_model_points.csv instead of predicting")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
-    from experiments.layer_args import checked_layers
-    checked_layers(args.layers, ap.error)   # every layer named is a problem, before any work
     try:
         for layer in args.layers:
             parse_layer(layer)          # a bad name is a one-line error before any work

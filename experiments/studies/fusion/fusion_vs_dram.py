@@ -116,8 +116,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from DIR's CSVs")
     args = ap.parse_args(argv)
-    from experiments.layer_args import checked_layers
-    checked_layers(args.layers, ap.error)   # every layer named is a problem, before any work
     if args.plot_only:
         if not (Path(args.out) / "fusion_vs_dram_summary.csv").exists():
             raise SystemExit(f"--plot-only: {args.out!r} holds no fusion_vs_dram results (run without --plot-only first)")
