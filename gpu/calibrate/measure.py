@@ -54,7 +54,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numba import cuda, float32
@@ -62,7 +62,7 @@ from numba import cuda, float32
 from gpu.runtime.fast_launch import FrozenLaunch
 from gpu.runtime.timing import time_cuda
 from gpu.kernels.common.vector_access import load4
-from megasim.calibration.winograd import CALIBRATION_LAYERS, Measurements, calibrated_spec
+from megasim.calibration.winograd import CALIBRATION_LAYERS, CalibrationProgress, Measurements, calibrated_spec
 from megasim.errors import SpecError
 from megasim.hardware import dump_spec, get_gpu
 
@@ -537,8 +537,15 @@ def _l2_capacity(m: Measurements, sm: int) -> tuple[float, str]:
     return value, method
 
 
-def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
+def measure(layers=CALIBRATION_LAYERS, plan_params: str = "",
+            progress: Callable[[CalibrationProgress], None] | None = None) -> Measurements:
+    """Every probe and every single-kind run of a calibration (``progress``: a ``CalibrationProgress`` of stage
+    ``measuring`` as each step starts)."""
     import torch
+
+    def tell(what: str) -> None:
+        if progress is not None:
+            progress(CalibrationProgress("measuring", what))
     dev = cuda.get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     sm = int(dev.MULTIPROCESSOR_COUNT)
@@ -565,6 +572,7 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
         ("block_dispatch_ns", lambda: probe_dispatch(sm)),
     ]
     for field_name, probe in probes:
+        tell(field_name)
         try:
             value, method = probe()
         except Exception as err:  # noqa: BLE001 - a failed probe keeps the preset's value, recorded
@@ -576,10 +584,12 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
             continue
         m.values[field_name] = {"value": float(value), "method": method}
         log.info("%s = %.4g (%s)", field_name, value, method)
+    tell("each kind's non-fused kernel")
     m.kind_times = time_kinds(layers, plan_params)
     # Second round: each kind's tasks alone at several occupancies, the host's launch cost hidden
     # (gpu.calibrate.occupancy); megasim.calibration.winograd fits block_sm_share from these rows.
     from gpu.calibrate.occupancy import measure_occupancy
+    tell("each kind at several occupancies")
     values, rows, notes = measure_occupancy(layers, plan_params)
     m.values.update(values)
     for r in m.kind_times:
@@ -588,12 +598,15 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
     m.extra["occupancy_round"] = notes
     # Checks, not fitted: two kinds interleaved in one megakernel launch, at the fused transform size.
     from gpu.calibrate.occupancy import fused_transform_params, time_mixed_kinds
+    tell("mixed-kind runs")
     m.extra["mixed_kind_rows"] = time_mixed_kinds(layers, fused_transform_params(plan_params) or plan_params)
     # The order in which an SM's blocks end (the schedulers favour older blocks): fits younger_block_weight.
     from gpu.calibrate.occupancy import measure_block_end_order
+    tell("block end order")
     m.extra["block_end_order"] = measure_block_end_order(layers, plan_params)
     # What the per-task megakernel's ticket costs (ticket vs blockIdx dispatch): megakernel_ticket_ns.
     from gpu.calibrate.occupancy import measure_megakernel_ticket
+    tell("megakernel ticket")
     try:
         value, m.extra["megakernel_ticket_rows"] = measure_megakernel_ticket(layers, plan_params)
         m.values["megakernel_ticket_ns"] = value
@@ -604,13 +617,16 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "") -> Measurements:
 
 
 def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
-              plan_params: str = "") -> dict[str, Any]:
-    """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report."""
-    m = measure(tuple(layers), plan_params)
+              plan_params: str = "", workers: int | None = None,
+              progress: Callable[[CalibrationProgress], None] | None = None) -> dict[str, Any]:
+    """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report.
+    ``workers``: the fit's processes (default: all cores); ``progress``: ``CalibrationProgress`` records of
+    the measuring and of the fit (``megasim.calibration.winograd.calibrated_spec``)."""
+    m = measure(tuple(layers), plan_params, progress)
     raw = Path(measurements_out) if measurements_out else Path(out).with_suffix(".measurements.json")
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(m.as_dict(), indent=1) + "\n")
-    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers))
+    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers), workers=workers, progress=progress)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     dump_spec(spec, out)
     report["measurements"] = str(raw)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -80,17 +80,24 @@ def end_order_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str
             for r, c in zip(rows, cases)]
 
 
-def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> tuple[float, str, list[dict]]:
+def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "",
+                   on_evaluation: Callable[[int], None] | None = None) -> tuple[float, str, list[dict]]:
     """(``younger_block_weight``, how it was fitted, a check row per measured row). Each row gives
     ``layer, kind, kernel, style`` and ``end_us`` (``block_end_order`` of its trace); the loss is the
-    sum over rows and ranks of (simulated / its mean - measured / its mean) squared."""
+    sum over rows and ranks of (simulated / its mean - measured / its mean) squared. ``on_evaluation(n)``
+    after the n-th value of rho simulated."""
     from scipy.optimize import minimize_scalar
     if not rows:
         raise SpecError("fit_age_weight: no traced end-order rows to fit")
     cases = [end_order_case(r, plan_params) for r in rows]
     measured = [normalised(r["end_us"]) for r in rows]
 
+    evaluations = [0]
+
     def loss(rho: float) -> float:
+        evaluations[0] += 1
+        if on_evaluation is not None:
+            on_evaluation(evaluations[0])
         s = dataclasses.replace(spec, younger_block_weight=float(rho))
         total = 0.0
         for case, meas in zip(cases, measured):

@@ -1,27 +1,37 @@
-"""Simulating the calibration's cases over a process pool, one case per task.
+"""Simulating the calibration's cases over a process pool, every point of a batch at once, each result once.
 
 A kind's fit (``megasim.calibration.winograd.fit_kind``) evaluates a candidate TaskCost by simulating every
 calibration run of that kind (a dozen or more TaskGraphs: its kernel at several occupancies, the
-megakernel per task and persistent). The evaluations of one fit follow each other, so parallelism
-over kinds alone leaves all but one core idle once the short fits are done, and the GEMM's fit with
-its hundreds of evaluations set the calibration's length (27 min of 33 on 2 cores, 2026-11-22).
+megakernel per task and persistent). Its least squares asks for points in batches: the point it moves
+to, then the finite-difference points of the Jacobian there (one per free field, ``megasim.calibration.lsq``).
 
-``CasePool`` spreads the simulations of one evaluation over worker processes instead. Each worker
-receives every kind's cases once (its initializer), so an evaluation sends only a spec and indices and
-gets back one float per case. The kinds' fits run in threads of the calling process, all feeding the
-same pool; a case's simulation does not depend on where it runs, and ``map`` returns the results in
-order, so the fit (and the spec it writes) is the same for any number of workers, one included
-(which simulates in the calling process, without a pool).
-The workers are started before the fitting threads (a fork must not copy a thread's held lock).
-An evaluation waits for its slowest case, so the gain is bounded by how evenly the cases' lengths
-spread: on 16 cores a refit of 2026-11-25 kept about 1.6 busy (the vgg-3 GEMM runs dominate).
+``CasePool.simulate_batch`` takes such a batch (several kinds' fits, running in threads of the calling
+process, may each send theirs at once) and hands every (point, case) simulation to the worker processes
+as one task, the longest cases first, so that the cores stay busy across the points of a Jacobian (one
+point at a time left 1.6 of 16 cores busy on a refit of 2026-11-25: an evaluation waits for its slowest
+case). Each worker receives every kind's cases once (its initializer); a task carries the spec (its
+``sources`` and description dropped: 4 KB, not 60) and indices, and returns one float.
+
+Each simulated time is kept, keyed by (case, kind, cost as the case reads it), and never simulated again:
+the point a least squares ends on, a second stage's start, the checks. A launch that is not the
+megakernel does not read its kinds' ``megakernel_fixed_ns`` and ``megakernel_claim_ns``
+(``megasim.sim.launches``: the megakernel's fixed time and claim price only ``_is_megakernel``
+launches), so a Jacobian's megakernel_fixed_ns point costs nothing on the kind's own-kernel runs.
+
+A case's simulation does not depend on where it runs, and results come back in order, so a fit (and the
+spec it writes) is the same for any number of workers, one included (which simulates in the calling
+process, without a pool). The workers are started before the fitting threads (a fork must not copy a
+thread's held lock).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Sequence
+
+import numpy as np
 
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
@@ -29,6 +39,9 @@ from megasim.sim import simulate
 
 # The cases a worker process simulates, keyed as CasePool's ``cases_by_key``: set once per worker.
 _WORKER_CASES: dict[str, Sequence[tuple]] = {}
+
+# The TaskCost fields only a megakernel launch reads (megasim.sim.run_setup, megasim.sim.launches).
+MEGAKERNEL_ONLY_FIELDS = ("megakernel_fixed_ns", "megakernel_claim_ns")
 
 
 def _init_worker(cases_by_key: dict[str, Sequence[tuple]]) -> None:
@@ -60,17 +73,40 @@ def simulated_kind_us(spec: GPUSpec, kind: str, cost: TaskCost, cases) -> list[f
     return [simulate_case(case, s) for case in cases]
 
 
+def runs_megakernel(case: tuple) -> bool:
+    """Whether any launch of the case runs the megakernel (the engine's rule, ``_is_megakernel``: the
+    megakernel kernel, a persistent grid, or several kinds in one launch)."""
+    graph, schedule = case[1], case[2]
+    return any(launch.kernel == "megakernel" or launch.style == "persistent"
+               or np.unique(graph.kind[np.asarray(launch.order)]).size > 1 for launch in schedule.launches)
+
+
+def case_work(case: tuple) -> int:
+    """A case's expected simulation length, for ordering a batch: its task count."""
+    return int(case[1].num_tasks)
+
+
 def _simulate_indexed(args: tuple[str, int, GPUSpec]) -> float:
     key, index, spec = args
     return simulate_case(_WORKER_CASES[key][index], spec)
 
 
+@dataclasses.dataclass(frozen=True)
+class PoolStats:
+    """How many case simulations a pool ran and how many it answered from what it had simulated."""
+
+    simulated: int
+    reused: int
+
+
 class CasePool:
     """Simulates named lists of calibration cases over ``workers`` processes (1: in this process).
 
-    Use as a context manager; ``simulate(key, spec, kind, cost)`` gives the simulated times of the
-    cases under ``key`` with ``kind``'s cost replaced by ``cost``, in the cases' order. Safe to call
-    from several threads at once."""
+    Use as a context manager. ``simulate_batch([(key, spec, kind, cost), ...])`` gives, per request, the
+    simulated times of the cases under ``key`` with ``kind``'s cost replaced by ``cost``, in the cases'
+    order; every simulation of the batch runs at once over the workers, and none twice (a request's
+    ``spec`` must be the same for every request of its ``key``: one pool per fit's base spec).
+    ``simulate(key, spec, kind, cost)`` is a batch of one. Safe to call from several threads at once."""
 
     def __init__(self, cases_by_key: dict[str, Sequence[tuple]], workers: int) -> None:
         if workers < 1:
@@ -78,13 +114,19 @@ class CasePool:
         self.cases_by_key = cases_by_key
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._mega = {key: [runs_megakernel(c) for c in cases] for key, cases in cases_by_key.items()}
+        self._done: dict[tuple, float] = {}
+        self._lock = threading.Lock()
+        self._simulated = 0
+        self._reused = 0
 
     def __enter__(self) -> "CasePool":
         if self.workers > 1:
             self._pool = ProcessPoolExecutor(self.workers, initializer=_init_worker, initargs=(self.cases_by_key,))
             # Start the workers now, before the fits' threads exist: where the start method is "fork", a
             # pool starts all its workers at the first submit, and a fork must not copy a thread's held lock.
-            self._pool.submit(int).result()
+            for f in [self._pool.submit(int) for _ in range(self.workers)]:
+                f.result()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -92,9 +134,38 @@ class CasePool:
             self._pool.shutdown()
             self._pool = None
 
+    @property
+    def stats(self) -> PoolStats:
+        return PoolStats(self._simulated, self._reused)
+
+    def _memo_key(self, key: str, index: int, kind: str, cost: TaskCost) -> tuple:
+        if not self._mega[key][index]:
+            cost = dataclasses.replace(cost, **{f: None if f == "megakernel_claim_ns" else 0.0
+                                               for f in MEGAKERNEL_ONLY_FIELDS})
+        return (key, index, kind, cost)
+
     def simulate(self, key: str, spec: GPUSpec, kind: str, cost: TaskCost) -> list[float]:
-        cases = self.cases_by_key[key]
+        return self.simulate_batch([(key, spec, kind, cost)])[0]
+
+    def simulate_batch(self, requests: Sequence[tuple[str, GPUSpec, str, TaskCost]]) -> list[list[float]]:
+        memo = [[self._memo_key(key, i, kind, cost) for i in range(len(self.cases_by_key[key]))]
+                for key, _, kind, cost in requests]
+        todo: dict[tuple, tuple[str, int, GPUSpec]] = {}
+        with self._lock:
+            for (key, spec, kind, cost), keys in zip(requests, memo):
+                for i, mk in enumerate(keys):
+                    if mk not in self._done and mk not in todo:
+                        s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost}, sources={},
+                                                description="")
+                        todo[mk] = (key, i, s)
+            self._reused += sum(len(k) for k in memo) - len(todo)
+            self._simulated += len(todo)
+        # the longest first, so that a batch's last task is a short one
+        order = sorted(todo, key=lambda mk: -case_work(self.cases_by_key[todo[mk][0]][todo[mk][1]]))
         if self._pool is None:
-            return simulated_kind_us(spec, kind, cost, cases)
-        s = dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost})
-        return list(self._pool.map(_simulate_indexed, [(key, i, s) for i in range(len(cases))]))
+            values = [simulate_case(self.cases_by_key[todo[mk][0]][todo[mk][1]], todo[mk][2]) for mk in order]
+        else:
+            values = list(self._pool.map(_simulate_indexed, [todo[mk] for mk in order]))
+        with self._lock:
+            self._done.update(zip(order, values))
+            return [[self._done[mk] for mk in keys] for keys in memo]

@@ -278,14 +278,44 @@ START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "b
          "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3,
          "memory_overlap": 0.5, "further_block_sm_ready": 0.5}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
+# The least squares' stopping rule (SciPy's xtol, ftol and gtol) and each stage's budget of points
+# simulated, Jacobian points included (``megasim.calibration.lsq``).
+FIT_TOL = 1e-8
+ROUND2_MAX_EVALS = 150
+ROUND1_MAX_EVALS = 60
+
+
+@dataclass(frozen=True)
+class CalibrationProgress:
+    """What a calibration is doing, for a progress display: its ``stage`` (``STAGES``), what in it (the
+    cost name being fitted, the probe being measured; ``""`` for a stage that fits one spec field), the
+    points it has simulated so far and its budget, and the rms log error of its best point (None before
+    the first)."""
+
+    stage: str
+    kind: str = ""
+    evaluations: int = 0
+    max_evaluations: int = 0
+    rms_log_error: float | None = None
+    done: bool = False
+
+
+STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "mixed_kinds_sm_factor", "checks")
 
 
 def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_of, max_evals: int, *,
-                       diff_step: float, tol: float | None = None) -> TaskCost:
+                       diff_step: float, tol: float | None = None,
+                       residuals_many: Callable[[list[TaskCost]], list[np.ndarray]] | None = None,
+                       on_evaluation: Callable[[int, float], None] | None = None) -> TaskCost:
     """``start`` with its ``free`` fields chosen by SciPy's bounded least squares on
     ``residuals_of(cost)`` (e.g. log simulated / measured times). Fields in ``linear`` are searched
     linearly in thousands (us for ns fields), the others in log space; each is clipped to its
-    ``bounds`` and started at ``starts``. Shared by the Winograd and the sparse calibrations."""
+    ``bounds`` and started at ``starts``. Shared by the Winograd and the sparse calibrations.
+
+    With ``residuals_many`` (the residuals of several costs at once), the search is
+    ``megasim.calibration.lsq.least_squares_batched``: each Jacobian's points in one batch, ``max_evals``
+    counting every point simulated, ``on_evaluation(points, best half sum of squares)`` after each batch;
+    ``tol`` is then SciPy's xtol, ftol and gtol."""
     from scipy.optimize import least_squares
 
     def to_x(name, v):
@@ -301,6 +331,13 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
     x0 = [to_x(n, starts[n]) for n in free]
     lo = [to_x(n, bounds[n][0]) if bounds[n][0] > 0 or n in linear else -50.0 for n in free]
     hi = [to_x(n, bounds[n][1]) for n in free]
+    if residuals_many is not None:
+        from megasim.calibration.lsq import least_squares_batched
+        tol = 1e-8 if tol is None else tol
+        res = least_squares_batched(lambda xs: residuals_many([cost_of(x) for x in xs]), x0, lo, hi,
+                                    max_evals=max_evals, diff_step=diff_step, xtol=tol, ftol=tol, gtol=tol,
+                                    on_evaluation=on_evaluation)
+        return cost_of(res.x)
     tols = {} if tol is None else {"xtol": tol, "ftol": tol, "gtol": tol}
     res = least_squares(lambda x: residuals_of(cost_of(x)), x0, bounds=(lo, hi), max_nfev=max_evals,
                         diff_step=diff_step, **tols)
@@ -310,27 +347,42 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
              free: tuple[str, ...] = ("compute_efficiency", "fixed_ns"),
              simulate_cost: Callable[[TaskCost], list[float]] | None = None,
-             start_values: Mapping[str, float] | None = None) -> dict[str, Any]:
+             start_values: Mapping[str, float] | None = None,
+             simulate_costs: Callable[[list[TaskCost]], list[list[float]]] | None = None,
+             on_evaluation: Callable[[int, float], None] | None = None,
+             tol: float | None = None) -> dict[str, Any]:
     """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
     ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
 
     (compute_efficiency, fixed_ns), the first round: Nelder-Mead on log(efficiency) and fixed_ns,
     bounded by clipping. More free fields (the second round): scipy's bounded least_squares (trust
     region) in log space (fixed times in us, linearly), started from ``START`` or, for the fields it
-    names, from ``start_values`` (``megasim.calibration.update``: a spec's own values).
+    names, from ``start_values`` (``megasim.calibration.update``: a spec's own values); each of its
+    stages simulates at most ``max_evals`` points, Jacobian points included, and stops at ``tol``
+    (``FIT_TOL``; ``megasim.calibration.lsq``).
 
-    ``simulate_cost(cost)`` gives the cases' simulated times (default: ``simulated_kind_us`` here;
-    ``kind_fits`` passes a ``CasePool``'s, the same numbers computed over processes)."""
+    ``simulate_costs(costs)`` gives the cases' simulated times for several costs at once (``kind_fits``
+    passes a ``CasePool``'s: the points of a Jacobian simulated side by side); ``simulate_cost(cost)``
+    one cost's; default: ``simulated_kind_us`` here. ``on_evaluation(points simulated, rms log error
+    of the best point)`` reports progress."""
     meas = np.asarray(measured_us, float)
     start = spec.task_cost(kind)
     evals = [0]
-    if simulate_cost is None:
-        def simulate_cost(cost: TaskCost) -> list[float]:
-            return simulated_kind_us(spec, kind, cost, cases)
+    if simulate_costs is None:
+        if simulate_cost is None:
+            def simulate_cost(cost: TaskCost) -> list[float]:
+                return simulated_kind_us(spec, kind, cost, cases)
 
-    def sim_of(cost: TaskCost) -> np.ndarray:
-        evals[0] += 1
-        return np.asarray(simulate_cost(cost))
+        def simulate_costs(costs: list[TaskCost]) -> list[list[float]]:
+            return [simulate_cost(c) for c in costs]
+
+    def sims_of(costs: list[TaskCost]) -> list[np.ndarray]:
+        evals[0] += len(costs)
+        return [np.asarray(v, float) for v in simulate_costs(list(costs))]
+
+    def report(n: int, half_sse: float) -> None:
+        if on_evaluation is not None:
+            on_evaluation(evals[0], math.sqrt(2.0 * half_sse / meas.size))
 
     if tuple(free) == ("compute_efficiency", "fixed_ns"):
         from scipy.optimize import minimize
@@ -345,7 +397,8 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         def loss(x) -> float:
             key = tuple(np.round(x, 6))
             if key not in memo:
-                memo[key] = float(np.sum(np.log(sim_of(cost_of(x)) / meas) ** 2))
+                memo[key] = float(np.sum(np.log(sims_of([cost_of(x)])[0] / meas) ** 2))
+                report(len(memo), 0.5 * min(memo.values()))
             return memo[key]
 
         x0 = np.array([math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5])
@@ -357,17 +410,22 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
     else:
         # (a dict merge, not dict(**): start_values may name block_dram_bw_gbps too)
         starts = {**START, "block_dram_bw_gbps": spec.tb_max_dram_bw_gbps, **(start_values or {})}
+
+        def residuals_many(costs: list[TaskCost]) -> list[np.ndarray]:
+            return [np.log(s / meas) for s in sims_of(costs)]
+
         # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
         # parameter) sees through the small jumps that event reorderings cause.
         first = tuple(f for f in free if f not in STAGE2)
-        best = least_squares_cost(start, first, BOUNDS, starts, LINEAR,
-                                  lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
+        tol = FIT_TOL if tol is None else tol
+        best = least_squares_cost(start, first, BOUNDS, starts, LINEAR, None, max_evals, diff_step=2e-2, tol=tol,
+                                  residuals_many=residuals_many, on_evaluation=report)
         if first != tuple(free):          # the second stage: all free, from the first stage's fit
             starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}
-            best = least_squares_cost(best, free, BOUNDS, starts, LINEAR,
-                                      lambda cost: np.log(sim_of(cost) / meas), max_evals, diff_step=2e-2, tol=1e-10)
+            best = least_squares_cost(best, free, BOUNDS, starts, LINEAR, None, max_evals, diff_step=2e-2, tol=tol,
+                                      residuals_many=residuals_many, on_evaluation=report)
         evaluations = evals[0]
-    sim = list(simulate_cost(best))
+    sim = list(simulate_costs([best])[0])
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
             "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
             "evaluations": evaluations}
@@ -460,25 +518,36 @@ def with_measured_claim(spec: GPUSpec, kind: str, rows: list[dict[str, Any]]) ->
     return dataclasses.replace(spec, task_costs={**spec.task_costs, kind: cost}), {"value": value, "method": method}
 
 
-def _fit_job(job: dict[str, Any], pool: CasePool) -> dict[str, Any]:
+def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
+             progress: Callable[[CalibrationProgress], None] | None) -> dict[str, Any]:
     """One kind's fit and its check simulations (a thread's unit of work; the simulations run on ``pool``,
     under the keys ``kind`` and ``kind + " checks"``)."""
     spec, kind = job["spec"], job["kind"]
+    budget = job["evals"] * (2 if any(f in STAGE2 for f in job["free"]) else 1)
+
+    def on_evaluation(n: int, rms: float) -> None:
+        if progress is not None:
+            progress(CalibrationProgress(stage, kind, n, budget, rms))
+
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
-                   simulate_cost=lambda cost: pool.simulate(kind, spec, kind, cost),
-                   start_values=job.get("start_values"))
+                   simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
+                   start_values=job.get("start_values"), on_evaluation=on_evaluation)
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
+    if progress is not None:
+        progress(CalibrationProgress(stage, kind, fit["evaluations"], budget, fit["rms_log_error"], done=True))
     return fit
 
 
 def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
-               only: set[str] | None = None,
-               refit: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              only: set[str] | None = None, refit: tuple[str, ...] | None = None,
+              progress: Callable[[CalibrationProgress], None] | None = None,
+              stage: str = "kinds") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration.update``): only these second-round fields are
     free (``"field"`` for every kind, ``"field@name"`` for cost name ``name`` alone), started from
-    ``base``'s values, and the kinds without second-round rows are not fitted."""
+    ``base``'s values, and the kinds without second-round rows are not fitted. ``progress`` receives a
+    ``CalibrationProgress`` of ``stage`` after each batch of simulations of each fit (from the fits' threads)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -528,8 +597,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
-                     "evals": max_evals or (150 if round2 else 60), "free": free, "round2": round2,
-                     "start_values": start_values,
+                     "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
+                     "round2": round2, "start_values": start_values,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     cases_by_key = {}
@@ -538,7 +607,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         cases_by_key[f"{j['kind']} checks"] = j["checks"]
     with CasePool(cases_by_key, workers or os.cpu_count() or 1) as pool:
         with ThreadPoolExecutor(max(len(jobs), 1)) as threads:
-            fits = list(threads.map(lambda j: _fit_job(j, pool), jobs))
+            fits = list(threads.map(lambda j: _fit_job(j, pool, stage, progress), jobs))
     return jobs, fits
 
 
@@ -569,20 +638,27 @@ def natural_rows(m: Measurements, natural, params_of) -> list[dict[str, Any]]:
 
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
-                    max_evals: int | None = None, workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+                    max_evals: int | None = None, workers: int | None = None,
+                    progress: Callable[[CalibrationProgress], None] | None = None) -> tuple[GPUSpec, dict[str, Any]]:
     """The calibrated spec and a report of the per-kind fits.
 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
     (compute_efficiency, fixed_ns). A kind with ``queued`` rows (``gpu.calibrate.occupancy``: its tasks
     alone at several occupancies and in the megakernel, the host hidden) is fitted on those rows only,
     with ``block_sm_ready``, ``block_dram_bw_gbps`` and ``megakernel_fixed_ns`` free too; its other
-    rows are simulated and reported as a check. The kinds are fitted side by side, each evaluation's
-    simulations spread over ``workers`` processes (``megasim.calibration.pool``; default: the CPU
-    count; the result does not depend on it).
+    rows are simulated and reported as a check. The kinds are fitted side by side, their simulations
+    spread over ``workers`` processes (``megasim.calibration.pool``; default: the CPU count; the
+    result does not depend on it).
 
     With traced end-order rows (``extra.block_end_order``), the spec's ``younger_block_weight`` is
     fitted first (``megasim.calibration.age``) on a first fit of those rows' kinds at equal sharing,
-    and every kind is then fitted with it in place. ``mixed_kinds_sm_factor`` is fitted last."""
+    and every kind is then fitted with it in place. ``mixed_kinds_sm_factor`` is fitted last.
+    ``progress`` receives a ``CalibrationProgress`` as each stage starts and after each batch of simulations
+    (from the fits' threads: it must be thread-safe)."""
+    def tell(stage: str, **kw) -> None:
+        if progress is not None:
+            progress(CalibrationProgress(stage, **kw))
+
     base = measured_base(preset, m)
     layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
@@ -595,15 +671,20 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         # end order of the kinds' first-wave blocks, with those kinds fitted first at equal sharing;
         # then every kind is fitted with it in place.
         only = {r["kind"] for r in end_rows}
-        jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only)
+        tell("first pass")
+        jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only,
+                               progress=progress, stage="first pass")
         first = dataclasses.replace(base, task_costs={**base.task_costs,
                                                       **{j["kind"]: f["cost"] for j, f in zip(jobs, fits)}})
-        rho, how, checks = fit_age_weight(first, end_rows, m.plan_params)
+        tell("younger_block_weight")
+        rho, how, checks = fit_age_weight(first, end_rows, m.plan_params,
+                                          on_evaluation=lambda n: tell("younger_block_weight", evaluations=n))
         base = dataclasses.replace(base, younger_block_weight=rho,
                                    sources={**base.sources, "younger_block_weight": source(m, how)})
         report["younger_block_weight"] = rho
         report["end_order_checks_first_pass"] = checks
-    jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers)
+    tell("kinds")
+    jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress)
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     for job, fit in zip(jobs, fits):
@@ -642,13 +723,16 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
     mixed = m.extra.get("mixed_kind_rows") or []
     if mixed:
+        tell("mixed_kinds_sm_factor")
         report["mixed_checks_unfitted"] = mixed_checks(spec, mixed, m.plan_params)
-        factor, how = fit_mixed_factor(spec, mixed, m.plan_params)
+        factor, how = fit_mixed_factor(spec, mixed, m.plan_params,
+                                       on_evaluation=lambda n: tell("mixed_kinds_sm_factor", evaluations=n))
         spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
                                    sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
         report["mixed_kinds_sm_factor"] = factor
         report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params)
     if end_rows:
+        tell("checks")
         report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params)
     return spec, report
 
@@ -656,7 +740,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
 MIXED_FACTOR_BOUNDS = (0.5, 1.0)
 
 
-def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> tuple[float, str]:
+def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "",
+                     on_evaluation: Callable[[int], None] | None = None) -> tuple[float, str]:
     """The spec's ``mixed_kinds_sm_factor``: chosen so that the simulations of the
     mixed-kind runs (two kinds' non-fused tasks interleaved in one megakernel launch, counters zeroed;
     ``gpu.calibrate.occupancy.time_mixed_kinds``) match their medians (least squares in log time,
@@ -670,8 +755,13 @@ def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str
     from scipy.optimize import minimize_scalar
     meas = np.array([float(r["median_ms"]) * 1000.0 for r in rows])
 
+    evaluations = [0]
+
     def loss(factor: float) -> float:
         sims = mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=float(factor)), rows, plan_params)
+        evaluations[0] += 1
+        if on_evaluation is not None:
+            on_evaluation(evaluations[0])
         return float(np.sum(np.log(np.array([c["simulated_us"] for c in sims]) / meas) ** 2))
 
     res = minimize_scalar(loss, bounds=MIXED_FACTOR_BOUNDS, method="bounded", options={"xatol": 2e-3})

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
+import time
+from typing import Any, TextIO
 
-from megasim.cli.common import (Progress, check_out_path, gpu_module, layers_of, read_json, read_measurements,
-                                text)
+from megasim.cli.common import (Progress, check_out_path, gpu_module, integer, layers_of, read_json,
+                                read_measurements, text)
 from megasim.errors import InputError, MegasimError
 
 
@@ -34,7 +38,53 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--carry-kinds-from", metavar="SPEC",
                    help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
                         "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
+    p.add_argument("--workers", type=integer(1, 1024),
+                   help="processes that simulate the fit's cases (default: all cores; the spec does not depend on it)")
     p.add_argument("--json", action="store_true")
+
+
+class FitReport:
+    """Shows a calibration's ``CalibrationProgress`` records: the stage, each cost name's points simulated of
+    its budget (``done`` once fitted), the time since the start. On a terminal, one line that ``Progress``
+    refreshes in place; elsewhere (a log, a pipe) a plain line to ``stream`` when a stage starts or a kind
+    is done, and at most every ``every_s`` between. Called from the fits' threads."""
+
+    def __init__(self, progress: Progress, stream: TextIO | None = None, plain: bool | None = None,
+                 every_s: float = 30.0) -> None:
+        self.progress, self.stream = progress, stream or sys.stderr
+        self.plain = (not progress.enabled) if plain is None else plain
+        self.every_s = every_s
+        self.stage = ""
+        self.kinds: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._start = self._last = time.monotonic()
+
+    def message(self) -> str:
+        parts = []
+        for kind, p in self.kinds.items():
+            if not kind:
+                parts.append(f"{p.evaluations} evaluations" if p.evaluations else "")
+            elif p.done:
+                parts.append(f"{kind} done")
+            else:
+                rms = "" if p.rms_log_error is None else f" rms {p.rms_log_error:.3f}"
+                parts.append(f"{kind} {p.evaluations}/{p.max_evaluations}{rms}")
+        detail = ", ".join(x for x in parts if x)
+        return f"calibrating: {self.stage}" + (f": {detail}" if detail else "")
+
+    def __call__(self, p) -> None:
+        with self._lock:
+            new = p.stage != self.stage
+            if new:
+                self.stage, self.kinds = p.stage, {}
+            self.kinds[p.kind] = p
+            text = self.message()
+            self.progress(text)
+            now = time.monotonic()
+            if self.plain and (new or p.done or now - self._last >= self.every_s):
+                self._last = now
+                self.stream.write(f"megasim: {text} ({now - self._start:.0f} s)\n")
+                self.stream.flush()
 
 
 def _carry_kinds(spec, other):
@@ -69,17 +119,19 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
     layers = tuple(layers_of(args.layers, "--layers"))
     Plan.parse("nonfused", args.param, algorithm=args.algo)   # bad --param: one-line error before any measuring
     carry = load_spec(args.carry_kinds_from) if args.carry_kinds_from else None
-    if args.from_measurements:
-        m = read_measurements(args.from_measurements, "--from-measurements")
-        with Progress() as progress:
-            progress(f"fitting the task kinds on {len(layers)} layers")
-            spec, report = calibrated_spec(get_gpu(m.preset), m, layers)
-        dump_spec(_carry_kinds(spec, carry), args.out)
-    else:
-        calibrate = gpu_module("measure")
-        report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "")
-        if carry is not None:
-            dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
+    with Progress() as progress:
+        report_progress = FitReport(progress)
+        if args.from_measurements:
+            m = read_measurements(args.from_measurements, "--from-measurements")
+            spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
+                                           progress=report_progress)
+            dump_spec(_carry_kinds(spec, carry), args.out)
+        else:
+            calibrate = gpu_module("measure")
+            report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "",
+                                         workers=args.workers, progress=report_progress)
+            if carry is not None:
+                dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
     report["out"] = args.out
     if args.json:
         print(json.dumps(report, default=str))
