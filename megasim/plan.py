@@ -235,9 +235,13 @@ def predict(problem: ConvProblem, spec: GPUSpec, plan: Plan | None = None,
     if options is not None and not isinstance(options, SimOptions):
         raise MappingError(f"options {options!r} are not allowed: give a SimOptions or None")
     graph, schedule, plan = build(problem, plan, spec, max_tasks=max_tasks, progress=progress)
-    if progress is not None:
-        progress(f"simulating {graph.num_tasks:,} tasks on {spec.name}")
-    return simulate(graph, schedule, spec, options), plan
+    if progress is None:
+        return simulate(graph, schedule, spec, options), plan
+    progress(f"simulating {graph.num_tasks:,} tasks on {spec.name}")
+
+    def tasks_ended(done: int, total: int) -> None:
+        progress(f"simulating on {spec.name}: {done:,} of {total:,} tasks")
+    return simulate(graph, schedule, spec, options, progress=tasks_ended), plan
 
 
 def predicted_time_us(result: SimResult, plan: Plan) -> float:

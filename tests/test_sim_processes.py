@@ -103,3 +103,20 @@ def test_transfers_outside_a_run_and_second_runs_are_refused():
     sim.run()
     with pytest.raises(SimulationError, match="runs once"):
         sim.run()
+
+
+def test_progress_hears_the_tasks_end_in_order(monkeypatch):
+    from megasim.sim import launches
+    monkeypatch.setattr(launches, "PROGRESS_EVERY", 100)
+    PROGRESS_EVERY = 100
+    spec = get_gpu("H100")
+    graph, sched, _ = build(parse_layer("N=8,C=32,K=32,H=56,W=56"), Plan("nonfused"), spec)
+    heard = []
+    result = simulate(graph, sched, spec, progress=lambda done, total: heard.append((done, total)))
+    assert graph.num_tasks > 2 * PROGRESS_EVERY
+    assert heard and all(total == graph.num_tasks for _, total in heard)
+    assert [d for d, _ in heard] == sorted(d for d, _ in heard) and heard[-1][0] <= graph.num_tasks
+    assert len(heard) >= graph.num_tasks // PROGRESS_EVERY - len(sched.launches)
+    _same(result, simulate(graph, sched, spec))
+    with pytest.raises(SimulationError, match="progress"):
+        simulate(graph, sched, spec, progress="yes")

@@ -104,6 +104,8 @@ class _Claims:
                 if self.ready_dispatch:
                     released.extend(self._complete_groups(c))
         self.cur_done += 1
+        if self.cur_done == self.report_at:
+            self._report_progress()
         if self.cur_done == self.cur_len:
             self.launch_log[-1]["end_ns"] = now
             self._start_next_launch(self.spec.kernel_boundary_ns)

@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -127,9 +128,11 @@ class SimOptions:
             raise SimulationError(f"placement {self.placement!r} is not allowed (allowed: {', '.join(PLACEMENTS)})")
 
 
-def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None) -> SimResult:
-    """Predict the runtime of `schedule` on `spec`. Deterministic: same inputs, identical result."""
-    return Simulation(graph, schedule, spec, options).run()
+def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None, *,
+             progress: Callable[[int, int], None] | None = None) -> SimResult:
+    """Predict the runtime of `schedule` on `spec`. Deterministic: same inputs, identical result.
+    ``progress(tasks_ended, tasks)``, if given, is called every ``PROGRESS_EVERY`` tasks of a launch."""
+    return Simulation(graph, schedule, spec, options, progress=progress).run()
 
 
 class Simulation:
@@ -148,9 +151,11 @@ class Simulation:
     """
 
     def __init__(self, graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None,
-                 env: ModelEnvironment | None = None) -> None:
+                 env: ModelEnvironment | None = None, *, progress: Callable[[int, int], None] | None = None) -> None:
         """``env``: the environment to run on (default: a new one); it must be at time 0 and hold no
-        other model."""
+        other model. ``progress``: as ``simulate``'s."""
+        if progress is not None and not callable(progress):
+            raise SimulationError(f"progress={progress!r} is not allowed: give a callable (tasks_ended, tasks) or None")
         check_valid(graph, schedule)
         self._wall = time.perf_counter()
         if env is None:
@@ -161,7 +166,7 @@ class Simulation:
             raise SimulationError(f"env is at time {env.now}; a simulation starts at time 0")
         self.env = env
         self.schedule = schedule
-        self._run = _Run(graph, spec, options or SimOptions(), self.env)
+        self._run = _Run(graph, spec, options or SimOptions(), self.env, progress)
         self._ran = False
 
     @property
@@ -191,8 +196,9 @@ class _Run(_Setup, _Launches, _Claims, _Phases):
     """The mutable state of one simulation; used once. Its tables are ``_Setup``'s; its event handlers
     are ``_Launches``', ``_Claims``' and ``_Phases``'."""
 
-    def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions, env: ModelEnvironment) -> None:
-        self.graph, self.spec, self.options = graph, spec, options
+    def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions, env: ModelEnvironment,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.graph, self.spec, self.options, self.progress = graph, spec, options, progress
         self.clock = env
         self.done = env.event()         # succeeds when the schedule's last launch has ended
         costs = [spec.task_cost(k) for k in graph.cost_names]     # per kind, under its cost name

@@ -21,6 +21,8 @@ from megasim.schedule import Launch
 from megasim.sim.occupancy import Footprint, occupancy
 from megasim.taskgraph import TaskGraph
 
+PROGRESS_EVERY = 16384      # tasks of a launch between two calls of a run's progress callback
+
 
 def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
     """The footprint of a launch's blocks: a launch of one kind runs that kind's own kernel; a launch
@@ -69,7 +71,9 @@ class _Launches:
         self.cur_order = launch.order.tolist()
         self.cur_len = len(self.cur_order)
         self.cur_next = 0
+        self.tasks_before += self.cur_done      # the tasks of the launches before this one
         self.cur_done = 0
+        self.report_at = PROGRESS_EVERY if self.progress is not None else -1
         self.ready_dispatch = launch.dispatch == "ready"
         if self.ready_dispatch:
             self._start_ready_queue(launch)
@@ -81,6 +85,11 @@ class _Launches:
                                 "blocks_per_sm": per_sm, "limited_by": occ.limited_by,
                                 "tasks": len(self.cur_order)})
         self._place_first_blocks(launch, per_sm, delay)
+
+    def _report_progress(self) -> None:
+        """Tell ``progress`` how many tasks have ended (every ``PROGRESS_EVERY`` of a launch)."""
+        self.report_at += PROGRESS_EVERY
+        self.progress(self.tasks_before + self.cur_done, self.num_tasks)
 
     def _claim_costs(self, launch: Launch) -> list[float]:
         """Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket

@@ -101,6 +101,7 @@ class _Setup:
         t = self.num_tasks = self.graph.num_tasks
         self.transfers: dict[int, object] = {}     # user processes' transfers in flight: job id -> SimPy event
         self.transfers_made = 0
+        self.cur_done = self.tasks_before = 0      # tasks ended in the current launch, in the ones before
         # Written once per task, read at the end: float64 arrays (8 bytes a task, not a float object's 32).
         unset = array("d", [np.nan])
         self.claim = unset * t
