@@ -182,7 +182,9 @@ class SimulatorEvaluator:
     def _run(self, points: list[dict[str, Any]]) -> list[tuple[float | None, str | None, dict[str, Any]]]:
         known = frozenset(self._programs)
         job = (self.problem, self.spec, self.options, self.space.algorithm, self.base)
-        pool = self._get_pool() if len(points) > 1 else None
+        if not points:
+            return []
+        pool = self._get_pool()   # even for one point: the parent never lowers or simulates when it has workers
         if pool is None:
             return _evaluate_chunk((*job, points, known))
         chunks = _chunks(points, self.workers)
