@@ -54,7 +54,7 @@ from gpu.runtime.sparse_kernels import maxpool_launch, relu_launch
 from megasim.algorithms.sparse.plugin import PooledSparseParams, SparseParams
 from megasim.algorithms.sparse.tiling import PoolSpec, SparseTiling, choose_tiling, grid, pooled_hw
 from megasim.errors import LoweringError
-from megasim.plan import Plan
+from megasim.plan import Plan, check_problem_size
 from megasim.workloads.problem import ConvProblem
 
 CONV_OPS = ("ecr", "direct")
@@ -149,7 +149,9 @@ def _problem(x, w, stride, padding) -> ConvProblem:
     if r > h + 2 * padding or s > wd + 2 * padding:
         raise SparseError(f"filter {r}x{s} is larger than the padded input {h + 2 * padding}x{wd + 2 * padding} "
                           f"(empty output): R <= H+2*padding and S <= W+2*padding are allowed")
-    return ConvProblem(n, c, k, h, wd, r, s, stride, padding)
+    problem = ConvProblem(n, c, k, h, wd, r, s, stride, padding)
+    check_problem_size(problem)     # the kernels index with 32-bit integers: refuse before allocating
+    return problem
 
 
 def _pool(pool, pool_stride) -> PoolSpec:

@@ -35,6 +35,7 @@ from megasim.algorithms.winograd.algorithm1 import algorithm1
 from megasim.algorithms.winograd import winograd_nonfused
 from megasim.schedule import DISPATCHES, STYLES
 from megasim.plan import Plan
+from megasim.plan import check_problem_size
 from megasim.workloads.problem import ConvProblem
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -167,6 +168,7 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     if w.shape[1] != c:
         raise KernelInputError(f"channels differ: x has C={c} ({layout}), w has C={w.shape[1]}")
     problem = ConvProblem(int(n), int(c), int(w.shape[0]), int(h), int(wd), padding=int(padding))
+    check_problem_size(problem)     # the kernels index with 32-bit integers: refuse before allocating
     cfg = _config(m, config, schedule, gemm_math, problem)
     plan = _plan(problem, cfg)
     sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)
