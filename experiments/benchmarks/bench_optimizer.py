@@ -28,7 +28,7 @@ from experiments.provenance import provenance, write_results
 from megasim.hardware import get_gpu
 from megasim.search.cache import device_name
 from megasim.search.landscape import plot_landscape, write_landscape
-from megasim.algorithms.winograd.space import default_space
+from megasim.algorithms.winograd.space import algorithm1_space
 from megasim.search import (STRATEGIES, CacheEvaluator, SimulatorEvaluator, optimize,
                             run_search)
 from megasim.search.strategies import DEFAULT_STRATEGY
@@ -54,7 +54,7 @@ def exhaustive(layer: str, gpu: str, cache_dir: Path, workers: int, low_too: boo
         if stale.exists() and json.loads(stale.read_text()).get("device_name") != device_name(spec):
             stale.replace(stale.with_suffix(".stale"))
     start = time.perf_counter()
-    with SimulatorEvaluator(problem, spec, default_space(), workers=workers, cache_path=path) as ev:
+    with SimulatorEvaluator(problem, spec, algorithm1_space(), workers=workers, cache_path=path) as ev:
         exhaustive.device = ev.device
         full = run_search(ev.space, ev, "exhaustive", ev.space.size)
         low = ev.coarse() if low_too else None
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"{layer:11s} {row['optimum_us']:10.1f} {row['found_us']:9.1f} {row['gap_pct']:6.2f} "
               f"{row['evaluations']:5d} {row['simulated']:5d} {row['wall_s']:6.1f} {load_before:5.2f}  "
               f"{row['found_params']}", flush=True)
-        space = default_space().bind(parse_layer(layer))
+        space = algorithm1_space().bind(parse_layer(layer))
         if layer == args.landscape_layer:   # the exhaustive landscape of one layer, CSV + plot
             full = run_search(space, CacheEvaluator(space, path), "exhaustive", space.size)
             csv_path = write_landscape(full.records, space.names, out / f"optimizer_landscape_{layer}.csv")

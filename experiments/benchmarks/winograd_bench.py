@@ -177,15 +177,15 @@ def recorded_tile(layer_meta: dict) -> int:
 def sweep_candidates(graph, size: str = "small") -> list:
     """The Algorithm 1 sweep: M in SWEEP_M (at most N_G) x D_IG in {d, 2d, 4d} ("small"; "wide" adds 8d and
     16d) (d = smallest valid D_IG for M, at least 1), D_GO = its default for M. "space": the optimiser's
-    default space (M, d_ig_x, d_go_x; ``megasim.algorithms.winograd.space.default_space``) at this graph's t; "deep": the same
+    Algorithm 1 space (M, d_ig_x, d_go_x; ``megasim.algorithms.winograd.space.algorithm1_space``) at this graph's t; "deep": the same
     with d_go_x up to 16 (SWEEP_DEEP_D_GO_X; the space's best sat at d_go_x = 4, its edge, on most
     layers). Deduplicated, in order."""
     from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, counts, default_params, scaled_params
     n_g = counts(graph)["N_G"]
     out: list = []
     if size in ("space", "deep"):
-        from megasim.algorithms.winograd.space import default_space
-        values = {p.name: p.values for p in default_space().parameters}
+        from megasim.algorithms.winograd.space import algorithm1_space
+        values = {p.name: p.values for p in algorithm1_space().parameters}
         if size == "deep":
             values["d_go_x"] = SWEEP_DEEP_D_GO_X
         for m in values["M"]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from experiments.provenance import provenance, write_results
 from megasim.hardware import load_spec
-from megasim.algorithms.winograd.space import default_space
+from megasim.algorithms.winograd.space import algorithm1_space
 from megasim.search import run_search
 from megasim.search.evaluators import GPUEvaluator, SimulatorEvaluator
 from megasim.workloads import TABLE2_NAMES, parse_layer
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows, points = [], []
     for layer in args.layers:
         problem = parse_layer(layer)
-        space = default_space()
+        space = algorithm1_space()
         with SimulatorEvaluator(problem, spec, space, workers=os.cpu_count()) as sim:
             predicted = run_search(sim.space, sim, "exhaustive", budget=10_000).records
         gpu = GPUEvaluator(problem, space)
