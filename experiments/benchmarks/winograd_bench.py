@@ -16,7 +16,7 @@ Implementations (``impl``):
 - ``fused``: our megakernel, Algorithm 1 with the GPU API's default parameters (as ``gpu.winograd.conv2d``
   with no mapping: ``megasim.mapping.recommended_params`` since 01d3996; the tightest
   ``default_params`` at M = 4 before, as the ``detail`` column of older results shows); ``fused_sweep_best``: the fastest point of an Algorithm 1 sweep, by default
-  (``--fused-sweep space``) the optimiser's default space at the bench's t: M in {1, 2, 4, 8, 16} x
+  (``--fused-sweep space``) the optimiser's Algorithm 1 space at the bench's t: M in {1, 2, 4, 8, 16} x
   d_ig_x in {1, 2, 4, 8} x d_go_x in {1, 2, 4} (multiples of the tightest valid D_IG and D_GO for M,
   ``megasim.mapping.scaled_params``), 60 points; ``--fused-sweep small``: M in {1, 2, 4, 8} x D_IG in
   {d, 2d, 4d} (d = the smallest valid D_IG for M, at least 1), D_GO at its default for M, 12 points
