@@ -103,3 +103,9 @@ def test_a_replayed_cache_counts_the_same_distinct_programs(tmp_path):
             res = run_search(ev.space, ev, "random", budget=50, seed=4)
         runs.append((res.evaluations, [r.params for r in res.records], ev.simulated))
     assert runs[0][:2] == runs[1][:2] and runs[0][2] == runs[0][0] and runs[1][2] == 0
+
+
+def test_the_cli_allows_the_workers_the_library_allows():
+    from megasim.cli import optimize as cli_optimize
+    from megasim.search import evaluators
+    assert cli_optimize.MAX_WORKERS == evaluators.MAX_WORKERS

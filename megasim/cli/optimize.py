@@ -18,7 +18,7 @@ from megasim.cli.simulate import add_problem_arguments
 from megasim.errors import InputError, ResourceError
 
 MAX_BUDGET = 100_000        # evaluations of one search (docs/errors.md)
-MAX_WORKERS = 1024
+MAX_WORKERS = 256       # megasim.search.evaluators.MAX_WORKERS (not imported here: the parser stays light)
 
 
 def options_of(text: str | None, strategy: str, declared: dict) -> dict:
@@ -69,9 +69,9 @@ def add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=integer(1, MAX_BUDGET), default=200, help="most evaluations (default 200)")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
     p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
-    p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: full too)")
+    p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: algorithm1 and full too)")
     p.add_argument("--seed", type=integer(0, 2 ** 32 - 1), default=0)
-    p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="worker processes (default: all cores)")
+    p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="worker processes (default: the usable CPUs, at most 8)")
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
     p.add_argument("--landscape", help="write every evaluated point to this CSV")
     p.add_argument("--evaluator", default="simulator", choices=("simulator", "gpu"),

@@ -6,7 +6,6 @@ the run stops when the budget is spent."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import differential_evolution
 
 from megasim.search.budget import Tracker, check_options
 
@@ -15,6 +14,7 @@ _PENALTY = 1e12
 
 
 def run(space, evaluator, budget, options=None, seed=0):
+    from scipy.optimize import differential_evolution     # (imported only when this strategy runs)
     opts = check_options("diff_evo", options, OPTIONS)
     tracker = Tracker(space, evaluator, budget)
     shape = np.array(space.shape)
