@@ -109,3 +109,13 @@ def test_the_cli_allows_the_workers_the_library_allows():
     from megasim.cli import optimize as cli_optimize
     from megasim.search import evaluators
     assert cli_optimize.MAX_WORKERS == evaluators.MAX_WORKERS
+
+
+def test_max_tasks_reaches_every_evaluation():
+    from megasim.hardware import get_gpu
+    from megasim.search import optimize
+    from megasim.workloads import parse_layer
+    problem, spec = parse_layer("N=1,C=8,K=8,H=12,W=12"), get_gpu("H100")
+    with pytest.raises(MegasimError, match="more than max_tasks=3 is not allowed"):
+        optimize(problem, spec, budget=4, workers=1, max_tasks=3)
+    assert optimize(problem, spec, budget=4, workers=1, max_tasks=39).best is not None

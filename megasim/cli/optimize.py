@@ -106,7 +106,8 @@ def run_optimize(args: argparse.Namespace) -> int:
     space = spaces[args.space]()
     result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
                       seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
-                      progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator, base=base)
+                      progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator, base=base,
+                      max_tasks=args.max_tasks)
     if args.landscape:
         write_landscape(result.records, space.names, args.landscape)
     best = result.best

@@ -29,7 +29,7 @@ from typing import Any, Callable, Collection, Protocol
 from megasim.algorithms import get_algorithm
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
-from megasim.plan import Plan, build
+from megasim.plan import DEFAULT_MAX_TASKS, Plan, build, check_max_tasks
 from megasim.search.cache import Cache, device_name, model_fingerprint
 from megasim.search.record import Record
 from megasim.search.space import SearchSpace
@@ -58,8 +58,8 @@ def point_plan(problem: ConvProblem, point: dict[str, Any], algorithm: str = "wi
 
 
 def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], options: SimOptions | None = None,
-                   algorithm: str = "winograd", base: Plan | None = None, known: Collection[str] = ()
-                   ) -> tuple[float | None, str | None, dict[str, Any]]:
+                   algorithm: str = "winograd", base: Plan | None = None, known: Collection[str] = (),
+                   max_tasks: int = DEFAULT_MAX_TASKS) -> tuple[float | None, str | None, dict[str, Any]]:
     """(time_us or None, reason, extras) of one full point; model errors become the reason.
 
     ``extras["program"]`` names what is simulated (the task graph's hash and the schedule's: the task map
@@ -71,7 +71,7 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], o
     start = time.perf_counter()
     try:
         plan = point_plan(problem, point, algorithm, base)
-        graph, schedule, plan = build(problem, plan, spec)
+        graph, schedule, plan = build(problem, plan, spec, max_tasks=max_tasks)
         program = f"{graph.hash}:{schedule.hash}"
         if program in known:
             return None, None, {"program": program, "duplicate": True}
@@ -101,11 +101,11 @@ def _evaluate_chunk(job: tuple) -> list[tuple[float | None, str | None, dict[str
     it, is not simulated again (the caller answers it from the first record). The engine's objects hold
     reference cycles, so the collector runs after each simulation: otherwise one run's garbage is still
     alive at the next run's peak (vgg-1, one worker: 442 MB peak RSS instead of 281 MB)."""
-    problem, spec, options, algorithm, base, points, known = job
+    problem, spec, options, algorithm, base, max_tasks, points, known = job
     known = set(known)
     out = []
     for point in points:
-        res = simulate_point(problem, spec, point, options, algorithm, base, known)
+        res = simulate_point(problem, spec, point, options, algorithm, base, known, max_tasks)
         program = res[2].get("program")
         if program is not None and not res[2].get("duplicate"):
             known.add(program)
@@ -157,8 +157,10 @@ class SimulatorEvaluator:
     def __init__(self, problem: ConvProblem, spec: GPUSpec, space: SearchSpace, *, workers: int | None = None,
                  cache_path: str | Path | None = None, progress: Progress | None = None,
                  options: SimOptions | None = None, fidelity: str = "full", base: Plan | None = None,
-                 _pool: ProcessPoolExecutor | None = None) -> None:
+                 max_tasks: int = DEFAULT_MAX_TASKS, _pool: ProcessPoolExecutor | None = None) -> None:
+        """``max_tasks``: the largest task count a point may lower to (``megasim.plan.build``)."""
         self.problem, self.spec, self.options, self.base = problem, spec, options, base
+        self.max_tasks = check_max_tasks(max_tasks)
         self.space = space.bind(problem)
         self.workers = check_workers(workers)
         self.cache_path = Path(cache_path) if cache_path else None
@@ -181,7 +183,7 @@ class SimulatorEvaluator:
 
     def _run(self, points: list[dict[str, Any]]) -> list[tuple[float | None, str | None, dict[str, Any]]]:
         known = frozenset(self._programs)
-        job = (self.problem, self.spec, self.options, self.space.algorithm, self.base)
+        job = (self.problem, self.spec, self.options, self.space.algorithm, self.base, self.max_tasks)
         if not points:
             return []
         pool = self._get_pool()   # even for one point: the parent never lowers or simulates when it has workers
@@ -243,7 +245,7 @@ class SimulatorEvaluator:
                     if self.cache_path else None)
             self._coarse = SimulatorEvaluator(low, self.spec, self.space, workers=self.workers, cache_path=path,
                                               progress=self.progress, options=self.options, fidelity="low", base=self.base,
-                                              _pool=self._get_pool())
+                                              max_tasks=self.max_tasks, _pool=self._get_pool())
         return self._coarse
 
     def close(self) -> None:

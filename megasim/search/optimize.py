@@ -12,7 +12,7 @@ from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
 from megasim.search.evaluators import GPUEvaluator, SimulatorEvaluator
 from megasim.search.record import Record
-from megasim.plan import Plan
+from megasim.plan import DEFAULT_MAX_TASKS, Plan
 from megasim.search.space import SearchSpace, spaces_of
 from megasim.search.strategies import DEFAULT_STRATEGY, get_strategy
 from megasim.workloads.problem import ConvProblem
@@ -82,11 +82,13 @@ def run_search(space: SearchSpace, evaluator: Any, strategy: str = DEFAULT_STRAT
 def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STRATEGY, budget: int = 200,
              options: dict[str, Any] | None = None, seed: int = 0, workers: int | None = None,
              cache_path: str | Path | None = None, space: SearchSpace | None = None,
-             progress: bool = False, evaluator: str = "simulator", base: Plan | None = None) -> SearchResult:
+             progress: bool = False, evaluator: str = "simulator", base: Plan | None = None,
+             max_tasks: int = DEFAULT_MAX_TASKS) -> SearchResult:
     """Search the mapping parameters of one layer with the simulator, or measured on the GPU
     (``evaluator="gpu"``: the validation harness; `spec` is then unused). The space's algorithm is
     searched (default: Winograd's default space); `base` gives the plan's other parameters (for
-    example a sparse map's sparsity, or Winograd's tile)."""
+    example a sparse map's sparsity, or Winograd's tile). `max_tasks`: the largest task count one
+    evaluation may lower to (``megasim.plan.build``)."""
     get_strategy(strategy)   # fail fast on a bad name, before the pool starts
     if evaluator not in EVALUATORS:
         raise MegasimError(f"evaluator {evaluator!r} is not allowed (allowed: {', '.join(EVALUATORS)})")
@@ -101,7 +103,7 @@ def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STR
             result = run_search(ev.space, ev, strategy, budget, options, seed)
         else:
             with SimulatorEvaluator(problem, spec, space, workers=workers, cache_path=cache_path,
-                                    progress=line, base=base) as ev:
+                                    progress=line, base=base, max_tasks=max_tasks) as ev:
                 result = run_search(ev.space, ev, strategy, budget, options, seed)
     finally:
         if line:
