@@ -119,3 +119,15 @@ def test_max_tasks_reaches_every_evaluation():
     with pytest.raises(MegasimError, match="more than max_tasks=3 is not allowed"):
         optimize(problem, spec, budget=4, workers=1, max_tasks=3)
     assert optimize(problem, spec, budget=4, workers=1, max_tasks=39).best is not None
+
+
+@pytest.mark.parametrize("strategy, option", [("multifidelity", {"screen": 1.5}), ("multifidelity", {"top": 0}),
+                                              ("multifidelity", {"top": 2.5}), ("annealing", {"alpha": 0.0}),
+                                              ("diff_evo", {"mutation": 2.0}), ("random", {"batch": True}),
+                                              ("exhaustive", {"batch": -1})])
+def test_strategy_options_out_of_range_are_refused_with_their_value(strategy, option):
+    from megasim.search import optimize
+    (name, value), = option.items()
+    with pytest.raises(MegasimError, match=f"option {name}={value!r} of strategy"):
+        optimize(parse_layer("N=1,C=8,K=8,H=12,W=12"), get_gpu("H100"), strategy=strategy, budget=4, workers=1,
+                 options=option)

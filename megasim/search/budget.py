@@ -11,6 +11,8 @@ answered but not counted either, so a budget of B is B distinct programs when th
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from megasim.errors import MegasimError
@@ -18,13 +20,24 @@ from megasim.search.record import Record
 from megasim.search.space import SearchSpace
 
 
-def check_options(strategy: str, options: dict[str, Any] | None, allowed: dict[str, Any]) -> dict[str, Any]:
-    """The declared defaults updated with the given options; one-line error for an unknown one."""
+def check_options(strategy: str, options: dict[str, Any] | None, allowed: dict[str, Any],
+                  ranges: dict[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """The declared defaults updated with the given options; one-line error for an unknown one, or for
+    a value that is not a number of its default's kind (an integer where the default is one) or lies
+    outside its closed range in ``ranges`` (name -> (lowest, highest))."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         listed = ", ".join(sorted(allowed)) or "none"
         raise MegasimError(f"unknown option(s) {', '.join(unknown)} for strategy {strategy!r} (allowed: {listed})")
+    for name, value in options.items():
+        integral = isinstance(allowed[name], int)
+        kinds = (int,) if integral else (int, float)
+        low, high = (ranges or {}).get(name, (-math.inf, math.inf))
+        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            what = "an integer" if integral else "a number"
+            raise MegasimError(f"option {name}={value!r} of strategy {strategy!r} is not allowed: it must be {what} "
+                               f"from {low:g} to {high:g}")
     return {**allowed, **options}
 
 

@@ -15,10 +15,11 @@ import numpy as np
 from megasim.search.budget import Tracker, check_options
 
 OPTIONS = {"T0": 0.05, "alpha": 0.95, "neighbours": 4}
+RANGES = {"T0": (1e-9, 1e9), "alpha": (1e-6, 1.0), "neighbours": (1, 10_000)}
 
 
 def run(space, evaluator, budget, options=None, seed=0):
-    opts = check_options("annealing", options, OPTIONS)
+    opts = check_options("annealing", options, OPTIONS, RANGES)
     rng = np.random.default_rng(seed)
     tracker = Tracker(space, evaluator, budget)
     valid = space.valid_points()

@@ -10,12 +10,13 @@ import numpy as np
 from megasim.search.budget import Tracker, check_options
 
 OPTIONS = {"popsize": 4, "mutation": 0.7, "recombination": 0.7}
+RANGES = {"popsize": (1, 1_000), "mutation": (0.0, 1.999), "recombination": (0.0, 1.0)}
 _PENALTY = 1e12
 
 
 def run(space, evaluator, budget, options=None, seed=0):
     from scipy.optimize import differential_evolution     # (imported only when this strategy runs)
-    opts = check_options("diff_evo", options, OPTIONS)
+    opts = check_options("diff_evo", options, OPTIONS, RANGES)
     tracker = Tracker(space, evaluator, budget)
     shape = np.array(space.shape)
     free = np.flatnonzero(shape > 1)

@@ -30,6 +30,7 @@ import numpy as np
 from megasim.search.budget import Tracker, check_options
 
 OPTIONS = {"explore": 0.4, "screen": 0.85, "focus": 4, "top": 12, "climb": 12, "batch": 16}
+RANGES = {"explore": (0.0, 1.0), "screen": (0.0, 1.0), "focus": (1, 10_000), "top": (1, 10_000), "climb": (0, 10_000), "batch": (1, 100_000)}
 FINAL_CONFIRM = 4   # of a budget the descent left over, the evaluations kept for the full fidelity
 
 
@@ -79,7 +80,7 @@ def _screen(space, tracker, valid, n, opts, rng, coarse, screened=None):
 
 
 def run(space, evaluator, budget, options=None, seed=0):
-    opts = check_options("multifidelity", options, OPTIONS)
+    opts = check_options("multifidelity", options, OPTIONS, RANGES)
     rng = np.random.default_rng(seed)
     tracker = Tracker(space, evaluator, budget)
     coarse = tracker.has_coarse

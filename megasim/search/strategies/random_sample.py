@@ -7,10 +7,11 @@ import numpy as np
 from megasim.search.budget import Tracker, check_options
 
 OPTIONS = {"batch": 16}
+RANGES = {"batch": (1, 100_000)}
 
 
 def run(space, evaluator, budget, options=None, seed=0):
-    opts = check_options("random", options, OPTIONS)
+    opts = check_options("random", options, OPTIONS, RANGES)
     tracker = Tracker(space, evaluator, budget)
     points = space.valid_points()
     order = np.random.default_rng(seed).permutation(len(points))
