@@ -283,6 +283,12 @@ LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 FIT_TOL = 1e-8
 ROUND2_MAX_EVALS = 150
 ROUND1_MAX_EVALS = 60
+# Every JACOBIAN_REFRESH-th Jacobian by finite differences, Broyden updates between; a stage stops when its
+# best squared error has fallen by less than STALL_RTOL over the points of STALL_JACOBIANS Jacobians
+# (fields + 1 points: its rms log error by less than 1%, while the runs' medians repeat to about 1%).
+JACOBIAN_REFRESH = 3
+STALL_JACOBIANS = 1
+STALL_RTOL = 0.02
 
 
 @dataclass(frozen=True)
@@ -306,7 +312,8 @@ STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "mixed_kin
 def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_of, max_evals: int, *,
                        diff_step: float, tol: float | None = None,
                        residuals_many: Callable[[list[TaskCost]], list[np.ndarray]] | None = None,
-                       on_evaluation: Callable[[int, float], None] | None = None) -> TaskCost:
+                       on_evaluation: Callable[[int, float], None] | None = None, refresh: int = 1,
+                       stall_rtol: float | None = None) -> TaskCost:
     """``start`` with its ``free`` fields chosen by SciPy's bounded least squares on
     ``residuals_of(cost)`` (e.g. log simulated / measured times). Fields in ``linear`` are searched
     linearly in thousands (us for ns fields), the others in log space; each is clipped to its
@@ -315,7 +322,8 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
     With ``residuals_many`` (the residuals of several costs at once), the search is
     ``megasim.calibration.lsq.least_squares_batched``: each Jacobian's points in one batch, ``max_evals``
     counting every point simulated, ``on_evaluation(points, best half sum of squares)`` after each batch;
-    ``tol`` is then SciPy's xtol, ftol and gtol."""
+    ``tol`` is then SciPy's xtol, ftol and gtol, ``refresh`` the finite-difference Jacobians' period
+    (Broyden updates between) and ``stall_rtol`` the stall rule's over ``STALL_JACOBIANS`` Jacobians."""
     from scipy.optimize import least_squares
 
     def to_x(name, v):
@@ -336,7 +344,9 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
         tol = 1e-8 if tol is None else tol
         res = least_squares_batched(lambda xs: residuals_many([cost_of(x) for x in xs]), x0, lo, hi,
                                     max_evals=max_evals, diff_step=diff_step, xtol=tol, ftol=tol, gtol=tol,
-                                    on_evaluation=on_evaluation)
+                                    refresh=refresh, on_evaluation=on_evaluation,
+                                    stall_points=None if stall_rtol is None else STALL_JACOBIANS * (len(free) + 1),
+                                    stall_rtol=stall_rtol or 0.0)
         return cost_of(res.x)
     tols = {} if tol is None else {"xtol": tol, "ftol": tol, "gtol": tol}
     res = least_squares(lambda x: residuals_of(cost_of(x)), x0, bounds=(lo, hi), max_nfev=max_evals,
@@ -418,12 +428,12 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         # parameter) sees through the small jumps that event reorderings cause.
         first = tuple(f for f in free if f not in STAGE2)
         tol = FIT_TOL if tol is None else tol
-        best = least_squares_cost(start, first, BOUNDS, starts, LINEAR, None, max_evals, diff_step=2e-2, tol=tol,
-                                  residuals_many=residuals_many, on_evaluation=report)
+        search = {"diff_step": 2e-2, "tol": tol, "residuals_many": residuals_many, "on_evaluation": report,
+                  "refresh": JACOBIAN_REFRESH, "stall_rtol": STALL_RTOL}
+        best = least_squares_cost(start, first, BOUNDS, starts, LINEAR, None, max_evals, **search)
         if first != tuple(free):          # the second stage: all free, from the first stage's fit
             starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}
-            best = least_squares_cost(best, free, BOUNDS, starts, LINEAR, None, max_evals, diff_step=2e-2, tol=tol,
-                                      residuals_many=residuals_many, on_evaluation=report)
+            best = least_squares_cost(best, free, BOUNDS, starts, LINEAR, None, max_evals, **search)
         evaluations = evals[0]
     sim = list(simulate_costs([best])[0])
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
@@ -540,13 +550,15 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
 
 def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
               only: set[str] | None = None, refit: tuple[str, ...] | None = None,
-              progress: Callable[[CalibrationProgress], None] | None = None,
-              stage: str = "kinds") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              progress: Callable[[CalibrationProgress], None] | None = None, stage: str = "kinds",
+              start_costs: Mapping[str, TaskCost] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration.update``): only these second-round fields are
     free (``"field"`` for every kind, ``"field@name"`` for cost name ``name`` alone), started from
-    ``base``'s values, and the kinds without second-round rows are not fitted. ``progress`` receives a
+    ``base``'s values, and the kinds without second-round rows are not fitted. ``start_costs``: a cost
+    name's second-round fit starts from the values of its entry there, or of its kind's (a variant
+    such as gemm@t32 from gemm's), instead of ``START``. ``progress`` receives a
     ``CalibrationProgress`` of ``stage`` after each batch of simulations of each fit (from the fits' threads)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -591,6 +603,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                 continue
             own = base.task_cost(name)
             # each field from the spec's own value (one unset, or at 0 in log space, from START's)
+            start_values = {f: v for f in free if (v := getattr(own, f)) is not None and (v > 0 or f in LINEAR)}
+        elif round2 and start_costs and (own := start_costs.get(name, start_costs.get(base_kind(name)))):
             start_values = {f: v for f in free if (v := getattr(own, f)) is not None and (v > 0 or f in LINEAR)}
         checks = [r for r in rows if r not in fitted_rows]
         kind_spec, claim = with_measured_claim(base, name, rows)
@@ -683,8 +697,13 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                                    sources={**base.sources, "younger_block_weight": source(m, how)})
         report["younger_block_weight"] = rho
         report["end_order_checks_first_pass"] = checks
+        # The GEMMs' fits with rho in place start from the first pass's (rho moves them little)
+        start_costs = {j["kind"]: f["cost"] for j, f in zip(jobs, fits)}
+    else:
+        start_costs = None
     tell("kinds")
-    jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress)
+    jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
+                           start_costs=start_costs)
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     for job, fit in zip(jobs, fits):
