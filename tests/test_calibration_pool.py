@@ -118,3 +118,28 @@ def test_fit_report_writes_plain_lines_off_a_terminal():
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and lines[0].startswith("megasim: calibrating: kinds (")
     assert "ftrans done" in lines[1]
+
+
+def test_measuring_steps_are_shown_one_at_a_time():
+    from megasim.calibration.winograd import CalibrationProgress
+    from megasim.cli.calibrate import FitReport
+    from megasim.cli.common import Progress
+    out = io.StringIO()
+    with Progress(stream=io.StringIO(), enabled=False) as progress:
+        report = FitReport(progress, stream=out, every_s=3600.0)
+        report(CalibrationProgress("measuring", "dram_bw_gbps"))
+        report(CalibrationProgress("measuring", "l2_bw_gbps"))
+        assert progress.message == "calibrating: measuring: l2_bw_gbps"
+        report(CalibrationProgress("younger_block_weight"))
+        report(CalibrationProgress("younger_block_weight", evaluations=3))
+        assert progress.message == "calibrating: younger_block_weight: 3 evaluations"
+    assert len(out.getvalue().splitlines()) == 3
+
+
+def test_mixed_checks_over_processes_match_one_process():
+    from concurrent.futures import ProcessPoolExecutor
+    from megasim.calibration.winograd import MIXED_PAIRS, mixed_checks
+    spec = small_h200()
+    rows = [{"layer": LAYER, "kind": "+".join(pair), "median_ms": 1.0} for pair in MIXED_PAIRS]
+    with ProcessPoolExecutor(2) as pool:
+        assert mixed_checks(spec, rows, map_fn=pool.map) == mixed_checks(spec, rows)

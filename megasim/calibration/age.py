@@ -69,23 +69,28 @@ def simulated_end_order(spec: GPUSpec, case) -> list[float]:
     return block_end_order(r.claim_ns, r.end_ns, r.sm)[0]
 
 
-def end_order_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "", cases=None) -> list[dict]:
+def end_order_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "", cases=None,
+                     map_fn: Callable = map) -> list[dict]:
     """Per measured row: its end order over its mean, measured, simulated with ``spec`` and simulated
-    with every block alike (``younger_block_weight`` None)."""
+    with every block alike (``younger_block_weight`` None). ``map_fn``: how the simulations are mapped
+    (``map``, or a process pool's)."""
     cases = cases or [end_order_case(r, plan_params) for r in rows]
     equal = dataclasses.replace(spec, younger_block_weight=None)
+    sims = list(map_fn(simulated_end_order, [spec] * len(cases) + [equal] * len(cases), list(cases) * 2))
     return [{"layer": r["layer"], "kind": r["kind"], "measured": normalised(r["end_us"]).round(4).tolist(),
-             "simulated": normalised(simulated_end_order(spec, c)).round(4).tolist(),
-             "simulated_equal_sharing": normalised(simulated_end_order(equal, c)).round(4).tolist()}
-            for r, c in zip(rows, cases)]
+             "simulated": normalised(sim).round(4).tolist(),
+             "simulated_equal_sharing": normalised(alike).round(4).tolist()}
+            for r, sim, alike in zip(rows, sims[:len(cases)], sims[len(cases):])]
 
 
 def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "",
-                   on_evaluation: Callable[[int], None] | None = None) -> tuple[float, str, list[dict]]:
+                   on_evaluation: Callable[[int], None] | None = None,
+                   map_fn: Callable = map) -> tuple[float, str, list[dict]]:
     """(``younger_block_weight``, how it was fitted, a check row per measured row). Each row gives
     ``layer, kind, kernel, style`` and ``end_us`` (``block_end_order`` of its trace); the loss is the
     sum over rows and ranks of (simulated / its mean - measured / its mean) squared. ``on_evaluation(n)``
-    after the n-th value of rho simulated."""
+    after the n-th value of rho simulated; ``map_fn``: how its rows are simulated (``map``, or a process
+    pool's: the same numbers)."""
     from scipy.optimize import minimize_scalar
     if not rows:
         raise SpecError("fit_age_weight: no traced end-order rows to fit")
@@ -100,8 +105,8 @@ def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str =
             on_evaluation(evaluations[0])
         s = dataclasses.replace(spec, younger_block_weight=float(rho))
         total = 0.0
-        for case, meas in zip(cases, measured):
-            sim = normalised(simulated_end_order(s, case))
+        for order, meas in zip(map_fn(simulated_end_order, [s] * len(cases), cases), measured):
+            sim = normalised(order)
             if sim.shape != meas.shape:
                 return 1e3      # a different number of blocks per SM: not comparable
             total += float(np.sum((sim - meas) ** 2))
@@ -109,7 +114,7 @@ def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str =
 
     res = minimize_scalar(loss, bounds=AGE_WEIGHT_BOUNDS, method="bounded", options={"xatol": 2e-3})
     rho = float(res.x)
-    checks = end_order_checks(dataclasses.replace(spec, younger_block_weight=rho), rows, plan_params, cases)
+    checks = end_order_checks(dataclasses.replace(spec, younger_block_weight=rho), rows, plan_params, cases, map_fn)
     rms = math.sqrt(float(res.fun) / sum(len(m) for m in measured))
     where = ", ".join(f"{r['layer']} {r['kind']} ({r['kernel']} {r['style']})" for r in rows)
     how = (f"the end order of the blocks that start together on an SM, traced ({where}; "

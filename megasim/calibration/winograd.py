@@ -35,6 +35,7 @@ Everything here is CPU-only; ``refit`` re-runs the fit from a saved measurements
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -196,13 +197,21 @@ def mixed_case(layer: str, kinds: tuple[str, str], plan_params: str = "") -> tup
     return sub, Schedule(f"{'+'.join(kinds)}_mixed", (launch,), {})
 
 
-def mixed_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "") -> list[dict[str, Any]]:
+def mixed_us(spec: GPUSpec, case: tuple[TaskGraph, Schedule]) -> float:
+    """A mixed-kind case's simulated time as measured (queued timing)."""
+    return simulated_us(simulate(case[0], case[1], spec), "queued")
+
+
+def mixed_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "", cases=None,
+                 map_fn: Callable = map) -> list[dict[str, Any]]:
     """Each measured mixed-kind row (at its own ``plan_params`` if it has them) beside the spec's
-    simulation of it (queued timing)."""
+    simulation of it (queued timing). ``cases``: the rows' ``mixed_case``s, if built already;
+    ``map_fn``: how to map ``mixed_us`` over them (``map``, or a process pool's)."""
+    cases = cases or [mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", plan_params))
+                      for r in rows]
+    sims = list(map_fn(mixed_us, [spec] * len(cases), cases))
     out = []
-    for r in rows:
-        g, sch = mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", plan_params))
-        sim = simulated_us(simulate(g, sch, spec), "queued")
+    for r, sim in zip(rows, sims):
         meas = float(r["median_ms"]) * 1000.0
         out.append({"layer": r["layer"], "kinds": r["kind"], "plan_params": r.get("plan_params", plan_params),
                     "measured_us": meas, "simulated_us": sim,
@@ -691,8 +700,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         first = dataclasses.replace(base, task_costs={**base.task_costs,
                                                       **{j["kind"]: f["cost"] for j, f in zip(jobs, fits)}})
         tell("younger_block_weight")
-        rho, how, checks = fit_age_weight(first, end_rows, m.plan_params,
-                                          on_evaluation=lambda n: tell("younger_block_weight", evaluations=n))
+        with _scalar_pool(workers) as map_fn:
+            rho, how, checks = fit_age_weight(first, end_rows, m.plan_params, map_fn=map_fn,
+                                              on_evaluation=lambda n: tell("younger_block_weight", evaluations=n))
         base = dataclasses.replace(base, younger_block_weight=rho,
                                    sources={**base.sources, "younger_block_weight": source(m, how)})
         report["younger_block_weight"] = rho
@@ -741,26 +751,43 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
     mixed = m.extra.get("mixed_kind_rows") or []
-    if mixed:
-        tell("mixed_kinds_sm_factor")
-        report["mixed_checks_unfitted"] = mixed_checks(spec, mixed, m.plan_params)
-        factor, how = fit_mixed_factor(spec, mixed, m.plan_params,
-                                       on_evaluation=lambda n: tell("mixed_kinds_sm_factor", evaluations=n))
-        spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
-                                   sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
-        report["mixed_kinds_sm_factor"] = factor
-        report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params)
-    if end_rows:
-        tell("checks")
-        report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params)
+    with _scalar_pool(workers) as map_fn:
+        if mixed:
+            tell("mixed_kinds_sm_factor")
+            cases = [mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", m.plan_params))
+                     for r in mixed]
+            report["mixed_checks_unfitted"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
+            factor, how = fit_mixed_factor(spec, mixed, m.plan_params, map_fn=map_fn,
+                                           on_evaluation=lambda n: tell("mixed_kinds_sm_factor", evaluations=n))
+            spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
+                                       sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
+            report["mixed_kinds_sm_factor"] = factor
+            report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
+        if end_rows:
+            tell("checks")
+            report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params, map_fn=map_fn)
     return spec, report
+
+
+@contextlib.contextmanager
+def _scalar_pool(workers: int | None):
+    """``map`` over ``workers`` processes (default: the CPU count; 1: this process) for the scalar fits'
+    few simulations per evaluation (rho, the mixed-kinds factor)."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    n = workers or os.cpu_count() or 1
+    if n <= 1:
+        yield map
+        return
+    with ProcessPoolExecutor(n) as pool:
+        yield pool.map
 
 
 MIXED_FACTOR_BOUNDS = (0.5, 1.0)
 
 
 def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "",
-                     on_evaluation: Callable[[int], None] | None = None) -> tuple[float, str]:
+                     on_evaluation: Callable[[int], None] | None = None, map_fn: Callable = map) -> tuple[float, str]:
     """The spec's ``mixed_kinds_sm_factor``: chosen so that the simulations of the
     mixed-kind runs (two kinds' non-fused tasks interleaved in one megakernel launch, counters zeroed;
     ``gpu.calibrate.occupancy.time_mixed_kinds``) match their medians (least squares in log time,
@@ -770,14 +797,16 @@ def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str
     With the kinds' costs fitted well alone (the output transform's rms 0.15 -> 0.04, 150ee9f), the
     megakernel runs that mix kinds came out faster than measured (the mixed-kind runs by up to 8%, the
     fused validation runs by about 4% on average), and nothing in a kind's own runs can say by how
-    much. The mixed-kind runs are calibration runs, not validated mappings."""
+    much. The mixed-kind runs are calibration runs, not validated mappings. ``map_fn``: how each
+    evaluation's runs are simulated (``map``, or a process pool's: the same numbers)."""
     from scipy.optimize import minimize_scalar
     meas = np.array([float(r["median_ms"]) * 1000.0 for r in rows])
-
+    cases = [mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", plan_params)) for r in rows]
     evaluations = [0]
 
     def loss(factor: float) -> float:
-        sims = mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=float(factor)), rows, plan_params)
+        sims = mixed_checks(dataclasses.replace(spec, mixed_kinds_sm_factor=float(factor)), rows, plan_params,
+                            cases, map_fn)
         evaluations[0] += 1
         if on_evaluation is not None:
             on_evaluation(evaluations[0])

@@ -62,8 +62,8 @@ class FitReport:
     def message(self) -> str:
         parts = []
         for kind, p in self.kinds.items():
-            if not kind:
-                parts.append(f"{p.evaluations} evaluations" if p.evaluations else "")
+            if not p.max_evaluations:
+                parts.append(" ".join(x for x in (kind, f"{p.evaluations} evaluations" if p.evaluations else "") if x))
             elif p.done:
                 parts.append(f"{kind} done")
             else:
@@ -74,8 +74,9 @@ class FitReport:
 
     def __call__(self, p) -> None:
         with self._lock:
-            new = p.stage != self.stage
-            if new:
+            step = bool(p.kind) and not p.max_evaluations and p.kind not in self.kinds     # e.g. a probe
+            new = p.stage != self.stage or step
+            if new or not p.max_evaluations:      # a step of its stage, not a fit: shown alone
                 self.stage, self.kinds = p.stage, {}
             self.kinds[p.kind] = p
             text = self.message()
