@@ -154,14 +154,24 @@ class ProcessorSharingServer:
                 vt[g] += dt * rate[g]
         self._t = now
 
-    def _post(self, now: float) -> None:
-        """Post the next completion anew (jobs are computing)."""
+    def _next_delay(self) -> float:
+        """The least time (ns) to a group's next completion at the current rates (jobs are computing)."""
         best = INF
         heaps, vt, rate = self._heaps, self._vt, self._rate
         for g in self._active:
             d = (heaps[g][0][0] - vt[g]) / rate[g]
             if d < best:
                 best = d
+        return best
+
+    def _rates_next(self) -> float:
+        """``_rates``, then ``_next_delay`` (a rule may do both in one pass over its groups)."""
+        self._rates()
+        return self._next_delay()
+
+    def _post(self, now: float) -> None:
+        """Post the next completion anew (jobs are computing)."""
+        best = self._next_delay()
         self._schedule(now + (best if best > 0.0 else 0.0))
 
     def _schedule(self, due: float) -> None:
@@ -208,13 +218,7 @@ class ProcessorSharingServer:
         self._seq += 1
         heappush(heap, (vt[g] + work_ns, self._seq, job))
         self.n += 1
-        self._rates()
-        heaps = self._heaps                 # _post(now), unless an earlier completion is pending
-        best = INF
-        for g in self._active:
-            d = (heaps[g][0][0] - vt[g]) / rate[g]
-            if d < best:
-                best = d
+        best = self._rates_next()           # _post(now), unless an earlier completion is pending
         due = now + (best if best > 0.0 else 0.0)
         if self._due <= due and self._keep_earlier:
             return
@@ -257,15 +261,8 @@ class ProcessorSharingServer:
             if self._counts_blocks:
                 for job in done:
                     self._depart(job)
-            if self.n:
-                self._rates()
-                active = self._active
-        if self.n:                          # _post(now)
-            best = INF
-            for g in active:
-                d = (heaps[g][0][0] - vt[g]) / rate[g]
-                if d < best:
-                    best = d
+        if self.n:                          # _post(now), at new rates if jobs ended
+            best = self._rates_next() if done is not None else self._next_delay()
             self._schedule(now + (best if best > 0.0 else 0.0))
         else:
             self._due = INF

@@ -76,6 +76,7 @@ class ReadinessSharedServer(CappedSharedServer):
     __slots__ = ("further", "mixed", "_blocks")
 
     counts_blocks = True
+    _rates_next = ProcessorSharingServer._rates_next     # (not CappedSharedServer's: the rule differs)
 
     def __init__(self, clock, caps, class_of, on_done: Callable[[int], None], further=None,
                  mixed: float = 1.0) -> None:
@@ -198,14 +199,14 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
         self._rates()
         self._post(now)
 
-    def _post(self, now: float) -> None:
+    def _next_delay(self) -> float:
         best = INF
         vt, rate = self._vt, self._rate
         for g in self._active:
             d = (0.0 - vt[g]) / rate[g]
             if d < best:
                 best = d
-        self._schedule(now + (best if best > 0.0 else 0.0))
+        return best
 
     def _fire_groups(self) -> None:
         now = self.clock.now

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from megasim.sim.servers.base import ProcessorSharingServer
+from megasim.sim.servers.base import INF, ProcessorSharingServer
 
 
 def check_shares(caps, name: str = "caps") -> list[float]:
@@ -72,6 +72,47 @@ class CappedSharedServer(ProcessorSharingServer):
 
     def _group(self, job: int, work_ns: float) -> int:
         return self.class_of[job]
+
+    def _rates_next(self) -> float:
+        """``_rates`` and ``_next_delay`` in one pass: the same rates and the same least delay (a division
+        by a positive rate keeps the order of the dividends, so the minimum is the same float)."""
+        active, rate, caps, heaps, vt = self._active, self._rate, self.caps, self._heaps, self._vt
+        if len(active) == 1:            # one class: SharedServer's min(cap, 1/n)
+            c = active[0]
+            fair = 1.0 / self.n
+            cap = caps[c]
+            r = rate[c] = fair if fair < cap else cap
+            return (heaps[c][0][0] - vt[c]) / r
+        remaining, jobs, best = 1.0, self.n, INF
+        classes = iter(active if self._in_order else self._order)
+        for c in classes:
+            heap = heaps[c]
+            n = len(heap)
+            if not n:
+                continue
+            fair = remaining / jobs
+            cap = caps[c]
+            if cap < fair:              # capped below the fair share: its cap
+                rate[c] = cap
+                remaining -= n * cap
+                jobs -= n
+                d = (heap[0][0] - vt[c]) / cap
+            else:                       # this class and every later one: the fair share
+                rate[c] = fair
+                d = (heap[0][0] - vt[c]) / fair
+                if d < best:
+                    best = d
+                for c in classes:
+                    rate[c] = fair
+                    heap = heaps[c]
+                    if heap:
+                        d = (heap[0][0] - vt[c]) / fair
+                        if d < best:
+                            best = d
+                return best
+            if d < best:
+                best = d
+        return best
 
     def _rates(self) -> None:
         """Water-filling: the rate of every class with jobs computing."""
