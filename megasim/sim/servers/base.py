@@ -3,8 +3,9 @@
 A server holds *jobs*: a block's memory phase on the memory system, its compute phase on its SM. A job
 has an amount of *work*, in nanoseconds of the whole resource, and receives it at a *rate* (work per
 ns, at most 1) that depends on the jobs present. How the rates follow from the jobs present is a
-server's rule, its one method ``_rates`` (``megasim.sim.servers.shared``, ``.readiness``); everything
-else is here, once:
+server's rule, its one method ``_rates`` (``megasim.sim.servers.shared``, ``.readiness``; a rule may also
+give ``_rates_next``, the rates and the least delay to a completion in one pass); everything else is
+here, once:
 
 - **Rate groups.** Jobs that always receive the same rate form a group: every job of a
   ``SharedServer``; the jobs of one cap or readiness class otherwise; a job alone where every job's rate
@@ -29,7 +30,8 @@ else is here, once:
   common: equal jobs added at the same time); they are reported to ``on_done`` in group order.
 
 ``add`` and ``_fire`` are the engine's hottest code (every job passes through both), so they are written
-out in full rather than through the helpers that ``enter``, ``leave`` and ``start_computing`` use, and a
+out in full (but for the rule's ``_rates_next``) rather than through the helpers that ``enter``, ``leave``
+and ``start_computing`` use, and a
 server with one group and no blocks to follow (every ``SharedServer``) runs them with the loops over
 groups unrolled (``_add_one``, ``_fire_one``; the same arithmetic, bit for bit:
 ``tests/test_sim_per_job_caps.py`` checks it).
