@@ -8,7 +8,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from megasim.calibration.winograd import Measurements, calibrated_spec, kind_cases, simulated_us, variant_case
+from megasim.calibration.cases import kind_cases, variant_case
+from megasim.calibration.measurements import Measurements
+from megasim.calibration.pool import simulated_us
+from megasim.calibration.winograd import calibrated_spec
 from megasim.hardware import TaskCost, get_gpu
 from megasim.plan import Plan, build
 from megasim.sim import simulate
@@ -81,7 +84,7 @@ def test_fit_predicts_a_held_out_occupancy():
 # --- mixed-kind runs: two kinds interleaved in one megakernel launch (checks, not fitted) ----------
 
 def test_interleave_keeps_each_order_and_spreads_both():
-    from megasim.calibration.winograd import interleave
+    from megasim.calibration.cases import interleave
     a, b = np.arange(3), np.arange(100, 109)
     out = interleave(a, b)
     assert sorted(out.tolist()) == sorted(a.tolist() + b.tolist())
@@ -91,7 +94,7 @@ def test_interleave_keeps_each_order_and_spreads_both():
 
 
 def test_mixed_case_runs_both_kinds_in_one_megakernel_launch():
-    from megasim.calibration.winograd import MIXED_PAIRS, mixed_case, mixed_checks
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_case, mixed_checks
     spec = small_h200()
     for pair in MIXED_PAIRS:
         g, s = mixed_case(LAYER, pair)
@@ -107,7 +110,7 @@ def test_mixed_case_runs_both_kinds_in_one_megakernel_launch():
 
 
 def test_mixed_order_names_a_missing_kind():
-    from megasim.calibration.winograd import mixed_order
+    from megasim.calibration.cases import mixed_order
     from megasim.errors import SpecError
     graph, schedule, _ = build(parse_layer(LAYER), Plan.parse("nonfused", ""))
     with pytest.raises(SpecError, match="no launch of kind 'stencil'"):
@@ -129,7 +132,8 @@ def test_measured_claim_is_the_mean_of_the_traced_rows():
 def test_mixed_factor_is_recovered_from_mixed_runs():
     """Mixed-kind runs simulated with a known mixed_kinds_sm_factor give it back (and the fit's
     source names the runs)."""
-    from megasim.calibration.winograd import MIXED_PAIRS, fit_mixed_factor, mixed_case, mixed_checks
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_case, mixed_checks
+    from megasim.calibration.winograd import fit_mixed_factor
     truth = {k: TaskCost(0.3, 500.0, block_sm_ready=r) for k, r in
              (("ftrans", 0.5), ("itrans", 0.3), ("gemm", 0.6), ("otrans", 0.25))}
     spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})

@@ -12,7 +12,7 @@ import pytest
 
 from megasim.calibration.lsq import forward_steps, least_squares_batched
 from megasim.calibration.pool import CasePool, runs_megakernel, simulate_case
-from megasim.calibration.winograd import kind_cases, variant_case
+from megasim.calibration.cases import kind_cases, variant_case
 from megasim.hardware import TaskCost, get_gpu
 
 LAYER = "N=8,C=256,K=64,H=16,W=16"
@@ -138,7 +138,7 @@ def test_measuring_steps_are_shown_one_at_a_time():
 
 def test_mixed_checks_over_processes_match_one_process():
     from concurrent.futures import ProcessPoolExecutor
-    from megasim.calibration.winograd import MIXED_PAIRS, mixed_checks
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_checks
     spec = small_h200()
     rows = [{"layer": LAYER, "kind": "+".join(pair), "median_ms": 1.0} for pair in MIXED_PAIRS]
     with ProcessPoolExecutor(2) as pool:

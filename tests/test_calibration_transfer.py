@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from megasim.calibration.winograd import Measurements
+from megasim.calibration.measurements import Measurements
 from megasim.calibration.transfer import transferred_spec
 from megasim.cli.main import main
 from megasim.errors import SpecError

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from megasim.calibration.winograd import Measurements, kind_cases, simulated_us, variant_case
+from megasim.calibration.cases import kind_cases, variant_case
+from megasim.calibration.measurements import Measurements
+from megasim.calibration.pool import simulated_us
 from megasim.calibration.update import updated_spec
 from megasim.errors import SpecError
 from megasim.hardware import TaskCost, dump_spec, get_gpu

@@ -269,7 +269,7 @@ def test_cli_answers_one_line_naming_the_value(capsys, files, argv, needle):
 
 
 def _py_cases():
-    from megasim.calibration.winograd import Measurements
+    from megasim.calibration.measurements import Measurements
     from megasim.hardware import get_gpu, load_spec, spec_from_dict
     from megasim.hardware.spec import TaskCost
     from megasim.plan import Plan, build, estimate_tasks, predict

@@ -148,7 +148,7 @@ def test_any_json_is_a_spec_or_a_spec_error(data):
 @given(st.sampled_from(["device", "date", "preset", "values", "kind_times", "plan_params", "extra", "value_entry",
                         "row_field"]), ANY_VALUE, st.sampled_from(["layer", "kind", "median_ms", "min_ms", "max_ms"]))
 def test_measurements_give_measurements_or_a_spec_error(key, value, row_field):
-    from megasim.calibration.winograd import Measurements
+    from megasim.calibration.measurements import Measurements
     data = copy.deepcopy(MEASURED)
     if key == "value_entry":
         data["values"]["dram_bw_gbps"] = {"value": value, "method": "test"}

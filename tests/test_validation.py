@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from megasim.calibration.winograd import kind_subgraph, sanity_rules
+from megasim.calibration.cases import kind_subgraph
+from megasim.calibration.winograd import sanity_rules
 from megasim.cli.main import main
 from megasim.hardware import dump_spec, get_gpu, load_spec
 from megasim.algorithms.winograd import WinogradParams

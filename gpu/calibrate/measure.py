@@ -62,7 +62,8 @@ from numba import cuda, float32
 from gpu.runtime.fast_launch import FrozenLaunch
 from gpu.runtime.timing import time_cuda
 from gpu.kernels.common.vector_access import load4
-from megasim.calibration.winograd import CALIBRATION_LAYERS, CalibrationProgress, Measurements, calibrated_spec
+from megasim.calibration.measurements import CALIBRATION_LAYERS, Measurements
+from megasim.calibration.winograd import CalibrationProgress, calibrated_spec
 from megasim.errors import SpecError
 from megasim.hardware import dump_spec, get_gpu
 

@@ -339,13 +339,13 @@ def traced_parts(wplan, schedule, counters_init, wss) -> dict[str, float]:
 
 
 def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10) -> list[dict]:
-    """Rows of the mixed-kind runs (``megasim.calibration.winograd.MIXED_PAIRS``): two kinds' non-fused launches
-    interleaved (``megasim.calibration.winograd.mixed_order``) in one per-task megakernel launch, counters zeroed
+    """Rows of the mixed-kind runs (``megasim.calibration.cases.MIXED_PAIRS``): two kinds' non-fused launches
+    interleaved (``megasim.calibration.cases.mixed_order``) in one per-task megakernel launch, counters zeroed
     (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
     kinds' single-kind megakernel runs, timed the same way, beside it."""
     from gpu.calibrate.measure import launch_orders, nonfused_workspaces
     from gpu.runtime.prepared import PreparedSchedule
-    from megasim.calibration.winograd import MIXED_PAIRS, mixed_order
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_order
     from megasim.schedule import Launch, Schedule
     spin = spin or Spinner()
     rng = np.random.default_rng(8)
@@ -488,7 +488,7 @@ def _write_measurements(m, out: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     import datetime as dt
 
-    from megasim.calibration.winograd import CALIBRATION_LAYERS, Measurements
+    from megasim.calibration.measurements import CALIBRATION_LAYERS, Measurements
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="measurements JSON of the first round (megasim calibrate)")
     ap.add_argument("--out", required=True, help="merged measurements JSON to write")

@@ -16,7 +16,7 @@ end (the release fence and the signal done). So a task's time splits into
 Runs per layer (``--params``, default the fused schedule's transforms, ``pairs=4``): each kind alone
 as a persistent grid of 1 block per SM (nothing beside it on its SM), of 2 blocks per SM, and per task
 (one block per task, the launch's full occupancy); then each pair of kinds in ``--pairs`` interleaved
-per task (``megasim.calibration.winograd.mixed_order``), so a kind's body beside another kind's blocks sits
+per task (``megasim.calibration.cases.mixed_order``), so a kind's body beside another kind's blocks sits
 next to its body alone. The model's numbers for the same launches (the calibration's cut-out graphs,
 ``--spec``) are printed beside them: its claim is the dispatch plus the counter check
 (``block_dispatch_ns`` or ``atomic_latency_ns``, plus ``atomic_latency_ns``), its body the rest.
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
     from gpu.calibrate.measure import launch_orders, nonfused_workspaces, traced_alone
     from gpu.calibrate.validate import device_name
-    from megasim.calibration.winograd import kind_cases, mixed_case, mixed_order, variant_case
+    from megasim.calibration.cases import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
     from megasim.sim import simulate
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
     from gpu.calibrate.measure import launch_orders, nonfused_workspaces, traced_alone
     from gpu.calibrate.validate import device_name
-    from megasim.calibration.winograd import kind_cases, mixed_case, mixed_order, variant_case
+    from megasim.calibration.cases import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec
     from megasim.sim import simulate
 

@@ -57,7 +57,7 @@ def normalised(order) -> np.ndarray:
 def end_order_case(row: Mapping[str, Any], plan_params: str = ""):
     """The (TaskGraph, Schedule) of a measured row: its kind's non-fused launch of its layer, as run
     (``kernel``, ``style``)."""
-    from megasim.calibration.winograd import kind_cases, variant_case
+    from megasim.calibration.cases import kind_cases, variant_case
     params = row.get("plan_params", plan_params)
     sub, sched = kind_cases((row["layer"],), params)[row["kind"]][0][1:]
     return variant_case(sub, sched, row)

@@ -1,6 +1,6 @@
 """Bounded least squares on simulated residuals, the points of each Jacobian simulated as one batch.
 
-A calibration fit (``megasim.calibration.winograd.fit_kind``) minimises the squared log error of
+A calibration fit (``megasim.calibration.fit.fit_kind``) minimises the squared log error of
 simulated against measured times over a few TaskCost fields. Each residual vector costs a dozen
 discrete-event simulations, so the fit's length is the number of points simulated and how many of
 them can run side by side. SciPy's ``least_squares`` (trust region reflective, bounds) chooses the

@@ -1,6 +1,6 @@
 """Simulating the calibration's cases over a process pool, every point of a batch at once, each result once.
 
-A kind's fit (``megasim.calibration.winograd.fit_kind``) evaluates a candidate TaskCost by simulating every
+A kind's fit (``megasim.calibration.fit.fit_kind``) evaluates a candidate TaskCost by simulating every
 calibration run of that kind (a dozen or more TaskGraphs: its kernel at several occupancies, the
 megakernel per task and persistent). Its least squares asks for points in batches: the point it moves
 to, then the finite-difference points of the Jacobian there (one per free field, ``megasim.calibration.lsq``).

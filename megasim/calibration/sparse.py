@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from megasim.calibration.winograd import kind_subgraph, least_squares_cost
+from megasim.calibration.cases import kind_subgraph
+from megasim.calibration.fit import least_squares_cost
 from megasim.errors import MegasimError, SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.algorithms.sparse.lowering import lower_sparse

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from megasim.calibration.winograd import Measurements, measured_base, sanity_rules
+from megasim.calibration.measurements import Measurements
+from megasim.calibration.winograd import measured_base, sanity_rules
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec
 

@@ -30,7 +30,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from megasim.calibration.winograd import (FREE_ROUND2, Measurements, kind_fits, natural_cases, natural_rows, source, with_measured_claim)
+from megasim.calibration.cases import natural_cases, natural_rows
+from megasim.calibration.fit import FREE_ROUND2
+from megasim.calibration.measurements import Measurements, source
+from megasim.calibration.winograd import kind_fits, with_measured_claim
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, base_kind
 

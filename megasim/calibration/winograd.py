@@ -1,36 +1,36 @@
 """Turning microbenchmark measurements into a GPU spec: the pure half of `megasim calibrate`.
 
-``gpu.calibrate.measure`` measures on the GPU and hands this module a ``Measurements`` record: the values it
-measured directly (bandwidths, FP32 rate, latencies, launch costs), each with the method that gave
-it, and the time of each task kind's NON-FUSED kernel run alone on a few calibration layers.
-``calibrated_spec`` starts from the preset of the detected GPU, replaces the measured fields (source
-``measured <date> on <device> by megasim calibrate (<method>)``) and fits each kind's TaskCost:
+``gpu.calibrate.measure`` measures on the GPU and hands this module a ``Measurements`` record
+(``megasim.calibration.measurements``): the values it measured directly (bandwidths, FP32 rate,
+latencies, launch costs), each with the method that gave it, and the time of each task kind's NON-FUSED
+kernel run alone on a few calibration layers. ``calibrated_spec`` starts from the preset of the detected
+GPU, replaces the measured fields (``measured_base``, after the physical floors of ``sanity_rules``;
+source ``measured <date> on <device> by megasim calibrate (<method>)``) and fits each kind's TaskCost:
 
 - the kind's launch of the non-fused schedule is cut out of the layer's TaskGraph as a graph of its
-  own (``kind_subgraph``: its tasks, their memory accesses, no dependency counters: its parents ran
-  before, as on the GPU), and simulated alone with the already-measured spec;
-- ``compute_efficiency`` and ``fixed_ns`` are chosen to minimise the squared log error of those
-  simulated times against the measured ones over the calibration layers (Nelder-Mead on
-  log(efficiency) and fixed_ns, a bounded, deterministic search). Two layers and two unknowns per
-  kind: the flop-heavy kind (the GEMM) is pinned by its efficiency, the memory-bound transforms by
-  their fixed time.
+  own and simulated alone with the already-measured spec (``megasim.calibration.cases``);
+- its costs are chosen to minimise the squared log error of those simulated times against the
+  measured ones over the calibration layers (``megasim.calibration.fit``): ``compute_efficiency`` and
+  ``fixed_ns`` in the first round.
 
 Round 2 (``gpu.calibrate.occupancy``): each kind's tasks alone at several occupancies (its kernel with
 forced shared memory, the megakernel running only that kind, per task and persistent), timed with the
-host's launch cost hidden; ``calibrated_spec`` then fits five costs per kind on those runs
-(efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``, ``megakernel_fixed_ns``),
-simulating each run as it was measured (``variant_case``, ``simulated_us``). The runs of a kind's own
-kernel at forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``).
+host's launch cost hidden; ``calibrated_spec`` then fits the second round's costs per kind on those runs
+(``kind_fits``: efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``,
+``megakernel_fixed_ns``, ...), simulating each run as it was measured. The runs of a kind's own kernel at
+forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``).
 
 Each kind's ``megakernel_claim_ns`` (a megakernel block's claim of a task: ticket, table row,
 counter look, acquire fence) is not fitted: it is the mean claim -> ready time of the kind's traced
-persistent run of 1 block per SM, so the fitted ``megakernel_fixed_ns`` is what the megakernel adds
-once the task is ready (the whole overhead after ready would also delay tasks whose claim overlaps a
-wait on their parents).
+persistent run of 1 block per SM (``with_measured_claim``), so the fitted ``megakernel_fixed_ns`` is what
+the megakernel adds once the task is ready (the whole overhead after ready would also delay tasks whose
+claim overlaps a wait on their parents). The spec's ``younger_block_weight`` (``megasim.calibration.age``)
+and ``mixed_kinds_sm_factor`` (``fit_mixed_factor``) are fitted around the kinds' fits.
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
-megakernel runs used hold one kind's tasks.
-Everything here is CPU-only; ``refit`` re-runs the fit from a saved measurements file.
+megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds', and they fit one factor).
+Everything here is CPU-only; ``megasim calibrate --from-measurements`` re-runs the fit from a saved
+measurements file.
 """
 
 from __future__ import annotations
@@ -38,13 +38,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from megasim.calibration.age import end_order_checks, fit_age_weight
-from megasim.calibration.pool import CasePool, simulated_kind_us, simulated_us
+from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
+from megasim.calibration.fit import (FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS, ROUND1_MAX_EVALS,
+                                     ROUND2_MAX_EVALS, STAGE2, fit_kind)
+from megasim.calibration.measurements import Measurements, source
+from megasim.calibration.pool import CasePool
 from megasim.errors import SpecError
 from megasim.hardware.spec import (
     OPTIONAL_FIELDS,
@@ -53,251 +57,6 @@ from megasim.hardware.spec import (
     base_kind,
     spec_field_names,
 )
-from megasim.schedule import Launch, Schedule
-from megasim.plan import Plan, build
-from megasim.sim import simulate
-from megasim.taskgraph import OPTIONAL_TASK_ARRAYS, TaskGraph
-from megasim.workloads import parse_layer
-
-CALIBRATION_LAYERS = ("resnet-1", "vgg-3")   # small C / large C; the diagnose layers of issue 3
-EFF_BOUNDS = (0.005, 1.0)
-FIXED_BOUNDS_NS = (0.0, 200_000.0)
-SHARE_BOUNDS = (0.02, 1.0)
-
-
-@dataclass
-class Measurements:
-    """What `gpu.calibrate.measure` measured. ``values``: spec field -> {"value", "method"}; ``kind_times``:
-    rows {"layer", "kind", "tasks", "median_ms", "min_ms", "max_ms"} of each kind's non-fused kernel alone,
-    at ``plan_params`` or at a row's own ``"plan_params"`` (e.g. the transforms at 4 pairs per thread,
-    the fused schedule's default, beside the non-fused default of 1)."""
-
-    device: str
-    date: str
-    preset: str
-    values: dict[str, dict[str, Any]] = field(default_factory=dict)
-    kind_times: list[dict[str, Any]] = field(default_factory=list)
-    plan_params: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, origin: str = "measurements") -> "Measurements":
-        """Measurements from parsed JSON, every field checked (one-line SpecError naming `origin` and the
-        field): device, date, preset and plan_params strings; values {field: {"value": finite number}};
-        kind_times rows with layer and kind strings and finite positive times."""
-        if not isinstance(data, Mapping):
-            raise SpecError(f"{origin} is not allowed: it must hold one JSON object (gpu.calibrate.measure's "
-                            f"Measurements), not a {type(data).__name__}")
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise SpecError(f"{origin}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
-        missing = [k for k in ("device", "date", "preset", "values") if k not in data]
-        if missing:
-            raise SpecError(f"{origin} is not allowed: it has no {missing[0]!r} (gpu.calibrate.measure's "
-                            f"Measurements have device, date, preset, values)")
-        for key in ("device", "date", "preset", "plan_params"):
-            if key in data and not isinstance(data[key], str):
-                raise SpecError(f"{origin}: {key}={data[key]!r} is not allowed: it must be a string")
-        for key, kind in (("values", dict), ("kind_times", list), ("extra", dict)):
-            if key in data and not isinstance(data[key], kind):
-                raise SpecError(f"{origin}: {key} is not allowed as a {type(data[key]).__name__}: it must be a "
-                                f"JSON {'object' if kind is dict else 'list'}")
-        for name, entry in data["values"].items():
-            value = entry.get("value") if isinstance(entry, dict) else None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SpecError(f"{origin}: values.{name} = {entry!r} is not allowed: it must be an object whose "
-                                f"'value' is a finite number")
-        for i, row in enumerate(data.get("kind_times", [])):
-            if not isinstance(row, dict):
-                raise SpecError(f"{origin}: kind_times[{i}] is not allowed: it must be an object")
-            for key in ("layer", "kind"):
-                if not isinstance(row.get(key), str):
-                    raise SpecError(f"{origin}: kind_times[{i}].{key}={row.get(key)!r} is not allowed: it must be a string")
-            for key in ("median_ms", "min_ms", "max_ms"):
-                v = row.get(key)
-                if key in row and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                   or v <= 0):
-                    raise SpecError(f"{origin}: kind_times[{i}].{key}={v!r} is not allowed: it must be a finite "
-                                    f"number > 0")
-            if "median_ms" not in row:
-                raise SpecError(f"{origin}: kind_times[{i}] has no 'median_ms' (each row times one kind)")
-        return cls(**data)
-
-
-def source(m: Measurements, method: str, by: str = "megasim calibrate") -> str:
-    return f"measured {m.date} on {m.device} by {by} ({method})"
-
-
-def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskGraph, Schedule]:
-    """The tasks of one kind (or of several: kinds joined by '+', e.g. 'itrans+gemm') as a graph of
-    their own (no counters: their parents ran before), and the one-launch schedule running them in
-    ``order`` (task ids of `graph`)."""
-    ks = [graph.kind_id(k) for k in kind.split("+")]
-    ids = np.flatnonzero(np.isin(graph.kind, ks))
-    new_id = np.full(graph.num_tasks, -1, np.int64)
-    new_id[ids] = np.arange(ids.size)
-    lo, hi = graph.access_ptr[ids], graph.access_ptr[ids + 1]
-    counts = hi - lo
-    rows = (np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-            + np.arange(int(counts.sum()))).astype(np.int64)
-    sub = dataclasses.replace(
-        graph, kind=graph.kind[ids], group=graph.group[ids], index_in_group=graph.index_in_group[ids],
-        wait_counters=np.full((ids.size, 1), -1, np.int32), signal_counters=np.full((ids.size, 1), -1, np.int32),
-        counter_init=np.zeros(0, np.int32), flops=graph.flops[ids],
-        access_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        access_region=graph.access_region[rows], access_part_lo=graph.access_part_lo[rows],
-        access_part_hi=graph.access_part_hi[rows], access_part_step=graph.access_part_step[rows],
-        access_bytes=graph.access_bytes[rows], access_write=graph.access_write[rows],
-        **{name: None if getattr(graph, name) is None else getattr(graph, name)[ids] for name in OPTIONAL_TASK_ARRAYS},
-        meta={**graph.meta, "subgraph_of_kind": kind})
-    local = new_id[np.asarray(order, np.int64)]
-    if (local < 0).any():
-        raise SpecError(f"kind_subgraph: the order lists tasks that are not {kind!r} tasks")
-    return sub, Schedule(f"{kind}_alone", (Launch(local, name=kind),), {})
-
-
-# Mixed-kind runs (gpu.calibrate.occupancy --mixed): two kinds' non-fused launches interleaved in one
-# per-task megakernel launch, counters zeroed (no waits), to see how co-resident kinds slow each other,
-# which no single-kind run shows. Reported as checks of the fitted spec, never fitted.
-MIXED_PAIRS = (("itrans", "gemm"), ("gemm", "otrans"))
-
-
-def interleave(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a and b merged in proportion (each keeps its order; position i of a at (i + 0.5) / len(a) of the
-    way, ties to a), so both kinds are in flight throughout the launch."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    key = np.concatenate([(np.arange(a.size) + 0.5) / max(a.size, 1), (np.arange(b.size) + 0.5) / max(b.size, 1)])
-    tie = np.concatenate([np.zeros(a.size), np.ones(b.size)])
-    return np.concatenate([a, b])[np.lexsort((tie, key))]
-
-
-def mixed_order(graph: TaskGraph, schedule: Schedule, kinds: tuple[str, str]) -> np.ndarray:
-    """The interleaved order (task ids of `graph`) of two kinds' non-fused launches."""
-    orders = {}
-    for launch in schedule.launches:
-        k = graph.kind_names[int(graph.kind[int(launch.order[0])])]
-        orders[k] = np.asarray(launch.order, np.int64)
-    missing = [k for k in kinds if k not in orders]
-    if missing:
-        raise SpecError(f"mixed_order: the schedule has no launch of kind {missing[0]!r}")
-    return interleave(orders[kinds[0]], orders[kinds[1]])
-
-
-def mixed_case(layer: str, kinds: tuple[str, str], plan_params: str = "") -> tuple[TaskGraph, Schedule]:
-    """The (graph, schedule) of a mixed-kind run: the two kinds' tasks interleaved in one per-task
-    megakernel launch, no counters (as gpu.calibrate.occupancy measures it)."""
-    graph, schedule, _ = build(parse_layer(layer), Plan.parse("nonfused", plan_params))
-    order = mixed_order(graph, schedule, kinds)
-    sub, sched = kind_subgraph(graph, "+".join(kinds), order)
-    launch = Launch(sched.launches[0].order, "+".join(kinds), "per_task", "ticket", None, "megakernel")
-    return sub, Schedule(f"{'+'.join(kinds)}_mixed", (launch,), {})
-
-
-def mixed_us(spec: GPUSpec, case: tuple[TaskGraph, Schedule]) -> float:
-    """A mixed-kind case's simulated time as measured (queued timing)."""
-    return simulated_us(simulate(case[0], case[1], spec), "queued")
-
-
-def mixed_checks(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str = "", cases=None,
-                 map_fn: Callable = map) -> list[dict[str, Any]]:
-    """Each measured mixed-kind row (at its own ``plan_params`` if it has them) beside the spec's
-    simulation of it (queued timing). ``cases``: the rows' ``mixed_case``s, if built already;
-    ``map_fn``: how to map ``mixed_us`` over them (``map``, or a process pool's)."""
-    cases = cases or [mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", plan_params))
-                      for r in rows]
-    sims = list(map_fn(mixed_us, [spec] * len(cases), cases))
-    out = []
-    for r, sim in zip(rows, sims):
-        meas = float(r["median_ms"]) * 1000.0
-        out.append({"layer": r["layer"], "kinds": r["kind"], "plan_params": r.get("plan_params", plan_params),
-                    "measured_us": meas, "simulated_us": sim,
-                    "error": sim / meas - 1.0, "sum_of_single_kind_megakernel_us": r.get("single_kind_sum_us")})
-    return out
-
-
-def kind_cases(layers: tuple[str, ...], plan_params: str = "") -> dict[str, list[tuple[str, TaskGraph, Schedule]]]:
-    """Per kind, per calibration layer: (layer, subgraph, schedule) of its non-fused launch."""
-    out: dict[str, list] = {}
-    for layer in layers:
-        graph, schedule, _ = build(parse_layer(layer), Plan.parse("nonfused", plan_params))
-        for launch in schedule.launches:
-            kinds = np.unique(graph.kind[np.asarray(launch.order)])
-            assert kinds.size == 1, "a non-fused launch runs one kind"
-            kind = graph.kind_names[int(kinds[0])]
-            sub, sched = kind_subgraph(graph, kind, launch.order)
-            out.setdefault(kind, []).append((layer, sub, sched))
-    return out
-
-
-def variant_case(sub: TaskGraph, sched: Schedule, row: Mapping[str, Any]) -> tuple[TaskGraph, Schedule]:
-    """The (graph, schedule) of one measured variant of a kind's launch (``sub``, ``sched``: its
-    non-fused launch cut out by ``kind_subgraph``): the per-kind kernel with ``extra_shared_bytes`` of
-    dynamic shared memory (fewer blocks per SM), or the megakernel running only these tasks
-    (``Launch.kernel="megakernel"``: its registers and dynamic shared memory, its per-task costs),
-    per task or as a persistent grid of ``blocks_per_sm``."""
-    kernel = row.get("kernel", "per_kind")
-    if kernel not in ("per_kind", "megakernel"):
-        raise SpecError(f"measurements: kernel {kernel!r} is not allowed (allowed: per_kind, megakernel)")
-    extra = int(row.get("extra_shared_bytes", 0) or 0)
-    g = sub
-    if extra:
-        g = dataclasses.replace(sub, kind_shared_bytes=np.maximum(sub.kind_shared_bytes, extra).astype(sub.kind_shared_bytes.dtype))
-    style = row.get("style", "per_task") or "per_task"
-    bps = row.get("blocks_per_sm")
-    launch = sched.launches[0]
-    if style != "per_task" or bps is not None or kernel == "megakernel":
-        launch = Launch(launch.order, launch.name, style, "ticket", None if bps is None else int(bps),
-                        "megakernel" if kernel == "megakernel" else None)
-    return g, Schedule(sched.name, (launch,), {})
-
-
-# Free parameters of a kind's TaskCost in the second round, their bounds and starting points; fitted
-# in log space except those in LINEAR (in us).
-# How a block shares its SM: ``block_sm_ready`` (independent stalls, throughput saturating smoothly
-# with the blocks resident; megasim.sim.servers.ReadinessSharedServer). Not
-# ``block_sm_share`` (a hard cap, min(share, 1/n)), which the first specs fitted: it saturates at 1/share
-# blocks, so a block of another kind in a saturated SM's free slot costs the others nothing, and the
-# mixed-kind runs show otherwise (b7e0e92).
-# ``coresident_stretch``: how a block's memory phase slows with the other blocks on its SM;
-# its single-kind runs at 1, 2 and 3 blocks per SM pin it, and how kinds slow each other follows from it.
-FREE_ROUND2 = ("compute_efficiency", "fixed_ns", "block_sm_ready", "block_dram_bw_gbps", "megakernel_fixed_ns",
-               "coresident_stretch")
-# ``memory_overlap``: the kinds whose kernel pipelines its loads (the GEMM's cp.async double
-# buffer loads the next k-step while it computes this one) also fit how much of their memory phase runs
-# beside their compute phase; the transforms load, then compute.
-PIPELINED_KINDS = ("gemm",)
-# ``further_block_sm_ready``: the readiness of a kind's blocks after the first on an SM, so
-# that the gains of a second and of a third block are fitted apart (one parameter ties them together:
-# the GEMM's kernel gains 1.32x and 1.52x at 2 and 3 blocks per SM, the one-parameter curve through
-# 1.32x gives 1.42x). Fitted for the GEMMs in a second stage, started from the first stage's fit with
-# the curve unchanged (further = first), so it can only lower the fit's error: freed from the start for
-# every kind, the least squares stopped in worse minima (gemm@t32 rms 0.027 -> 0.063, itrans 0.069 ->
-# 0.074) and the transforms gained nothing (ftrans 0.097, otrans 0.153 either way).
-FURTHER_READY_KINDS = ("gemm",)
-# Fields fitted in a second stage, each started at the first stage's value of the field named beside it.
-STAGE2 = {"further_block_sm_ready": "block_sm_ready"}
-BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
-          "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
-          "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0), "further_block_sm_ready": SHARE_BOUNDS}
-START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
-         "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3,
-         "memory_overlap": 0.5, "further_block_sm_ready": 0.5}
-LINEAR = ("fixed_ns", "megakernel_fixed_ns")
-# The least squares' stopping rule (SciPy's xtol, ftol and gtol) and each stage's budget of points
-# simulated, Jacobian points included (``megasim.calibration.lsq``).
-FIT_TOL = 1e-8
-ROUND2_MAX_EVALS = 150
-ROUND1_MAX_EVALS = 60
-# Every JACOBIAN_REFRESH-th Jacobian by finite differences, Broyden updates between; a stage stops when its
-# best squared error has fallen by less than STALL_RTOL over the points of STALL_JACOBIANS Jacobians
-# (fields + 1 points: its rms log error by less than 1%, while the runs' medians repeat to about 1%).
-JACOBIAN_REFRESH = 3
-STALL_JACOBIANS = 1
-STALL_RTOL = 0.02
 
 
 @dataclass(frozen=True)
@@ -316,138 +75,6 @@ class CalibrationProgress:
 
 
 STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "mixed_kinds_sm_factor", "checks")
-
-
-def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_of, max_evals: int, *,
-                       diff_step: float, tol: float | None = None,
-                       residuals_many: Callable[[list[TaskCost]], list[np.ndarray]] | None = None,
-                       on_evaluation: Callable[[int, float], None] | None = None, refresh: int = 1,
-                       stall_rtol: float | None = None) -> TaskCost:
-    """``start`` with its ``free`` fields chosen by SciPy's bounded least squares on
-    ``residuals_of(cost)`` (e.g. log simulated / measured times). Fields in ``linear`` are searched
-    linearly in thousands (us for ns fields), the others in log space; each is clipped to its
-    ``bounds`` and started at ``starts``. Shared by the Winograd and the sparse calibrations.
-
-    With ``residuals_many`` (the residuals of several costs at once), the search is
-    ``megasim.calibration.lsq.least_squares_batched``: each Jacobian's points in one batch, ``max_evals``
-    counting every point simulated, ``on_evaluation(points, best half sum of squares)`` after each batch;
-    ``tol`` is then SciPy's xtol, ftol and gtol, ``refresh`` the finite-difference Jacobians' period
-    (Broyden updates between) and ``stall_rtol`` the stall rule's over ``STALL_JACOBIANS`` Jacobians."""
-    from scipy.optimize import least_squares
-
-    def to_x(name, v):
-        return v / 1000.0 if name in linear else math.log(v)
-
-    def cost_of(x) -> TaskCost:
-        kw = {}
-        for name, v in zip(free, x):
-            lo, hi = bounds[name]
-            kw[name] = float(np.clip(v * 1000.0 if name in linear else math.exp(v), lo, hi))
-        return dataclasses.replace(start, **kw)
-
-    x0 = [to_x(n, starts[n]) for n in free]
-    lo = [to_x(n, bounds[n][0]) if bounds[n][0] > 0 or n in linear else -50.0 for n in free]
-    hi = [to_x(n, bounds[n][1]) for n in free]
-    if residuals_many is not None:
-        from megasim.calibration.lsq import least_squares_batched
-        tol = 1e-8 if tol is None else tol
-        res = least_squares_batched(lambda xs: residuals_many([cost_of(x) for x in xs]), x0, lo, hi,
-                                    max_evals=max_evals, diff_step=diff_step, xtol=tol, ftol=tol, gtol=tol,
-                                    refresh=refresh, on_evaluation=on_evaluation,
-                                    stall_points=None if stall_rtol is None else STALL_JACOBIANS * (len(free) + 1),
-                                    stall_rtol=stall_rtol or 0.0)
-        return cost_of(res.x)
-    tols = {} if tol is None else {"xtol": tol, "ftol": tol, "gtol": tol}
-    res = least_squares(lambda x: residuals_of(cost_of(x)), x0, bounds=(lo, hi), max_nfev=max_evals,
-                        diff_step=diff_step, **tols)
-    return cost_of(res.x)
-
-
-def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
-             free: tuple[str, ...] = ("compute_efficiency", "fixed_ns"),
-             simulate_cost: Callable[[TaskCost], list[float]] | None = None,
-             start_values: Mapping[str, float] | None = None,
-             simulate_costs: Callable[[list[TaskCost]], list[list[float]]] | None = None,
-             on_evaluation: Callable[[int, float], None] | None = None,
-             tol: float | None = None) -> dict[str, Any]:
-    """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
-    ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
-
-    (compute_efficiency, fixed_ns), the first round: Nelder-Mead on log(efficiency) and fixed_ns,
-    bounded by clipping. More free fields (the second round): scipy's bounded least_squares (trust
-    region) in log space (fixed times in us, linearly), started from ``START`` or, for the fields it
-    names, from ``start_values`` (``megasim.calibration.update``: a spec's own values); each of its
-    stages simulates at most ``max_evals`` points, Jacobian points included, and stops at ``tol``
-    (``FIT_TOL``; ``megasim.calibration.lsq``).
-
-    ``simulate_costs(costs)`` gives the cases' simulated times for several costs at once (``kind_fits``
-    passes a ``CasePool``'s: the points of a Jacobian simulated side by side); ``simulate_cost(cost)``
-    one cost's; default: ``simulated_kind_us`` here. ``on_evaluation(points simulated, rms log error
-    of the best point)`` reports progress."""
-    meas = np.asarray(measured_us, float)
-    start = spec.task_cost(kind)
-    evals = [0]
-    if simulate_costs is None:
-        if simulate_cost is None:
-            def simulate_cost(cost: TaskCost) -> list[float]:
-                return simulated_kind_us(spec, kind, cost, cases)
-
-        def simulate_costs(costs: list[TaskCost]) -> list[list[float]]:
-            return [simulate_cost(c) for c in costs]
-
-    def sims_of(costs: list[TaskCost]) -> list[np.ndarray]:
-        evals[0] += len(costs)
-        return [np.asarray(v, float) for v in simulate_costs(list(costs))]
-
-    def report(n: int, half_sse: float) -> None:
-        if on_evaluation is not None:
-            on_evaluation(evals[0], math.sqrt(2.0 * half_sse / meas.size))
-
-    if tuple(free) == ("compute_efficiency", "fixed_ns"):
-        from scipy.optimize import minimize
-
-        def cost_of(x) -> TaskCost:
-            eff = float(np.clip(math.exp(x[0]), *EFF_BOUNDS))
-            fixed = float(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
-            return dataclasses.replace(start, compute_efficiency=eff, fixed_ns=fixed)
-
-        memo: dict[tuple, float] = {}
-
-        def loss(x) -> float:
-            key = tuple(np.round(x, 6))
-            if key not in memo:
-                memo[key] = float(np.sum(np.log(sims_of([cost_of(x)])[0] / meas) ** 2))
-                report(len(memo), 0.5 * min(memo.values()))
-            return memo[key]
-
-        x0 = np.array([math.log(start.compute_efficiency), start.fixed_ns / 1000.0 + 0.5])
-        res = minimize(loss, x0, method="Nelder-Mead",
-                       options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex":
-                                np.array([x0, x0 + [-1.0, 0.0], x0 + [0.0, 2.0]])})
-        best = cost_of(res.x)
-        evaluations = len(memo)
-    else:
-        # (a dict merge, not dict(**): start_values may name block_dram_bw_gbps too)
-        starts = {**START, "block_dram_bw_gbps": spec.tb_max_dram_bw_gbps, **(start_values or {})}
-
-        def residuals_many(costs: list[TaskCost]) -> list[np.ndarray]:
-            return [np.log(s / meas) for s in sims_of(costs)]
-
-        # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
-        # parameter) sees through the small jumps that event reorderings cause.
-        first = tuple(f for f in free if f not in STAGE2)
-        tol = FIT_TOL if tol is None else tol
-        search = {"diff_step": 2e-2, "tol": tol, "residuals_many": residuals_many, "on_evaluation": report,
-                  "refresh": JACOBIAN_REFRESH, "stall_rtol": STALL_RTOL}
-        best = least_squares_cost(start, first, BOUNDS, starts, LINEAR, None, max_evals, **search)
-        if first != tuple(free):          # the second stage: all free, from the first stage's fit
-            starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}
-            best = least_squares_cost(best, free, BOUNDS, starts, LINEAR, None, max_evals, **search)
-        evaluations = evals[0]
-    sim = list(simulate_costs([best])[0])
-    return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
-            "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
-            "evaluations": evaluations}
 
 
 # The kinds whose own kernel at forced lower occupancy is fitted all the same: the GEMMs. Their own kernel
@@ -471,18 +98,6 @@ def forced_occupancy(row: Mapping[str, Any]) -> bool:
     unchanged slows the kernel by at most 5% (gpu.probes.l1_carveout), so the forced runs do
     measure occupancy, of a kernel the fused predictions do not run."""
     return row.get("kernel") == "per_kind" and int(row.get("extra_shared_bytes") or 0) > 0
-
-
-def row_label(row: Mapping[str, Any]) -> str:
-    """A short name of a measured variant, e.g. ``per_kind``, ``per_kind+102400B``, ``megakernel/persistent x1``."""
-    kernel = row.get("kernel", "per_kind")
-    label = kernel
-    if row.get("extra_shared_bytes"):
-        label += f"+{int(row['extra_shared_bytes'])}B"
-    if row.get("style", "per_task") == "persistent":
-        label += f"/persistent x{row.get('blocks_per_sm')}"
-    return f"{label} ({row.get('timing', 'events')})"
-
 
 def sanity_rules(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Physical floors applied to probe results before they enter a spec (each rule says why).
@@ -632,32 +247,6 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         with ThreadPoolExecutor(max(len(jobs), 1)) as threads:
             fits = list(threads.map(lambda j: _fit_job(j, pool, stage, progress), jobs))
     return jobs, fits
-
-
-def natural_cases(m: Measurements, layers: tuple[str, ...]):
-    """(natural_of, params_of): for each cost name, (layer, plan params) -> (kind, the kind's graph cut
-    out of that layer's non-fused schedule, its schedule), over the parameter sets ``m``'s rows were
-    measured at; and a row's plan params. Each row fits the cost of its kind under its graph's cost
-    name (TaskGraph.cost_names): an implementation variant (e.g. gemm@t32, the GEMM at t = 32) is
-    fitted on its own rows."""
-    def params_of(r):
-        return r.get("plan_params", m.plan_params)
-
-    param_sets = list(dict.fromkeys([m.plan_params, *(params_of(r) for r in m.kind_times)]))
-    natural_of: dict[str, dict[tuple[str, str], tuple[str, TaskGraph, Schedule]]] = {}
-    for p in param_sets:
-        for kind, subs in kind_cases(layers, p).items():
-            for layer, sub, sched in subs:
-                name = sub.cost_names[sub.kind_id(kind)]
-                natural_of.setdefault(name, {})[(layer, p)] = (kind, sub, sched)
-    return natural_of, params_of
-
-
-def natural_rows(m: Measurements, natural, params_of) -> list[dict[str, Any]]:
-    """``m``'s rows of one cost name: those of its kind on a (layer, plan params) of ``natural`` (an
-    entry of ``natural_cases``'s natural_of)."""
-    return [r for r in m.kind_times
-            if (r["layer"], params_of(r)) in natural and natural[(r["layer"], params_of(r))][0] == r["kind"]]
 
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,

@@ -20,7 +20,7 @@ from megasim.errors import InputError, MegasimError
 
 
 def add_calibrate(p: argparse.ArgumentParser) -> None:
-    from megasim.calibration.winograd import CALIBRATION_LAYERS
+    from megasim.calibration.measurements import CALIBRATION_LAYERS
     p.add_argument("--algo", default="winograd", metavar="NAME",
                    help="whose task kinds to calibrate (winograd; the sparse family shares one fit)")
     p.add_argument("--spec", help="sparse family: the spec to extend with the fitted kinds")

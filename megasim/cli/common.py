@@ -72,7 +72,7 @@ def read_json(path: str, flag: str) -> Any:
 
 def read_measurements(path: str, flag: str):
     """A gpu.calibrate.measure Measurements file, checked field by field (Measurements.from_dict)."""
-    from megasim.calibration.winograd import Measurements
+    from megasim.calibration.measurements import Measurements
     return Measurements.from_dict(read_json(path, flag), origin=f"{flag} {path!r}")
 
 

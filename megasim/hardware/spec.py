@@ -185,7 +185,7 @@ class GPUSpec:
     # Optional: the fraction of an SM's busy time that does useful work while blocks of two
     # or more task kinds share it (a megakernel mixing kinds); what the rest is lost to (instruction
     # fetch, the load/store queue, ...) is not separated. Fitted on the mixed-kind calibration runs
-    # (megasim.calibration.winograd.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
+    # (megasim.calibration.cases.MIXED_PAIRS), which mix two kinds' non-fused tasks in one launch. None = 1.
     mixed_kinds_sm_factor: float | None = None
     # Optional: how the warp schedulers favour older blocks. Blocks on an SM whose kinds
     # give block_sm_ready split its busy time by weighted water-filling, the k-th oldest weighing

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from experiments.provenance import provenance, write_results
-from megasim.calibration.winograd import Measurements
+from megasim.calibration.measurements import Measurements
 from megasim.calibration.transfer import transferred_spec
 from megasim.hardware import dump_spec, load_spec
 from megasim.calibration.validation import CSV_COLUMNS, predict_rows, read_rows, summarize, write_rows
