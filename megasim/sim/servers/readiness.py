@@ -173,18 +173,10 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
     # arithmetic with that written in (``_vt`` holds the jobs computing; ``_heaps`` is unused).
 
     def _add(self, job: int, work_ns: float) -> None:
-        now = self.clock.now
-        vt, rate = self._vt, self._rate
-        dt = now - self._t
-        if dt > 0.0:
-            for g in self._active:
-                vt[g] += dt * rate[g]
-        self._t = now
+        # (the block's arrival changes the SM's blocks, not the jobs computing or their rates, so it
+        # may come before the virtual times are brought up to now)
         self._arrive(job)
-        vt[job] = -float(work_ns)
-        self.n += 1
-        self._rates()
-        self._post(now)
+        self.start_computing(job, work_ns)
 
     def start_computing(self, job: int, work_ns: float) -> None:
         now = self.clock.now
