@@ -27,8 +27,8 @@ from the problem and the GPU's SM count (forced with ``k_tile=``). The kernels a
 
 Every op is a megasim Plan (``OP_PLANS``: algorithm ``ecr``, ``direct``, ``pecr`` or ``direct_fused``;
 the unfused chains are the pooled algorithms' ``unfused`` schedule) and runs the TaskGraph and
-Schedule of the plug-in (its structure-only lowering, ``costed=False``: the tasks, launches and
-accesses ``megasim.plan.build`` gives, without the model's zero-dependent counts) through the GPU executor (``gpu.runtime.execute``) and the sparse
+Schedule of ``megasim.plan.build(..., costed=False)`` (the plug-in's structure-only lowering: the
+tasks, launches and accesses, without the model's zero-dependent counts) through the GPU executor (``gpu.runtime.execute``) and the sparse
 kernel table (``gpu.runtime.sparse_kernels``), the same path ``megasim validate --algo`` measures.
 ``prepare`` lowers, checks and allocates once; ``SparseLaunch.run`` only enqueues.
 
@@ -54,7 +54,7 @@ from gpu.runtime.sparse_kernels import maxpool_launch, relu_launch
 from megasim.algorithms.sparse.plugin import PooledSparseParams, SparseParams
 from megasim.algorithms.sparse.tiling import PoolSpec, SparseTiling, choose_tiling, grid, pooled_hw
 from megasim.errors import LoweringError
-from megasim.plan import Plan, check_problem_size
+from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
 
 CONV_OPS = ("ecr", "direct")
@@ -183,13 +183,10 @@ def plan_of(op: str, pool: PoolSpec | None, k_tile: int) -> Plan:
 
 @lru_cache(maxsize=32)
 def _build(problem: ConvProblem, plan: Plan):
-    """The plan's (graph, schedule) as the executor runs it: the sparse plug-in's structure-only
-    lowering (``costed=False``: the same tasks, launches and accesses, the zero-dependent counts not
-    made; they price the model's prediction, the kernels do not read them), ordered by the plug-in."""
-    alg = plan.algo
-    params = alg.resolve(problem, plan.params, plan.schedule, None)
-    graph = alg.lower(problem, params, plan.schedule, costed=False)
-    schedule, _ = alg.order(graph, params, plan.schedule)
+    """The plan's (graph, schedule) as the executor runs it: ``build(costed=False)``, the sparse
+    plug-in's structure-only lowering (the same tasks, launches and accesses, the zero-dependent counts
+    not made: they price the model's prediction, the kernels do not read them)."""
+    graph, schedule, _ = build(problem, plan, costed=False)
     return graph, schedule
 
 

@@ -162,7 +162,8 @@ def check_problem_size(problem: ConvProblem) -> None:
                                 f"32-bit indices; docs/errors.md)")
 
 
-def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None) -> int | None:
+def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
+                   costed: bool = True) -> int | None:
     """An upper estimate of the problem's tasks under the plan, without lowering the whole problem: the
     tasks at batch 1 times the batch (per-image tasks scale with the batch, the rest is counted once
     per image, so this over-counts). None when batch 1 cannot be lowered under the plan."""
@@ -172,39 +173,48 @@ def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec
     one = problem.with_batch(1)
     try:
         params = plan.algo.resolve(one, plan.params, plan.schedule, spec)
-        tasks = plan.algo.lower(one, params, plan.schedule).num_tasks
+        tasks = _lower(plan.algo, one, params, plan.schedule, costed).num_tasks
     except MegasimError:
         return None
     return tasks * problem.n
 
 
 def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
-          max_tasks: int = DEFAULT_MAX_TASKS, progress: Callable[[str], None] | None = None
-          ) -> tuple[TaskGraph, Schedule, Plan]:
+          max_tasks: int = DEFAULT_MAX_TASKS, progress: Callable[[str], None] | None = None,
+          costed: bool = True) -> tuple[TaskGraph, Schedule, Plan]:
     """Lower the problem and order its tasks: (graph, schedule, plan with defaults resolved). `spec` is
     needed by algorithms whose defaults depend on the GPU (the sparse kernels' filter tile). Work above
     `max_tasks` tasks is refused with a ResourceError before it is lowered (module docstring);
-    `progress(message)`, if given, hears what is being done."""
+    `progress(message)`, if given, hears what is being done. ``costed=False``: the graph's structure
+    only (its tasks, launches and accesses; what the GPU executor runs), from a plug-in whose ``lower``
+    takes ``costed`` (the sparse family, where pricing counts every window's zeros); not for predictions."""
     _check_args(problem, plan, spec)
     check_max_tasks(max_tasks)
     plan = plan or Plan()
     alg = plan.algo
     check_problem_size(problem)
     if problem.n > 1:
-        estimate = estimate_tasks(problem, plan, spec)
+        estimate = estimate_tasks(problem, plan, spec, costed=costed)
         if estimate is not None and estimate > max_tasks:
             _refuse(problem, plan, f"about {estimate:,} tasks (estimated: {estimate // problem.n:,} at batch 1 "
                                    f"times N={problem.n:,})", max_tasks)
     if progress is not None:
         progress(f"lowering {problem.name or problem.spec_string()} ({plan.algorithm})")
     params = alg.resolve(problem, plan.params, plan.schedule, spec)
-    graph = alg.lower(problem, params, plan.schedule)
+    graph = _lower(alg, problem, params, plan.schedule, costed)
     if graph.num_tasks > max_tasks:
         _refuse(problem, plan, f"{graph.num_tasks:,} tasks", max_tasks)
     schedule, params = alg.order(graph, params, plan.schedule)
     if plan.style != "per_task" or plan.dispatch != "ticket":
         schedule = schedule.with_style(plan.style, plan.dispatch, plan.blocks_per_sm, plan.ready_window)
     return graph, schedule, replace(plan, params=params)
+
+
+def _lower(alg: Algorithm, problem: ConvProblem, params: Any, schedule: str | None, costed: bool) -> TaskGraph:
+    """``alg.lower``; ``costed=False`` is passed only when asked for (plug-ins need not take it)."""
+    if costed:
+        return alg.lower(problem, params, schedule)
+    return alg.lower(problem, params, schedule, costed=False)
 
 
 def _refuse(problem: ConvProblem, plan: Plan, what: str, max_tasks: int) -> None:

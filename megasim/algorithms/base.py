@@ -149,7 +149,9 @@ class Algorithm:
 
     def lower(self, problem: "ConvProblem", params: Any, schedule: str | None = None) -> "TaskGraph":
         """The TaskGraph of the problem. `schedule` matters only where a schedule is another set of
-        kernels (the sparse family's unfused chains); None: the default schedule."""
+        kernels (the sparse family's unfused chains); None: the default schedule. A plug-in whose pricing
+        is slow may also take ``costed=False`` (structure only, for the GPU executor:
+        ``megasim.plan.build(..., costed=False)``)."""
         raise NotImplementedError
 
     def order(self, graph: "TaskGraph", params: Any, schedule: str) -> tuple["Schedule", Any]:
