@@ -111,6 +111,13 @@ def main(argv: list[str] | None = None) -> dict:
     reference_s = args.reference_s if args.reference_s is not None else (0.2 if args.quick else 1.5)
     if not reference_s > 0:
         parser.error(f"--reference-s={reference_s} is not allowed: it must be > 0")
+    from megasim.errors import MegasimError
+    from megasim.hardware import get_gpu, load_spec
+    for flag, source in (("--gpu", args.gpu), ("--calibrated", args.calibrated)):
+        try:        # checked here, before any work, not in the first worker
+            load_spec(source) if source.endswith(".json") else get_gpu(source)
+        except (MegasimError, OSError) as exc:
+            parser.error(f"{flag} {source!r}: {exc}")
     layers = QUICK_LAYERS if args.quick else tuple(TABLE2_NAMES)
     batch = 4 if args.quick else None
 

@@ -180,7 +180,11 @@ class Simulation:
         if not self._ran:
             raise SimulationError("dram_transfer is for SimPy processes of a running simulation: call it from "
                                   "a process started with sim.env.process(...) before sim.run()")
-        nbytes = float(nbytes)
+        try:
+            nbytes = float(nbytes)
+        except (TypeError, ValueError):
+            raise SimulationError(f"nbytes={nbytes!r} is not allowed: a transfer moves a finite, positive "
+                                  f"number of bytes") from None
         if not nbytes > 0.0 or nbytes == float("inf"):
             raise SimulationError(f"nbytes={nbytes!r} is not allowed: a transfer moves a finite, positive number of bytes")
         return self._run.external_transfer(nbytes)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from experiments.provenance import provenance, write_results
+from megasim.errors import MegasimError
 from megasim.hardware import get_gpu
 from megasim.plan import Plan, predict
 from megasim.workloads import TABLE2_NAMES, parse_layer
@@ -65,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--gpu", default="H100")
     p.add_argument("--batches", type=_batches, default=(8, 16))
     args = p.parse_args(argv)
+    try:
+        get_gpu(args.gpu)
+    except MegasimError as exc:
+        p.error(f"--gpu {args.gpu!r}: {exc}")
     n1, n2 = args.batches
     rows = run(QUICK_LAYERS if args.quick else TABLE2_NAMES, args.gpu, n1, n2)
     print(f"{'layer':11s} {'schedule':9s} {'exact us':>9s} {'extrap. us':>10s} {'error':>8s}")
