@@ -5,7 +5,9 @@ Names:
   ``vgg-1`` ... ``vgg-3``, ``densenet-1`` (3x3, stride 1, padding 1, batch 64);
 - network layers: ``vgg16/conv3_2``, ``vgg19/conv4_4``, ``resnet50/layer3.2``, ``yolov3/conv52_3``,
   ``densenet161/block3`` ... (3x3 convolutions at 224x224 / 416x416 inputs, batch 64 unless given);
-- the im2win paper's 12 layers: ``im2win/conv1`` ... ``im2win/conv12`` (no padding, batch 64);
+- the im2win paper's 12 layers: ``im2win/conv1`` ... ``im2win/conv12`` (no padding, batch 64; the
+  paper's names ``Conv1`` ... ``Conv12`` are accepted too: a name that is, in any case, the part after
+  the ``/`` of exactly one catalogue name stands for it);
 - free specs: ``N=64,C=64,K=64,H=56,W=56`` (R, S, stride, padding default to 3, 3, 1, 1).
 """
 
@@ -75,10 +77,11 @@ def _densenet161() -> list[tuple[str, int, int, int, int]]:
     return layers
 
 
-# (name, C, K, H=W, R, stride): the im2win paper's 12 layers, no padding.
+# (name, C, K, H=W, R, stride): the im2win paper's 12 layers, no padding (its Table 2; every output
+# size there checked against (H - R) // stride + 1: 55, 56, 111, 109, 20, 10, 222, 110, 54, 26, 12, 5).
 _IM2WIN = [
     ("conv1", 3, 96, 227, 11, 4), ("conv2", 3, 96, 231, 11, 4), ("conv3", 3, 64, 227, 7, 2),
-    ("conv4", 32, 64, 224, 7, 2), ("conv5", 96, 256, 24, 5, 1), ("conv6", 256, 512, 12, 3, 1),
+    ("conv4", 64, 64, 224, 7, 2), ("conv5", 96, 256, 24, 5, 1), ("conv6", 256, 512, 12, 3, 1),
     ("conv7", 3, 64, 224, 3, 1), ("conv8", 64, 128, 112, 3, 1), ("conv9", 64, 64, 56, 3, 1),
     ("conv10", 128, 128, 28, 3, 1), ("conv11", 256, 256, 14, 3, 1), ("conv12", 512, 512, 7, 3, 1),
 ]
@@ -144,6 +147,13 @@ def _parse_free_spec(text: str, source: str = "layer") -> ConvProblem:
     return ConvProblem(name=text, **values)
 
 
+def _short_matches(text: str) -> list[str]:
+    """The catalogue names whose part after the '/' is `text`, case ignored (``Conv5`` -> im2win/conv5)."""
+    if "/" in text:
+        return []
+    return [name for name in CATALOGUE if "/" in name and name.split("/", 1)[1].lower() == text.lower()]
+
+
 def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> ConvProblem:
     """A catalogue name or a free spec, optionally with its batch replaced; `source` names where the
     text came from in errors (a flag, a file and its field)."""
@@ -158,6 +168,8 @@ def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> C
         problem = _parse_free_spec(text, source)
     elif text in CATALOGUE:
         problem = CATALOGUE[text]
+    elif len(_short_matches(text)) == 1:
+        problem = CATALOGUE[_short_matches(text)[0]]
     else:
         close = [n for n in CATALOGUE if n.startswith(text.split("/")[0])][:6] or list(TABLE2_NAMES)
         raise WorkloadError(
