@@ -11,6 +11,10 @@ array; its first step restores the control array (and, before the schedule's fir
 the counters) from the pristine copies (``megakernel.restore_kernel``), as ``PreparedSchedule`` does,
 so a run can be repeated. Launches are ``FrozenLaunch``es: arguments packed once per workspace.
 Inputs: x NHWC, w KCRS; the output is the workspace's Y (N, P, Q, K).
+
+Run option ``layout="NCHW"``: x is (N, C, H, W) and Y (N, K, P, Q). The itrans and otrans launches then
+run on the shared-memory NCHW transforms (``gpu.kernels.winograd.nchw``), which take a whole kind in one
+launch (the non-fused schedule's launches); a megakernel launch is refused (its transforms read NHWC).
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.kernels.winograd import device as dev
 from gpu.kernels.winograd import megakernel as mk
+from gpu.kernels.winograd import nchw
 from gpu.runtime import executor as ex
 from gpu.runtime.fast_launch import FrozenLaunch
 from gpu.runtime.prepared import _PreparedLaunch
 from gpu.runtime.table import KernelTable, KindKernel, register_kernels
 from megasim.algorithms.winograd.lowering import KINDS, WinogradConfig
 
-OPTIONS = ("poll_limit", "specialise")
+OPTIONS = ("poll_limit", "specialise", "layout")
+LAYOUTS = ("NHWC", "NCHW")
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,12 +48,19 @@ class WinogradState:
     first_megakernel: int | None        # index of the first non-empty megakernel launch
     poll_limit: int
     specialise: bool
+    layout: str = "NHWC"
 
 
 def _state(problem, plan, graph, schedule, on_megakernel, options) -> WinogradState:
     config = graph.meta.get("config") if isinstance(graph.meta, dict) else None
     if config is None:
         raise KernelInputError("the Winograd kernels run graphs of lower_winograd (their meta names the config)")
+    layout = options.get("layout", "NHWC")
+    if layout not in LAYOUTS:
+        raise KernelInputError(f"layout={layout!r} is not allowed (allowed: {', '.join(LAYOUTS)})")
+    if layout == "NCHW" and any(on_megakernel):
+        raise KernelInputError("layout='NCHW' runs the non-fused kernels only (the megakernel's transforms read "
+                               "NHWC): use schedule 'nonfused', or layout 'NHWC'")
     wplan = ex.make_plan(problem, WinogradConfig(**config), graph)
     d_counters = d_init = None
     ready: tuple = (None,) * len(schedule.launches)
@@ -57,7 +71,8 @@ def _state(problem, plan, graph, schedule, on_megakernel, options) -> WinogradSt
     first = next((i for i, (launch, m) in enumerate(zip(schedule.launches, on_megakernel))
                   if m and len(launch.order)), None)
     return WinogradState(wplan, cuda.to_device(wplan.params), d_counters, d_init, ready, first,
-                         options.get("poll_limit", ex.DEFAULT_POLL_LIMIT), bool(options.get("specialise", False)))
+                         options.get("poll_limit", ex.DEFAULT_POLL_LIMIT), bool(options.get("specialise", False)),
+                         layout)
 
 
 class _KindLaunch:
@@ -66,11 +81,19 @@ class _KindLaunch:
     def __init__(self, state: WinogradState, launch, kind: int) -> None:
         order = np.asarray(launch.order, np.int64)
         self.state, self.kind, self.size = state, kind, int(order.size)
-        self.d_table = cuda.to_device(ex.task_table(state.plan.graph, order)) if self.size else None
+        self.nchw = state.layout == "NCHW" and kind in (dev.ITRANS, dev.OTRANS)
+        if self.nchw and self.size:
+            everything = np.flatnonzero(state.plan.graph.kind == kind)
+            if self.size != everything.size:
+                raise KernelInputError(f"launch {launch.name!r} holds {self.size} of the {everything.size} "
+                                       f"{KINDS[kind]} tasks: the NCHW transforms run all of a kind in one launch")
+        self.d_table = cuda.to_device(ex.task_table(state.plan.graph, order)) if self.size and not self.nchw else None
 
     def steps(self, ws) -> list:
         if not self.size:
             return []
+        if self.nchw:
+            return [(_nchw_launch(self.state, self.kind, ws), ())]
         kernel, threads, shared, args_of = ex.per_kind_kernel(self.state.plan, self.kind, self.d_table,
                                                               self.state.d_prm)
         return [(FrozenLaunch(kernel, self.size, threads, shared, args_of(ws)), ())]
@@ -105,6 +128,27 @@ class _MegakernelLaunch:
             ex._raise_kernel_error(self.state.plan, self.pl.d_ctl.copy_to_host(), self.pl.launch.name)
 
 
+def _nchw_launch(state: WinogradState, kind: int, ws) -> FrozenLaunch:
+    """The NCHW itrans (x -> V) or otrans (M -> Y) launch of ``state``'s problem on workspace ``ws``."""
+    plan = state.plan
+    p, m = plan.problem, plan.config.m
+    itrans, otrans = nchw.nchw_kernels_for(m)
+    if kind == dev.ITRANS:
+        chunk, tx, _, _ = nchw.nchw_geometry(p.c, m)
+        return FrozenLaunch(itrans, nchw.nchw_blocks(p, m, p.c), nchw.NCHW_THREADS, nchw.itrans_shared_bytes(p.c, m),
+                            (state.d_prm, ws.x, ws.V, chunk, tx))
+    chunk, tx, _, _ = nchw.nchw_geometry(p.k, m)
+    return FrozenLaunch(otrans, nchw.nchw_blocks(p, m, p.k), nchw.NCHW_THREADS, nchw.otrans_shared_bytes(p.k, m),
+                        (state.d_prm, ws.M, ws.Y, chunk, tx))
+
+
+def _workspace(state: WinogradState, x, w):
+    if state.layout == "NCHW":
+        p = state.plan.problem
+        return ex.workspace(state.plan, x, w, cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32))
+    return ex.workspace(state.plan, x, w)
+
+
 def _kind_kernel(kind: int) -> KindKernel:
     name = f"{KINDS[kind]}_kernel"
 
@@ -124,7 +168,7 @@ WINOGRAD_KERNELS = register_kernels(KernelTable(
     algorithm="winograd",
     kinds={name: _kind_kernel(k) for k, name in enumerate(KINDS)},
     state=_state,
-    workspace=lambda state, x, w: ex.workspace(state.plan, x, w),
+    workspace=_workspace,
     output=lambda ws: ws.Y,
     inputs=_inputs,
     input_layout="NHWC",

@@ -1,0 +1,251 @@
+"""Winograd input and output transforms that read and write NCHW tensors directly, staged through shared
+memory so that every global access of a warp is contiguous.
+
+The other transforms (``gpu.kernels.winograd.device``) read x as NHWC and write Y as NHWK: one thread per
+(tile, channel) pair, consecutive threads on consecutive channels, so a warp's loads and stores are
+contiguous runs of channels. On NCHW tensors the same thread mapping would put 32 threads of a warp on 32
+channel planes (32 cache lines per load or store instruction; for resnet-1 at F(7x7), about 85 us of
+load/store issue time on an H100 against a 200 us convolution), and the opposite mapping (threads on
+tiles) would scatter the stores into V instead. So these kernels change the layout on the way through
+shared memory:
+
+- ``itrans_nchw(prm, x, V, CC, TX)``: block b takes a strip of TX consecutive tiles of one tile row of one
+  image and a chunk of CC channels. Its threads copy the strip's (m + 2) input rows of (TX * m + 2) columns
+  of each channel into shared memory, row by row (consecutive threads on consecutive columns: contiguous
+  loads; zeros outside the image and past C), then thread (t, c), c fastest, transforms tile t of channel c
+  from shared memory and writes V[e, tile, c] (consecutive threads on consecutive channels: contiguous
+  stores), exactly as the NHWC transform does.
+- ``otrans_nchw(prm, M, Y, KC, TX)``: block b takes TX tiles and KC output channels; thread (t, k), k
+  fastest, reads M[e, tile, k] (contiguous loads) and writes its m x m outputs into shared memory; the block
+  then stores the strip's m output rows of each channel to Y[n, k, :, :] row by row (contiguous stores),
+  the outputs inside the P x Q image only.
+
+CC * TX = KC * TX = ``NCHW_THREADS`` threads per block; CC (KC) is the smallest power of two >= C (K), at
+most 32, so a layer with few channels fills the block with tiles (``nchw_geometry``). The shared planes
+are padded to an odd number of floats, so the threads of a warp, on consecutive channels, read and write
+distinct banks. Both kernels cover every (tile, channel) pair of their kind in one launch (the grid is the
+strips x chunks), so the non-fused schedule's itrans and otrans launches run on them whole
+(``gpu.runtime.winograd_kernels``, layout "NCHW").
+
+The transforms' arithmetic is the generated straight-line code of ``gpu.kernels.winograd.transforms``
+(``_two_sided`` with the same matrices), so their results equal the NHWC transforms' bit for bit.
+"""
+
+from __future__ import annotations
+
+import linecache
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32
+
+from gpu.kernels.common.vector_access import load1, py_load1, py_store1, store1
+from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
+from gpu.kernels.winograd.transforms import STREAMED_ALPHA, _Consts, _two_sided
+from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, matrices
+
+NCHW_THREADS = 128
+MAX_CHUNK = 32
+PY_FUNCS: dict = {}
+
+
+def nchw_geometry(channels: int, m: int) -> tuple[int, int, int, int]:
+    """(channel chunk, tiles per strip, padded columns of a row, odd floats per channel plane) of the itrans
+    kernel for ``channels`` input channels at tile m; the otrans kernel uses the same chunk and strip with
+    ``channels`` = K (its rows are TX * m wide: ``otrans_plane``)."""
+    chunk = 1
+    while chunk < min(channels, MAX_CHUNK):
+        chunk *= 2
+    tx = NCHW_THREADS // chunk
+    cols = tx * m + 2
+    return chunk, tx, cols, ((m + 2) * cols) | 1
+
+
+def otrans_plane(m: int, tx: int) -> int:
+    """Odd floats per output channel's plane of m rows of tx * m outputs in the otrans kernel's shared memory."""
+    return (m * tx * m) | 1
+
+
+def itrans_shared_bytes(channels: int, m: int) -> int:
+    chunk, _, _, plane = nchw_geometry(channels, m)
+    return 4 * chunk * plane
+
+
+def otrans_shared_bytes(k: int, m: int) -> int:
+    chunk, tx, _, _ = nchw_geometry(k, m)
+    return 4 * chunk * otrans_plane(m, tx)
+
+
+def nchw_blocks(problem, m: int, channels: int) -> int:
+    """Blocks of one launch: images x tile rows x strips x channel chunks."""
+    chunk, tx, _, _ = nchw_geometry(channels, m)
+    tiles_y, tiles_x = -(-problem.out_h // m), -(-problem.out_w // m)
+    return problem.n * tiles_y * -(-tiles_x // tx) * -(-channels // chunk)
+
+
+def _gen_itrans_smem(m: int, consts: _Consts) -> str:
+    bt, _, _ = matrices(m)
+    a = m + 2
+    lines = [f"def itrans_smem_m{m}(s, base, row, V, dst, plane):"]
+
+    def load(i, j):
+        return f"    d{i}_{j} = s[base + {i} * row + {j}]"
+
+    def store(i, j):
+        return f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})"
+
+    if a < STREAMED_ALPHA:
+        lines += [load(i, j) for i in range(a) for j in range(a)]
+        lines += _two_sided(bt, bt, "d", "v", consts)
+        lines += [store(i, j) for i in range(a) for j in range(a)]
+    else:
+        lines += _two_sided(bt, bt, "d", "v", consts, load_column=lambda j: [load(i, j) for i in range(a)],
+                            store_row=lambda i: [store(i, j) for j in range(a)])
+    return "\n".join(lines) + "\n"
+
+
+def _gen_otrans_smem(m: int, consts: _Consts) -> str:
+    _, _, at = matrices(m)
+    a = m + 2
+    lines = [f"def otrans_smem_m{m}(M, src, plane, s, base, row):"]
+
+    def load(i, j):
+        return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
+
+    def store_row(i):
+        return [f"    s[base + {i} * row + {j}] = y{i}_{j}" for j in range(m)]
+
+    if a < STREAMED_ALPHA:
+        lines += [load(i, j) for i in range(a) for j in range(a)]
+        lines += _two_sided(at, at, "s", "y", consts)
+        for i in range(m):
+            lines += store_row(i)
+    else:
+        lines += _two_sided(at, at, "s", "y", consts, load_column=lambda j: [load(i, j) for i in range(a)],
+                            store_row=store_row)
+    return "\n".join(lines) + "\n"
+
+
+def _compile(gen, m: int):
+    consts = _Consts()
+    src = gen(m, consts)
+    name = src.split("(", 1)[0][4:]
+    filename = f"<gpu.kernels.winograd.nchw:{name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    code = compile(src, filename, "exec")
+    py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1)
+    exec(code, py_ns)
+    PY_FUNCS[name] = py_ns[name]
+    dev_ns = dict(consts.namespace(), load1=load1, store1=store1)
+    exec(code, dev_ns)
+    return cuda.jit(device=True)(dev_ns[name])
+
+
+@lru_cache(maxsize=None)
+def nchw_kernels_for(m: int) -> tuple:
+    """(itrans_nchw, otrans_nchw) kernels of tile m (compiled for that m alone, on first use)."""
+    if m not in SUPPORTED_TILES:
+        raise ValueError(f"tile m={m!r} is not allowed: want one of {SUPPORTED_TILES}")
+    itrans_pair = _compile(_gen_itrans_smem, m)
+    otrans_pair = _compile(_gen_otrans_smem, m)
+    MT = m
+    A = m + 2
+    ZERO = np.float32(0.0)
+
+    @cuda.jit
+    def itrans_nchw(prm, x, V, CC, TX):
+        """x (N, C, H, W) -> V (alpha^2, tiles, C); see the module docstring. Block: NCHW_THREADS threads;
+        dynamic shared memory ``itrans_shared_bytes``."""
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        C = prm[P_C]
+        H = prm[P_H]
+        W = prm[P_W]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        chunks = (C + CC - 1) // CC
+        strips = (tiles_x + TX - 1) // TX
+        b = cuda.blockIdx.x
+        cb = b % chunks
+        r = b // chunks
+        sx = r % strips
+        r //= strips
+        ty = r % tiles_y
+        n = r // tiles_y
+        c0 = cb * CC
+        tx0 = sx * TX
+        y0 = MT * ty - prm[P_PAD]
+        x0 = MT * tx0 - prm[P_PAD]
+        cols = TX * MT + 2
+        rows_cols = A * cols
+        plane = rows_cols | 1
+        s = cuda.shared.array(0, float32)
+        for idx in range(tid, CC * rows_cols, nthr):
+            cc = idx // rows_cols
+            rem = idx - cc * rows_cols
+            i = rem // cols
+            j = rem - i * cols
+            c = c0 + cc
+            yy = y0 + i
+            xx = x0 + j
+            v = ZERO
+            if c < C and 0 <= yy < H and 0 <= xx < W:
+                v = load1(x, ((n * C + c) * H + yy) * W + xx)
+            s[cc * plane + i * cols + j] = v
+        cuda.syncthreads()
+        cc = tid % CC
+        t = tid // CC
+        c = c0 + cc
+        tx = tx0 + t
+        if c < C and t < TX and tx < tiles_x:
+            tile = (n * tiles_y + ty) * tiles_x + tx
+            itrans_pair(s, cc * plane + t * MT, cols, V, tile * C + c, prm[P_TILES] * C)
+
+    @cuda.jit
+    def otrans_nchw(prm, M, Y, KC, TX):
+        """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: NCHW_THREADS threads;
+        dynamic shared memory ``otrans_shared_bytes``."""
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        K = prm[P_K]
+        P = prm[P_P]
+        Q = prm[P_Q]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        chunks = (K + KC - 1) // KC
+        strips = (tiles_x + TX - 1) // TX
+        b = cuda.blockIdx.x
+        kb = b % chunks
+        r = b // chunks
+        sx = r % strips
+        r //= strips
+        ty = r % tiles_y
+        n = r // tiles_y
+        k0 = kb * KC
+        tx0 = sx * TX
+        width = TX * MT
+        plane = (MT * width) | 1
+        s = cuda.shared.array(0, float32)
+        kk = tid % KC
+        t = tid // KC
+        k = k0 + kk
+        tx = tx0 + t
+        if k < K and t < TX and tx < tiles_x:
+            tile = (n * tiles_y + ty) * tiles_x + tx
+            otrans_pair(M, tile * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
+        cuda.syncthreads()
+        oy0 = MT * ty
+        ox0 = MT * tx0
+        rows_cols = MT * width
+        for idx in range(tid, KC * rows_cols, nthr):
+            kk = idx // rows_cols
+            rem = idx - kk * rows_cols
+            i = rem // width
+            j = rem - i * width
+            k = k0 + kk
+            yy = oy0 + i
+            xx = ox0 + j
+            if k < K and yy < P and xx < Q:
+                store1(Y, ((n * K + k) * P + yy) * Q + xx, s[kk * plane + i * width + j])
+
+    return itrans_nchw, otrans_nchw
