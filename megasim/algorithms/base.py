@@ -164,6 +164,11 @@ class Algorithm:
         """Columns a search record of a resolved plan carries beside its --param string (default none)."""
         return {}
 
+    def footprint(self, problem: "ConvProblem", params: Any) -> dict[str, int] | None:
+        """Bytes of each tensor the algorithm allocates beyond input, filter and output, by name (None:
+        not modelled; ``megasim simulate`` reports it as extra memory)."""
+        return None
+
     def time_us(self, result: "SimResult") -> float:
         """The simulated time a measurement of this algorithm is compared with: the whole run."""
         return result.predicted_us

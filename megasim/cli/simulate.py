@@ -62,6 +62,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "time_us": plan.algo.time_us(result),
                "megasim_version": __version__, "python": platform.python_version()}
+    extra = plan.algo.footprint(problem, plan.params)
+    if extra is not None:
+        summary["extra_bytes"] = extra
     if args.json:
         util = result.utilization(bins=20)
         summary["utilization_20_bins"] = {k: [round(float(x), 4) for x in v] for k, v in util.items()}
@@ -77,6 +80,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     for launch in result.launches:
         print(f"  launch          {launch.name}: {launch.tasks} tasks, {launch.blocks_per_sm} blocks/SM "
               f"(limited by {launch.limited_by}), {launch.start_ns / 1e3:,.1f}-{launch.end_ns / 1e3:,.1f} us")
+    if extra is not None:
+        tensors = ", ".join(f"{name} {b / 1e6:,.1f} MB" for name, b in extra.items()) or "none"
+        print(f"  extra memory    {sum(extra.values()) / 1e6:,.1f} MB beyond input, filter, output ({tensors})")
     print(f"  L2 hit rate     {result.l2_hit_rate:.3f}")
     print(f"  DRAM traffic    {result.dram_bytes / 1e6:,.1f} MB  ({result.achieved_dram_gbps:,.0f} GB/s achieved)")
     print(f"  FP32            {result.achieved_gflops / 1e3:,.2f} TFLOP/s achieved")

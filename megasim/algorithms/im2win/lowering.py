@@ -1,0 +1,312 @@
+"""Lowering im2win and im2col + GEMM convolutions to TaskGraphs.
+
+One task is one thread block of the kernels ``megasim.algorithms.im2win.tiling`` describes (read its
+docstring first). Two launches, in this order, the second after the first (a kernel boundary):
+
+- **transform** (``im2win_transform``; ``im2col_transform``): writes the window tensor J (the im2col
+  matrix). im2win: block b writes elements ``[b*E, (b+1)*E)`` of J in flat order (E =
+  ``TRANSFORM_ELEMENTS``) and reads the input rows they come from. im2col: one block per (image,
+  block of ``n_b`` output pixels), writing their ``C*R*S`` values each (torch's ``unfold`` layout is
+  (N, C*R*S, P*Q); the model prices its traffic, not its code). No FLOPs; every element written is
+  one ``other_ops`` (priced by the kind's ``ns_per_other_op``, 0 until calibrated), so a transform
+  costs its bytes.
+- **conv** (``im2win_conv``, or ``im2win_conv_VARIANT`` for a variant of the ablation; ``im2col_gemm``): one task per ``m_b x n_b`` output tile, its FLOPs the
+  multiply-adds of its valid outputs (``2 * rows * columns * C*R*S``: the tasks sum to the direct
+  convolution's ``2*N*K*C*R*S*P*Q``), ``serial_steps`` its K steps (``TaskCost.ns_per_step``). Edge
+  tiles are priced by their valid outputs, though the kernel runs their threads in full. Grid order:
+  filter tile fastest (``Im2winTiling.grid``).
+
+**Regions** (what the L2 model sees):
+
+- ``window`` (J), a part per (image, channel, output row): one row of ``Wp*R`` values. A conv tile
+  reads, for every output row it covers, the same row of every channel (parts ``range(lo, hi, P)``:
+  one access per covered row) -- the columns from its first window's start to its last window's
+  end, so the window rows one tile reads are read again by the tiles of the other filters (grid x)
+  and by the neighbouring output tile that shares the row. im2col's ``columns`` has a part per
+  (image, block of ``n_b`` pixels), all ``C*R*S`` rows: a GEMM tile reads exactly one part.
+- ``filter``: a part per filter tile (``m_b`` filters x ``C*R*S``): every output tile of that
+  filter tile re-reads it.
+- ``input``: a part per (image, channel, input row): a transform block reads the rows of the
+  windows it writes (one access over the range they span).
+- ``output``: a part per (image, filter) plane (NCHW); a tile writes the planes of the images and
+  filters it covers.
+
+The footprint (``extra_bytes``) is every tensor the algorithm allocates beyond input, filter and
+output: the im2win tensor (``im2win_elements``) or the im2col matrix (``im2col_elements``), 4 bytes
+each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from megasim.algorithms.im2win.tiling import (FLOAT_BYTES, TRANSFORM_ELEMENTS, TRANSFORM_THREADS, Im2winTiling,
+                                              gemm_dims, im2col_elements, im2win_elements, im2win_shape)
+from megasim.schedule import Launch, Schedule
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+
+TRANSFORM_REGISTERS = 24    # an index computation and one load/store per element; never limits occupancy
+
+
+class _Graph:
+    """Tasks and accesses gathered as NumPy arrays, one add_tasks call per kind, then one TaskGraph."""
+
+    def __init__(self) -> None:
+        self.kinds: list[tuple[str, int, int, int]] = []
+        self.tensors: list[str] = []
+        self.regions: list[tuple[int, int, float]] = []
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "group", "index", "flops", "other", "steps")}
+        self.acc: list[tuple[np.ndarray, ...]] = []
+        self.tasks = 0
+
+    def add_kind(self, name: str, threads: int, registers: int, shared: int) -> int:
+        self.kinds.append((name, threads, registers, shared))
+        return len(self.kinds) - 1
+
+    def add_region(self, tensor: str, parts: int, part_bytes: float) -> int:
+        if tensor not in self.tensors:
+            self.tensors.append(tensor)
+        self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
+        return len(self.regions) - 1
+
+    def add_tasks(self, kind: int, group, index, flops, other, steps, accesses) -> np.ndarray:
+        """Tasks in the order given; ``accesses(first_task_id)`` returns (task, region, lo, hi, step, bytes,
+        write) arrays. Returns their ids."""
+        n = len(group)
+        ids = np.arange(self.tasks, self.tasks + n)
+        for key, value in (("kind", np.full(n, kind, np.int16)), ("group", np.asarray(group, np.int32)),
+                           ("index", np.asarray(index, np.int32)), ("flops", np.asarray(flops, np.float64)),
+                           ("other", np.broadcast_to(np.asarray(other, np.float64), (n,))),
+                           ("steps", np.broadcast_to(np.asarray(steps, np.float64), (n,)))):
+            self.cols[key].append(value)
+        self.acc.append(accesses(ids))
+        self.tasks += n
+        return ids
+
+    def build(self, meta: dict) -> TaskGraph:
+        t = self.tasks
+        cat = {k: np.concatenate(v) for k, v in self.cols.items()}
+        task, region, lo, hi, step, nbytes, write = (np.concatenate(c) for c in zip(*self.acc))
+        order = np.argsort(task, kind="stable")
+        ptr = np.zeros(t + 1, np.int64)
+        ptr[1:] = np.cumsum(np.bincount(task, minlength=t))
+        graph = TaskGraph(
+            kind_names=tuple(k[0] for k in self.kinds), kind=cat["kind"], group=cat["group"],
+            index_in_group=cat["index"], wait_counters=np.full((t, 1), -1, np.int32),
+            signal_counters=np.full((t, 1), -1, np.int32), counter_init=np.zeros(0, np.int32),
+            flops=cat["flops"], access_ptr=ptr,
+            access_region=region[order].astype(np.int32), access_part_lo=lo[order].astype(np.int32),
+            access_part_hi=hi[order].astype(np.int32), access_part_step=step[order].astype(np.int32),
+            access_bytes=nbytes[order].astype(np.float64), access_write=write[order].astype(bool),
+            region_parts=np.array([r[1] for r in self.regions], np.int32),
+            region_part_bytes=np.array([r[2] for r in self.regions], np.float64),
+            region_tensor=np.array([r[0] for r in self.regions], np.int16), tensor_names=tuple(self.tensors),
+            kind_threads=np.array([k[1] for k in self.kinds], np.int32),
+            kind_registers=np.array([k[2] for k in self.kinds], np.int32),
+            kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
+            other_ops=cat["other"], serial_steps=cat["steps"], meta=meta)
+        graph.validate()
+        return graph
+
+
+def _acc(task, region, lo, hi, nbytes, write, step=1):
+    n = len(task)
+    return (np.asarray(task, np.int64), np.full(n, region, np.int64), np.asarray(lo, np.int64),
+            np.asarray(hi, np.int64), np.broadcast_to(np.asarray(step, np.int64), (n,)),
+            np.asarray(nbytes, np.float64), np.full(n, write, bool))
+
+
+def _cat(*accs):
+    return tuple(np.concatenate(c) for c in zip(*accs))
+
+
+def _tiles(problem: ConvProblem, tiling: Im2winTiling):
+    """Per conv task in grid order (filter tile fastest): (filter tile, output tile, first filter, filters,
+    first output pixel, pixels)."""
+    m, n, _ = gemm_dims(problem)
+    tiles_m, tiles_n = tiling.grid(problem)
+    mt = np.tile(np.arange(tiles_m), tiles_n)
+    nt = np.repeat(np.arange(tiles_n), tiles_m)
+    m0, n0 = mt * tiling.tile_m, nt * tiling.tile_n
+    return mt, nt, m0, np.minimum(tiling.tile_m, m - m0), n0, np.minimum(tiling.tile_n, n - n0)
+
+
+def _covered_rows(problem: ConvProblem, n0: np.ndarray, n_here: np.ndarray):
+    """Per task, the output rows (image, row) its pixels cover: (task index, global row g, first column,
+    last column) per covered row."""
+    q = problem.out_w
+    first, last = n0, n0 + n_here - 1
+    g0, g1 = first // q, last // q
+    count = g1 - g0 + 1
+    task = np.repeat(np.arange(n0.size), count)
+    g = np.repeat(g0, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    qa = np.where(g == g0[task], first[task] % q, 0)
+    qb = np.where(g == g1[task], last[task] % q, q - 1)
+    return task, g, qa, qb
+
+
+def _output_access(problem, ids, region, m0, m_here, n0, n_here):
+    per_img = problem.out_h * problem.out_w
+    img0, img1 = n0 // per_img, (n0 + n_here - 1) // per_img
+    return _acc(ids, region, img0 * problem.k + m0, img1 * problem.k + m0 + m_here,
+                m_here * n_here * FLOAT_BYTES, True)
+
+
+def _conv_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, kind_name: str, cols_region: int,
+                window: bool, f_region: int, out_region: int) -> None:
+    p = problem
+    _, _, kdim = gemm_dims(p)
+    kid = g.add_kind(kind_name, tiling.threads, tiling.registers, tiling.shared_bytes)
+    mt, nt, m0, m_here, n0, n_here = _tiles(p, tiling)
+
+    def accesses(ids):
+        parts = [_acc(ids, f_region, mt, mt + 1, m_here * kdim * FLOAT_BYTES, False),
+                 _output_access(p, ids, out_region, m0, m_here, n0, n_here)]
+        if window:      # one step access per covered output row: that row of every channel
+            task, row, qa, qb = _covered_rows(p, n0, n_here)
+            img, oh = row // p.out_h, row % p.out_h
+            lo = img * p.c * p.out_h + oh
+            span = ((qb - qa) * p.stride + p.s) * p.r
+            parts.append(_acc(ids[task], cols_region, lo, lo + (p.c - 1) * p.out_h + 1,
+                              p.c * span * FLOAT_BYTES, False, step=p.out_h))
+        else:           # the im2col block of the tile: pixels of one image (tiles do not cross images)
+            parts.append(_acc(ids, cols_region, nt, nt + 1, n_here * kdim * FLOAT_BYTES, False))
+        return _cat(*parts)
+
+    g.add_tasks(kid, nt, mt, 2.0 * m_here * n_here * kdim, 0.0, tiling.k_steps(p), accesses)
+
+
+def _input_rows(problem: ConvProblem, plane: np.ndarray, y0: np.ndarray, y1: np.ndarray):
+    """Flat input-row indices (image*C + channel)*H + y of rows [y0, y1) of a plane, clipped to the image."""
+    return plane * problem.h + np.clip(y0, 0, problem.h), plane * problem.h + np.clip(y1, 0, problem.h)
+
+
+def _im2win_transform(g: _Graph, problem: ConvProblem, in_region: int, win_region: int) -> None:
+    p = problem
+    _, _, rows, cols = im2win_shape(p)
+    total = im2win_elements(p)
+    kid = g.add_kind("im2win_transform", TRANSFORM_THREADS, TRANSFORM_REGISTERS, 0)
+    blocks = -(-total // TRANSFORM_ELEMENTS)
+    e0 = np.arange(blocks, dtype=np.int64) * TRANSFORM_ELEMENTS
+    e1 = np.minimum(e0 + TRANSFORM_ELEMENTS, total)
+    r0, r1 = e0 // cols, (e1 - 1) // cols          # J rows (image, channel, output row), inclusive
+    plane0, plane1 = r0 // rows, r1 // rows
+    lo, _ = _input_rows(p, plane0, (r0 % rows) * p.stride - p.padding, (r0 % rows) * p.stride - p.padding + 1)
+    _, hi = _input_rows(p, plane1, (r1 % rows) * p.stride - p.padding, (r1 % rows) * p.stride - p.padding + p.r)
+    hi = np.maximum(hi, lo + 1)       # a block of padding rows only still touches one row
+
+    def accesses(ids):
+        return _cat(_acc(ids, win_region, r0, r1 + 1, (e1 - e0) * FLOAT_BYTES, True),
+                    _acc(ids, in_region, np.minimum(lo, p.n * p.c * p.h - 1), np.minimum(hi, p.n * p.c * p.h),
+                         (hi - lo) * p.w * FLOAT_BYTES, False))
+
+    g.add_tasks(kid, np.zeros(blocks), np.arange(blocks), np.zeros(blocks), (e1 - e0).astype(np.float64), 1.0,
+                accesses)
+
+
+def _im2col_transform(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, in_region: int,
+                      col_region: int) -> None:
+    p = problem
+    _, _, kdim = gemm_dims(p)
+    kid = g.add_kind("im2col_transform", TRANSFORM_THREADS, TRANSFORM_REGISTERS, 0)
+    per_img = p.out_h * p.out_w
+    blocks_img = -(-per_img // tiling.tile_n)
+    b = np.arange(p.n * blocks_img)
+    img, j = b // blocks_img, b % blocks_img
+    first = j * tiling.tile_n
+    count = np.minimum(tiling.tile_n, per_img - first)
+    oh0, oh1 = first // p.out_w, (first + count - 1) // p.out_w
+    y0, y1 = oh0 * p.stride - p.padding, oh1 * p.stride - p.padding + p.r
+    lo, hi = _input_rows(p, img * p.c, y0, y1)
+    _, hi_last = _input_rows(p, img * p.c + p.c - 1, y0, y1)   # every channel's rows of the image
+    hi = np.maximum(hi_last, lo + 1)
+    rows_read = np.clip(y1, 0, p.h) - np.clip(y0, 0, p.h)
+
+    def accesses(ids):
+        return _cat(_acc(ids, col_region, b, b + 1, count * kdim * FLOAT_BYTES, True),
+                    _acc(ids, in_region, lo, hi, p.c * rows_read * p.w * FLOAT_BYTES, False))
+
+    g.add_tasks(kid, img, j, np.zeros(b.size), (count * kdim).astype(np.float64), 1.0, accesses)
+
+
+def footprint_bytes(problem: ConvProblem, method: str) -> dict[str, int]:
+    """Bytes of every tensor the method allocates beyond input, filter and output, by tensor name."""
+    if method == "im2win":
+        return {"window": im2win_elements(problem) * FLOAT_BYTES}
+    if method == "im2col":
+        return {"columns": im2col_elements(problem) * FLOAT_BYTES}
+    raise ValueError(f"method {method!r}: want im2win or im2col")
+
+
+def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2win") -> tuple[TaskGraph, Schedule]:
+    """The TaskGraph and Schedule (transform launch, then conv launch, each in grid order) of an im2win
+    (``method="im2win"``) or im2col + GEMM (``"im2col"``) convolution under ``tiling``."""
+    p = problem
+    m, n, kdim = gemm_dims(p)
+    g = _Graph()
+    in_region = g.add_region("input", p.n * p.c * p.h, p.w * FLOAT_BYTES)
+    tiles_m, tiles_n = tiling.grid(p)
+    f_region = g.add_region("filter", tiles_m, tiling.tile_m * kdim * FLOAT_BYTES)
+    out_region = g.add_region("output", p.n * p.k, p.out_h * p.out_w * FLOAT_BYTES)
+    if method == "im2win":
+        _, _, rows, cols = im2win_shape(p)
+        cols_region = g.add_region("window", p.n * p.c * rows, cols * FLOAT_BYTES)
+        _im2win_transform(g, p, in_region, cols_region)
+        conv_tiling = tiling
+    elif method == "im2col":
+        per_img = p.out_h * p.out_w
+        blocks_img = -(-per_img // tiling.tile_n)
+        cols_region = g.add_region("columns", p.n * blocks_img, tiling.tile_n * kdim * FLOAT_BYTES)
+        _im2col_transform(g, p, tiling, in_region, cols_region)
+        conv_tiling = tiling
+    else:
+        raise ValueError(f"method {method!r}: want im2win or im2col")
+    first_conv = g.tasks
+    if method == "im2win":
+        _conv_tasks(g, p, conv_tiling, conv_kind(tiling.variant), cols_region, True, f_region, out_region)
+    else:
+        _im2col_gemm_tasks(g, p, conv_tiling, cols_region, f_region, out_region)
+    meta = {"method": method, "problem": p.spec_string(), "m_b": tiling.tile_m, "n_b": tiling.tile_n,
+            "k_b": tiling.k_b, "m_t": tiling.m_t, "n_t": tiling.n_t, "variant": tiling.variant,
+            "extra_bytes": footprint_bytes(p, method)}
+    if method == "im2win" and tiling.variant != "optimized":
+        meta["cost_names"] = {conv_kind(tiling.variant): f"im2win_conv@{tiling.variant}"}
+    graph = g.build(meta)
+    names = graph.kind_names
+    schedule = Schedule(method, (Launch(np.arange(first_conv), name=names[0]),
+                                 Launch(np.arange(first_conv, g.tasks), name=names[1])),
+                        {"method": method, "variant": tiling.variant})
+    return graph, schedule
+
+
+def conv_kind(variant: str) -> str:
+    """The conv kind of a variant: ``im2win_conv`` (Alg. 3), else ``im2win_conv_VARIANT`` (another kernel, so
+    another graph; its cost name ``im2win_conv@VARIANT`` falls back to ``im2win_conv``'s entry)."""
+    return "im2win_conv" if variant == "optimized" else f"im2win_conv_{variant}"
+
+
+def _im2col_gemm_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, col_region: int, f_region: int,
+                       out_region: int) -> None:
+    """The batched GEMM's tiles: per image, ``m_b x n_b`` tiles of (filters x that image's pixels), filter
+    tile fastest; tile (image, j) reads column block (image, j)."""
+    p = problem
+    m, _, kdim = gemm_dims(p)
+    per_img = p.out_h * p.out_w
+    blocks_img = -(-per_img // tiling.tile_n)
+    tiles_m = -(-m // tiling.tile_m)
+    kid = g.add_kind("im2col_gemm", tiling.threads, tiling.registers, tiling.shared_bytes)
+    nb = np.repeat(np.arange(p.n * blocks_img), tiles_m)          # column block (image, j)
+    mt = np.tile(np.arange(tiles_m), p.n * blocks_img)
+    img, j = nb // blocks_img, nb % blocks_img
+    m0 = mt * tiling.tile_m
+    m_here = np.minimum(tiling.tile_m, m - m0)
+    n0 = img * per_img + j * tiling.tile_n
+    n_here = np.minimum(tiling.tile_n, per_img - j * tiling.tile_n)
+
+    def accesses(ids):
+        return _cat(_acc(ids, f_region, mt, mt + 1, m_here * kdim * FLOAT_BYTES, False),
+                    _acc(ids, col_region, nb, nb + 1, n_here * kdim * FLOAT_BYTES, False),
+                    _output_access(p, ids, out_region, m0, m_here, n0, n_here))
+
+    g.add_tasks(kid, nb, mt, 2.0 * m_here * n_here * kdim, 0.0, -(-kdim // tiling.k_b), accesses)

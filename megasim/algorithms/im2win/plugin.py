@@ -1,0 +1,154 @@
+"""The im2win and im2col + GEMM plug-ins: parameters, schedule, search space, footprint.
+
+``im2win`` (Lu et al., Euro-Par 2023): the window transform, then the tiled GEMM-view convolution of
+Alg. 3 (or a variant of the paper's ablation: ``variant=basic|no_microkernel|no_vector|no_prefetch``).
+``im2col_gemm``: the im2col matrix, then a batched GEMM tiled the same way (the model of
+torch ``unfold`` + ``matmul``; it has no kernel table of its own: the GPU side measures torch).
+The sparse family's ``direct`` is the dense direct convolution these are compared with.
+
+Both lower to two launches (``megasim.algorithms.im2win.lowering``): transform, then convolution.
+Their costs are the GPUSpec's entries for the kinds ``im2win_transform``, ``im2win_conv`` (a
+variant's kind ``im2win_conv_VARIANT`` is priced as ``im2win_conv@VARIANT``, which falls back to it), ``im2col_transform`` and ``im2col_gemm``, or its
+``default`` entry until calibrated. ``footprint(problem, params)`` gives the bytes each allocates
+beyond input, filter and output (the CLI's ``extra memory``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from megasim.algorithms.base import Algorithm, check_params
+from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, lower_im2win
+from megasim.algorithms.im2win.tiling import VARIANTS, Im2winTiling
+from megasim.algorithms.registry import register
+from megasim.errors import MappingError
+from megasim.schedule import Schedule
+from megasim.taskgraph import TaskGraph
+from megasim.workloads.problem import ConvProblem
+
+TILES = (32, 64, 128)
+K_STEPS = (8, 16)
+THREAD_TILES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Im2winParams:
+    """Block tile m_b x n_b (filters x output pixels), K step k_b, register tile m_t x n_t, variant."""
+
+    m_b: int = 128
+    n_b: int = 128
+    k_b: int = 8
+    m_t: int = 8
+    n_t: int = 8
+    variant: str = "optimized"
+
+    KEYS: ClassVar[dict[str, str]] = {"m_b": "m_b", "n_b": "n_b", "k_b": "k_b", "m_t": "m_t", "n_t": "n_t",
+                                      "variant": "variant"}
+    CHOICES: ClassVar[dict[str, tuple]] = {"m_b": TILES, "n_b": TILES, "k_b": K_STEPS, "m_t": THREAD_TILES,
+                                           "n_t": THREAD_TILES, "variant": VARIANTS}
+
+    def __post_init__(self) -> None:
+        check_params(self)
+        self.tiling   # the layout checks (one line each)
+
+    @property
+    def tiling(self) -> Im2winTiling:
+        return Im2winTiling(self.m_b, self.n_b, self.k_b, self.m_t, self.n_t, self.variant)
+
+
+@dataclass(frozen=True)
+class Im2colParams:
+    """The batched GEMM's block tile m_b x n_b, K step k_b and register tile m_t x n_t."""
+
+    m_b: int = 128
+    n_b: int = 128
+    k_b: int = 8
+    m_t: int = 8
+    n_t: int = 8
+
+    KEYS: ClassVar[dict[str, str]] = {"m_b": "m_b", "n_b": "n_b", "k_b": "k_b", "m_t": "m_t", "n_t": "n_t"}
+    CHOICES: ClassVar[dict[str, tuple]] = {"m_b": TILES, "n_b": TILES, "k_b": K_STEPS, "m_t": THREAD_TILES,
+                                           "n_t": THREAD_TILES}
+
+    def __post_init__(self) -> None:
+        check_params(self)
+        self.tiling
+
+    @property
+    def tiling(self) -> Im2winTiling:
+        return Im2winTiling(self.m_b, self.n_b, self.k_b, self.m_t, self.n_t, "optimized")
+
+
+class _TiledConv(Algorithm):
+    """A transform launch then a tiled GEMM-view launch (module docstring); ``method`` picks the tensor."""
+
+    method: ClassVar[str]
+    schedules = ("kernel",)
+
+    def lower(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> TaskGraph:
+        return lower_im2win(problem, params.tiling, self.method)[0]
+
+    def order(self, graph: TaskGraph, params: Any, schedule: str) -> tuple[Schedule, Any]:
+        """The transform launch, then the conv launch, each in grid order (the order lower builds)."""
+        import numpy as np
+        from megasim.schedule import Launch
+        launches = tuple(Launch(np.flatnonzero(graph.kind == k), name=name) for k, name in enumerate(graph.kind_names))
+        return Schedule(schedule, launches, {"method": self.method}), params
+
+    def footprint(self, problem: ConvProblem, params: Any) -> dict[str, int]:
+        """Bytes of each tensor allocated beyond input, filter and output."""
+        return footprint_bytes(problem, self.method)
+
+    # -- search: tile sizes and threads ------------------------------------------------------------
+    @property
+    def spaces(self):   # type: ignore[override]
+        from megasim.search.space import Parameter, SearchSpace
+        return {"default": lambda: SearchSpace(
+            (Parameter("m_b", TILES, "filters per block"), Parameter("n_b", TILES, "output pixels per block"),
+             Parameter("k_b", K_STEPS, "K step"), Parameter("m_t", (4, 8), "filters per thread"),
+             Parameter("n_t", (4, 8), "output pixels per thread")), name="default", algorithm=self.name)}
+
+    space_defaults: ClassVar[dict[str, Any]] = {"m_b": 128, "n_b": 128, "k_b": 8, "m_t": 8, "n_t": 8}
+
+    def point_constraint(self, point: dict[str, Any], bound: tuple) -> str | None:
+        """Why a point's layout cannot run (threads outside 32..1024, staging, shared memory), or None."""
+        try:
+            Im2winTiling(*(int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")))
+        except MappingError as e:
+            return str(e)
+        return None
+
+    def point_plan(self, problem: ConvProblem, point: dict[str, Any], base: Any) -> Any:
+        from megasim.plan import Plan
+        base = base or Plan(algorithm=self.name)
+        return replace(base, params=replace(base.params, **{k: int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")}))
+
+
+class Im2win(_TiledConv):
+    name = "im2win"
+    summary = "im2win: window-ordered input tensor, then a tiled GEMM-view convolution (Lu et al. 2023)"
+    params_type = Im2winParams
+    kinds = ("im2win_transform", *(conv_kind(v) for v in VARIANTS))
+    method = "im2win"
+
+    def validation_plans(self, problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Any]]:
+        """The default tiling under each variant (the paper's ablation), in VARIANTS order."""
+        from megasim.plan import Plan
+        out = []
+        for variant in VARIANTS:
+            params = Im2winParams(m_t=1, n_t=1, m_b=32, n_b=32) if variant == "no_microkernel" else Im2winParams()
+            out.append((variant, Plan("kernel", replace(params, variant=variant), self.name)))
+        return out[:n]
+
+
+class Im2colGemm(_TiledConv):
+    name = "im2col_gemm"
+    summary = "im2col matrix, then a tiled batched GEMM (the model of torch unfold + matmul)"
+    params_type = Im2colParams
+    kinds = ("im2col_transform", "im2col_gemm")
+    method = "im2col"
+
+
+IM2WIN = register(Im2win())
+IM2COL_GEMM = register(Im2colGemm())

@@ -1,0 +1,160 @@
+"""The im2win and im2col tensors, and how the im2win kernels cut their work into thread blocks.
+
+This module is the contract between the Numba kernels (``gpu/kernels/im2win``) and the model's
+lowering (``megasim.algorithms.im2win.lowering``): both take their grids and layouts from here, so a
+prediction and a measurement describe the same program.
+
+**The im2win tensor** (Lu et al., Euro-Par 2023, Sec. 3.1, Eq. 2). The zero-padded input of one
+image and channel, ``Hp x Wp`` with ``Hp = H + 2 pad`` and ``Wp = W + 2 pad``, is rewritten so
+that for each output row ``m`` the ``R`` input rows that row reads (``m*stride + u``, ``u < R``)
+are interleaved column by column: ``J[i, c, m, col*R + u] = Xpad[i, c, m*stride + u, col]``, shape
+``(N, C, P, Wp*R)`` (``P = out_h``). Output ``(m, n)`` then reads one contiguous run of ``S*R``
+values starting at ``n*stride*R``, ordered (filter column v, filter row u). The padding is written
+into the tensor (zeros), so the convolution kernel never tests for it. The paper's Fig. 1 (C = H = W
+= 3, R = S = 2, stride 1): 27 input values become 3 x 2 x 6 = 36 (``im2win_elements``) where im2col
+has 4 x 12 = 48 (``im2col_elements``).
+
+**The GEMM view** (Sec. 3.2). ``M = K`` (filters), ``N = N*P*Q`` (outputs of all images, flattened
+(image, row, column)), ``K = C*R*S`` in the window's order ``k = c*R*S + v*R + u``: ``A[m, k]`` is
+filter ``w[m, c, u, v]`` (read in place, no transformed copy), ``B[k, n] = J[i, c, p, q*stride*R +
+v*R + u]``.
+
+**The tiled kernel** (Alg. 3): a block owns an ``m_b x n_b`` output tile; its threads hold
+``m_t x n_t`` register tiles (``threads = (m_b/m_t) * (n_b/n_t)``); it walks K in steps of ``k_b``,
+each step's filter tile (``m_b x k_b``) and window tile (``k_b x n_b``) staged in shared memory,
+double buffered (``prefetch``: the next step's global loads are issued before this step's multiply-adds).
+Grid x = filter tiles (fastest), y = output tiles, so the blocks in flight share window tiles.
+Per step every thread loads ``ceil(m_b*k_b/threads)`` filter and ``ceil(k_b*n_b/threads)`` window
+values, all at the one ``k`` of its lane (``threads`` a multiple of ``k_b``). The variants (the paper's ablation,
+Sec. 4.4) are build parameters: ``basic`` is Alg. 2 (a ``BASIC_TILE x BASIC_TILE`` block, one output
+per thread, no shared memory); ``no_microkernel`` has 1 x 1 register tiles; ``no_vector`` reads
+its shared-memory fragments with 32-bit instead of 128-bit loads; ``no_prefetch`` has one stage
+buffer (load, barrier, multiply-add, barrier).
+
+**The transform kernel**: blocks of ``TRANSFORM_THREADS`` threads, each block writing
+``TRANSFORM_ELEMENTS`` consecutive elements of J (flat order), one thread per element per pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from megasim.errors import MappingError
+from megasim.workloads.problem import ConvProblem
+
+FLOAT_BYTES = 4
+VARIANTS = ("optimized", "basic", "no_microkernel", "no_vector", "no_prefetch")
+TRANSFORM_THREADS = 256
+TRANSFORM_ELEMENTS = 4096       # elements of J one transform block writes (16 per thread)
+BASIC_TILE = 32                 # Alg. 2: 32 x 32 threads, one output each
+SHARED_PAD = 4                  # floats after each staged row: 16-byte aligned rows, spread banks
+MAX_STATIC_SHARED_BYTES = 48 * 1024   # static shared memory per block (Numba's kernels declare it static)
+
+
+def im2win_shape(problem: ConvProblem) -> tuple[int, int, int, int]:
+    """(N, C, P, Wp*R): the im2win tensor of the problem (module docstring)."""
+    p = problem
+    return (p.n, p.c, p.out_h, (p.w + 2 * p.padding) * p.r)
+
+
+def im2win_elements(problem: ConvProblem) -> int:
+    n, c, rows, cols = im2win_shape(problem)
+    return n * c * rows * cols
+
+
+def im2col_elements(problem: ConvProblem) -> int:
+    """The im2col matrix: one row of C*R*S values per output pixel of every image."""
+    p = problem
+    return p.n * p.c * p.r * p.s * p.out_h * p.out_w
+
+
+def gemm_dims(problem: ConvProblem) -> tuple[int, int, int]:
+    """(M, N, K) of the GEMM view: filters, output pixels of all images, C*R*S."""
+    p = problem
+    return p.k, p.n * p.out_h * p.out_w, p.c * p.r * p.s
+
+
+@dataclass(frozen=True)
+class Im2winTiling:
+    """The block shape of one im2win convolution kernel (module docstring). Checked on construction:
+    a layout the kernels cannot run is a one-line MappingError naming the value."""
+
+    m_b: int = 128
+    n_b: int = 128
+    k_b: int = 8
+    m_t: int = 8
+    n_t: int = 8
+    variant: str = "optimized"
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise MappingError(f"--param variant={self.variant!r} is not allowed (allowed: {', '.join(VARIANTS)})")
+        if self.variant == "basic":
+            return
+        for name in ("m_b", "n_b", "k_b", "m_t", "n_t"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise MappingError(f"--param {name}={v!r} is not allowed: it must be a positive integer")
+        if self.variant == "no_microkernel" and (self.m_t, self.n_t) != (1, 1):
+            raise MappingError(f"--param variant=no_microkernel with m_t={self.m_t}, n_t={self.n_t} is not allowed: "
+                               f"that variant has one output per thread (give m_t=1,n_t=1 and e.g. m_b=32,n_b=32)")
+        if self.m_b % self.m_t or self.n_b % self.n_t:
+            raise MappingError(f"--param m_b={self.m_b}, n_b={self.n_b} with m_t={self.m_t}, n_t={self.n_t} is not "
+                               f"allowed: m_b must be a multiple of m_t and n_b of n_t")
+        t = self.threads
+        if not 32 <= t <= 1024 or t % 32:
+            raise MappingError(f"--param m_b={self.m_b},n_b={self.n_b},m_t={self.m_t},n_t={self.n_t} gives {t} threads "
+                               f"per block: allowed are multiples of 32 from 32 to 1024")
+        if t % self.k_b:
+            raise MappingError(f"--param k_b={self.k_b} is not allowed with {t} threads: the threads must be a multiple "
+                               f"of k_b (each thread stages at one k of a step)")
+        if self.shared_bytes > MAX_STATIC_SHARED_BYTES:
+            raise MappingError(f"--param m_b={self.m_b},n_b={self.n_b},k_b={self.k_b} needs {self.shared_bytes:,} bytes "
+                               f"of shared memory per block: at most {MAX_STATIC_SHARED_BYTES:,} are allowed")
+
+    @property
+    def tile_m(self) -> int:
+        return BASIC_TILE if self.variant == "basic" else self.m_b
+
+    @property
+    def tile_n(self) -> int:
+        return BASIC_TILE if self.variant == "basic" else self.n_b
+
+    @property
+    def threads(self) -> int:
+        if self.variant == "basic":
+            return BASIC_TILE * BASIC_TILE
+        return (self.m_b // self.m_t) * (self.n_b // self.n_t)
+
+    @property
+    def stages(self) -> int:
+        """Shared-memory stage buffers: 2 (double buffered) unless the variant has no prefetching."""
+        return 1 if self.variant == "no_prefetch" else 2
+
+    @property
+    def shared_bytes(self) -> int:
+        if self.variant == "basic":
+            return 0
+        return self.stages * self.k_b * (self.m_b + SHARED_PAD + self.n_b + SHARED_PAD) * FLOAT_BYTES
+
+    @property
+    def registers(self) -> int:
+        """Registers per thread, estimated: accumulators, one fragment of each operand, the staged loads
+        and ~32 for indices (the compiler's count replaces it once measured)."""
+        if self.variant == "basic":
+            return 32
+        staged = -(-self.m_b * self.k_b // self.threads) - (-self.k_b * self.n_b // self.threads)
+        return min(255, self.m_t * self.n_t + self.m_t + self.n_t + staged + 32)
+
+    def grid(self, problem: ConvProblem) -> tuple[int, int]:
+        """(filter tiles, output tiles): grid x and y of the convolution kernel."""
+        m, n, _ = gemm_dims(problem)
+        return -(-m // self.tile_m), -(-n // self.tile_n)
+
+    def k_steps(self, problem: ConvProblem) -> int:
+        _, _, k = gemm_dims(problem)
+        return k if self.variant == "basic" else -(-k // self.k_b)
+
+
+def transform_blocks(problem: ConvProblem) -> int:
+    return -(-im2win_elements(problem) // TRANSFORM_ELEMENTS)
