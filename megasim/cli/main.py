@@ -12,6 +12,8 @@
     megasim validate LAYER.. --spec FILE [--algo NAME] [--mappings N] [--out DIR] [--measured CSV] [--no-predict]  (GPU)
     megasim transfer-spec --spec FILE --measurements FILE.measurements.json --out FILE [--keep FIELD ..]
     megasim update-spec --spec FILE --measurements FILE.measurements.json --out FILE [--refit FIELD[@KIND] ..]
+    megasim sweep SPEC.toml [--out TABLE] [--workers N | --scheduler ADDRESS] [--batch-size N] [--retry-failed]
+                  [--dry-run] [--json]
 
 Each command lives in a module of ``megasim.cli`` with ``add_<command>(parser)`` and
 ``run_<command>(args) -> int``; only the module of the command being run is imported, and its heavy
@@ -46,6 +48,7 @@ COMMANDS = {
     "update-spec": ("megasim.cli.specs", "a calibrated spec after a kernel change: the traced claims and the named "
                     "task-cost fields refitted from new measurements, every other cost kept (no GPU needed)"),
     "validate": ("megasim.cli.validate", "predicted vs measured runtimes of many mappings (needs a GPU)"),
+    "sweep": ("megasim.cli.sweep", "evaluate a sweep file (problems x GPUs x mappings) on a Dask cluster into one table"),
 }
 
 

@@ -1,0 +1,119 @@
+"""The Dask client that every parallel part of megasim shares, and a batched, ordered map over it.
+
+Every parallel evaluation (a sweep's points, the optimiser's batches, calibration's case simulations,
+validation's predictions, the experiment scripts) runs on a ``distributed.Client``:
+
+- ``open_client(client=None, scheduler=None, workers=None)``: the client given (left open), a client of
+  the cluster at ``scheduler`` (``tcp://host:8786``), or a fresh ``LocalCluster`` of ``workers``
+  processes with one thread each (a simulation holds the GIL: threads would not run two at once). A
+  cluster it starts, it closes.
+- ``map_batches(client, fn, items, ...)``: ``fn(chunk, *args)`` over contiguous chunks of ``items``,
+  results flattened back into the items' order. Simulations take 1-50 ms, a Dask task costs about a
+  millisecond of scheduling, so work is handed out in chunks (about ``per_worker`` chunks per worker)
+  rather than one task per item.
+
+Dask is imported inside these functions only, so commands that do not compute in parallel
+(``megasim layers``, ``megasim simulate``) never import it.
+
+Worker processes are spawned, not forked: each imports megasim afresh, and nothing of the calling
+process (threads, locks, open files) is copied into them. A worker that dies (killed, out of memory)
+is restarted by its nanny, and the scheduler reruns the tasks it held on another worker; a task is
+given up after Dask's ``distributed.scheduler.allowed-failures`` deaths (3), with ``KilledWorker``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+from megasim.errors import InputError
+
+MAX_WORKERS = 256
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_workers(workers: int | None, source: str = "workers") -> int:
+    """The worker count (default: the available CPUs); InputError naming the value otherwise."""
+    if workers is None:
+        return available_cpus()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"{source}={workers!r} is not allowed: it must be an integer from 1 to {MAX_WORKERS} "
+                         f"(default: the available CPUs, here {available_cpus()})")
+    return workers
+
+
+def local_cluster(workers: int, env: dict[str, str] | None = None):
+    """A LocalCluster of `workers` processes, one thread each, no dashboard, no memory limit (the
+    simulations' memory is bounded by --max-tasks, not by a share of the host)."""
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                        memory_limit=0, silence_logs=logging.ERROR, **({"env": env} if env else {}))
+
+
+@contextlib.contextmanager
+def open_client(client: Any = None, scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """The client to compute on (see the module's docstring); closes only what it opened."""
+    if client is not None:
+        if scheduler is not None:
+            raise InputError("give a client or a scheduler address, not both")
+        yield client
+        return
+    from distributed import Client
+    if scheduler is not None:
+        if not isinstance(scheduler, str) or not scheduler.strip():
+            raise InputError(f"scheduler {scheduler!r} is not allowed: give an address such as tcp://host:8786")
+        try:
+            own = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as err:
+            raise InputError(f"scheduler {scheduler!r} cannot be reached: {' '.join(str(err).split())} "
+                             f"(start one with `dask scheduler`, workers with `dask worker ADDRESS`)") from None
+        with own:
+            yield own
+        return
+    cluster = local_cluster(check_workers(workers))
+    try:
+        with Client(cluster) as own:
+            yield own
+    finally:
+        cluster.close()
+
+
+def worker_count(client: Any) -> int:
+    """The threads the client's cluster has (a LocalCluster of ours: one per process)."""
+    return max(1, sum(client.nthreads().values()))
+
+
+def chunks(items: Sequence, n: int) -> list[list]:
+    """`items` cut into at most `n` contiguous chunks of near-equal length, in order."""
+    items = list(items)
+    if not items:
+        return []
+    n = max(1, min(len(items), n))
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        stop = start + size + (1 if i < extra else 0)
+        out.append(items[start:stop])
+        start = stop
+    return out
+
+
+def map_batches(client: Any, fn: Callable[..., list], items: Sequence, *args: Any, per_worker: int = 2,
+                n_chunks: int | None = None) -> list:
+    """``fn(chunk, *args)`` (a list per chunk) over contiguous chunks of `items`, about `per_worker`
+    chunks per worker (or `n_chunks`), results in the items' order. `args` go to every chunk: pass large
+    shared data as a future of ``client.scatter(..., broadcast=True)``."""
+    if not items:
+        return []
+    parts = chunks(items, n_chunks or per_worker * worker_count(client))
+    futures = [client.submit(fn, part, *args, pure=False) for part in parts]
+    return [res for part in client.gather(futures) for res in part]
