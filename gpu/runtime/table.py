@@ -35,7 +35,7 @@ import numpy as np
 
 from gpu.errors import KernelInputError
 
-BUILTIN_TABLES = ("gpu.runtime.winograd_kernels", "gpu.runtime.sparse_kernels")
+BUILTIN_TABLES = ("gpu.runtime.winograd_kernels", "gpu.runtime.sparse_kernels", "gpu.runtime.im2win_kernels")
 
 
 class PreparedLaunch(Protocol):

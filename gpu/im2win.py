@@ -1,0 +1,175 @@
+"""im2win convolution on the GPU (Lu et al., "Im2win: an efficient convolution paradigm on GPU",
+Euro-Par 2023): the window transform, then the tiled GEMM-view convolution of its Alg. 3, or a variant of
+its ablation.
+
+    y = conv2d(x, w, stride=1, padding=0)                       # NCHW float32 in, NKPQ float32 out
+    y = conv2d(x, w, stride=2, variant="no_prefetch", m_b=64)   # a variant, another tile
+    launch = prepare(x_dev, w_dev, stride=4); launch.run()      # timing: enqueue only
+    launch.extra_bytes                                           # the im2win tensor's bytes
+
+Variants (``VARIANTS``): ``optimized`` (Alg. 3: block tile m_b x n_b stepping k_b, double-buffered shared
+memory, m_t x n_t register tile with an outer-product micro-kernel, 128-bit fragment loads, the next
+step's loads issued before this step's multiply-adds), ``basic`` (Alg. 2: 32 x 32 threads, one output
+each, straight from global memory), ``no_microkernel`` (1 x 1 register tiles; default tile 32 x 32),
+``no_vector`` (32-bit fragment loads), ``no_prefetch`` (one stage buffer). Layouts and grids are
+``megasim.algorithms.im2win.tiling``'s (the model's contract); the kernels are in
+``gpu.kernels.im2win``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
+and Schedule (``megasim.plan.build``) through the GPU executor and the table of
+``gpu.runtime.im2win_kernels``, the path ``megasim validate --algo im2win`` measures.
+
+Inputs: x (N, C, H, W) and w (K, C, R, S), float32 (other dtypes are rejected, not converted), both
+NumPy arrays (the result comes back as NumPy) or both device arrays (C-contiguous; the result stays on
+the device). Bad inputs raise ``Im2winError`` (a ``KernelInputError``) with a one-line message.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import config as numba_config
+from numba import cuda
+
+from gpu.errors import KernelInputError
+from gpu.runtime.execute import PreparedRun
+from megasim.algorithms.im2win import Im2winParams
+from megasim.algorithms.im2win.lowering import footprint_bytes
+from megasim.algorithms.im2win.tiling import VARIANTS
+from megasim.errors import MegasimError
+from megasim.plan import Plan, build, check_problem_size
+from megasim.workloads.problem import ConvProblem
+
+DEFAULT_TILES = {"no_microkernel": dict(m_b=32, n_b=32, k_b=8, m_t=1, n_t=1)}
+TILE_KEYS = ("m_b", "n_b", "k_b", "m_t", "n_t")
+
+
+class Im2winError(KernelInputError):
+    """A bad input to the im2win ops (one line naming the value and what is allowed)."""
+
+
+def _is_device_array(a) -> bool:
+    return hasattr(a, "copy_to_host") or bool(getattr(cuda, "is_cuda_array", lambda _: False)(a))
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        what = "a positive integer" if low == 1 else f"an integer >= {low}"
+        raise Im2winError(f"{name}={value!r} is not allowed: it must be {what}")
+    return int(value)
+
+
+def _check_tensor(name: str, a, on_device: bool):
+    """a as a NumPy array or a device array, checked: 4-D, float32, no empty dimension, C-contiguous."""
+    if on_device != _is_device_array(a):
+        raise Im2winError(f"x and w must both be NumPy arrays or both device arrays; {name} is not")
+    a = (a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a)) if on_device else np.asarray(a)
+    if a.ndim != 4:
+        raise Im2winError(f"{name} must be 4-D ({'N, C, H, W' if name == 'x' else 'K, C, R, S'}), "
+                          f"got shape {tuple(a.shape)}")
+    if np.dtype(a.dtype) != np.float32:
+        raise Im2winError(f"{name} must be float32, got {np.dtype(a.dtype)} (convert it first: no implicit casts)")
+    if min(a.shape) < 1:
+        raise Im2winError(f"{name} has shape {tuple(a.shape)}: every dimension must be >= 1")
+    if on_device and not a.is_c_contiguous():
+        raise Im2winError(f"device array {name} must be C-contiguous")
+    return a
+
+
+def _problem(x, w, stride, padding) -> ConvProblem:
+    stride = _check_int("stride", stride, 1)
+    padding = _check_int("padding", padding, 0)
+    n, c, h, wd = (int(v) for v in x.shape)
+    k, cw, r, s = (int(v) for v in w.shape)
+    if cw != c:
+        raise Im2winError(f"channels differ: x has C={c}, w has C={cw}")
+    if r > h + 2 * padding or s > wd + 2 * padding:
+        raise Im2winError(f"filter {r}x{s} is larger than the padded input {h + 2 * padding}x{wd + 2 * padding} "
+                          f"(empty output): R <= H+2*padding and S <= W+2*padding are allowed")
+    problem = ConvProblem(n, c, k, h, wd, r, s, stride, padding)
+    try:
+        check_problem_size(problem)
+    except MegasimError as exc:
+        raise Im2winError(str(exc)) from None
+    window = footprint_bytes(problem, "im2win")["window"] // 4
+    if window > 2 ** 31 - 1:
+        raise Im2winError(f"the im2win tensor of this problem has {window:,} elements: at most 2**31 - 1 are "
+                          f"allowed (the kernels' 32-bit indices); use a smaller batch")
+    return problem
+
+
+def params_of(variant: str = "optimized", **tiles) -> Im2winParams:
+    """The Im2winParams of a variant, its default tile (``DEFAULT_TILES``) overridden by ``tiles`` (None: default)."""
+    if variant not in VARIANTS:
+        raise Im2winError(f"variant={variant!r} is not allowed (allowed: {', '.join(VARIANTS)})")
+    given = {k: v for k, v in tiles.items() if v is not None}
+    try:
+        return Im2winParams(**{**DEFAULT_TILES.get(variant, {}), **given, "variant": variant})
+    except MegasimError as exc:
+        raise Im2winError(str(exc).replace("--param ", "")) from None
+
+
+@lru_cache(maxsize=32)
+def _build(problem: ConvProblem, plan: Plan):
+    graph, schedule, _ = build(problem, plan)
+    return graph, schedule
+
+
+class Im2winLaunch:
+    """One im2win convolution with its device buffers allocated once (see ``prepare``).
+
+    ``run()`` enqueues the transform and the convolution on the default stream: no allocation, no host
+    copy, no synchronisation. ``output`` is the device array the convolution writes; ``window`` the
+    im2win tensor; ``extra_bytes`` its size (the footprint beyond input, filter and output);
+    ``regs_per_thread`` and ``shared_bytes`` what the compiler reports for the conv kernel (None under
+    the simulator)."""
+
+    def __init__(self, x, w, problem: ConvProblem, params: Im2winParams) -> None:
+        self.problem, self.params = problem, params
+        self.plan = Plan("kernel", params, "im2win")
+        self.graph, self.schedule = _build(problem, self.plan)
+        self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule)
+        self.workspace = self.prepared.workspace(x, w)
+        self.output = self.prepared.output(self.workspace)
+        self.window = self.workspace.window
+        self.extra_bytes = int(self.window.size) * 4
+        self.kernel = self.prepared.state.kernel
+        self._steps = tuple(self.prepared.steps(self.workspace))
+        self.regs_per_thread = self.shared_bytes = None
+        if not numba_config.ENABLE_CUDASIM:
+            fn, args = self._steps[-1]
+            compiled = self.kernel.compile(tuple(self.kernel.typeof_pyval(a) for a in args))
+            self.regs_per_thread = int(compiled.regs_per_thread)
+            self.shared_bytes = int(compiled.shared_mem_per_block)
+
+    @property
+    def steps(self) -> tuple:
+        """(configured kernel, args) of the transform, then of the convolution."""
+        return self._steps
+
+    def run(self) -> None:
+        for launch, args in self._steps:
+            launch(*args)
+
+
+def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
+            n_b: int | None = None, k_b: int | None = None, m_t: int | None = None,
+            n_t: int | None = None) -> Im2winLaunch:
+    """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once)."""
+    on_device = _is_device_array(x)
+    x = _check_tensor("x", x, on_device)
+    w = _check_tensor("w", w, on_device)
+    problem = _problem(x, w, stride, padding)
+    params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+    if not on_device:
+        x = cuda.to_device(np.ascontiguousarray(x))
+        w = cuda.to_device(np.ascontiguousarray(w))
+    return Im2winLaunch(x, w, problem, params)
+
+
+def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
+           n_b: int | None = None, k_b: int | None = None, m_t: int | None = None, n_t: int | None = None):
+    """The convolution of x (N, C, H, W) with w (K, C, R, S), NCHW float32 (module docstring)."""
+    on_device = _is_device_array(x)
+    launch = prepare(x, w, stride, padding, variant=variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+    launch.run()
+    return launch.output if on_device else launch.output.copy_to_host()

@@ -1,0 +1,314 @@
+"""The im2win convolution kernels (Lu et al., Euro-Par 2023): the tiled kernel of Alg. 3 and its
+ablation variants, built by ``make_conv_kernel``, and the basic kernel of Alg. 2 (``make_basic_kernel``).
+
+Both compute the GEMM view of ``megasim.algorithms.im2win.tiling`` (read its docstring): ``y[i, m, p, q] =
+sum_k A[m, k] B[k, n]`` with ``n = (i*P + p)*Q + q``, ``k = c*R*S + v*R + u``, ``A[m, k] = w[m, c, u, v]``
+(the filter is read in place) and ``B[k, n] = J[i, c, p, q*stride*R + v*R + u]`` (the im2win tensor,
+``gpu.kernels.im2win.transform``). ``prm`` (int32, ``conv_params``): C, P, Q, R, S, stride, WW (J's row
+length), M (filters), N*P*Q, C*R*S.
+
+**Tiled kernel** ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector, prefetch, prologue, epilogue)``:
+grid (ceil(M/m_b), ceil(NPQ/n_b)), x = filter tile; block ``NT = (m_b/m_t) * (n_b/n_t)`` threads (1-D).
+Thread ``tid`` holds the ``m_t x n_t`` outputs of rows ``row(i)`` and columns ``col(j)``: with
+``tx = tid % (n_b/n_t)``, ``ty = tid // (n_b/n_t)``, in quads when the tile is a multiple of 4
+(``row(i) = (i//4) * 4*TY + ty*4 + i%4``: a warp's fragment reads are broadcasts for A and
+consecutive 16-byte quads for B, no bank conflicts), else ``ty*m_t + i``. Per K step of ``k_b``:
+
+- *staging*: thread ``tid`` loads ``ceil(m_b*k_b/NT)`` filter values and ``ceil(k_b*n_b/NT)`` window
+  values, all at ``k = step*k_b + tid % k_b`` (NT a multiple of k_b), so one decomposition of k per
+  step serves every load; consecutive threads read consecutive k (a window run is contiguous in J).
+  Every load is bounds-checked (filter row < M, pixel < NPQ, k < C*R*S) and zero-filled, so any
+  shape runs (the authors' kernel is wrong for C_out not a multiple of 128). Stored transposed into
+  shared memory, ``As[kk][m]`` and ``Bs[kk][n]`` (rows of ``m_b + 4`` / ``n_b + 4`` floats);
+- *micro-kernel*: for each kk, the thread reads its A and B fragments (``vector``: 128-bit ``load4``
+  per quad, else four 32-bit loads) and accumulates their outer product into ``m_t * n_t`` registers
+  (``m_t = n_t = 1``: no micro-kernel, one output per thread);
+- *prefetch*: with ``prefetch`` the shared memory holds two stages: the next step's global loads
+  are issued into registers before this step's multiply-adds and stored into the other stage after
+  them, one barrier per step (Alg. 3, lines 13-16); without, one stage: load, barrier, multiply-add,
+  barrier. The register double buffer of Alg. 3 (lines 10-11) is left to the compiler: every loop
+  over kk, i and j has compile-time bounds and is unrolled, and the scheduler hoists the next
+  fragment's loads above the current FMAs.
+
+Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static. Extension points:
+``prologue(value, k)`` transforms every window value staged (k: its GEMM row; padding zeros included),
+``epilogue(value, m)`` every output stored (m: its filter) -- e.g. a batch norm folded in. Both default
+to the identity.
+
+**Basic kernel** ``make_basic_kernel(tile)`` (Alg. 2): grid (ceil(M/tile), ceil(NPQ/tile)), block
+``tile * tile`` threads (32 x 32 in the paper); thread (tx, ty) = (tid % tile, tid // tile) computes
+output (m = bx*tile + tx, n = by*tile + ty) straight from global memory, no shared memory.
+
+No kernel synchronises with another block; no atomics. Flat indices are 32-bit safe for tensors
+below 2**31 elements (``gpu.im2win`` refuses larger).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from gpu.errors import KernelInputError
+from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1
+
+ZERO = np.float32(0.0)
+PAD = 4
+
+
+@cuda.jit(device=True)
+def identity_prologue(value, k):
+    return value
+
+
+@cuda.jit(device=True)
+def identity_epilogue(value, m):
+    return value
+
+
+def conv_params(problem) -> np.ndarray:
+    """The int32 ``prm`` of the conv kernels for a ConvProblem."""
+    p = problem
+    return np.array([p.c, p.out_h, p.out_w, p.r, p.s, p.stride, (p.w + 2 * p.padding) * p.r, p.k,
+                     p.n * p.out_h * p.out_w, p.c * p.r * p.s], np.int32)
+
+
+def _fragment(m_t: int, tile: int):
+    """(groups, group spacing, quads): a thread's m_t rows of a tile as quads 4*T apart, or one run."""
+    if m_t % 4 == 0:
+        return m_t // 4, tile * 4 // m_t, True
+    return 1, 0, False
+
+
+def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool):
+    """A device function ``frag(smem, f, base)``: ``count`` values of a stage row from ``base`` into ``f``,
+    as quads ``spacing`` apart (128-bit loads when ``vec``, else four 32-bit loads), or one run."""
+    if quads and vec:
+        @cuda.jit(device=True)
+        def frag(smem, f, base):
+            for g in range(groups):
+                f0, f1, f2, f3 = load4(smem, base + g * spacing)
+                f[4 * g] = f0
+                f[4 * g + 1] = f1
+                f[4 * g + 2] = f2
+                f[4 * g + 3] = f3
+    elif quads:
+        @cuda.jit(device=True)
+        def frag(smem, f, base):
+            for g in range(groups):
+                for h in range(4):
+                    f[4 * g + h] = load1(smem, base + g * spacing + h)
+    else:
+        @cuda.jit(device=True)
+        def frag(smem, f, base):
+            for i in range(count):
+                f[i] = load1(smem, base + i)
+    return frag
+
+
+def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
+                     prefetch: bool = True, prologue=None, epilogue=None):
+    """The tiled im2win convolution kernel ``conv(J, w, y, prm)`` (module docstring). Raises
+    KernelInputError (one line) for a layout it cannot tile."""
+    for name, v in (("m_b", m_b), ("n_b", n_b), ("k_b", k_b), ("m_t", m_t), ("n_t", n_t)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise KernelInputError(f"{name}={v!r} is not allowed: it must be a positive integer")
+    if m_b % m_t or n_b % n_t:
+        raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}: m_b must be a multiple of m_t and n_b of n_t")
+    TX, TY = n_b // n_t, m_b // m_t
+    NT = TX * TY
+    if NT > 1024 or NT % k_b:
+        raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}, k_b={k_b} give {NT} threads: at most 1024 "
+                               f"and a multiple of k_b are allowed")
+    STAGES = 2 if prefetch else 1
+    AS, BS = m_b + PAD, n_b + PAD
+    A_ST, B_ST = k_b * AS, k_b * BS
+    B0 = STAGES * A_ST
+    SMEM = STAGES * (A_ST + B_ST)
+    LA, LB = -(-m_b * k_b // NT), -(-k_b * n_b // NT)
+    RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
+    MG, MSP, MQ = _fragment(m_t, TY)
+    NG, NSP, NQ = _fragment(n_t, TX)
+    VEC = bool(vector)
+    PRO = prologue if prologue is not None else identity_prologue
+    EPI = epilogue if epilogue is not None else identity_epilogue
+    ACC = m_t * n_t
+
+    @cuda.jit(device=True)
+    def stage_to_registers(ra, rb, J, w, nbase, tid, m0, k, M, KD, RS, R, S, PWW):
+        """The filter and window values of this thread at GEMM row k (zero outside) into registers."""
+        kk_ok = k < KD
+        c = k // RS
+        rem = k - c * RS
+        v = rem // R
+        u = rem - v * R
+        a_off = c * RS + u * S + v
+        b_off = c * PWW + rem
+        r0 = tid // k_b
+        for ll in range(LA):
+            mrow = r0 + ll * RSTEP
+            m = m0 + mrow
+            val = ZERO
+            if kk_ok and mrow < m_b and m < M:
+                val = load1(w, m * KD + a_off)
+            ra[ll] = val
+        for ll in range(LB):
+            val = ZERO
+            if kk_ok and nbase[ll] >= 0:
+                val = PRO(load1(J, nbase[ll] + b_off), k)
+            rb[ll] = val
+
+    @cuda.jit(device=True)
+    def registers_to_stage(smem, ra, rb, tid, buf):
+        kk = tid % k_b
+        r0 = tid // k_b
+        for ll in range(LA):
+            mrow = r0 + ll * RSTEP
+            if mrow < m_b:
+                store1(smem, buf * A_ST + kk * AS + mrow, ra[ll])
+        for ll in range(LB):
+            ncol = r0 + ll * RSTEP
+            if ncol < n_b:
+                store1(smem, B0 + buf * B_ST + kk * BS + ncol, rb[ll])
+
+    frag_a = _make_fragment(MG, MSP, MQ, m_t, VEC)
+    frag_b = _make_fragment(NG, NSP, NQ, n_t, VEC)
+
+    @cuda.jit(device=True)
+    def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
+        pa = buf * A_ST + a_thr
+        pb = B0 + buf * B_ST + b_thr
+        for kk in range(k_b):
+            frag_a(smem, fa, pa + kk * AS)
+            frag_b(smem, fb, pb + kk * BS)
+            for i in range(m_t):
+                for j in range(n_t):
+                    acc[i * n_t + j] += fa[i] * fb[j]
+
+    @cuda.jit
+    def conv(J, w, y, prm):
+        C, P, Q, R, S, stride, WW, M, NPQ, KD = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7],
+                                                 prm[8], prm[9])
+        tid = cuda.threadIdx.x
+        m0 = cuda.blockIdx.x * m_b
+        n0 = cuda.blockIdx.y * n_b
+        RS = R * S
+        PWW = P * WW
+        PQ = P * Q
+        smem = cuda.shared.array(SMEM, float32, alignment=SHARED_ALIGNMENT)
+        acc = cuda.local.array(ACC, float32)
+        fa = cuda.local.array(m_t, float32)
+        fb = cuda.local.array(n_t, float32)
+        ra = cuda.local.array(LA, float32)
+        rb = cuda.local.array(LB, float32)
+        nbase = cuda.local.array(LB, int32)
+        obase = cuda.local.array(n_t, int32)
+        for q in range(ACC):
+            acc[q] = ZERO
+        # Per staged pixel: J's flat index of its window start at channel 0 (-1: outside the tile or NPQ).
+        r0 = tid // k_b
+        for ll in range(LB):
+            ncol = r0 + ll * RSTEP
+            n = n0 + ncol
+            nb = -1
+            if ncol < n_b and n < NPQ:
+                img = n // PQ
+                pq = n - img * PQ
+                oh = pq // Q
+                ow = pq - oh * Q
+                nb = (img * C * P + oh) * WW + ow * stride * R
+            nbase[ll] = nb
+        tx = tid % TX
+        ty = tid // TX
+        a_thr = ty * 4 if MQ else ty * m_t
+        b_thr = tx * 4 if NQ else tx * n_t
+        kk_lane = tid % k_b
+        steps = (KD + k_b - 1) // k_b
+        stage_to_registers(ra, rb, J, w, nbase, tid, m0, kk_lane, M, KD, RS, R, S, PWW)
+        registers_to_stage(smem, ra, rb, tid, 0)
+        cuda.syncthreads()
+        for s in range(steps):
+            more = s + 1 < steps
+            if STAGES == 2:
+                buf = s & 1
+                if more:    # the next step's global loads, in flight during the multiply-adds below
+                    stage_to_registers(ra, rb, J, w, nbase, tid, m0, (s + 1) * k_b + kk_lane, M, KD, RS, R, S, PWW)
+                multiply(smem, acc, fa, fb, buf, a_thr, b_thr)
+                if more:    # the other stage: last read in step s-1, which ended with a barrier
+                    registers_to_stage(smem, ra, rb, tid, 1 - buf)
+                cuda.syncthreads()
+            else:
+                multiply(smem, acc, fa, fb, 0, a_thr, b_thr)
+                cuda.syncthreads()
+                if more:
+                    stage_to_registers(ra, rb, J, w, nbase, tid, m0, (s + 1) * k_b + kk_lane, M, KD, RS, R, S, PWW)
+                    registers_to_stage(smem, ra, rb, tid, 0)
+                    cuda.syncthreads()
+        # Epilogue: each output of the register tile to y[img, m, p, q], bounds-checked.
+        for j in range(n_t):
+            col = (j // 4) * NSP + tx * 4 + (j % 4) if NQ else tx * n_t + j
+            n = n0 + col
+            ob = -1
+            if n < NPQ:
+                img = n // PQ
+                ob = img * M * PQ + (n - img * PQ)
+            obase[j] = ob
+        for i in range(m_t):
+            row = (i // 4) * MSP + ty * 4 + (i % 4) if MQ else ty * m_t + i
+            m = m0 + row
+            if m < M:
+                for j in range(n_t):
+                    if obase[j] >= 0:
+                        store1(y, obase[j] + m * PQ, EPI(acc[i * n_t + j], m))
+
+    conv.threads = NT
+    conv.shared_bytes = 4 * SMEM
+    conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch))
+    return conv
+
+
+def make_basic_kernel(tile: int = 32):
+    """Alg. 2's kernel ``basic(J, w, y, prm)``: one output per thread, ``tile x tile`` threads per block."""
+    if isinstance(tile, bool) or not isinstance(tile, int) or not 1 <= tile <= 32:
+        raise KernelInputError(f"tile={tile!r} is not allowed: it must be an integer from 1 to 32")
+
+    @cuda.jit
+    def basic(J, w, y, prm):
+        C, P, Q, R, S, stride, WW, M, NPQ, KD = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7],
+                                                 prm[8], prm[9])
+        tid = cuda.threadIdx.x
+        m = cuda.blockIdx.x * tile + tid % tile
+        n = cuda.blockIdx.y * tile + tid // tile
+        if m < M and n < NPQ:
+            PQ = P * Q
+            RS = R * S
+            img = n // PQ
+            pq = n - img * PQ
+            oh = pq // Q
+            ow = pq - oh * Q
+            jb = (img * C * P + oh) * WW + ow * stride * R
+            acc = float32(0.0)
+            for c in range(C):
+                for v in range(S):
+                    for u in range(R):
+                        acc += load1(w, m * KD + c * RS + u * S + v) * load1(J, jb + c * P * WW + v * R + u)
+            store1(y, img * M * PQ + m * PQ + pq, acc)
+
+    basic.threads = tile * tile
+    basic.shared_bytes = 0
+    basic.layout = dict(tile=tile)
+    return basic
+
+
+def reference_conv_from_im2win(J: np.ndarray, w: np.ndarray, stride: int, out_w: int) -> np.ndarray:
+    """The convolution read from an im2win tensor J (N, C, P, WW) in float64 (the oracle of the GEMM
+    view; compare with ``gpu.sparse.reference_conv2d`` on the input itself)."""
+    n, c, p, _ = J.shape
+    k, _, r, s = w.shape
+    J64, w64 = J.astype(np.float64), w.astype(np.float64)
+    y = np.zeros((n, k, p, out_w))
+    for q in range(out_w):
+        for v in range(s):
+            for u in range(r):
+                col = q * stride * r + v * r + u
+                y[:, :, :, q] += np.einsum("ncp,kc->nkp", J64[:, :, :, col], w64[:, :, u, v])
+    return y
