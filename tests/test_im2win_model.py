@@ -1,0 +1,165 @@
+"""The im2win and im2col_gemm plug-ins: tensor sizes (the paper's Fig. 1), the lowering's tasks, FLOPs and
+bytes against counts made here from first principles, the regions the L2 model shares, the CLI and
+one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from megasim.algorithms import ALGORITHMS
+from megasim.algorithms.im2win.lowering import lower_im2win
+from megasim.algorithms.im2win.tiling import (TRANSFORM_ELEMENTS, VARIANTS, Im2winTiling, im2col_elements,
+                                              im2win_elements, im2win_shape)
+from megasim.cli.main import main
+from megasim.errors import MappingError
+from megasim.hardware import get_gpu
+from megasim.plan import Plan, build, predict
+from megasim.workloads import parse_layer
+from megasim.workloads.catalogue import CATALOGUE
+from megasim.workloads.problem import ConvProblem
+
+AWKWARD = [ConvProblem(1, 3, 7, 9, 11, 3, 3, 2, 1), ConvProblem(2, 1, 33, 13, 13, 11, 11, 4, 3),
+           ConvProblem(3, 5, 9, 7, 6, 5, 2, 3, 2), ConvProblem(1, 4, 130, 6, 6, 1, 1, 1, 0)]
+TILINGS = [Im2winTiling(), Im2winTiling(32, 64, 16, 4, 8), Im2winTiling(variant="basic"),
+           Im2winTiling(32, 32, 8, 1, 1, "no_microkernel"), Im2winTiling(64, 32, 8, 8, 4, "no_prefetch")]
+
+
+def _kind_tasks(graph, prefix):
+    return np.flatnonzero(np.isin(graph.kind, [i for i, n in enumerate(graph.kind_names) if n.startswith(prefix)]))
+
+
+def _accesses(graph, task):
+    lo, hi = graph.access_ptr[task], graph.access_ptr[task + 1]
+    return [(graph.tensor_names[graph.region_tensor[graph.access_region[j]]], int(graph.access_part_lo[j]),
+             int(graph.access_part_hi[j]), int(graph.access_part_step[j]), float(graph.access_bytes[j]),
+             bool(graph.access_write[j])) for j in range(lo, hi)]
+
+
+def test_fig1_sizes_27_input_values_become_36_with_im2win_and_48_with_im2col():
+    problem = ConvProblem(1, 3, 1, 3, 3, 2, 2, 1, 0)
+    assert problem.n * problem.c * problem.h * problem.w == 27
+    assert im2win_shape(problem) == (1, 3, 2, 6) and im2win_elements(problem) == 36
+    assert im2col_elements(problem) == 48
+    assert ALGORITHMS["im2win"].footprint(problem, None) == {"window": 144}
+    assert ALGORITHMS["im2col_gemm"].footprint(problem, None) == {"columns": 192}
+
+
+def test_catalogue_im2win_layers_follow_the_papers_table_2():
+    # (C, K, H, R, stride, output H) of Table 2
+    table2 = [(3, 96, 227, 11, 4, 55), (3, 96, 231, 11, 4, 56), (3, 64, 227, 7, 2, 111), (64, 64, 224, 7, 2, 109),
+              (96, 256, 24, 5, 1, 20), (256, 512, 12, 3, 1, 10), (3, 64, 224, 3, 1, 222), (64, 128, 112, 3, 1, 110),
+              (64, 64, 56, 3, 1, 54), (128, 128, 28, 3, 1, 26), (256, 256, 14, 3, 1, 12), (512, 512, 7, 3, 1, 5)]
+    for i, (c, k, h, r, stride, out) in enumerate(table2, start=1):
+        p = CATALOGUE[f"im2win/conv{i}"]
+        assert (p.c, p.k, p.h, p.w, p.r, p.s, p.stride, p.padding, p.out_h) == (c, k, h, h, r, r, stride, 0, out)
+        assert parse_layer(f"Conv{i}") == p
+
+
+@pytest.mark.parametrize("problem", AWKWARD, ids=lambda p: p.spec_string())
+@pytest.mark.parametrize("tiling", TILINGS, ids=lambda t: f"{t.variant}-{t.m_b}x{t.n_b}")
+def test_tasks_flops_and_bytes_of_the_im2win_lowering(problem, tiling):
+    graph, schedule = lower_im2win(problem, tiling)
+    p = problem
+    npq, kdim = p.n * p.out_h * p.out_w, p.c * p.r * p.s
+    transform, conv = _kind_tasks(graph, "im2win_transform"), _kind_tasks(graph, "im2win_conv")
+    tm, tn = -(-p.k // tiling.tile_m), -(-npq // tiling.tile_n)
+    assert transform.size == -(-im2win_elements(p) // TRANSFORM_ELEMENTS) and conv.size == tm * tn
+    assert [len(l.order) for l in schedule.launches] == [transform.size, conv.size]
+    assert graph.flops.sum() == pytest.approx(2.0 * p.n * p.k * p.c * p.r * p.s * p.out_h * p.out_w, rel=1e-12)
+    assert graph.flops[transform].sum() == 0
+    written = {name: 0.0 for name in graph.tensor_names}
+    read = dict(written)
+    for t in range(graph.num_tasks):
+        for name, _, _, _, nbytes, write in _accesses(graph, t):
+            (written if write else read)[name] += nbytes
+    assert written["window"] == 4 * im2win_elements(p)          # every element of J written once
+    assert written["output"] == 4 * p.n * p.k * p.out_h * p.out_w
+    assert read["filter"] == 4 * p.k * kdim * tn                 # every output tile reads its filter rows
+    # The window bytes each tile reads against the union of its pixels' windows counted element by element
+    # (equal when the windows of a row touch, stride <= S; an upper bound otherwise).
+    for task in conv:
+        nt, mt = int(graph.group[task]), int(graph.index_in_group[task])
+        assert mt < tm and nt < tn
+        pixels = np.arange(nt * tiling.tile_n, min(npq, (nt + 1) * tiling.tile_n))
+        img, pq = pixels // (p.out_h * p.out_w), pixels % (p.out_h * p.out_w)
+        cols = set()
+        for i, oh, ow in zip(img, pq // p.out_w, pq % p.out_w):
+            cols.update((i, oh, ow * p.stride * p.r + e) for e in range(p.r * p.s))
+        exact = 4 * p.c * len(cols)
+        got = sum(b for name, *_, b, w in _accesses(graph, task) if name == "window")
+        assert got == exact if p.stride <= p.s else got >= exact
+
+
+def test_filter_tiles_are_shared_across_output_tiles_and_window_rows_across_filter_tiles():
+    problem = ConvProblem(2, 3, 70, 9, 9, 3, 3, 1, 1)
+    graph, _ = lower_im2win(problem, Im2winTiling(32, 32, 8, 4, 4))
+    conv = _kind_tasks(graph, "im2win_conv")
+    by_tile = {(int(graph.group[t]), int(graph.index_in_group[t])): _accesses(graph, t) for t in conv}
+    tn = max(g for g, _ in by_tile) + 1
+    for (nt, mt), acc in by_tile.items():
+        filt = [a for a in acc if a[0] == "filter"]
+        assert filt == [a for a in by_tile[(0, mt)] if a[0] == "filter"] and filt[0][1:3] == (mt, mt + 1)
+        win = [a for a in acc if a[0] == "window"]
+        assert win and win == [a for a in by_tile[(nt, 0)] if a[0] == "window"]
+        assert all(a[3] == problem.out_h for a in win)           # one row of every channel per covered row
+    assert tn == -(-2 * 81 // 32)
+
+
+@pytest.mark.parametrize("problem", AWKWARD[:2], ids=lambda p: p.spec_string())
+def test_im2col_lowering_writes_the_column_matrix_and_sums_the_flops(problem):
+    graph, schedule = lower_im2win(problem, Im2winTiling(64, 64, 8, 8, 8), "im2col")
+    assert graph.flops.sum() == pytest.approx(problem.direct_flops, rel=1e-12)
+    written = sum(b for t in _kind_tasks(graph, "im2col_transform") for name, *_, b, w in _accesses(graph, t) if w)
+    assert written == 4 * im2col_elements(problem)
+    assert graph.meta["extra_bytes"] == {"columns": 4 * im2col_elements(problem)}
+
+
+def test_prediction_is_deterministic_and_above_its_floors():
+    problem, spec = parse_layer("Conv5", batch=8), get_gpu("H100")
+    first, plan = predict(problem, spec, Plan(algorithm="im2win"))
+    again, _ = predict(problem, spec, Plan(algorithm="im2win"))
+    assert first.predicted_us == again.predicted_us and first.taskgraph_hash == again.taskgraph_hash
+    assert first.predicted_us * 1e3 >= problem.direct_flops / spec.fp32_peak_gflops
+    assert first.predicted_us * 1e3 >= 4 * im2win_elements(problem) / spec.dram_bw_gbps
+    variants = {v: build(problem, Plan.parse(None, f"variant={v}" + (",m_b=32,n_b=32,m_t=1,n_t=1" if v == "no_microkernel"
+                                                                       else ""), "im2win"))[0].hash for v in VARIANTS}
+    assert len(set(variants.values())) == len(VARIANTS)         # each variant is its own program
+
+
+@pytest.mark.parametrize("param,needle", [("m_b=48", "m_b=48 is not allowed (allowed: 32, 64, 128)"),
+                                          ("variant=fast", "variant='fast' is not allowed"),
+                                          ("variant=no_microkernel", "one output per thread"),
+                                          ("m_t=3", "m_t=3 is not allowed"),
+                                          ("m_b=32,n_b=32", "gives 16 threads per block: allowed are multiples of 32"),
+                                          ("k_tile=4", "unknown --param key 'k_tile' for im2win")])
+def test_bad_parameters_give_one_line_errors(param, needle):
+    with pytest.raises(MappingError) as err:
+        Plan.parse(None, param, "im2win")
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_simulate_reports_time_and_footprint(capsys):
+    assert main(["simulate", "Conv5", "--algo", "im2win", "--gpu", "H100", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    window = 4 * im2win_elements(parse_layer("Conv5", batch=2))
+    assert "predicted" in out and f"window {window / 1e6:,.1f} MB" in out
+    assert main(["simulate", "Conv5", "--algo", "im2col_gemm", "--gpu", "H100", "--batch", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["extra_bytes"] == {"columns": 4 * im2col_elements(parse_layer("Conv5", batch=2))}
+    assert summary["time_us"] > 0
+
+
+def test_cli_bad_input_is_one_line_with_status_2(capsys):
+    assert main(["simulate", "Conv5", "--algo", "im2win", "--gpu", "H100", "--param", "n_b=100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "n_b=100 is not allowed" in err and "\n" not in err
+
+
+def test_cli_optimize_searches_the_tiles(capsys):
+    assert main(["optimize", "Conv12", "--algo", "im2win", "--gpu", "H100", "--batch", "2", "--budget", "3",
+                 "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "best params" in out and "variant=optimized" in out
