@@ -73,7 +73,8 @@ def conv_params(problem) -> np.ndarray:
 
 
 def _fragment(m_t: int, tile: int):
-    """(groups, group spacing, quads): a thread's m_t rows of a tile as quads 4*T apart, or one run."""
+    """(groups, group spacing, quads): a thread's m_t rows of a tile of `tile` rows as quads 4*tile/m_t apart
+    (the tile's threads along it, times 4), or one run."""
     if m_t % 4 == 0:
         return m_t // 4, tile * 4 // m_t, True
     return 1, 0, False
@@ -126,8 +127,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     SMEM = STAGES * (A_ST + B_ST)
     LA, LB = -(-m_b * k_b // NT), -(-k_b * n_b // NT)
     RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
-    MG, MSP, MQ = _fragment(m_t, TY)
-    NG, NSP, NQ = _fragment(n_t, TX)
+    MG, MSP, MQ = _fragment(m_t, m_b)
+    NG, NSP, NQ = _fragment(n_t, n_b)
     VEC = bool(vector)
     PRO = prologue if prologue is not None else identity_prologue
     EPI = epilogue if epilogue is not None else identity_epilogue

@@ -1,0 +1,192 @@
+"""The im2win kernels of gpu.kernels.im2win and the gpu.im2win op against float64 NumPy oracles.
+
+Runs on Numba's CUDA simulator (tests/conftest.py sets NUMBA_ENABLE_CUDASIM=1 unless it is set, e.g. to 0,
+in which case the same tests run on the GPU). The simulator runs one block at a time with one OS thread
+per CUDA thread, so the kernel-level tests build the tiled kernel with tiny tiles (4 to 16 threads) and
+the basic kernel with 4 x 4 threads; the op-level tests run the plan's real layouts once each. Every
+shape is awkward: filters and pixels not multiples of any tile, C_in 1 and 3, strides 1-4, filters
+1x1 to 11x11, padding 0-3, batch 1. Inputs are fresh standard normal draws; outputs start as NaN, so an
+element a kernel fails to write fails the comparison.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from megasim.workloads.problem import ConvProblem
+
+numba = pytest.importorskip("numba")
+from numba import cuda
+
+if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
+    pytest.skip("neither the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) nor a CUDA GPU is available",
+                allow_module_level=True)
+
+from gpu import im2win
+from gpu.kernels.im2win.conv import conv_params, make_basic_kernel, make_conv_kernel, reference_conv_from_im2win
+from gpu.kernels.im2win.transform import reference_im2win, transform_kernel, transform_params
+from gpu.runtime import im2win_kernels
+from gpu.sparse import reference_conv2d
+from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
+
+pytestmark = pytest.mark.cudasim
+TOL = 1e-4
+
+# (N, C, K, H, W, R, S, stride, padding): C_out and N*P*Q not multiples of any tile below
+SHAPES = [ConvProblem(1, 1, 5, 7, 6, 1, 1, 1, 0),       # 1x1, C_in = 1
+          ConvProblem(1, 3, 7, 9, 8, 3, 3, 2, 1),       # C_in = 3, stride 2
+          ConvProblem(1, 3, 5, 9, 9, 11, 11, 4, 3),     # 11x11, stride 4, padding 3
+          ConvProblem(1, 2, 9, 8, 7, 5, 2, 3, 2),       # rectangular filter, stride 3
+          ConvProblem(1, 1, 3, 10, 9, 7, 7, 1, 0)]      # 7x7
+# (m_b, n_b, k_b, m_t, n_t, vector, prefetch): Alg. 3 and its ablation at simulator size
+LAYOUTS = {"optimized": (8, 8, 4, 4, 4, True, True), "optimized_8x8": (16, 16, 4, 8, 8, True, True),
+           "no_vector": (8, 8, 4, 4, 4, False, True), "no_prefetch": (8, 8, 4, 4, 4, True, False),
+           "no_microkernel": (4, 4, 4, 1, 1, True, True), "scalar_2x2": (8, 4, 2, 2, 2, True, True)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_simulator_barriers():
+    """A short GIL switch interval lets the simulator's threads reach their barriers sooner."""
+    old = sys.getswitchinterval()
+    if numba.config.ENABLE_CUDASIM:
+        sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def _nan(shape):
+    return cuda.to_device(np.full(shape, np.nan, np.float32))
+
+
+@pytest.fixture(autouse=True)
+def _nan_filled_outputs(monkeypatch):
+    """The op's workspaces (J and y) start as NaN, not as whatever the allocator hands out."""
+    monkeypatch.setattr(im2win_kernels.cuda, "device_array", lambda shape, dtype=np.float32: _nan(shape))
+
+
+def _inputs(p: ConvProblem, seed: int):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((p.n, p.c, p.h, p.w)).astype(np.float32),
+            rng.standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32))
+
+
+def _rel_err(y, ref) -> float:
+    return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
+
+
+def _window(p: ConvProblem, x: np.ndarray):
+    J = _nan(im2win_shape(p))
+    transform_kernel[transform_blocks(p), TRANSFORM_THREADS](cuda.to_device(x), J, cuda.to_device(transform_params(p)))
+    return J
+
+
+@pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.spec_string())
+def test_transform_writes_every_element_of_the_im2win_tensor(p):
+    x, _ = _inputs(p, 1)
+    J = _window(p, x).copy_to_host()
+    assert np.array_equal(J, reference_im2win(x, p.r, p.stride, p.padding))    # padding zeros included
+
+
+def test_transform_over_several_blocks_and_images():
+    p = ConvProblem(2, 3, 1, 21, 20, 3, 3, 1, 1)        # J of 2*3*21*66 elements: three blocks, the last partial
+    assert transform_blocks(p) == 3
+    x, _ = _inputs(p, 2)
+    assert np.array_equal(_window(p, x).copy_to_host(), reference_im2win(x, p.r, p.stride, p.padding))
+
+
+def test_reference_conv_from_im2win_is_the_convolution():
+    p = SHAPES[3]
+    x, w = _inputs(p, 3)
+    J = reference_im2win(x, p.r, p.stride, p.padding)
+    assert _rel_err(reference_conv_from_im2win(J, w, p.stride, p.out_w), reference_conv2d(x, w, p.stride, p.padding)) < 1e-12
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+@pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.spec_string())
+def test_tiled_kernel_variants_match_float64(p, layout):
+    m_b, n_b, k_b, m_t, n_t, vector, prefetch = LAYOUTS[layout]
+    kernel = make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch)
+    x, w = _inputs(p, 10 + SHAPES.index(p))
+    J = _window(p, x)
+    y = _nan((p.n, p.k, p.out_h, p.out_w))
+    grid = (-(-p.k // m_b), -(-(p.n * p.out_h * p.out_w) // n_b))
+    kernel[grid, kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
+
+
+@pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.spec_string())
+def test_basic_kernel_matches_float64(p):
+    kernel = make_basic_kernel(4)
+    x, w = _inputs(p, 20 + SHAPES.index(p))
+    y = _nan((p.n, p.k, p.out_h, p.out_w))
+    grid = (-(-p.k // 4), -(-(p.n * p.out_h * p.out_w) // 4))
+    kernel[grid, kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
+
+
+def test_epilogue_hook_transforms_every_stored_output():
+    p = SHAPES[1]
+
+    @cuda.jit(device=True)
+    def shifted(value, m):
+        return value + m
+
+    kernel = make_conv_kernel(8, 8, 4, 4, 4, epilogue=shifted)
+    x, w = _inputs(p, 5)
+    y = _nan((p.n, p.k, p.out_h, p.out_w))
+    grid = (-(-p.k // 8), -(-(p.n * p.out_h * p.out_w) // 8))
+    kernel[grid, kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    ref = reference_conv2d(x, w, p.stride, p.padding) + np.arange(p.k)[None, :, None, None]
+    assert _rel_err(y.copy_to_host(), ref) <= TOL
+
+
+@pytest.mark.parametrize("variant,tiles", [("optimized", dict(m_b=32, n_b=32, m_t=4, n_t=4)),
+                                           ("no_vector", dict(m_b=32, n_b=32, m_t=4, n_t=4, k_b=16)),
+                                           ("no_prefetch", dict(m_b=32, n_b=32, m_t=4, n_t=4)),
+                                           ("no_microkernel", dict(m_b=32, n_b=32)),
+                                           ("basic", {})])
+def test_op_runs_every_variant_through_the_kernel_table(variant, tiles):
+    p = ConvProblem(1, 3, 33, 7, 8, 3, 2, 2, 1)       # 33 filters: two filter tiles of 32, the second of 1
+    x, w = _inputs(p, 30 + len(variant))
+    launch = im2win.prepare(x, w, p.stride, p.padding, variant=variant, **tiles)
+    assert launch.extra_bytes == 4 * int(np.prod(im2win_shape(p)))
+    launch.run()
+    assert _rel_err(launch.output.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
+
+
+def test_op_on_device_arrays_stays_on_the_device():
+    p = SHAPES[0]
+    x, w = _inputs(p, 40)
+    y = im2win.conv2d(cuda.to_device(x), cuda.to_device(w), m_b=32, n_b=32, m_t=4, n_t=4)
+    assert hasattr(y, "copy_to_host")
+    assert _rel_err(y.copy_to_host(), reference_conv2d(x, w)) <= TOL
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(x=np.zeros((1, 2, 5, 5), np.float64)), "x must be float32"),
+    (dict(w=np.zeros((3, 1, 3, 3), np.float32)), "channels differ: x has C=2, w has C=1"),
+    (dict(w=np.zeros((3, 2, 9, 9), np.float32)), "filter 9x9 is larger than the padded input 5x5"),
+    (dict(stride=0), "stride=0 is not allowed"),
+    (dict(padding=-1), "padding=-1 is not allowed"),
+    (dict(variant="fast"), "variant='fast' is not allowed"),
+    (dict(variant="no_microkernel", m_t=8), "one output per thread"),
+    (dict(m_b=48), "m_b=48 is not allowed (allowed: 32, 64, 128)"),
+    (dict(x=np.zeros((2, 5, 5), np.float32)), "x must be 4-D")])
+def test_bad_inputs_give_one_line_errors(kwargs, needle):
+    args = dict(x=np.ones((1, 2, 5, 5), np.float32), w=np.ones((3, 2, 3, 3), np.float32))
+    args.update(kwargs)
+    x, w = args.pop("x"), args.pop("w")
+    with pytest.raises(im2win.Im2winError) as err:
+        im2win.conv2d(x, w, **args)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_kernel_factory_refuses_a_layout_it_cannot_tile():
+    from gpu.errors import KernelInputError
+    with pytest.raises(KernelInputError, match="m_b must be a multiple of m_t"):
+        make_conv_kernel(12, 8, 4, 8, 4)
+    with pytest.raises(KernelInputError, match="a multiple of k_b"):
+        make_conv_kernel(8, 8, 3, 4, 4)
