@@ -9,7 +9,11 @@ kernel), longer than many fused runs themselves, so short launches measured the 
 memory; each call is then one ``cuda.core.launch`` of the compiled kernel with the stored
 arguments. The arrays must stay alive and unchanged in place (contents may change).
 
-Under the CUDA simulator a FrozenLaunch simply calls the dispatcher each time.
+An array argument can be pointed at other memory of the same shape afterwards (``rebind(i, ptr)``: one
+list store, for inputs and outputs that change from call to call), and a call can name the CUDA stream
+it is enqueued on (a ``cuda.core.Stream``; ``stream_from_handle`` wraps another library's stream, e.g.
+torch's ``torch.cuda.current_stream().cuda_stream``). Under the CUDA simulator a FrozenLaunch simply
+calls the dispatcher each time, ``rebind`` takes the new array itself and streams are ignored.
 """
 
 from __future__ import annotations
@@ -32,11 +36,17 @@ class FrozenLaunch:
         from numba.cuda._compat import CUDA_CORE_GE_1_0
         from numba.cuda.cudadrv import driver
 
+        self._pointer_at: list[int | None] = []   # per argument: where its data pointer is in ``packed``
         try:  # Numba's own packing (private API of numba-cuda 0.30: checked here, not assumed)
             kernel = dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in self._args))
             packed, writeback = [], []
             for ty, val in zip(kernel.argument_types, self._args):
+                start = len(packed)
                 kernel._prepare_args(ty, val, 0, writeback, packed)
+                is_array = hasattr(val, "__cuda_array_interface__")
+                if is_array and packed[start + 4] != val.__cuda_array_interface__["data"][0]:
+                    raise AttributeError("the packed layout of an array argument changed (its data pointer moved)")
+                self._pointer_at.append(start + 4 if is_array else None)
             cufunc = kernel._codelibrary.get_cufunc()
             stream = driver._to_core_stream(0)
         except AttributeError as err:
@@ -54,12 +64,43 @@ class FrozenLaunch:
         self._stream = stream
         self._launch = launch
 
-    def __call__(self) -> None:
+    @property
+    def arguments(self) -> tuple:
+        """The launch's arguments as given (None where ``rebind`` released an array)."""
+        return self._args
+
+    def rebind(self, i: int, target) -> None:
+        """Point array argument ``i`` at ``target``: on the GPU its device pointer (an int; same shape,
+        dtype and strides as the array given at construction, alive until the launch has run), under the
+        simulator the new array. The array given at construction is released."""
         if config.ENABLE_CUDASIM:
-            griddim, blockdim, stream, sharedmem = self._shape
-            self._dispatcher[griddim, blockdim, stream, sharedmem](*self._args)
+            args = list(self._args)
+            args[i] = target
+            self._args = tuple(args)
             return
-        self._launch(self._stream, self._config, self._kernel, *self._packed)
+        at = self._pointer_at[i]
+        if at is None:
+            raise ValueError(f"argument {i} of this launch is not an array")
+        self._packed[at] = int(target)
+        args = list(self._args)
+        args[i] = None
+        self._args = tuple(args)
+
+    def __call__(self, stream=None) -> None:
+        """Enqueue the launch on ``stream`` (a cuda.core Stream; None: the legacy default stream)."""
+        if config.ENABLE_CUDASIM:
+            griddim, blockdim, _, sharedmem = self._shape
+            self._dispatcher[griddim, blockdim, 0, sharedmem](*self._args)
+            return
+        self._launch(self._stream if stream is None else stream, self._config, self._kernel, *self._packed)
+
+
+def stream_from_handle(handle: int):
+    """A cuda.core Stream on an existing CUDA stream handle (None under the simulator, which has no streams)."""
+    if config.ENABLE_CUDASIM:
+        return None
+    from cuda.core import Stream
+    return Stream.from_handle(int(handle))
 
 
 def _selftest() -> None:  # pragma: no cover - run on a GPU: python -m gpu.runtime.fast_launch

@@ -1,0 +1,271 @@
+"""Prepared convolutions: built once per (problem, implementation, device), then run many times with no
+host work beyond launching the kernels.
+
+    conv = prepare_conv2d(ConvProblem(64, 64, 64, 56, 56))   # the model's choice for this GPU, cached
+    y = conv(x, w)                    # torch tensors or CUDA arrays, NCHW; enqueued, not waited for
+    y = conv(x, w, out=y, stream=s)   # into a given output, on a given stream (a handle or cuda.core Stream)
+    conv.check()                      # waits for the stream; raises if a megakernel wait gave up
+    print(conv.choice.describe())     # what the model chose, among which candidates, with which spec
+
+Building (``PreparedConv2d(problem, plan, layout=...)``) lowers the problem to its TaskGraph, orders it
+(``megasim.plan.build``), prepares every launch through the GPU executor (``gpu.runtime.execute``: task
+tables uploaded, kernels compiled, dependency counters and their pristine copies on the device) and
+allocates the intermediate tensors (U, V, M). The first call packs each launch's arguments once
+(``gpu.runtime.fast_launch.FrozenLaunch``). Every call then only checks its arguments' shapes, points the
+launches' x, w and y arguments at the caller's memory (``FrozenLaunch.rebind``) and launches the kernels
+on the caller's stream: no allocation (unless ``out`` is omitted), no host copy, no synchronisation, so a
+call can be captured in a CUDA graph.
+
+Layouts: "NCHW" tensors run the non-fused schedule on the NCHW transforms (``gpu.kernels.winograd.nchw``:
+the layout change happens inside the input and output transforms, at no extra pass over memory); "NHWC"
+(a channels_last torch tensor: logical NCHW, NHWC in memory) runs either schedule on the NHWC kernels.
+
+A megakernel launch (fused schedule) reports a dependency wait that gave up in its control array. After
+each launch the call enqueues a 4-byte copy of that error word into pinned host memory, and the next call
+reads it before launching anything: a failure surfaces as ``MegakernelError`` at the next call (or at
+``check()``, which waits for the stream), never silently, and without a per-call synchronisation.
+"""
+
+from __future__ import annotations
+
+import threading
+import numpy as np
+from numba import config, cuda
+
+from gpu.errors import KernelInputError, MegakernelError
+from gpu.kernels.winograd import megakernel as mk
+from gpu.runtime import executor as ex
+from gpu.runtime.execute import PreparedRun
+from gpu.runtime.fast_launch import stream_from_handle
+from megasim.algorithms.winograd.choice import (DEFAULT_MAX_REL_ERR, LAYOUTS, Choice, ChoiceCache, device_spec)
+from megasim.algorithms.winograd.lowering import check_supported
+from megasim.plan import Plan, build, check_problem_size
+from megasim.workloads.problem import ConvProblem
+
+
+def _device_name() -> str:
+    if config.ENABLE_CUDASIM:
+        return "CUDA simulator"
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+class _Operand:
+    """How a call's tensor becomes a device pointer (GPU) or an array (simulator), with its checks."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], layout: str) -> None:
+        self.name, self.shape, self.layout = name, tuple(shape), layout
+        self.memory_shape = shape if layout == "NCHW" else (shape[0], shape[2], shape[3], shape[1])
+
+    def _torch_check(self, t) -> None:
+        import torch
+        if t.dtype != torch.float32:
+            raise KernelInputError(f"{self.name} must be float32, got {t.dtype}")
+        if tuple(t.shape) != self.shape:
+            raise KernelInputError(f"{self.name} has shape {tuple(t.shape)}; this convolution was prepared for {self.shape}")
+        fmt = torch.contiguous_format if self.layout == "NCHW" else torch.channels_last
+        if not t.is_contiguous(memory_format=fmt):
+            want = "contiguous (NCHW)" if self.layout == "NCHW" else "channels_last (NHWC in memory)"
+            raise KernelInputError(f"{self.name} must be {want} for this {self.layout} convolution")
+
+    def resolve(self, t):
+        """The device pointer of ``t`` (GPU) or a NumPy view of its memory (simulator)."""
+        if hasattr(t, "data_ptr") and hasattr(t, "is_contiguous"):       # a torch tensor
+            self._torch_check(t)
+            if config.ENABLE_CUDASIM:
+                mem = t.detach() if self.layout == "NCHW" or t.dim() != 4 else t.detach().permute(0, 2, 3, 1)
+                return mem.numpy()
+            if not t.is_cuda:
+                raise KernelInputError(f"{self.name} must be a CUDA tensor, got one on {t.device}")
+            return t.data_ptr()
+        if config.ENABLE_CUDASIM:
+            a = np.asarray(t) if not hasattr(t, "copy_to_host") else t
+        else:
+            if not hasattr(t, "__cuda_array_interface__"):
+                raise KernelInputError(f"{self.name} must be a CUDA array or tensor, got {type(t).__name__}")
+            a = t if hasattr(t, "copy_to_host") else cuda.as_cuda_array(t)
+        if tuple(a.shape) != self.memory_shape:
+            raise KernelInputError(f"{self.name} has shape {tuple(a.shape)}; this {self.layout} convolution was "
+                                   f"prepared for {self.memory_shape}")
+        if np.dtype(a.dtype) != np.float32:
+            raise KernelInputError(f"{self.name} must be float32, got {np.dtype(a.dtype)}")
+        contiguous = a.flags["C_CONTIGUOUS"] if isinstance(a, np.ndarray) else a.is_c_contiguous()
+        if not contiguous:
+            raise KernelInputError(f"{self.name} must be C-contiguous")
+        return a if config.ENABLE_CUDASIM else a.__cuda_array_interface__["data"][0]
+
+
+class PreparedConv2d:
+    """One convolution, ready to run repeatedly (module docstring). ``plan``: a Winograd Plan (schedule and
+    parameters); ``layout``: "NCHW" (non-fused schedules only) or "NHWC"; ``choice``: the model's Choice
+    this plan came from, kept for inspection."""
+
+    def __init__(self, problem: ConvProblem, plan: Plan, *, layout: str = "NCHW", choice: Choice | None = None,
+                 poll_limit: int = ex.DEFAULT_POLL_LIMIT) -> None:
+        if not isinstance(problem, ConvProblem):
+            raise KernelInputError(f"problem must be a ConvProblem, got {type(problem).__name__}")
+        if layout not in LAYOUTS:
+            raise KernelInputError(f"layout={layout!r} is not allowed (allowed: {', '.join(LAYOUTS)})")
+        if not isinstance(plan, Plan) or plan.algorithm != "winograd":
+            raise KernelInputError(f"plan must be a Winograd Plan, got {plan!r}")
+        check_supported(problem)
+        check_problem_size(problem)
+        self.problem, self.layout, self.choice = problem, layout, choice
+        graph, schedule, self.plan = build(problem, plan)
+        self._run = PreparedRun(problem, self.plan, graph, schedule,
+                                options={"layout": layout, "poll_limit": poll_limit})
+        p = problem
+        self._x = _Operand("x", (p.n, p.c, p.h, p.w), layout)
+        self._w = _Operand("w", (p.k, p.c, p.r, p.s), "NCHW")
+        self._y = _Operand("out", (p.n, p.k, p.out_h, p.out_w), layout)
+        self._launches: list = []          # FrozenLaunch per step, built at the first call
+        self._slots: tuple = ()            # (operand index, launch, argument index) to rebind per call
+        self._megakernels = [pl for pl in self._run.launches if getattr(pl, "pl", None) is not None and pl.pl.size]
+        self._errors = cuda.pinned_array(max(1, len(self._megakernels)), np.int32) if self._megakernels else None
+        if self._errors is not None:
+            self._errors[:] = mk.ERR_NONE
+        self._streams: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def _first_call(self, x, w, y) -> None:
+        as_array = (lambda a: a) if config.ENABLE_CUDASIM else (lambda a: a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a))
+        xs, ws_, ys = (as_array(a) for a in (x, w, y))
+        ws = ex.workspace(self._run.state.plan, xs, ws_, ys)
+        launches, slots = [], []
+        for fn, args in self._run.steps(ws):
+            if args:
+                raise KernelInputError("a step of this run is not a packed launch")   # the Winograd table packs all
+            for i, a in enumerate(fn.arguments):
+                for k, mine in enumerate((ws.x, ws.w, ws.Y)):
+                    if a is mine:
+                        slots.append((k, fn, i))
+            launches.append(fn)
+        self._run._steps.clear()           # the workspace's x, w, y are the caller's: keep no reference to them
+        self._launches, self._slots = launches, tuple(slots)
+
+    def _stream(self, stream):
+        if stream is None or config.ENABLE_CUDASIM:
+            return None
+        if isinstance(stream, int):
+            s = self._streams.get(stream)
+            if s is None:
+                s = self._streams[stream] = stream_from_handle(stream)
+            return s
+        return stream
+
+    def _raise_pending(self) -> None:
+        if self._errors is None:
+            return
+        if config.ENABLE_CUDASIM:
+            for i, pl in enumerate(self._megakernels):
+                self._errors[i] = pl.pl.d_ctl.copy_to_host()[mk.CTL_ERR_CODE]
+        bad = np.flatnonzero(self._errors != mk.ERR_NONE)
+        if bad.size:
+            codes = self._errors.copy()
+            self._errors[:] = mk.ERR_NONE
+            pl = self._megakernels[int(bad[0])]
+            ctl = pl.pl.d_ctl.copy_to_host()
+            ctl[mk.CTL_ERR_CODE] = codes[int(bad[0])]
+            ex._raise_kernel_error(self._run.state.plan, ctl, pl.pl.launch.name)
+            raise MegakernelError(f"launch {pl.pl.launch.name!r}: kernel reported error code {int(codes[bad[0]])}")
+
+    def __call__(self, x, w, out=None, *, stream=None):
+        """Enqueue y = conv(x, w) on ``stream`` (a CUDA stream handle, a cuda.core Stream, or None: the legacy
+        default stream) and return y (``out``, or a new array: a torch tensor for torch inputs)."""
+        self._raise_pending()
+        if out is None:
+            out = self._new_output(x)
+        targets = (self._x.resolve(x), self._w.resolve(w), self._y.resolve(out))
+        s = self._stream(stream)
+        with self._lock:
+            if not self._launches:
+                self._first_call(x, w, out)
+            for k, fn, i in self._slots:
+                fn.rebind(i, targets[k])
+            for fn in self._launches:
+                fn(s)
+            if self._errors is not None and not config.ENABLE_CUDASIM:
+                self._copy_errors(s)
+        return out
+
+    def _copy_errors(self, s) -> None:
+        from cuda.bindings import driver
+        handle = 0 if s is None else int(s.handle)
+        host = self._errors.ctypes.data
+        for i, pl in enumerate(self._megakernels):
+            src = pl.pl.d_ctl.__cuda_array_interface__["data"][0] + 4 * mk.CTL_ERR_CODE
+            driver.cuMemcpyDtoHAsync(host + 4 * i, src, 4, handle)
+
+    def _new_output(self, x):
+        p = self.problem
+        shape = (p.n, p.k, p.out_h, p.out_w)
+        if hasattr(x, "data_ptr") and hasattr(x, "new_empty"):
+            import torch
+            fmt = torch.contiguous_format if self.layout == "NCHW" else torch.channels_last
+            return torch.empty(shape, dtype=torch.float32, device=x.device, memory_format=fmt)
+        mem = self._y.memory_shape
+        return np.empty(mem, np.float32) if config.ENABLE_CUDASIM else cuda.device_array(mem, np.float32)
+
+    def check(self, stream=None) -> None:
+        """Wait for ``stream`` (None: the whole device) and raise MegakernelError if a launch of an earlier
+        call reported a dependency wait that gave up."""
+        if not config.ENABLE_CUDASIM:
+            s = self._stream(stream)
+            if s is None:
+                cuda.synchronize()
+            else:
+                s.sync()
+        self._raise_pending()
+
+    def describe(self) -> str:
+        head = f"{self.problem.spec_string()} {self.layout}: {self.plan.schedule} {self.plan.param_string()}"
+        return head if self.choice is None else self.choice.describe()
+
+
+_PREPARED: dict[tuple, PreparedConv2d] = {}
+_PREPARED_LOCK = threading.Lock()
+_CHOICES: dict[str, ChoiceCache] = {}
+
+
+def choose_plan(problem: ConvProblem, *, layout: str = "NCHW", max_rel_err: float = DEFAULT_MAX_REL_ERR,
+                gemm_math: str = "fp32", cache_path=None) -> Choice:
+    """The model's choice for ``problem`` on the current GPU (``megasim.algorithms.winograd.choice``), from the
+    choice cache at ``cache_path`` (default ~/.cache/megasim/winograd_choices.json) or made and stored there."""
+    key = str(cache_path)
+    cache = _CHOICES.get(key)
+    if cache is None:
+        cache = _CHOICES[key] = ChoiceCache(cache_path)
+    spec, reason = device_spec(_device_name())
+    return cache.choose(problem, spec, layout=layout, max_rel_err=max_rel_err, gemm_math=gemm_math, spec_reason=reason)
+
+
+def prepare_conv2d(problem: ConvProblem, plan: Plan | None = None, *, layout: str = "NCHW",
+                   max_rel_err: float = DEFAULT_MAX_REL_ERR, gemm_math: str = "fp32", cache_path=None,
+                   poll_limit: int = ex.DEFAULT_POLL_LIMIT) -> PreparedConv2d:
+    """The PreparedConv2d of ``problem`` on the current device, built once and kept: ``plan`` None takes the
+    model's choice (``choose_plan``), a Plan overrides it (a non-fused plan's default transform pairs apply)."""
+    if not isinstance(problem, ConvProblem):
+        raise KernelInputError(f"problem must be a ConvProblem, got {type(problem).__name__}")
+    choice = None
+    if plan is None:
+        choice = choose_plan(problem, layout=layout, max_rel_err=max_rel_err, gemm_math=gemm_math,
+                             cache_path=cache_path)
+        plan = choice.plan
+    elif not isinstance(plan, Plan):
+        raise KernelInputError(f"plan must be a megasim Plan or None, got {type(plan).__name__}")
+    device = -1 if config.ENABLE_CUDASIM else cuda.get_current_device().id
+    key = (problem, plan, layout, device, poll_limit)
+    with _PREPARED_LOCK:
+        conv = _PREPARED.get(key)
+        if conv is None:
+            conv = _PREPARED[key] = PreparedConv2d(problem, plan, layout=layout, choice=choice, poll_limit=poll_limit)
+    return conv
+
+
+def clear_prepared() -> None:
+    """Forget every prepared convolution (frees their device memory once no caller holds one)."""
+    with _PREPARED_LOCK:
+        _PREPARED.clear()
+
+
+__all__ = ["PreparedConv2d", "choose_plan", "clear_prepared", "prepare_conv2d"]

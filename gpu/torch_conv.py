@@ -1,0 +1,151 @@
+"""A ``torch.nn.Conv2d`` drop-in whose forward runs megasim's Winograd kernels, and ``convert(model)``.
+
+    from gpu.torch_conv import WinogradConv2d, convert
+    model = convert(torchvision.models.resnet50().cuda())     # every eligible nn.Conv2d swapped in place
+    y = model(x)                                              # forward: our kernels; backward: torch's
+
+**Forward.** A ``WinogradConv2d`` is an ``nn.Conv2d`` (same parameters, state dict and repr). Its forward
+takes NCHW float32 CUDA tensors (contiguous, or channels_last: NHWC in memory) and runs the prepared
+convolution of the input's shape (``gpu.prepared_conv.prepare_conv2d``: the implementation and mapping the
+model chooses for this GPU, made once per shape and cached) on torch's current stream, reading the input
+and writing the output through their device pointers: no copy, no host synchronisation. A contiguous
+NCHW input runs the non-fused schedule whose transforms read and write NCHW themselves (the layout change
+costs no pass of its own); a channels_last input runs on the NHWC kernels, fused or not, and gives a
+channels_last output. The bias, when there is one, is added by torch after the convolution.
+
+**Backward.** Gradients go through torch's own convolution backward
+(``torch.ops.aten.convolution_backward``, cuDNN): the forward is ours, the gradients with respect to input,
+weight and bias are exactly what ``nn.Conv2d`` would compute at the same input and weight. So a converted
+model trains as the original does.
+
+**Fallback.** Anything the kernels do not run goes to ``nn.Conv2d.forward`` unchanged: a CPU tensor, a
+dtype other than float32, a layout other than the two above, and any module ``convert`` would not have
+swapped. ``eligible(conv)`` says which modules qualify: 3x3, stride 1, dilation 1, groups 1, symmetric
+zero padding, float32 parameters.
+
+Under Numba's CUDA simulator (the CI), the forward runs the kernels on CPU tensors instead, so the tests
+exercise the module end to end without a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+from numba import config
+from torch import nn
+
+from gpu.prepared_conv import prepare_conv2d
+from megasim.algorithms.winograd.choice import DEFAULT_MAX_REL_ERR
+from megasim.workloads.problem import ConvProblem
+
+
+def eligible(conv: nn.Module) -> bool:
+    """Whether ``conv`` is an nn.Conv2d the Winograd kernels can run (module docstring)."""
+    if not isinstance(conv, nn.Conv2d):
+        return False
+    pad = conv.padding
+    return (tuple(conv.kernel_size) == (3, 3) and tuple(conv.stride) == (1, 1) and tuple(conv.dilation) == (1, 1)
+            and conv.groups == 1 and conv.padding_mode == "zeros" and not isinstance(pad, str)
+            and pad[0] == pad[1] and conv.weight.dtype == torch.float32)
+
+
+class _WinogradFunction(torch.autograd.Function):
+    """Forward by a prepared convolution; backward by torch's convolution backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, run):
+        ctx.save_for_backward(x, weight)
+        ctx.padding = run.problem.padding
+        return run(x, weight.detach(), stream=_stream())
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        grad_x, grad_w, _ = torch.ops.aten.convolution_backward(
+            grad_out, x, weight, None, (1, 1), (ctx.padding, ctx.padding), (1, 1), False, (0, 0), 1,
+            (ctx.needs_input_grad[0], ctx.needs_input_grad[1], False))
+        return grad_x, grad_w, None
+
+
+def _stream():
+    if config.ENABLE_CUDASIM:
+        return None
+    return torch.cuda.current_stream().cuda_stream
+
+
+class WinogradConv2d(nn.Conv2d):
+    """An nn.Conv2d whose forward runs megasim's Winograd kernels where it can (module docstring).
+
+    ``max_rel_err``: the largest measured FP32 error of a tile the model may choose (default
+    ``megasim.algorithms.winograd.choice.DEFAULT_MAX_REL_ERR``); ``plan``: a megasim Plan that overrides the
+    model's choice for every shape; ``cache_path``: where choices are kept (default ~/.cache/megasim)."""
+
+    def __init__(self, *args, max_rel_err: float = DEFAULT_MAX_REL_ERR, plan=None, cache_path=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_rel_err, self.plan, self.cache_path = max_rel_err, plan, cache_path
+        self._runs: dict = {}
+        if not eligible(self):
+            raise ValueError(f"{self!r} is not eligible for the Winograd kernels (3x3, stride 1, dilation 1, groups 1, "
+                             "symmetric zero padding, float32)")
+
+    @classmethod
+    def from_conv(cls, conv: nn.Conv2d, **options) -> "WinogradConv2d":
+        """A WinogradConv2d sharing ``conv``'s parameters (the same tensors, not copies)."""
+        new = cls(conv.in_channels, conv.out_channels, 3, stride=1, padding=conv.padding, dilation=1, groups=1,
+                  bias=conv.bias is not None, padding_mode="zeros", device="meta", **options)
+        new.weight = conv.weight
+        new.bias = conv.bias
+        new.train(conv.training)
+        return new
+
+    def _layout(self, x: torch.Tensor) -> str | None:
+        if x.dim() != 4 or x.dtype != torch.float32 or (not x.is_cuda and not config.ENABLE_CUDASIM):
+            return None
+        if x.is_contiguous():
+            return "NCHW"
+        if x.is_contiguous(memory_format=torch.channels_last):
+            return "NHWC"
+        return None
+
+    def prepared(self, x: torch.Tensor):
+        """The prepared convolution this module runs for input ``x`` (None: it falls back to nn.Conv2d)."""
+        layout = self._layout(x)
+        if layout is None or self.weight.dtype != torch.float32 or self.weight.device != x.device:
+            return None
+        key = (tuple(x.shape), layout, x.device)
+        run = self._runs.get(key)
+        if run is None:
+            n, c, h, w = x.shape
+            problem = ConvProblem(n, c, self.out_channels, h, w, padding=self.padding[0])
+            run = self._runs[key] = prepare_conv2d(problem, self.plan, layout=layout, max_rel_err=self.max_rel_err,
+                                                   cache_path=self.cache_path)
+        return run
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        run = self.prepared(x)
+        if run is None:
+            return super().forward(x)
+        weight = self.weight if self.weight.is_contiguous() else self.weight.contiguous()
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+            y = _WinogradFunction.apply(x, weight, run)
+        else:
+            y = run(x, weight, stream=_stream())
+        if self.bias is not None:
+            y = y + self.bias.view(1, -1, 1, 1)
+        return y
+
+
+def convert(model: nn.Module, **options) -> nn.Module:
+    """Swap every eligible nn.Conv2d of ``model`` (in place; the model is returned) for a WinogradConv2d
+    sharing its parameters; other modules are left as they are. ``options`` go to each WinogradConv2d."""
+    for name, child in list(model.named_children()):
+        if type(child) is nn.Conv2d and eligible(child):
+            setattr(model, name, WinogradConv2d.from_conv(child, **options))
+        else:
+            convert(child, **options)
+    return model
+
+
+def count_convs(model: nn.Module) -> tuple[int, int]:
+    """(WinogradConv2d modules, all nn.Conv2d modules) of ``model``."""
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    return sum(isinstance(m, WinogradConv2d) for m in convs), len(convs)

@@ -1,0 +1,127 @@
+"""The PyTorch drop-in (gpu.torch_conv) and prepared convolutions (gpu.prepared_conv) under Numba's CUDA
+simulator on tiny shapes: forward against float64, NCHW and channels_last inputs, bias, the fallback
+for what the kernels do not run, convert() swapping only eligible convolutions and sharing parameters,
+gradients equal to nn.Conv2d's, the model's choice cached and overridable, and bad calls refused in one
+line. Skipped where torch does not import (on the GPU machine, with NUMBA_ENABLE_CUDASIM=0, the same
+tests run on CUDA tensors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+numba = pytest.importorskip("numba")
+from numba import config  # noqa: E402
+
+from gpu.errors import KernelInputError  # noqa: E402
+from gpu.prepared_conv import choose_plan, prepare_conv2d  # noqa: E402
+from gpu.torch_conv import WinogradConv2d, convert, count_convs, eligible  # noqa: E402
+from megasim.algorithms.winograd.plugin import WinogradParams  # noqa: E402
+from megasim.plan import Plan  # noqa: E402
+from megasim.workloads.problem import ConvProblem  # noqa: E402
+
+pytestmark = pytest.mark.cudasim
+DEVICE = "cpu" if config.ENABLE_CUDASIM else "cuda"
+SMALL = dict(tiles_per_group=2, gemm_k_tile=8, transform_threads=32, gemm_threads=32)
+
+
+def _plan(schedule: str, tile: int) -> Plan:
+    return Plan(schedule, algorithm="winograd", params=WinogradParams(tile=tile, **SMALL))
+
+
+def _rel(a, b) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
+
+
+def _conv(c_in: int, c_out: int, padding: int = 1, bias: bool = True, **options) -> WinogradConv2d:
+    torch.manual_seed(c_in * 100 + c_out)
+    return WinogradConv2d(c_in, c_out, 3, padding=padding, bias=bias, **options).to(DEVICE)
+
+
+@pytest.mark.parametrize("layout,schedule,tile", [("NCHW", "nonfused", 4), ("NHWC", "fused", 2), ("NHWC", "nonfused", 5)])
+def test_forward_matches_float64(layout, schedule, tile):
+    conv = _conv(3, 5, plan=_plan(schedule, tile))
+    x = torch.randn(2, 3, 7, 9, device=DEVICE)
+    if layout == "NHWC":
+        x = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        y = conv(x)
+        ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)
+    assert y.shape == ref.shape and _rel(y, ref) < 1e-4
+    assert conv.prepared(x).layout == layout
+    if layout == "NHWC":
+        assert y.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_fallback_for_what_the_kernels_do_not_run():
+    conv = _conv(3, 4, plan=_plan("nonfused", 2))
+    x = torch.randn(1, 3, 6, 6, device=DEVICE, dtype=torch.float64)
+    assert conv.prepared(x) is None
+    x32 = torch.randn(1, 3, 6, 8, device=DEVICE)[:, :, :, ::2]     # strided: neither layout
+    assert conv.prepared(x32) is None
+    with torch.no_grad():
+        ref = torch.nn.functional.conv2d(x32, conv.weight, conv.bias, padding=1)
+        assert torch.equal(conv(x32), ref)
+
+
+def test_convert_swaps_only_eligible_convs_and_shares_parameters():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(4, 4, 3, stride=2, padding=1),
+                                torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, padding=1, bias=False)),
+                                torch.nn.Conv2d(6, 2, 1), torch.nn.Conv2d(2, 2, 3, padding=1, groups=2)).to(DEVICE)
+    weight = model[0].weight
+    x = torch.randn(1, 3, 9, 7, device=DEVICE)
+    with torch.no_grad():
+        ref = model(x)
+    convert(model, plan=_plan("nonfused", 2))
+    assert count_convs(model) == (2, 5)
+    assert isinstance(model[0], WinogradConv2d) and model[0].weight is weight
+    assert not isinstance(model[2], WinogradConv2d) and not eligible(model[5])
+    with torch.no_grad():
+        assert _rel(model(x), ref) < 1e-4
+
+
+def test_backward_is_torchs():
+    conv = _conv(3, 4, plan=_plan("nonfused", 4))
+    plain = torch.nn.Conv2d(3, 4, 3, padding=1).to(DEVICE)
+    plain.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 3, 6, 7, device=DEVICE)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ga = torch.randn(2, 4, 6, 7, device=DEVICE)
+    conv(xa).backward(ga)
+    plain(xb).backward(ga)
+    assert _rel(xa.grad, xb.grad) < 1e-5
+    assert _rel(conv.weight.grad, plain.weight.grad) < 1e-5 and _rel(conv.bias.grad, plain.bias.grad) < 1e-6
+
+
+def test_choice_is_the_models_cached_and_overridable(tmp_path):
+    problem = ConvProblem(1, 8, 8, 12, 12)
+    cache = tmp_path / "choices.json"
+    choice = choose_plan(problem, cache_path=cache)
+    assert choice.plan.schedule == "nonfused" and cache.exists()
+    assert min(c.predicted_us for c in choice.candidates) == choice.predicted_us
+    assert choose_plan(problem, cache_path=cache) == choice
+    strict = choose_plan(problem, max_rel_err=5e-6, cache_path=cache)
+    assert all(c.plan.params.tile in (2, 4, 5) for c in strict.candidates)
+    assert "predicted" in choice.describe()
+    conv = prepare_conv2d(problem, _plan("nonfused", 2))
+    assert conv.choice is None and conv.plan.params.tile == 2
+
+
+def test_bad_calls_are_refused_in_one_line():
+    problem = ConvProblem(1, 3, 4, 6, 6)
+    conv = prepare_conv2d(problem, _plan("nonfused", 2))
+    w = torch.randn(4, 3, 3, 3, device=DEVICE)
+    with pytest.raises(KernelInputError, match="prepared for"):
+        conv(torch.randn(1, 3, 6, 7, device=DEVICE), w)
+    with pytest.raises(KernelInputError, match="float32"):
+        conv(torch.randn(1, 3, 6, 6, device=DEVICE, dtype=torch.float64), w)
+    with pytest.raises(KernelInputError, match="non-fused kernels only"):
+        prepare_conv2d(problem, _plan("fused", 2), layout="NCHW")
+    with pytest.raises(KernelInputError, match="plan must be"):
+        prepare_conv2d(problem, "fused")
+    with pytest.raises(ValueError, match="not eligible"):
+        WinogradConv2d(3, 4, 3, stride=2, padding=1)
