@@ -228,7 +228,8 @@ _I = ctypes.c_int
 
 
 class CudnnConv:
-    """One NCHW float32 3x3 convolution through cuDNN's legacy API.
+    """One NCHW float32 convolution (R x S filters, 3 x 3 by default; ``stride`` in both directions)
+    through cuDNN's legacy API.
 
         conv = CudnnConv(n, c, k, h, w, padding=1, math="fp32")
         results = conv.find(x, w, y)            # every algorithm, timed by cuDNN
@@ -241,7 +242,7 @@ class CudnnConv:
     """
 
     def __init__(self, n: int, c: int, k: int, h: int, w: int, *, r: int = 3, s: int = 3, padding: int = 1,
-                 math: str = "fp32", workspace_limit_bytes: int = 8 << 30) -> None:
+                 math: str = "fp32", workspace_limit_bytes: int = 8 << 30, stride: int = 1) -> None:
         if math not in MATH_MODES:
             raise CudnnError(f"math={math!r} is not allowed (allowed: {', '.join(MATH_MODES)})")
         self.lib = lib = load()            # CudnnError without torch, CUDA or cuDNN
@@ -266,7 +267,7 @@ class CudnnConv:
         lib.fn("cudnnSetFilter4dDescriptor", [_P, _I, _I, _I, _I, _I, _I])(          # desc, dtype, format, k,c,h,w
             self.w_desc, DATA_FLOAT, TENSOR_NCHW, k, c, r, s)
         lib.fn("cudnnSetConvolution2dDescriptor", [_P, _I, _I, _I, _I, _I, _I, _I, _I])(
-            self.conv_desc, padding, padding, 1, 1, 1, 1, CROSS_CORRELATION, DATA_FLOAT)
+            self.conv_desc, padding, padding, stride, stride, 1, 1, CROSS_CORRELATION, DATA_FLOAT)
         self._set_math(self.math_type)
         dims = [_I() for _ in range(4)]
         lib.fn("cudnnGetConvolution2dForwardOutputDim", [_P, _P, _P] + [ctypes.POINTER(_I)] * 4)(

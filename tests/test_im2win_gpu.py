@@ -190,3 +190,13 @@ def test_kernel_factory_refuses_a_layout_it_cannot_tile():
         make_conv_kernel(12, 8, 4, 8, 4)
     with pytest.raises(KernelInputError, match="a multiple of k_b"):
         make_conv_kernel(8, 8, 3, 4, 4)
+
+
+@pytest.mark.parametrize("p", SHAPES[1:3], ids=lambda p: p.spec_string())
+def test_naive_direct_baseline_matches_float64(p):
+    from gpu.kernels.im2win.direct import DIRECT_THREADS, direct_blocks, direct_kernel, direct_params
+    x, w = _inputs(p, 50 + SHAPES.index(p))
+    y = _nan((p.n, p.k, p.out_h, p.out_w))
+    direct_kernel[direct_blocks(p), DIRECT_THREADS](cuda.to_device(x), cuda.to_device(w), y,
+                                                     cuda.to_device(direct_params(p)))
+    assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
