@@ -251,17 +251,23 @@ def run_script(name: str, description: str, argv: Sequence[str] | None,
     return 0
 
 
-def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list[Any]:
-    """[fn(item) for item in items], in `workers` processes when workers > 1 (results in input order).
+def _map_chunk(items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, client: Any = None) -> list[Any]:
+    """[fn(item) for item in items], on a Dask cluster when workers > 1 or a client is given (results in
+    input order): `client`'s, else a LocalCluster of `workers` processes (megasim.sweep.cluster), the
+    items handed out in chunks (about two per worker).
 
     `fn` must be a module-level function (it is pickled); each call is one independent prediction,
     and the model is deterministic, so the results do not depend on the number of workers."""
-    if workers <= 1 or len(items) <= 1:
+    if client is None and (workers <= 1 or len(items) <= 1):
         return [fn(item) for item in items]
-    from concurrent.futures import ProcessPoolExecutor
+    from megasim.sweep.cluster import map_batches, open_client
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        return list(pool.map(fn, items))
+    with open_client(client, workers=None if client is not None else min(workers, len(items))) as c:
+        return map_batches(c, _map_chunk, list(items), fn)
 
 
 def spec_meta(spec: GPUSpec) -> dict[str, Any]:

@@ -120,3 +120,41 @@ def test_a_worker_killed_in_the_middle_loses_no_point(client, tmp_path):
 def _parquet() -> bool:
     from megasim.sweep.table import have_pyarrow
     return have_pyarrow()
+
+
+def _square(x):
+    return x * x
+
+
+def test_the_optimiser_calibration_validation_and_experiments_share_the_client(client):
+    """Each batch evaluation on the shared cluster gives the numbers of one process, in order."""
+    from megasim.algorithms.winograd.space import default_space
+    from megasim.hardware import get_gpu
+    from megasim.search import SimulatorEvaluator, run_search
+    from megasim.workloads import parse_layer
+    problem, spec = parse_layer("N=4,C=16,K=16,H=16,W=16"), get_gpu("H100")
+    runs = []
+    for kw in ({"workers": 1}, {"client": client}):
+        with SimulatorEvaluator(problem, spec, default_space(), **kw) as ev:
+            res = run_search(ev.space, ev, "multifidelity", budget=12, seed=1)
+        runs.append([(r.params, r.time_us) for r in res.records])
+    assert runs[0] == runs[1] and len(runs[0]) == 12
+
+    import dataclasses
+    from tests.test_calibration_pool import COST, gemm_cases, small_h200
+    from megasim.calibration.pool import CasePool
+    h, cases = small_h200(), gemm_cases()
+    costs = [COST, dataclasses.replace(COST, fixed_ns=100.0)]
+    with CasePool({"gemm": cases}, workers=1) as one, CasePool({"gemm": cases}, workers=1, client=client) as shared:
+        assert shared.simulate_batch([("gemm", h, "gemm", c) for c in costs]) == \
+            one.simulate_batch([("gemm", h, "gemm", c) for c in costs])
+    assert client.status == "running"      # a client given is left open
+
+    from megasim.calibration.validation import predict_rows
+    rows = [{"layer": "N=2,C=8,K=8,H=8,W=8", "schedule": s, "params": "", "algorithm": "winograd"}
+            for s in ("fused", "nonfused", "naive")]
+    spec_path = "megasim/hardware/presets/h100.json"
+    assert predict_rows(rows, spec_path, "h100", client=client) == predict_rows(rows, spec_path, "h100", workers=1)
+
+    from experiments.sweeps import parallel_map
+    assert parallel_map(_square, list(range(7)), 2, client=client) == [x * x for x in range(7)]

@@ -1,4 +1,4 @@
-"""Simulating the calibration's cases over a process pool, every point of a batch at once, each result once.
+"""Simulating the calibration's cases on a Dask cluster, every point of a batch at once, each result once.
 
 A kind's fit (``megasim.calibration.fit.fit_kind``) evaluates a candidate TaskCost by simulating every
 calibration run of that kind (a dozen or more TaskGraphs: its kernel at several occupancies, the
@@ -6,11 +6,14 @@ megakernel per task and persistent). Its least squares asks for points in batche
 to, then the finite-difference points of the Jacobian there (one per free field, ``megasim.calibration.lsq``).
 
 ``CasePool.simulate_batch`` takes such a batch (several kinds' fits, running in threads of the calling
-process, may each send theirs at once) and hands every (point, case) simulation to the worker processes
-as one task, the longest cases first, so that the cores stay busy across the points of a Jacobian (one
+process, may each send theirs at once) and hands every (point, case) simulation to the cluster's
+workers as one Dask task (a case takes 0.1-0.7 s, so a task's millisecond of scheduling is small
+beside it), the longest cases first, so that the cores stay busy across the points of a Jacobian (one
 point at a time left 1.6 of 16 cores busy on a refit of 2026-11-25: an evaluation waits for its slowest
-case). Each worker receives every kind's cases once (its initializer); a task carries the spec (its
-``sources`` and description dropped: 4 KB, not 60) and indices, and returns one float.
+case). Every kind's cases go to each worker once (scattered, broadcast); a task carries the spec (its
+``sources`` and description dropped: 4 KB, not 60) and indices, and returns one float. The cluster is
+the ``client`` given (shared with a sweep or the optimiser), else a LocalCluster of ``workers``
+processes started by the pool and closed with it (``megasim.sweep.cluster``).
 
 Each simulated time is kept, keyed by (case, kind, cost as the case reads it), and never simulated again:
 the point a least squares ends on, a second stage's start, the checks. A launch that is not the
@@ -20,15 +23,14 @@ launches), so a Jacobian's megakernel_fixed_ns point costs nothing on the kind's
 
 A case's simulation does not depend on where it runs, and results come back in order, so a fit (and the
 spec it writes) is the same for any number of workers, one included (which simulates in the calling
-process, without a pool). The workers are started before the fitting threads (a fork must not copy a
-thread's held lock).
+process, without a cluster). Worker processes are spawned, so the fitting threads' locks are never
+copied into them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,16 +39,8 @@ from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.sim import simulate
 
-# The cases a worker process simulates, keyed as CasePool's ``cases_by_key``: set once per worker.
-_WORKER_CASES: dict[str, Sequence[tuple]] = {}
-
 # The TaskCost fields only a megakernel launch reads (megasim.sim.run_setup, megasim.sim.launches).
 MEGAKERNEL_ONLY_FIELDS = ("megakernel_fixed_ns", "megakernel_claim_ns")
-
-
-def _init_worker(cases_by_key: dict[str, Sequence[tuple]]) -> None:
-    global _WORKER_CASES
-    _WORKER_CASES = cases_by_key
 
 
 def simulated_us(result, timing: str) -> float:
@@ -86,9 +80,10 @@ def case_work(case: tuple) -> int:
     return int(case[1].num_tasks)
 
 
-def _simulate_indexed(args: tuple[str, int, GPUSpec]) -> float:
+def _simulate_indexed(args: tuple[str, int, GPUSpec], cases_by_key: dict[str, Sequence[tuple]]) -> float:
+    """One case of the scattered ``cases_by_key`` (resolved to the worker's copy) under one spec."""
     key, index, spec = args
-    return simulate_case(_WORKER_CASES[key][index], spec)
+    return simulate_case(cases_by_key[key][index], spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +95,8 @@ class PoolStats:
 
 
 class CasePool:
-    """Simulates named lists of calibration cases over ``workers`` processes (1: in this process).
+    """Simulates named lists of calibration cases on a Dask cluster: ``client``'s, else a LocalCluster of
+    ``workers`` processes (1 and no client: in this process).
 
     Use as a context manager. ``simulate_batch([(key, spec, kind, cost), ...])`` gives, per request, the
     simulated times of the cases under ``key`` with ``kind``'s cost replaced by ``cost``, in the cases'
@@ -108,12 +104,15 @@ class CasePool:
     ``spec`` must be the same for every request of its ``key``: one pool per fit's base spec).
     ``simulate(key, spec, kind, cost)`` is a batch of one. Safe to call from several threads at once."""
 
-    def __init__(self, cases_by_key: dict[str, Sequence[tuple]], workers: int) -> None:
+    def __init__(self, cases_by_key: dict[str, Sequence[tuple]], workers: int, client: Any = None) -> None:
         if workers < 1:
             raise ValueError(f"workers={workers!r} is not allowed: it must be at least 1")
         self.cases_by_key = cases_by_key
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
+        self._given = client
+        self._client: Any = None
+        self._owned: Any = None          # the open_client context this pool entered, if any
+        self._cases: Any = None          # the cases, scattered to every worker
         self._mega = {key: [runs_megakernel(c) for c in cases] for key, cases in cases_by_key.items()}
         self._done: dict[tuple, float] = {}
         self._lock = threading.Lock()
@@ -121,18 +120,17 @@ class CasePool:
         self._reused = 0
 
     def __enter__(self) -> "CasePool":
-        if self.workers > 1:
-            self._pool = ProcessPoolExecutor(self.workers, initializer=_init_worker, initargs=(self.cases_by_key,))
-            # Start the workers now, before the fits' threads exist: where the start method is "fork", a
-            # pool starts all its workers at the first submit, and a fork must not copy a thread's held lock.
-            for f in [self._pool.submit(int) for _ in range(self.workers)]:
-                f.result()
+        if self._given is not None or self.workers > 1:
+            from megasim.sweep.cluster import open_client
+            self._owned = open_client(self._given, workers=None if self._given is not None else self.workers)
+            self._client = self._owned.__enter__()
+            self._cases = self._client.scatter(self.cases_by_key, broadcast=True, hash=False)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        if self._owned is not None:
+            owned, self._owned, self._client, self._cases = self._owned, None, None, None
+            owned.__exit__(None, None, None)
 
     @property
     def stats(self) -> PoolStats:
@@ -162,10 +160,11 @@ class CasePool:
             self._simulated += len(todo)
         # the longest first, so that a batch's last task is a short one
         order = sorted(todo, key=lambda mk: -case_work(self.cases_by_key[todo[mk][0]][todo[mk][1]]))
-        if self._pool is None:
+        if self._client is None:
             values = [simulate_case(self.cases_by_key[todo[mk][0]][todo[mk][1]], todo[mk][2]) for mk in order]
         else:
-            values = list(self._pool.map(_simulate_indexed, [todo[mk] for mk in order]))
+            futures = [self._client.submit(_simulate_indexed, todo[mk], self._cases, pure=False) for mk in order]
+            values = self._client.gather(futures)
         with self._lock:
             self._done.update(zip(order, values))
             return [[self._done[mk] for mk in keys] for keys in memo]

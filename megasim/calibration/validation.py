@@ -10,6 +10,8 @@
   (``summarize``). A summary of no points says so (``outcome``) and meets no target. CPU-only;
   ``gpu.calibrate.validate`` supplies the measurements. A row names its algorithm (``algorithm``;
   rows without one are Winograd's); its prediction is the plug-in's ``time_us`` of the simulation.
+- ``predict_rows``: measured rows predicted on a Dask cluster (a client given, or a LocalCluster;
+  ``megasim.sweep.cluster``), in chunks, in the rows' order.
 """
 
 from __future__ import annotations
@@ -251,18 +253,22 @@ def predict_row(args: tuple[dict[str, Any], str]) -> dict[str, Any]:
     return out
 
 
+def _predict_chunk(rows: Sequence[dict[str, Any]], spec_path: str) -> list[dict[str, Any]]:
+    return [predict_row((dict(r), spec_path)) for r in rows]
+
+
 def predict_rows(rows: Sequence[dict[str, Any]], spec_path: str, spec_label: str,
-                 workers: int | None = None) -> list[dict[str, Any]]:
-    """Every row predicted (in parallel over ``workers`` processes), ``spec`` set to ``spec_label``."""
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-    jobs = [(dict(r), spec_path) for r in rows]
-    workers = workers or os.cpu_count() or 1
-    if workers == 1:
-        out = [predict_row(j) for j in jobs]
+                 workers: int | None = None, client: Any = None) -> list[dict[str, Any]]:
+    """Every row predicted, ``spec`` set to ``spec_label``: on ``client``'s Dask cluster, else on a
+    LocalCluster of ``workers`` processes (default: the available CPUs; 1: in this process), in chunks
+    of rows (about four per worker), in the rows' order."""
+    from megasim.sweep.cluster import check_workers, map_batches, open_client
+    workers = check_workers(workers)
+    if client is None and (workers == 1 or len(rows) <= 1):
+        out = _predict_chunk(rows, spec_path)
     else:
-        with ProcessPoolExecutor(workers) as pool:
-            out = list(pool.map(predict_row, jobs, chunksize=1))
+        with open_client(client, workers=None if client is not None else workers) as c:
+            out = map_batches(c, _predict_chunk, list(rows), spec_path, per_worker=4)
     for r in out:
         r["spec"] = spec_label
     return out

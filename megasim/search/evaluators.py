@@ -4,24 +4,23 @@ Every evaluator has ``space`` and ``evaluate(points) -> list[Record]`` (one reco
 order given) and ``coarse()``, a cheaper evaluator of the same kind that ranks points roughly alike
 (the simulator at a smaller batch; a replayed low-fidelity cache), or None when there is none.
 
-- ``SimulatorEvaluator``: the model. Each batch of points is cut into contiguous chunks, about two per
-  worker, that run in a process pool (``workers`` processes, the available CPUs by default, at most
-  MAX_DEFAULT_WORKERS); results come back in the order given and duplicates are resolved in that order,
-  so a search is the same whatever the worker count. Each simulated point leaves only scalars (time,
-  D_IG, D_GO, the --param string, the program's hash). Points that build the same program (task graph,
-  task map, execution style) are simulated once. It consults and updates a Kernel Tuner cache file.
+- ``SimulatorEvaluator``: the model. With one worker it simulates in this process (a small search pays
+  no cluster start-up). Otherwise each batch of points is cut into contiguous chunks, about two per
+  worker, that run as Dask tasks on the client given (``client=``, shared with a sweep, calibration or
+  validation) or on a LocalCluster of ``workers`` processes it starts on first use and closes at the
+  end (``megasim.sweep.cluster``; the available CPUs by default, at most MAX_DEFAULT_WORKERS); results
+  come back in the order given and duplicates are resolved in that order, so a search is the same
+  whatever the worker count or cluster. Each simulated point leaves only scalars (time, D_IG, D_GO, the
+  --param string, the program's hash). Points that build the same program (task graph, task map,
+  execution style) are simulated once. It consults and updates a Kernel Tuner cache file.
 - ``CacheEvaluator``: replays a cache file; a point that is not there gets reason 'not in cache'.
 - ``GPUEvaluator``: measurement through the validation harness (issue 4); not built yet, it raises.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
-import multiprocessing
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Collection, Protocol
@@ -89,13 +88,7 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], o
         "sim_wall_s": round(time.perf_counter() - start, 4), "taskgraph_hash": graph.hash, "program": program}
 
 
-# -- the worker side of the pool ------------------------------------------------------------------
-def _worker_start() -> None:
-    """Each worker: objects inherited from the parent stay out of the cyclic collector (its passes
-    would touch, and so copy, the parent's pages)."""
-    gc.freeze()
-
-
+# -- the worker side -------------------------------------------------------------------------------
 def _evaluate_chunk(job: tuple) -> list[tuple[float | None, str | None, dict[str, Any]]]:
     """One chunk of points in one worker, in order. A program known before the chunk, or met earlier in
     it, is not simulated again (the caller answers it from the first record). A finished simulation
@@ -115,11 +108,8 @@ def _evaluate_chunk(job: tuple) -> list[tuple[float | None, str | None, dict[str
 def default_workers() -> int:
     """The worker count when none is given: the CPUs this process may run on, at most MAX_DEFAULT_WORKERS
     (each worker holds its own lowered graphs and simulation: ~0.3 GB on vgg-1 today)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:   # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
+    from megasim.sweep.cluster import available_cpus
+    return max(1, min(available_cpus(), MAX_DEFAULT_WORKERS))
 
 
 def check_workers(workers: int | None) -> int:
@@ -135,28 +125,22 @@ def check_workers(workers: int | None) -> int:
 def _chunks(items: list, workers: int) -> list[list]:
     """Contiguous chunks, about two per worker (so one slow point does not leave a worker idle for
     long), in order."""
-    if not items:
-        return []
-    n = min(len(items), 2 * workers)
-    size, extra = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        stop = start + size + (1 if i < extra else 0)
-        out.append(items[start:stop])
-        start = stop
-    return out
+    from megasim.sweep.cluster import chunks
+    return chunks(items, 2 * workers)
 
 
 class SimulatorEvaluator:
-    """The model as an evaluator: a pool of worker processes, chunks of points handed out per batch,
-    a cache file consulted and updated. Points that build a program already evaluated (the same task
+    """The model as an evaluator: chunks of points handed out per batch to a Dask cluster's workers (or
+    simulated here with one worker), a cache file consulted and updated. Points that build a program already evaluated (the same task
     graph, task map and execution style) are answered from it, marked ``duplicate``."""
 
     def __init__(self, problem: ConvProblem, spec: GPUSpec, space: SearchSpace, *, workers: int | None = None,
                  cache_path: str | Path | None = None, progress: Progress | None = None,
                  options: SimOptions | None = None, fidelity: str = "full", base: Plan | None = None,
-                 max_tasks: int = DEFAULT_MAX_TASKS, _pool: ProcessPoolExecutor | None = None) -> None:
-        """``max_tasks``: the largest task count a point may lower to (``megasim.plan.build``)."""
+                 max_tasks: int = DEFAULT_MAX_TASKS, client: Any = None) -> None:
+        """``max_tasks``: the largest task count a point may lower to (``megasim.plan.build``). ``client``: a
+        ``distributed.Client`` to evaluate on (left open); without one, ``workers`` > 1 starts a
+        LocalCluster of that many processes at the first batch, closed by ``close()``."""
         self.problem, self.spec, self.options, self.base = problem, spec, options, base
         self.max_tasks = check_max_tasks(max_tasks)
         self.space = space.bind(problem)
@@ -167,28 +151,32 @@ class SimulatorEvaluator:
                       if self.cache_path else Cache.for_space(self.space, self.device, problem.spec_string()))
         self.progress = progress
         self.fidelity = fidelity
-        self._pool = _pool
-        self._owns_pool = _pool is None
+        self._client = client
+        self._owned: Any = None      # the open_client context this evaluator entered, if any
         self._coarse: SimulatorEvaluator | None = None
         self._programs: dict[str, Record] = {}   # program -> its first record (scalars only)
         self.simulated = 0   # points actually simulated (not served from the cache or a duplicate)
 
-    def _get_pool(self) -> ProcessPoolExecutor | None:
-        if self._pool is None and self.workers > 1:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_worker_start)
-        return self._pool
+    def _get_client(self) -> Any:
+        """The Dask client to evaluate on; None: simulate in this process (one worker, no client given)."""
+        if self._client is None and self.workers > 1:
+            from megasim.sweep.cluster import open_client
+            self._owned = open_client(workers=self.workers)
+            self._client = self._owned.__enter__()
+        return self._client
 
     def _run(self, points: list[dict[str, Any]]) -> list[tuple[float | None, str | None, dict[str, Any]]]:
         known = frozenset(self._programs)
         job = (self.problem, self.spec, self.options, self.space.algorithm, self.base, self.max_tasks)
         if not points:
             return []
-        pool = self._get_pool()   # even for one point: the parent never lowers or simulates when it has workers
-        if pool is None:
+        client = self._get_client()   # even for one point: the caller never lowers or simulates when it has workers
+        if client is None:
             return _evaluate_chunk((*job, points, known))
-        chunks = _chunks(points, self.workers)
-        return [res for part in pool.map(_evaluate_chunk, [(*job, c, known) for c in chunks]) for res in part]
+        from megasim.sweep.cluster import worker_count
+        futures = [client.submit(_evaluate_chunk, (*job, c, known), pure=False)
+                   for c in _chunks(points, worker_count(client))]
+        return [res for part in client.gather(futures) for res in part]
 
     def evaluate(self, points: list[dict[str, Any]]) -> list[Record]:
         out: list[Record | None] = [None] * len(points)
@@ -243,13 +231,14 @@ class SimulatorEvaluator:
                     if self.cache_path else None)
             self._coarse = SimulatorEvaluator(low, self.spec, self.space, workers=self.workers, cache_path=path,
                                               progress=self.progress, options=self.options, fidelity="low", base=self.base,
-                                              max_tasks=self.max_tasks, _pool=self._get_pool())
+                                              max_tasks=self.max_tasks, client=self._get_client())
         return self._coarse
 
     def close(self) -> None:
-        if self._pool is not None and self._owns_pool:
-            self._pool.shutdown(wait=True)
-        self._pool = None
+        """Close the cluster this evaluator started (a client given to it stays open)."""
+        if self._owned is not None:
+            owned, self._owned, self._client = self._owned, None, None
+            owned.__exit__(None, None, None)
 
     def __enter__(self) -> "SimulatorEvaluator":
         return self

@@ -83,12 +83,14 @@ def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STR
              options: dict[str, Any] | None = None, seed: int = 0, workers: int | None = None,
              cache_path: str | Path | None = None, space: SearchSpace | None = None,
              progress: bool = False, evaluator: str = "simulator", base: Plan | None = None,
-             max_tasks: int = DEFAULT_MAX_TASKS) -> SearchResult:
+             max_tasks: int = DEFAULT_MAX_TASKS, client: Any = None) -> SearchResult:
     """Search the mapping parameters of one layer with the simulator, or measured on the GPU
     (``evaluator="gpu"``: the validation harness; `spec` is then unused). The space's algorithm is
     searched (default: Winograd's default space); `base` gives the plan's other parameters (for
     example a sparse map's sparsity, or Winograd's tile). `max_tasks`: the largest task count one
-    evaluation may lower to (``megasim.plan.build``)."""
+    evaluation may lower to (``megasim.plan.build``). `client`: a ``distributed.Client`` to evaluate on
+    (a sweep's or calibration's, left open); without one, `workers` > 1 starts a LocalCluster for the
+    search and `workers` = 1 simulates in this process."""
     get_strategy(strategy)   # fail fast on a bad name, before the pool starts
     if evaluator not in EVALUATORS:
         raise MegasimError(f"evaluator {evaluator!r} is not allowed (allowed: {', '.join(EVALUATORS)})")
@@ -103,7 +105,7 @@ def optimize(problem: ConvProblem, spec: GPUSpec, *, strategy: str = DEFAULT_STR
             result = run_search(ev.space, ev, strategy, budget, options, seed)
         else:
             with SimulatorEvaluator(problem, spec, space, workers=workers, cache_path=cache_path,
-                                    progress=line, base=base, max_tasks=max_tasks) as ev:
+                                    progress=line, base=base, max_tasks=max_tasks, client=client) as ev:
                 result = run_search(ev.space, ev, strategy, budget, options, seed)
     finally:
         if line:
