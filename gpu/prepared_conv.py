@@ -144,8 +144,8 @@ class PreparedConv2d:
         self._launches, self._slots = launches, tuple(slots)
 
     def _stream(self, stream):
-        if stream is None or config.ENABLE_CUDASIM:
-            return None
+        if stream is None or stream == 0 or config.ENABLE_CUDASIM:
+            return None                 # the legacy default stream
         if isinstance(stream, int):
             s = self._streams.get(stream)
             if s is None:

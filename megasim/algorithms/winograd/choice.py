@@ -14,9 +14,11 @@ candidate the model predicts fastest on their GPU:
   with NHWC also the fused megakernel at each tile's recommended mapping (Algorithm 1, D_IG and D_GO at
   8x and 4x their tightest values, 2 or 4 pairs per transform thread).
 - **The prediction.** Each candidate is simulated with the spec (``megasim.plan.predict``); the fastest
-  wins, an earlier candidate on a tie. A layer too large to simulate within ``max_tasks`` is simulated
-  at the largest batch that fits (``Choice.simulated_batch``): the candidates' costs all scale with the
-  batch, so the ranking is that of the smaller batch.
+  wins, an earlier candidate on a tie. A layer larger than ``max_tasks`` tasks (default
+  ``CHOICE_MAX_TASKS``, so that a choice takes seconds, not minutes) is simulated at the largest batch
+  that fits (``Choice.simulated_batch``) and its times scaled by the batch ratio: the candidates' costs
+  all grow with the batch, so the ranking is that of the smaller batch; the scaled time leaves out the
+  larger batch's smaller tail effects.
 
 ``ChoiceCache`` keeps choices in a JSON file keyed by (spec name and content hash, problem, layout,
 tolerance, GEMM math), so a network's layers are chosen once per machine. The model's costs of the
@@ -41,7 +43,7 @@ from megasim.errors import InputError
 from megasim.hardware.files import load_spec, spec_to_dict
 from megasim.hardware.presets import get_gpu, preset_names
 from megasim.hardware.spec import GPUSpec
-from megasim.plan import DEFAULT_MAX_TASKS, Plan, estimate_tasks, predict, predicted_time_us
+from megasim.plan import Plan, estimate_tasks, predict, predicted_time_us
 from megasim.workloads.problem import ConvProblem
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -55,6 +57,7 @@ MEASURED_REL_ERR = {
 # Half the toolkit's acceptance bar of 1e-4: every measured tile passes it, F(7x7) with 3xTF32 only just.
 DEFAULT_MAX_REL_ERR = 5e-5
 PAIRS_FUSED = (2, 4)
+CHOICE_MAX_TASKS = 250_000
 CALIBRATED_DIR = Path(__file__).resolve().parents[2] / "hardware" / "calibrated"
 # Device name fragment -> the calibrated spec of that GPU (FP32 GEMM).
 CALIBRATED_SPECS = {"H200": "h200.json", "H100": "h100_from_h200.json"}
@@ -166,7 +169,7 @@ def _simulated_batch(problem: ConvProblem, layout: str, max_rel_err: float, gemm
 
 
 def choose(problem: ConvProblem, spec: GPUSpec, *, layout: str = "NCHW", max_rel_err: float = DEFAULT_MAX_REL_ERR,
-           gemm_math: str = "fp32", spec_reason: str = "given", max_tasks: int = DEFAULT_MAX_TASKS) -> Choice:
+           gemm_math: str = "fp32", spec_reason: str = "given", max_tasks: int = CHOICE_MAX_TASKS) -> Choice:
     """The candidate ``spec`` predicts fastest for ``problem`` (module docstring)."""
     if not isinstance(problem, ConvProblem):
         raise InputError(f"problem must be a ConvProblem, got {type(problem).__name__}")
