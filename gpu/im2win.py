@@ -123,11 +123,12 @@ class Im2winLaunch:
     ``regs_per_thread`` and ``shared_bytes`` what the compiler reports for the conv kernel (None under
     the simulator)."""
 
-    def __init__(self, x, w, problem: ConvProblem, params: Im2winParams) -> None:
+    def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None) -> None:
         self.problem, self.params = problem, params
         self.plan = Plan("kernel", params, "im2win")
         self.graph, self.schedule = _build(problem, self.plan)
-        self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule)
+        options = {"max_registers": max_registers} if max_registers is not None else {}
+        self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule, options=options)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
         self.window = self.workspace.window
@@ -153,17 +154,21 @@ class Im2winLaunch:
 
 def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
             n_b: int | None = None, k_b: int | None = None, m_t: int | None = None,
-            n_t: int | None = None) -> Im2winLaunch:
-    """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once)."""
+            n_t: int | None = None, max_registers: int | None = None) -> Im2winLaunch:
+    """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
+    on the conv kernel's registers per thread (None: the compiler's choice)."""
     on_device = _is_device_array(x)
     x = _check_tensor("x", x, on_device)
     w = _check_tensor("w", w, on_device)
     problem = _problem(x, w, stride, padding)
     params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+    if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
+                                      or not 32 <= max_registers <= 255):
+        raise Im2winError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
     if not on_device:
         x = cuda.to_device(np.ascontiguousarray(x))
         w = cuda.to_device(np.ascontiguousarray(w))
-    return Im2winLaunch(x, w, problem, params)
+    return Im2winLaunch(x, w, problem, params, max_registers)
 
 
 def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,

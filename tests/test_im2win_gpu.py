@@ -26,7 +26,8 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
                 allow_module_level=True)
 
 from gpu import im2win
-from gpu.kernels.im2win.conv import conv_params, make_basic_kernel, make_conv_kernel, reference_conv_from_im2win
+from gpu.kernels.im2win.conv import (conv_blocks, conv_params, make_basic_kernel, make_conv_kernel,
+                                     reference_conv_from_im2win)
 from gpu.kernels.im2win.transform import reference_im2win, transform_kernel, transform_params
 from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
@@ -112,8 +113,7 @@ def test_tiled_kernel_variants_match_float64(p, layout):
     x, w = _inputs(p, 10 + SHAPES.index(p))
     J = _window(p, x)
     y = _nan((p.n, p.k, p.out_h, p.out_w))
-    grid = (-(-p.k // m_b), -(-(p.n * p.out_h * p.out_w) // n_b))
-    kernel[grid, kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    kernel[conv_blocks(p, m_b, n_b), kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p, m_b)))
     assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
 
 
@@ -122,8 +122,7 @@ def test_basic_kernel_matches_float64(p):
     kernel = make_basic_kernel(4)
     x, w = _inputs(p, 20 + SHAPES.index(p))
     y = _nan((p.n, p.k, p.out_h, p.out_w))
-    grid = (-(-p.k // 4), -(-(p.n * p.out_h * p.out_w) // 4))
-    kernel[grid, kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    kernel[conv_blocks(p, 4, 4), kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p, 4)))
     assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
 
 
@@ -137,13 +136,12 @@ def test_epilogue_hook_transforms_every_stored_output():
     kernel = make_conv_kernel(8, 8, 4, 4, 4, epilogue=shifted)
     x, w = _inputs(p, 5)
     y = _nan((p.n, p.k, p.out_h, p.out_w))
-    grid = (-(-p.k // 8), -(-(p.n * p.out_h * p.out_w) // 8))
-    kernel[grid, kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p)))
+    kernel[conv_blocks(p, 8, 8), kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p, 8)))
     ref = reference_conv2d(x, w, p.stride, p.padding) + np.arange(p.k)[None, :, None, None]
     assert _rel_err(y.copy_to_host(), ref) <= TOL
 
 
-@pytest.mark.parametrize("variant,tiles", [("optimized", dict(m_b=32, n_b=32, m_t=4, n_t=4)),
+@pytest.mark.parametrize("variant,tiles", [("optimized", dict(m_b=32, n_b=32, m_t=4, n_t=4, max_registers=128)),
                                            ("no_vector", dict(m_b=32, n_b=32, m_t=4, n_t=4, k_b=16)),
                                            ("no_prefetch", dict(m_b=32, n_b=32, m_t=4, n_t=4)),
                                            ("no_microkernel", dict(m_b=32, n_b=32)),
@@ -190,6 +188,8 @@ def test_kernel_factory_refuses_a_layout_it_cannot_tile():
         make_conv_kernel(12, 8, 4, 8, 4)
     with pytest.raises(KernelInputError, match="a multiple of k_b"):
         make_conv_kernel(8, 8, 3, 4, 4)
+    with pytest.raises(KernelInputError, match="max_registers=300 is not allowed"):
+        make_conv_kernel(8, 8, 4, 4, 4, max_registers=300)
 
 
 @pytest.mark.parametrize("p", SHAPES[1:3], ids=lambda p: p.spec_string())

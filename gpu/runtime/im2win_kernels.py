@@ -3,10 +3,13 @@
 | kind | kernel | grid, block |
 |---|---|---|
 | ``im2win_transform`` | ``transform_kernel`` | ceil(J.size / 4096), 256 |
-| ``im2win_conv`` (Alg. 3) | ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t)`` | (filter tiles, output tiles), (m_b/m_t)(n_b/n_t) |
+| ``im2win_conv`` (Alg. 3) | ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t)`` | filter tiles x output tiles, (m_b/m_t)(n_b/n_t) |
 | ``im2win_conv_no_vector`` / ``_no_prefetch`` | the same with ``vector=False`` / ``prefetch=False`` | the same |
-| ``im2win_conv_no_microkernel`` | the same with m_t = n_t = 1 (the plan's) | (filter tiles, output tiles), m_b*n_b |
-| ``im2win_conv_basic`` (Alg. 2) | ``make_basic_kernel(BASIC_TILE)`` | (ceil(M/32), ceil(NPQ/32)), 1024 |
+| ``im2win_conv_no_microkernel`` | the same with m_t = n_t = 1 (the plan's) | filter tiles x output tiles, m_b*n_b |
+| ``im2win_conv_basic`` (Alg. 2) | ``make_basic_kernel(BASIC_TILE)`` | ceil(M/32) * ceil(NPQ/32), 1024 |
+
+Run option ``max_registers`` (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=)``): a cap
+on the conv kernel's registers per thread, a build parameter of ``make_conv_kernel``.
 
 Every kernel takes its block from blockIdx and the lowering (``megasim.algorithms.im2win.lowering``)
 lays each kind's tasks out in that grid order, so each runs one launch per kind in its natural order
@@ -25,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
-from gpu.kernels.im2win.conv import conv_params, make_basic_kernel, make_conv_kernel
+from gpu.kernels.im2win.conv import conv_blocks, conv_params, make_basic_kernel, make_conv_kernel
 from gpu.kernels.im2win.transform import transform_kernel, transform_params
 from gpu.runtime.table import KernelTable, KindKernel, register_kernels
 from megasim.algorithms.im2win.lowering import conv_kind
@@ -34,12 +37,14 @@ from megasim.algorithms.im2win.tiling import (BASIC_TILE, TRANSFORM_THREADS, VAR
 
 
 @lru_cache(maxsize=None)
-def conv_kernel_for(tiling: Im2winTiling):
-    """The compiled conv kernel of a tiling (its variant picks the build parameters)."""
+def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None):
+    """The compiled conv kernel of a tiling (its variant picks the build parameters), with an optional
+    register cap (the run option ``max_registers``)."""
     if tiling.variant == "basic":
         return make_basic_kernel(BASIC_TILE)
     return make_conv_kernel(tiling.m_b, tiling.n_b, tiling.k_b, tiling.m_t, tiling.n_t,
-                            vector=tiling.variant != "no_vector", prefetch=tiling.variant != "no_prefetch")
+                            vector=tiling.variant != "no_vector", prefetch=tiling.variant != "no_prefetch",
+                            max_registers=max_registers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,8 +69,8 @@ def _state(problem, plan, graph, schedule, on_megakernel, options) -> Im2winStat
     meta = graph.meta if isinstance(graph.meta, dict) else {}
     if meta.get("method") != "im2win" or meta.get("variant") != tiling.variant:
         raise KernelInputError("the im2win kernels run graphs of lower_im2win(method='im2win') of the plan's tiling")
-    return Im2winState(problem, tiling, conv_kernel_for(tiling), cuda.to_device(transform_params(problem)),
-                       cuda.to_device(conv_params(problem)))
+    return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers")),
+                       cuda.to_device(transform_params(problem)), cuda.to_device(conv_params(problem, tiling.tile_m)))
 
 
 def _workspace(state: Im2winState, x, w) -> Im2winWorkspace:
@@ -97,8 +102,8 @@ def transform_launch(state: Im2winState, x, window) -> tuple:
 
 def conv_launch(state: Im2winState, window, w, y) -> tuple:
     """(configured conv kernel, args) writing ``y`` from the im2win tensor and the filter."""
-    grid = state.tiling.grid(state.problem)
-    return state.kernel[grid, state.kernel.threads], (window, w, y, state.d_cprm)
+    blocks = conv_blocks(state.problem, state.tiling.tile_m, state.tiling.tile_n)
+    return state.kernel[blocks, state.kernel.threads], (window, w, y, state.d_cprm)
 
 
 def _transform_prepare(state: Im2winState, launch, index: int):
@@ -121,4 +126,5 @@ ENTRIES = {"im2win_transform": KindKernel("transform_kernel", _transform_prepare
            **{conv_kind(v): KindKernel(f"{conv_kind(v)} kernel", _conv_prepare, grid_order=True) for v in VARIANTS}}
 
 IM2WIN_KERNELS = register_kernels(KernelTable(algorithm="im2win", kinds=ENTRIES, state=_state, workspace=_workspace,
-                                              output=lambda ws: ws.output, inputs=_inputs, input_layout="NCHW"))
+                                              output=lambda ws: ws.output, inputs=_inputs, input_layout="NCHW",
+                                              options=("max_registers",)))

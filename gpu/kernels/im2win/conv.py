@@ -5,10 +5,12 @@ Both compute the GEMM view of ``megasim.algorithms.im2win.tiling`` (read its doc
 sum_k A[m, k] B[k, n]`` with ``n = (i*P + p)*Q + q``, ``k = c*R*S + v*R + u``, ``A[m, k] = w[m, c, u, v]``
 (the filter is read in place) and ``B[k, n] = J[i, c, p, q*stride*R + v*R + u]`` (the im2win tensor,
 ``gpu.kernels.im2win.transform``). ``prm`` (int32, ``conv_params``): C, P, Q, R, S, stride, WW (J's row
-length), M (filters), N*P*Q, C*R*S.
+length), M (filters), N*P*Q, C*R*S, filter tiles. Grids are 1-D (``conv_blocks``): block b runs filter
+tile ``b % tiles_m`` of output tile ``b // tiles_m`` (the lowering's task order; a 2-D grid's y
+would stop at 65,535 output tiles, which the basic kernel's 32-pixel tiles pass at conv7, batch 128).
 
 **Tiled kernel** ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector, prefetch, prologue, epilogue)``:
-grid (ceil(M/m_b), ceil(NPQ/n_b)), x = filter tile; block ``NT = (m_b/m_t) * (n_b/n_t)`` threads (1-D).
+grid ceil(M/m_b) * ceil(NPQ/n_b), filter tile fastest; block ``NT = (m_b/m_t) * (n_b/n_t)`` threads (1-D).
 Thread ``tid`` holds the ``m_t x n_t`` outputs of rows ``row(i)`` and columns ``col(j)``: with
 ``tx = tid % (n_b/n_t)``, ``ty = tid // (n_b/n_t)``, in quads when the tile is a multiple of 4
 (``row(i) = (i//4) * 4*TY + ty*4 + i%4``: a warp's fragment reads are broadcasts for A and
@@ -35,7 +37,7 @@ Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static. Extensi
 ``epilogue(value, m)`` every output stored (m: its filter) -- e.g. a batch norm folded in. Both default
 to the identity.
 
-**Basic kernel** ``make_basic_kernel(tile)`` (Alg. 2): grid (ceil(M/tile), ceil(NPQ/tile)), block
+**Basic kernel** ``make_basic_kernel(tile)`` (Alg. 2): grid ceil(M/tile) * ceil(NPQ/tile), block
 ``tile * tile`` threads (32 x 32 in the paper); thread (tx, ty) = (tid % tile, tid // tile) computes
 output (m = bx*tile + tx, n = by*tile + ty) straight from global memory, no shared memory.
 
@@ -46,6 +48,7 @@ below 2**31 elements (``gpu.im2win`` refuses larger).
 from __future__ import annotations
 
 import numpy as np
+from numba import config as numba_config
 from numba import cuda, float32, int32
 
 from gpu.errors import KernelInputError
@@ -65,11 +68,17 @@ def identity_epilogue(value, m):
     return value
 
 
-def conv_params(problem) -> np.ndarray:
-    """The int32 ``prm`` of the conv kernels for a ConvProblem."""
+def conv_params(problem, tile_m: int) -> np.ndarray:
+    """The int32 ``prm`` of the conv kernels for a ConvProblem and a block tile of ``tile_m`` filters."""
     p = problem
     return np.array([p.c, p.out_h, p.out_w, p.r, p.s, p.stride, (p.w + 2 * p.padding) * p.r, p.k,
-                     p.n * p.out_h * p.out_w, p.c * p.r * p.s], np.int32)
+                     p.n * p.out_h * p.out_w, p.c * p.r * p.s, -(-p.k // tile_m)], np.int32)
+
+
+def conv_blocks(problem, tile_m: int, tile_n: int) -> int:
+    """The 1-D grid of the conv kernels: filter tiles x output tiles (block b: filter tile b % tiles_m)."""
+    p = problem
+    return -(-p.k // tile_m) * -(-(p.n * p.out_h * p.out_w) // tile_n)
 
 
 def _fragment(m_t: int, tile: int):
@@ -107,9 +116,13 @@ def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool
 
 
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
-                     prefetch: bool = True, prologue=None, epilogue=None):
-    """The tiled im2win convolution kernel ``conv(J, w, y, prm)`` (module docstring). Raises
-    KernelInputError (one line) for a layout it cannot tile."""
+                     prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None):
+    """The tiled im2win convolution kernel ``conv(J, w, y, prm)`` (module docstring). ``max_registers``:
+    a cap on the registers per thread the compiler may use (None: its choice; ignored by the CUDA
+    simulator). Raises KernelInputError (one line) for a layout it cannot tile."""
+    if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
+                                      or not 32 <= max_registers <= 255):
+        raise KernelInputError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
     for name, v in (("m_b", m_b), ("n_b", n_b), ("k_b", k_b), ("m_t", m_t), ("n_t", n_t)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise KernelInputError(f"{name}={v!r} is not allowed: it must be a positive integer")
@@ -185,13 +198,17 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                 for j in range(n_t):
                     acc[i * n_t + j] += fa[i] * fb[j]
 
-    @cuda.jit
+    jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
+
+    @jit
     def conv(J, w, y, prm):
         C, P, Q, R, S, stride, WW, M, NPQ, KD = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7],
                                                  prm[8], prm[9])
         tid = cuda.threadIdx.x
-        m0 = cuda.blockIdx.x * m_b
-        n0 = cuda.blockIdx.y * n_b
+        tiles_m = prm[10]
+        nt = cuda.blockIdx.x // tiles_m
+        m0 = (cuda.blockIdx.x - nt * tiles_m) * m_b
+        n0 = nt * n_b
         RS = R * S
         PWW = P * WW
         PQ = P * Q
@@ -263,7 +280,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
 
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
-    conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch))
+    conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch),
+                       max_registers=max_registers)
     return conv
 
 
@@ -277,8 +295,10 @@ def make_basic_kernel(tile: int = 32):
         C, P, Q, R, S, stride, WW, M, NPQ, KD = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7],
                                                  prm[8], prm[9])
         tid = cuda.threadIdx.x
-        m = cuda.blockIdx.x * tile + tid % tile
-        n = cuda.blockIdx.y * tile + tid // tile
+        tiles_m = prm[10]
+        nt = cuda.blockIdx.x // tiles_m
+        m = (cuda.blockIdx.x - nt * tiles_m) * tile + tid % tile
+        n = nt * tile + tid // tile
         if m < M and n < NPQ:
             PQ = P * Q
             RS = R * S
