@@ -9,10 +9,11 @@
    to balance uneven points; a search is a batch of one).
 4. Rows come back as batches finish (``distributed.as_completed``), get the points' names and the
    run's provenance (sweep hash, package version, model fingerprint, commit, date), and are written
-   every ``FLUSH_S`` seconds and at the end, in the points' order. A batch lost with a worker is rerun by
-   the scheduler elsewhere; its rows arrive once, since only a finished task's result is written. A
-   batch the cluster gives up on (``KilledWorker`` after repeated deaths, an error outside the points'
-   own handling) becomes a failed row per point with the reason, and the sweep goes on.
+   every ``FLUSH_S`` seconds (less often when a write takes more than 1/``FLUSH_SHARE`` of that) and
+   at the end, in the points' order. A batch lost with a worker is rerun by the scheduler elsewhere;
+   its rows arrive once, since only a finished task's result is written. A batch the cluster gives up
+   on (``KilledWorker`` after repeated deaths, an error outside the points' own handling) becomes a
+   failed row per point with the reason, and the sweep goes on.
 
 An interrupted sweep (Ctrl-C, a killed client) keeps the rows of its last flush; running it again
 resumes. Progress is reported through a callback (``progress(done, total, failed)``); the command
@@ -36,6 +37,7 @@ from megasim.sweep.table import ResultsTable, check_path, default_suffix
 MAX_BATCH = 64
 BATCHES_PER_WORKER = 8
 FLUSH_S = 2.0
+FLUSH_SHARE = 50     # at most 1/50 of the time goes to writing the table
 
 Progress = Callable[[int, int, int], None]
 
@@ -135,7 +137,7 @@ def _collect(client: Any, groups: list[list[SweepPoint]], table: ResultsTable, m
     from megasim.sweep.evaluate import evaluate_batch
     futures = {client.submit(evaluate_batch, g, pure=False): g for g in groups}
     failed = n_done = 0
-    last_flush = time.perf_counter()
+    last_flush, flush_every = time.perf_counter(), FLUSH_S
     try:
         for future in as_completed(futures):
             group = futures.pop(future)
@@ -151,9 +153,11 @@ def _collect(client: Any, groups: list[list[SweepPoint]], table: ResultsTable, m
             future.release()
             if progress:
                 progress(n_done, total, failed)
-            if time.perf_counter() - last_flush > FLUSH_S:
+            if time.perf_counter() - last_flush > flush_every:
+                t = time.perf_counter()
                 table.flush(order)
                 last_flush = time.perf_counter()
+                flush_every = max(FLUSH_S, FLUSH_SHARE * (last_flush - t))   # a large table: rarer writes
     finally:
         for future in futures:
             future.cancel()
