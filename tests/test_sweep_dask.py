@@ -158,3 +158,19 @@ def test_the_optimiser_calibration_validation_and_experiments_share_the_client(c
 
     from experiments.sweeps import parallel_map
     assert parallel_map(_square, list(range(7)), 2, client=client) == [x * x for x in range(7)]
+
+
+def test_the_command_runs_a_sweep_file_and_a_rerun_adds_nothing(tmp_path, capsys):
+    import json
+    from megasim.cli.main import main
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text('problems = ["N=2,C=8,K=8,H=8,W=8"]\ngpus = ["H100"]\n'
+                     '[[runs]]\nalgorithm = "winograd"\nschedules = ["fused", "nonfused"]\n'
+                     '[[runs]]\nalgorithm = "direct"\noptimize = {budget = 2}\n')
+    out = tmp_path / "sub" / "tiny.csv"
+    assert main(["sweep", str(sweep), "--workers", "1", "--out", str(out), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["evaluated"] == first["points"] == 3 and first["failed"] == 0 and out.exists()
+    assert main(["sweep", str(sweep), "--workers", "1", "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evaluated"] == 0
+    assert [r["mode"] for r in read_table(out)] == ["params", "params", "optimize"]

@@ -66,7 +66,6 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     sweep = load_sweep(args.sweep_file)
     path = runner.table_path(sweep, args.out)
-    check_out_path(str(path), "--out" if args.out else "the table")
     if args.dry_run:
         points = expand(sweep)
         have = ResultsTable(path).keys(include_failed=not args.retry_failed)
@@ -78,6 +77,9 @@ def run_sweep(args: argparse.Namespace) -> int:
               f"{sweep.name}: {len(points):,} points ({', '.join(f'{v:,} {k}' for k, v in modes.items() if v)}), "
               f"{todo:,} not in {path}")
         return 0
+    if path.parent.is_dir() or not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    check_out_path(str(path), "--out" if args.out else "the table")
     line = _ProgressLine() if not args.json and sys.stderr.isatty() else None
     try:
         result = runner.run_sweep(sweep, scheduler=args.scheduler, workers=args.workers, out=path,

@@ -55,7 +55,7 @@ def local_cluster(workers: int, env: dict[str, str] | None = None):
     """A LocalCluster of `workers` processes, one thread each, no dashboard, no memory limit (the
     simulations' memory is bounded by --max-tasks, not by a share of the host)."""
     from distributed import LocalCluster
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                         memory_limit=0, silence_logs=logging.ERROR, **({"env": env} if env else {}))
 
 

@@ -63,7 +63,7 @@ def table_path(sweep: SweepSpec, out: str | Path | None = None) -> Path:
         return check_path(out, "--out")
     if sweep.out is not None:
         path = Path(sweep.out)
-        return check_path(path if path.is_absolute() else sweep.folder / path, f"{sweep.source}: out")
+        return check_path(path if path.is_absolute() else (sweep.folder / path).resolve(), f"{sweep.source}: out")
     return check_path(sweep.folder / f"{sweep.name}{default_suffix()}")
 
 
