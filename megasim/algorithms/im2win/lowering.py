@@ -18,7 +18,7 @@ docstring first). Two launches, in this order, the second after the first (a ker
 
 **Regions** (what the L2 model sees):
 
-- ``window`` (J), a part per (image, channel, output row): one row of ``Wp*R`` values. A conv tile
+- ``window`` (J): a region per image, a part per (channel, output row): one row of ``Wp*R`` values. A conv tile
   reads, for every output row it covers, the same row of every channel (parts ``range(lo, hi, P)``:
   one access per covered row) -- the columns from its first window's start to its last window's
   end, so the window rows one tile reads are read again by the tiles of the other filters (grid x)
@@ -26,8 +26,8 @@ docstring first). Two launches, in this order, the second after the first (a ker
   (image, block of ``n_b`` pixels), all ``C*R*S`` rows: a GEMM tile reads exactly one part.
 - ``filter``: a part per filter tile (``m_b`` filters x ``C*R*S``): every output tile of that
   filter tile re-reads it.
-- ``input``: a part per (image, channel, input row): a transform block reads the rows of the
-  windows it writes (one access over the range they span).
+- ``input``: a region per image, a part per (channel, input row): a transform block reads the rows
+  of the windows it writes (per image, one access over the range they span).
 - ``output``: a part per (image, filter) plane (NCHW); a tile writes the planes of the images and
   filters it covers.
 
@@ -111,8 +111,9 @@ class _Graph:
 
 
 def _acc(task, region, lo, hi, nbytes, write, step=1):
+    """Access rows of tasks ``task``; ``region`` one id or one per task (the per-image regions)."""
     n = len(task)
-    return (np.asarray(task, np.int64), np.full(n, region, np.int64), np.asarray(lo, np.int64),
+    return (np.asarray(task, np.int64), np.broadcast_to(np.asarray(region, np.int64), (n,)), np.asarray(lo, np.int64),
             np.asarray(hi, np.int64), np.broadcast_to(np.asarray(step, np.int64), (n,)),
             np.asarray(nbytes, np.float64), np.full(n, write, bool))
 
@@ -166,9 +167,8 @@ def _conv_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, kind_name
         if window:      # one step access per covered output row: that row of every channel
             task, row, qa, qb = _covered_rows(p, n0, n_here)
             img, oh = row // p.out_h, row % p.out_h
-            lo = img * p.c * p.out_h + oh
             span = ((qb - qa) * p.stride + p.s) * p.r
-            parts.append(_acc(ids[task], cols_region, lo, lo + (p.c - 1) * p.out_h + 1,
+            parts.append(_acc(ids[task], cols_region + img, oh, oh + (p.c - 1) * p.out_h + 1,
                               p.c * span * FLOAT_BYTES, False, step=p.out_h))
         else:           # the im2col block of the tile: pixels of one image (tiles do not cross images)
             parts.append(_acc(ids, cols_region, nt, nt + 1, n_here * kdim * FLOAT_BYTES, False))
@@ -177,12 +177,21 @@ def _conv_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, kind_name
     g.add_tasks(kid, nt, mt, 2.0 * m_here * n_here * kdim, 0.0, tiling.k_steps(p), accesses)
 
 
-def _input_rows(problem: ConvProblem, plane: np.ndarray, y0: np.ndarray, y1: np.ndarray):
-    """Flat input-row indices (image*C + channel)*H + y of rows [y0, y1) of a plane, clipped to the image."""
-    return plane * problem.h + np.clip(y0, 0, problem.h), plane * problem.h + np.clip(y1, 0, problem.h)
+def _per_image(first: np.ndarray, last: np.ndarray, per_image: int):
+    """Split inclusive flat ranges [first, last] at image boundaries (``per_image`` units per image): (range
+    index, image, first, last) per piece, first/last relative to the image."""
+    i0, i1 = first // per_image, last // per_image
+    count = i1 - i0 + 1
+    which = np.repeat(np.arange(first.size), count)
+    img = np.repeat(i0, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    lo = np.maximum(first[which], img * per_image) - img * per_image
+    hi = np.minimum(last[which], (img + 1) * per_image - 1) - img * per_image
+    return which, img, lo, hi
 
 
 def _im2win_transform(g: _Graph, problem: ConvProblem, in_region: int, win_region: int) -> None:
+    """Block b writes J's flat elements [b*E, (b+1)*E): per image it touches, the J rows (channel, output
+    row) of that image and the input rows (channel, y) they read, from the first row's to the last's."""
     p = problem
     _, _, rows, cols = im2win_shape(p)
     total = im2win_elements(p)
@@ -190,16 +199,18 @@ def _im2win_transform(g: _Graph, problem: ConvProblem, in_region: int, win_regio
     blocks = -(-total // TRANSFORM_ELEMENTS)
     e0 = np.arange(blocks, dtype=np.int64) * TRANSFORM_ELEMENTS
     e1 = np.minimum(e0 + TRANSFORM_ELEMENTS, total)
-    r0, r1 = e0 // cols, (e1 - 1) // cols          # J rows (image, channel, output row), inclusive
-    plane0, plane1 = r0 // rows, r1 // rows
-    lo, _ = _input_rows(p, plane0, (r0 % rows) * p.stride - p.padding, (r0 % rows) * p.stride - p.padding + 1)
-    _, hi = _input_rows(p, plane1, (r1 % rows) * p.stride - p.padding, (r1 % rows) * p.stride - p.padding + p.r)
-    hi = np.maximum(hi, lo + 1)       # a block of padding rows only still touches one row
+    which, img, r0, r1 = _per_image(e0 // cols, (e1 - 1) // cols, p.c * rows)   # J rows within an image
+    base = img * p.c * rows * cols
+    elements = np.minimum(e1[which], base + (r1 + 1) * cols) - np.maximum(e0[which], base + r0 * cols)
+    c0, c1 = r0 // rows, r1 // rows
+    y0 = np.clip((r0 % rows) * p.stride - p.padding, 0, p.h - 1)
+    y1 = np.clip((r1 % rows) * p.stride - p.padding + p.r, 1, p.h)
+    lo, hi = c0 * p.h + y0, c1 * p.h + y1
+    hi = np.maximum(hi, lo + 1)       # rows of padding only still touch one row
 
     def accesses(ids):
-        return _cat(_acc(ids, win_region, r0, r1 + 1, (e1 - e0) * FLOAT_BYTES, True),
-                    _acc(ids, in_region, np.minimum(lo, p.n * p.c * p.h - 1), np.minimum(hi, p.n * p.c * p.h),
-                         (hi - lo) * p.w * FLOAT_BYTES, False))
+        return _cat(_acc(ids[which], win_region + img, r0, r1 + 1, elements * FLOAT_BYTES, True),
+                    _acc(ids[which], in_region + img, lo, hi, (hi - lo) * p.w * FLOAT_BYTES, False))
 
     g.add_tasks(kid, np.zeros(blocks), np.arange(blocks), np.zeros(blocks), (e1 - e0).astype(np.float64), 1.0,
                 accesses)
@@ -217,15 +228,14 @@ def _im2col_transform(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, in_
     first = j * tiling.tile_n
     count = np.minimum(tiling.tile_n, per_img - first)
     oh0, oh1 = first // p.out_w, (first + count - 1) // p.out_w
-    y0, y1 = oh0 * p.stride - p.padding, oh1 * p.stride - p.padding + p.r
-    lo, hi = _input_rows(p, img * p.c, y0, y1)
-    _, hi_last = _input_rows(p, img * p.c + p.c - 1, y0, y1)   # every channel's rows of the image
-    hi = np.maximum(hi_last, lo + 1)
-    rows_read = np.clip(y1, 0, p.h) - np.clip(y0, 0, p.h)
+    y0 = np.clip(oh0 * p.stride - p.padding, 0, p.h - 1)
+    y1 = np.clip(oh1 * p.stride - p.padding + p.r, 1, p.h)
+    lo, hi = y0, (p.c - 1) * p.h + y1           # the rows of every channel of the image
+    rows_read = np.maximum(y1 - y0, 1)
 
     def accesses(ids):
         return _cat(_acc(ids, col_region, b, b + 1, count * kdim * FLOAT_BYTES, True),
-                    _acc(ids, in_region, lo, hi, p.c * rows_read * p.w * FLOAT_BYTES, False))
+                    _acc(ids, in_region + img, lo, hi, p.c * rows_read * p.w * FLOAT_BYTES, False))
 
     g.add_tasks(kid, img, j, np.zeros(b.size), (count * kdim).astype(np.float64), 1.0, accesses)
 
@@ -245,13 +255,15 @@ def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2w
     p = problem
     m, n, kdim = gemm_dims(p)
     g = _Graph()
-    in_region = g.add_region("input", p.n * p.c * p.h, p.w * FLOAT_BYTES)
+    # One input region (and one window region) per image: the L2 model keeps a bitmask of parts per region
+    # (a region of ~1M parts, conv4's at batch 128, costs it tens of GB of masks).
+    in_region = [g.add_region("input", p.c * p.h, p.w * FLOAT_BYTES) for _ in range(p.n)][0]
     tiles_m, tiles_n = tiling.grid(p)
     f_region = g.add_region("filter", tiles_m, tiling.tile_m * kdim * FLOAT_BYTES)
     out_region = g.add_region("output", p.n * p.k, p.out_h * p.out_w * FLOAT_BYTES)
     if method == "im2win":
         _, _, rows, cols = im2win_shape(p)
-        cols_region = g.add_region("window", p.n * p.c * rows, cols * FLOAT_BYTES)
+        cols_region = [g.add_region("window", p.c * rows, cols * FLOAT_BYTES) for _ in range(p.n)][0]
         _im2win_transform(g, p, in_region, cols_region)
         conv_tiling = tiling
     elif method == "im2col":
