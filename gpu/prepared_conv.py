@@ -29,6 +29,7 @@ reads it before launching anything: a failure surfaces as ``MegakernelError`` at
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 import numpy as np
 from numba import config, cuda
 
@@ -128,8 +129,15 @@ class PreparedConv2d:
         self._lock = threading.Lock()
 
     def _first_call(self, x, w, y) -> None:
-        as_array = (lambda a: a) if config.ENABLE_CUDASIM else (lambda a: a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a))
-        xs, ws_, ys = (as_array(a) for a in (x, w, y))
+        def as_array(a, operand):
+            if config.ENABLE_CUDASIM or hasattr(a, "copy_to_host"):
+                return a
+            if hasattr(a, "detach"):        # torch: its memory order (NHWC for channels_last), no autograd
+                a = a.detach()
+                if operand.layout == "NHWC" and a.dim() == 4:
+                    a = a.permute(0, 2, 3, 1)
+            return cuda.as_cuda_array(a)
+        xs, ws_, ys = (as_array(a, op) for a, op in ((x, self._x), (w, self._w), (y, self._y)))
         ws = ex.workspace(self._run.state.plan, xs, ws_, ys)
         launches, slots = [], []
         for fn, args in self._run.steps(ws):
@@ -222,7 +230,10 @@ class PreparedConv2d:
         return head if self.choice is None else self.choice.describe()
 
 
-_PREPARED: dict[tuple, PreparedConv2d] = {}
+_PREPARED: OrderedDict[tuple, PreparedConv2d] = OrderedDict()
+# Prepared convolutions kept (least recently used dropped first): each holds its intermediates (U, V, M)
+# on the device; a module that holds one keeps it alive regardless.
+KEEP_PREPARED = 64
 _PREPARED_LOCK = threading.Lock()
 _CHOICES: dict[str, ChoiceCache] = {}
 
@@ -259,6 +270,10 @@ def prepare_conv2d(problem: ConvProblem, plan: Plan | None = None, *, layout: st
         conv = _PREPARED.get(key)
         if conv is None:
             conv = _PREPARED[key] = PreparedConv2d(problem, plan, layout=layout, choice=choice, poll_limit=poll_limit)
+            while len(_PREPARED) > KEEP_PREPARED:
+                _PREPARED.popitem(last=False)
+        else:
+            _PREPARED.move_to_end(key)
     return conv
 
 

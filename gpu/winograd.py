@@ -10,6 +10,13 @@ TaskGraph that megasim's simulator schedules.
 NumPy arrays in give a NumPy array out; Numba device arrays in give a device array out. ``reference``
 is the slow float64 NumPy oracle the tests compare against.
 
+On device arrays, a call with a Plan form (no custom Schedule, style or dispatch) runs a cached
+``gpu.prepared_conv.PreparedConv2d`` (built at the first call of a shape and configuration: no schedule,
+task table or workspace work after it) and waits for it to check its error records; NCHW non-fused runs on
+the NCHW transforms, fused NCHW transposes around the NHWC megakernel. The explicit-parameter API it is:
+the model's choice per GPU and the no-synchronisation calls are ``gpu.prepared_conv.prepare_conv2d`` and
+the PyTorch drop-in ``gpu.torch_conv.WinogradConv2d`` (docs/pytorch.md).
+
 ``conv2d`` lowers the problem (``lower_winograd``, cached), orders its tasks (the schedule, mapping and
 execution style asked for) and runs that (graph, schedule) through the GPU executor
 (``gpu.runtime.execute.PreparedRun``) and the Winograd kernel table (``gpu.runtime.winograd_kernels``):
@@ -18,6 +25,7 @@ the fused schedule's launches on the megakernel, the non-fused ones on the per-k
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -123,6 +131,33 @@ def _schedule(plan: ex.WinogradPlan, schedule: str, mapping, style, dispatch, bl
     return sched
 
 
+def _prepared(problem: ConvProblem, cfg: WinogradConfig, schedule: str, mapping, layout: str,
+              plan: ex.WinogradPlan, poll_limit: int):
+    """For device arrays, the cached ``gpu.prepared_conv.PreparedConv2d`` of this call (None where the config
+    has no Plan form): a function (x, w) -> y that runs it, NCHW or NHWC, and raises a kernel error at once.
+    NCHW runs the non-fused schedule on the NCHW transforms; the fused schedule on NCHW arrays transposes
+    around the NHWC megakernel."""
+    from gpu.prepared_conv import prepare_conv2d
+    from megasim.algorithms.winograd.plugin import WinogradParams
+    params = WinogradParams(tile=cfg.m, tiles_per_group=cfg.tiles_per_group, transform_threads=cfg.transform_threads,
+                            transform_pairs_per_thread=cfg.transform_pairs_per_thread, gemm_k_tile=cfg.gemm_k_tile,
+                            gemm_threads=cfg.gemm_threads, gemm_math=cfg.gemm_math)
+    if params.config != cfg:
+        return None
+    if schedule == "fused":
+        m = mapping if mapping is not None else recommended_params(plan.graph)
+        params = replace(params, d_ig=m.d_ig, d_go=m.d_go, m=m.m)
+    fused_nchw = schedule == "fused" and layout == "NCHW"
+    conv = prepare_conv2d(problem, Plan(schedule, algorithm="winograd", params=params),
+                          layout="NHWC" if fused_nchw else layout, poll_limit=poll_limit)
+
+    def call(x, w):
+        y = conv(lay.nchw_to_nhwc(x) if fused_nchw else x, w)
+        conv.check()
+        return lay.nhwc_to_nchw(y) if fused_nchw else y
+    return call
+
+
 def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW", padding: int = 1,
            m: int | None = None, config: WinogradConfig | None = None, style: str | None = None,
            dispatch: str | None = None, blocks_per_sm: int | None = None, gemm_math: str | None = None,
@@ -171,6 +206,11 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
     check_problem_size(problem)     # the kernels index with 32-bit integers: refuse before allocating
     cfg = _config(m, config, schedule, gemm_math, problem)
     plan = _plan(problem, cfg)
+    if on_device and (style, dispatch, blocks_per_sm) == (None,) * 3 and (
+            mapping is None or (schedule == "fused" and isinstance(mapping, Algorithm1Params))):
+        fast = _prepared(problem, cfg, schedule, mapping, layout, plan, poll_limit)
+        if fast is not None:
+            return fast(x, w)
     sched = _schedule(plan, schedule, mapping, style, dispatch, blocks_per_sm)
 
     if on_device:

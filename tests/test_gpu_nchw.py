@@ -1,6 +1,7 @@
 """The NCHW Winograd transforms (gpu.kernels.winograd.nchw): the non-fused pipeline run on NCHW tensors
-with layout="NCHW" matches the float64 reference and, bit for bit, the NHWC pipeline on the same data
-(the same arithmetic in the same order), for every tile, awkward shapes (sizes not multiples of the tile,
+with layout="NCHW" matches the float64 reference and the NHWC pipeline on the same data (bit for bit
+under the simulator: the same arithmetic in the same order; on a GPU within 1e-6, as ptxas contracts
+multiply-adds per kernel), for every tile, awkward shapes (sizes not multiples of the tile,
 of the strip or of the channel chunk) and paddings 0-2; launches the NCHW kernels cannot run are refused.
 
 Runs on Numba's CUDA simulator (tests/conftest.py) or, with NUMBA_ENABLE_CUDASIM=0, on the GPU.
@@ -63,15 +64,22 @@ def test_nchw_pipeline_matches_reference_and_nhwc(m, problem):
     assert y.shape == ref.shape
     err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
     assert err < 1e-4, err
-    np.testing.assert_array_equal(y, _run(problem, m, "NHWC", x, w))
+    y_nhwc = _run(problem, m, "NHWC", x, w)
+    if numba.config.ENABLE_CUDASIM:      # the same operations in the same order: equal bit for bit
+        np.testing.assert_array_equal(y, y_nhwc)
+    else:                                # the compiler contracts multiply-adds differently per kernel
+        assert np.linalg.norm(y - y_nhwc) / np.linalg.norm(ref) < 1e-6
 
 
-def test_geometry_fills_the_block_and_pads_planes_odd():
+def test_geometry_fits_the_block_and_pads_planes_odd():
     for c in (1, 3, 17, 32, 513):
-        for m in (2, 4, 5, 6, 7):
-            chunk, tx, cols, plane = nchw.nchw_geometry(c, m)
-            assert chunk * tx == nchw.NCHW_THREADS and chunk >= min(c, nchw.MAX_CHUNK) and plane % 2 == 1
-            assert nchw.itrans_shared_bytes(c, m) <= 48 * 1024 and nchw.otrans_shared_bytes(c, m) <= 48 * 1024
+        for tiles_x in (1, 2, 5, 22, 40, 300):
+            for m in (2, 4, 5, 6, 7):
+                chunk, tx, cols, plane = nchw.nchw_geometry(c, m, tiles_x)
+                assert chunk * tx <= nchw.NCHW_THREADS and plane % 2 == 1 and cols == tx * m + 2
+                assert chunk >= min(c, nchw.MAX_CHUNK) or tx >= tiles_x
+                p = ConvProblem(1, c, c, tiles_x * m, tiles_x * m)
+                assert nchw.itrans_launch(p, m)[2] <= 48 * 1024 and nchw.otrans_launch(p, m)[2] <= 48 * 1024
 
 
 def test_nchw_refuses_the_megakernel_and_a_split_kind():

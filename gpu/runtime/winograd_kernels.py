@@ -134,12 +134,10 @@ def _nchw_launch(state: WinogradState, kind: int, ws) -> FrozenLaunch:
     p, m = plan.problem, plan.config.m
     itrans, otrans = nchw.nchw_kernels_for(m)
     if kind == dev.ITRANS:
-        chunk, tx, _, _ = nchw.nchw_geometry(p.c, m)
-        return FrozenLaunch(itrans, nchw.nchw_blocks(p, m, p.c), nchw.NCHW_THREADS, nchw.itrans_shared_bytes(p.c, m),
-                            (state.d_prm, ws.x, ws.V, chunk, tx))
-    chunk, tx, _, _ = nchw.nchw_geometry(p.k, m)
-    return FrozenLaunch(otrans, nchw.nchw_blocks(p, m, p.k), nchw.NCHW_THREADS, nchw.otrans_shared_bytes(p.k, m),
-                        (state.d_prm, ws.M, ws.Y, chunk, tx))
+        blocks, threads, shared, chunk, tx = nchw.itrans_launch(p, m)
+        return FrozenLaunch(itrans, blocks, threads, shared, (state.d_prm, ws.x, ws.V, chunk, tx))
+    blocks, threads, shared, chunk, tx = nchw.otrans_launch(p, m)
+    return FrozenLaunch(otrans, blocks, threads, shared, (state.d_prm, ws.M, ws.Y, chunk, tx))
 
 
 def _workspace(state: WinogradState, x, w):

@@ -20,8 +20,9 @@ shared memory:
   then stores the strip's m output rows of each channel to Y[n, k, :, :] row by row (contiguous stores),
   the outputs inside the P x Q image only.
 
-CC * TX = KC * TX = ``NCHW_THREADS`` threads per block; CC (KC) is the smallest power of two >= C (K), at
-most 32, so a layer with few channels fills the block with tiles (``nchw_geometry``). The shared planes
+CC * TX (KC * TX) <= ``NCHW_THREADS`` threads per block (``nchw_geometry``: few channels fill the block with
+tiles, narrow images with channels). The copies to and from shared memory walk rows, a thread on one column,
+so their index arithmetic is a division per thread and one by a compile-time constant per row. The shared planes
 are padded to an odd number of floats, so the threads of a warp, on consecutive channels, read and write
 distinct banks. Both kernels cover every (tile, channel) pair of their kind in one launch (the grid is the
 strips x chunks), so the non-fused schedule's itrans and otrans launches run on them whole
@@ -49,14 +50,24 @@ MAX_CHUNK = 32
 PY_FUNCS: dict = {}
 
 
-def nchw_geometry(channels: int, m: int) -> tuple[int, int, int, int]:
-    """(channel chunk, tiles per strip, padded columns of a row, odd floats per channel plane) of the itrans
-    kernel for ``channels`` input channels at tile m; the otrans kernel uses the same chunk and strip with
-    ``channels`` = K (its rows are TX * m wide: ``otrans_plane``)."""
-    chunk = 1
-    while chunk < min(channels, MAX_CHUNK):
-        chunk *= 2
-    tx = NCHW_THREADS // chunk
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def nchw_geometry(channels: int, m: int, tiles_x: int) -> tuple[int, int, int, int]:
+    """(channel chunk CC, tiles per strip TX, padded columns of an input row, odd floats per channel plane)
+    of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row; the
+    otrans kernel uses the same chunk and strip with ``channels`` = K (its rows are TX * m wide:
+    ``otrans_plane``). The chunk starts at the channels rounded up to a power of two, at most 32 (a warp's
+    stores into V then cover whole 32-byte sectors); the strip takes the rest of NCHW_THREADS, at most the
+    tile row rounded up to a power of two; on narrow images the chunk grows back into the threads the strip
+    leaves. CC * TX <= NCHW_THREADS threads per block."""
+    chunk = min(_pow2_at_least(channels), MAX_CHUNK)
+    tx = min(NCHW_THREADS // chunk, _pow2_at_least(tiles_x))
+    chunk = min(_pow2_at_least(channels), NCHW_THREADS // tx)
     cols = tx * m + 2
     return chunk, tx, cols, ((m + 2) * cols) | 1
 
@@ -66,20 +77,25 @@ def otrans_plane(m: int, tx: int) -> int:
     return (m * tx * m) | 1
 
 
-def itrans_shared_bytes(channels: int, m: int) -> int:
-    chunk, _, _, plane = nchw_geometry(channels, m)
-    return 4 * chunk * plane
+def _tiles_x(problem, m: int) -> int:
+    return -(-problem.out_w // m)
 
 
-def otrans_shared_bytes(k: int, m: int) -> int:
-    chunk, tx, _, _ = nchw_geometry(k, m)
-    return 4 * chunk * otrans_plane(m, tx)
+def itrans_launch(problem, m: int) -> tuple[int, int, int, int, int]:
+    """(blocks, threads per block, dynamic shared bytes, CC, TX) of the itrans kernel's launch."""
+    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m))
+    return _blocks(problem, m, problem.c, chunk, tx), chunk * tx, 4 * chunk * plane, chunk, tx
 
 
-def nchw_blocks(problem, m: int, channels: int) -> int:
+def otrans_launch(problem, m: int) -> tuple[int, int, int, int, int]:
+    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch."""
+    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m))
+    return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
+
+
+def _blocks(problem, m: int, channels: int, chunk: int, tx: int) -> int:
     """Blocks of one launch: images x tile rows x strips x channel chunks."""
-    chunk, tx, _, _ = nchw_geometry(channels, m)
-    tiles_y, tiles_x = -(-problem.out_h // m), -(-problem.out_w // m)
+    tiles_y, tiles_x = -(-problem.out_h // m), _tiles_x(problem, m)
     return problem.n * tiles_y * -(-tiles_x // tx) * -(-channels // chunk)
 
 
@@ -154,8 +170,8 @@ def nchw_kernels_for(m: int) -> tuple:
 
     @cuda.jit
     def itrans_nchw(prm, x, V, CC, TX):
-        """x (N, C, H, W) -> V (alpha^2, tiles, C); see the module docstring. Block: NCHW_THREADS threads;
-        dynamic shared memory ``itrans_shared_bytes``."""
+        """x (N, C, H, W) -> V (alpha^2, tiles, C); see the module docstring. Block: CC * TX threads;
+        dynamic shared memory as ``itrans_launch`` gives."""
         tid = cuda.threadIdx.x
         nthr = cuda.blockDim.x
         C = prm[P_C]
@@ -177,21 +193,41 @@ def nchw_kernels_for(m: int) -> tuple:
         y0 = MT * ty - prm[P_PAD]
         x0 = MT * tx0 - prm[P_PAD]
         cols = TX * MT + 2
-        rows_cols = A * cols
-        plane = rows_cols | 1
+        plane = (A * cols) | 1
         s = cuda.shared.array(0, float32)
-        for idx in range(tid, CC * rows_cols, nthr):
-            cc = idx // rows_cols
-            rem = idx - cc * rows_cols
-            i = rem // cols
-            j = rem - i * cols
-            c = c0 + cc
-            yy = y0 + i
-            xx = x0 + j
-            v = ZERO
-            if c < C and 0 <= yy < H and 0 <= xx < W:
-                v = load1(x, ((n * C + c) * H + yy) * W + xx)
-            s[cc * plane + i * cols + j] = v
+        # rows (cc, i) of ``cols`` values each; a thread keeps one column (a division per thread, then
+        # only divisions by the compile-time A per row), or walks the columns of every row when a row is
+        # wider than the block
+        if cols <= nthr:
+            per = nthr // cols
+            j = tid % cols
+            first = tid // cols
+            if first < per:
+                xx = x0 + j
+                col_ok = 0 <= xx < W
+                for row in range(first, CC * A, per):
+                    cc = row // A
+                    i = row - cc * A
+                    c = c0 + cc
+                    yy = y0 + i
+                    v = ZERO
+                    if col_ok and c < C and 0 <= yy < H:
+                        v = load1(x, ((n * C + c) * H + yy) * W + xx)
+                    s[cc * plane + i * cols + j] = v
+        else:
+            for row in range(CC * A):
+                cc = row // A
+                i = row - cc * A
+                c = c0 + cc
+                yy = y0 + i
+                row_ok = c < C and 0 <= yy < H
+                base = ((n * C + c) * H + yy) * W
+                for j in range(tid, cols, nthr):
+                    xx = x0 + j
+                    v = ZERO
+                    if row_ok and 0 <= xx < W:
+                        v = load1(x, base + xx)
+                    s[cc * plane + i * cols + j] = v
         cuda.syncthreads()
         cc = tid % CC
         t = tid // CC
@@ -203,8 +239,8 @@ def nchw_kernels_for(m: int) -> tuple:
 
     @cuda.jit
     def otrans_nchw(prm, M, Y, KC, TX):
-        """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: NCHW_THREADS threads;
-        dynamic shared memory ``otrans_shared_bytes``."""
+        """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: CC * TX threads;
+        dynamic shared memory as ``otrans_launch`` gives."""
         tid = cuda.threadIdx.x
         nthr = cuda.blockDim.x
         K = prm[P_K]
@@ -236,16 +272,30 @@ def nchw_kernels_for(m: int) -> tuple:
         cuda.syncthreads()
         oy0 = MT * ty
         ox0 = MT * tx0
-        rows_cols = MT * width
-        for idx in range(tid, KC * rows_cols, nthr):
-            kk = idx // rows_cols
-            rem = idx - kk * rows_cols
-            i = rem // width
-            j = rem - i * width
-            k = k0 + kk
-            yy = oy0 + i
+        if width <= nthr:
+            per = nthr // width
+            j = tid % width
+            first = tid // width
             xx = ox0 + j
-            if k < K and yy < P and xx < Q:
-                store1(Y, ((n * K + k) * P + yy) * Q + xx, s[kk * plane + i * width + j])
+            if first < per and xx < Q:
+                for row in range(first, KC * MT, per):
+                    kk = row // MT
+                    i = row - kk * MT
+                    k = k0 + kk
+                    yy = oy0 + i
+                    if k < K and yy < P:
+                        store1(Y, ((n * K + k) * P + yy) * Q + xx, s[kk * plane + i * width + j])
+        else:
+            for row in range(KC * MT):
+                kk = row // MT
+                i = row - kk * MT
+                k = k0 + kk
+                yy = oy0 + i
+                if k < K and yy < P:
+                    base = ((n * K + k) * P + yy) * Q
+                    for j in range(tid, width, nthr):
+                        xx = ox0 + j
+                        if xx < Q:
+                            store1(Y, base + xx, s[kk * plane + i * width + j])
 
     return itrans_nchw, otrans_nchw
