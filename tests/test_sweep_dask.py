@@ -158,6 +158,8 @@ def test_the_optimiser_calibration_validation_and_experiments_share_the_client(c
 
     from experiments.sweeps import parallel_map
     assert parallel_map(_square, list(range(7)), 2, client=client) == [x * x for x in range(7)]
+    from megasim.sweep.cluster import client_map
+    assert client_map(client)(_square, range(5)) == [0, 1, 4, 9, 16]
 
 
 def test_the_command_runs_a_sweep_file_and_a_rerun_adds_nothing(tmp_path, capsys):

@@ -10,7 +10,8 @@ validation's predictions, the experiment scripts) runs on a ``distributed.Client
 - ``map_batches(client, fn, items, ...)``: ``fn(chunk, *args)`` over contiguous chunks of ``items``,
   results flattened back into the items' order. Simulations take 1-50 ms, a Dask task costs about a
   millisecond of scheduling, so work is handed out in chunks (about ``per_worker`` chunks per worker)
-  rather than one task per item.
+  rather than one task per item. ``client_map(client)`` wraps it as a ``map(fn, items)`` for code that
+  takes a ``map_fn``.
 
 Dask is imported inside these functions only, so commands that do not compute in parallel
 (``megasim layers``, ``megasim simulate``) never import it.
@@ -117,3 +118,15 @@ def map_batches(client: Any, fn: Callable[..., list], items: Sequence, *args: An
     parts = chunks(items, n_chunks or per_worker * worker_count(client))
     futures = [client.submit(fn, part, *args, pure=False) for part in parts]
     return [res for part in client.gather(futures) for res in part]
+
+
+def _apply_chunk(items: Sequence, fn: Callable[[Any], Any]) -> list:
+    return [fn(item) for item in items]
+
+
+def client_map(client: Any, per_worker: int = 2) -> Callable[[Callable[[Any], Any], Sequence], list]:
+    """A ``map(fn, items)`` (a list, in order) that runs on `client` in chunks: a drop-in for the builtin
+    ``map`` or a process pool's, where code takes a ``map_fn``."""
+    def mapped(fn: Callable[[Any], Any], items: Sequence) -> list:
+        return map_batches(client, _apply_chunk, list(items), fn, per_worker=per_worker)
+    return mapped
