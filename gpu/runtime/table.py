@@ -19,7 +19,7 @@ can only run the kind's tasks in the order the lowering laid them out (grid orde
 ids), all in one launch; ``check_order`` refuses any other order in one line instead of running it wrong.
 
 The registry is a plain dict (``KERNEL_TABLES``); registering a name twice raises. The built-in tables
-(``gpu.runtime.winograd_kernels``, ``gpu.runtime.sparse_kernels``) register when imported, which
+(``gpu.runtime.winograd_kernels``, ``gpu.runtime.sparse_kernels``, ``gpu.runtime.im2win_kernels``) register when imported, which
 ``kernel_table`` does on first use; a new algorithm registers its table from its own module
 (docs/extending.md). ``gpu.runtime.execute`` walks a Schedule through a table.
 """
