@@ -1,0 +1,99 @@
+"""The im2win paper's Fig. 2 on our GPU: TFLOPS per layer and implementation, with the model's predictions.
+
+From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV; default
+``experiments/results/nvidia-h100/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a GPU
+preset, default H100) for ``im2win`` at its default tile and ``im2col_gemm``, at every (layer, batch) of
+the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
+point, with provenance) and ``DIR/im2win_tflops.png`` / ``.pdf``, drawn from the two CSVs alone: bars
+of measured TFLOPS (direct-convolution FLOPs / time) at one batch, predictions as black markers.
+About 30 s on 2 shared cores (``--plot-only``: 2 s).
+
+    python -m experiments.figures.im2win_tflops [--bench CSV] [--gpu H100] [--batch 128] [--out DIR]
+    python -m experiments.figures.im2win_tflops --plot-only [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_DIR = Path("experiments/results/nvidia-h100")
+NAME, PRED = "im2win_tflops", "im2win_predictions"
+SHOWN = ("im2win", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
+         "im2col_cublas", "cudnn_best_fp32")
+MODELLED = {"im2win": "im2win", "im2col_cublas": "im2col_gemm"}   # bench impl -> the model's algorithm
+
+
+def predict_points(bench_csv: Path, gpu: str, out_dir: Path) -> Path:
+    from experiments.provenance import provenance, read_rows, write_results
+    from megasim.hardware import get_gpu
+    from megasim.plan import Plan, predict
+    from megasim.workloads import parse_layer
+    spec = get_gpu(gpu)
+    points = sorted({(r["layer"], int(r["batch"])) for r in read_rows(bench_csv)})
+    rows = []
+    for layer, batch in points:
+        problem = parse_layer(layer, batch=batch)
+        for impl, algo in MODELLED.items():
+            result, plan = predict(problem, spec, Plan(algorithm=algo))
+            rows.append({"layer": layer, "batch": batch, "impl": impl, "algorithm": algo,
+                         "params": plan.param_string(), "predicted_ms": plan.algo.time_us(result) / 1e3,
+                         "predicted_tflops": problem.direct_flops / (plan.algo.time_us(result) * 1e6),
+                         "taskgraph_hash": result.taskgraph_hash})
+    csv_path, _ = write_results(rows, out_dir, PRED, provenance({"gpu_spec": spec.name, "bench": str(bench_csv)}))
+    return csv_path
+
+
+def plot(bench_csv: Path, pred_csv: Path, out_dir: Path, batch: int) -> Path:
+    from experiments.figures import style
+    from experiments.provenance import read_rows
+    bench = [r for r in read_rows(bench_csv) if int(r["batch"]) == batch]
+    pred = {(r["layer"], r["impl"]): float(r["predicted_tflops"]) for r in read_rows(pred_csv)
+            if int(r["batch"]) == batch}
+    layers = list(dict.fromkeys(r["layer"] for r in bench))
+    impls = [i for i in SHOWN if any(r["impl"] == i for r in bench)]
+    fig, ax = style.new_figure(9.0, 3.6)
+    x = np.arange(len(layers))
+    width = 0.85 / len(impls)
+    for j, impl in enumerate(impls):
+        vals = []
+        for layer in layers:
+            row = next((r for r in bench if r["layer"] == layer and r["impl"] == impl), None)
+            ok = row is not None and row.get("status", "ok") == "ok"
+            vals.append(float(row["tflops"]) if ok else np.nan)
+        xs = x - 0.425 + (j + 0.5) * width
+        ax.bar(xs, vals, width, label=impl, color=style.OKABE_ITO[j % len(style.OKABE_ITO)])
+        if impl in MODELLED:
+            ax.scatter(xs, [pred.get((layer, impl), np.nan) for layer in layers], marker="_", s=60, color="black",
+                       zorder=3, label=f"model: {impl}")
+    ax.set_yscale("log")
+    ax.set_xticks(x, layers)
+    ax.set_ylabel("TFLOP/s (direct-conv FLOPs / time)")
+    ax.set_title(f"im2win and baselines, batch {batch} (measured bars; model markers)")
+    ax.set_ylim(top=ax.get_ylim()[1] * 8)       # room for the legend above the bars
+    ax.legend(fontsize=6, ncol=5, loc="upper left")
+    png, _ = style.save_figure(fig, out_dir, NAME)
+    return png
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", type=Path, default=DEFAULT_DIR / "im2win_bench.csv")
+    ap.add_argument("--gpu", default="H100")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--plot-only", action="store_true")
+    args = ap.parse_args(argv)
+    pred_csv = args.out / f"{PRED}.csv"
+    if not args.plot_only:
+        pred_csv = predict_points(args.bench, args.gpu, args.out)
+    png = plot(args.bench, pred_csv, args.out, args.batch)
+    print(f"wrote {pred_csv} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
