@@ -25,7 +25,7 @@ PASSES = TRANSFORM_ELEMENTS // TRANSFORM_THREADS
 @cuda.jit
 def transform_kernel(x, J, prm):
     """See the module docstring. x: (N, C, H, W) float32, J: (N, C, P, WW) float32, both C-contiguous."""
-    C, H, W, P, WW, R, stride, pad = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7]
+    H, W, P, WW, R, stride, pad = prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7]   # prm[0] = C
     total = J.size
     base = cuda.blockIdx.x * TRANSFORM_ELEMENTS + cuda.threadIdx.x
     for j in range(PASSES):

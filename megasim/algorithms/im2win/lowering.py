@@ -10,7 +10,8 @@ docstring first). Two launches, in this order, the second after the first (a ker
   (N, C*R*S, P*Q); the model prices its traffic, not its code). No FLOPs; every element written is
   one ``other_ops`` (priced by the kind's ``ns_per_other_op``, 0 until calibrated), so a transform
   costs its bytes.
-- **conv** (``im2win_conv``, or ``im2win_conv_VARIANT`` for a variant of the ablation; ``im2col_gemm``): one task per ``m_b x n_b`` output tile, its FLOPs the
+- **conv** (``im2win_conv``, or ``im2win_conv_VARIANT`` for a variant of the ablation; ``im2col_gemm``):
+  one task per ``m_b x n_b`` output tile, its FLOPs the
   multiply-adds of its valid outputs (``2 * rows * columns * C*R*S``: the tasks sum to the direct
   convolution's ``2*N*K*C*R*S*P*Q``), ``serial_steps`` its K steps (``TaskCost.ns_per_step``). Edge
   tiles are priced by their valid outputs, though the kernel runs their threads in full. Grid order:

@@ -8,7 +8,8 @@ The sparse family's ``direct`` is the dense direct convolution these are compare
 
 Both lower to two launches (``megasim.algorithms.im2win.lowering``): transform, then convolution.
 Their costs are the GPUSpec's entries for the kinds ``im2win_transform``, ``im2win_conv`` (a
-variant's kind ``im2win_conv_VARIANT`` is priced as ``im2win_conv@VARIANT``, which falls back to it), ``im2col_transform`` and ``im2col_gemm``, or its
+variant's kind ``im2win_conv_VARIANT`` is priced as ``im2win_conv@VARIANT``, which falls back to it),
+``im2col_transform`` and ``im2col_gemm``, or its
 ``default`` entry until calibrated. ``footprint(problem, params)`` gives the bytes each allocates
 beyond input, filter and output (the CLI's ``extra memory``).
 """

@@ -23,7 +23,8 @@ v*R + u]``.
 ``m_t x n_t`` register tiles (``threads = (m_b/m_t) * (n_b/n_t)``); it walks K in steps of ``k_b``,
 each step's filter tile (``m_b x k_b``) and window tile (``k_b x n_b``) staged in shared memory,
 double buffered (``prefetch``: the next step's global loads are issued before this step's multiply-adds).
-Grid x = filter tiles (fastest), y = output tiles, so the blocks in flight share window tiles.
+One block per (filter tile, output tile), filter tile fastest (a 1-D grid; ``grid`` gives the two
+counts), so the blocks in flight share window tiles.
 Per step every thread loads ``ceil(m_b*k_b/threads)`` filter and ``ceil(k_b*n_b/threads)`` window
 values, all at the one ``k`` of its lane (``threads`` a multiple of ``k_b``). The variants (the paper's ablation,
 Sec. 4.4) are build parameters: ``basic`` is Alg. 2 (a ``BASIC_TILE x BASIC_TILE`` block, one output
@@ -147,7 +148,8 @@ class Im2winTiling:
         return min(255, self.m_t * self.n_t + self.m_t + self.n_t + staged + 32)
 
     def grid(self, problem: ConvProblem) -> tuple[int, int]:
-        """(filter tiles, output tiles): grid x and y of the convolution kernel."""
+        """(filter tiles, output tiles) of the convolution kernel (its 1-D grid has their product, filter
+        tile fastest)."""
         m, n, _ = gemm_dims(problem)
         return -(-m // self.tile_m), -(-n // self.tile_n)
 
