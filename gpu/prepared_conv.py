@@ -14,7 +14,9 @@ allocates the intermediate tensors (U, V, M). The first call packs each launch's
 (``gpu.runtime.fast_launch.FrozenLaunch``). Every call then only checks its arguments' shapes, points the
 launches' x, w and y arguments at the caller's memory (``FrozenLaunch.rebind``) and launches the kernels
 on the caller's stream: no allocation (unless ``out`` is omitted), no host copy, no synchronisation, so a
-call can be captured in a CUDA graph.
+call can be captured in a CUDA graph. A launch that only transforms the filter (the non-fused ftrans) is
+skipped when w is the same torch tensor as the last call's and unmodified since (``_same_filter``: the
+module's weights between optimiser steps); a megakernel transforms the filter on every call.
 
 Layouts: "NCHW" tensors run the non-fused schedule on the NCHW transforms (``gpu.kernels.winograd.nchw``:
 the layout change happens inside the input and output transforms, at no extra pass over memory); "NHWC"
@@ -127,6 +129,7 @@ class PreparedConv2d:
             self._errors[:] = mk.ERR_NONE
         self._streams: dict[int, object] = {}
         self._lock = threading.Lock()
+        self._last_w, self._last_key = None, None      # the filter U was last transformed from
 
     def _first_call(self, x, w, y) -> None:
         def as_array(a, operand):
@@ -139,17 +142,21 @@ class PreparedConv2d:
             return cuda.as_cuda_array(a)
         xs, ws_, ys = (as_array(a, op) for a, op in ((x, self._x), (w, self._w), (y, self._y)))
         ws = ex.workspace(self._run.state.plan, xs, ws_, ys)
-        launches, slots = [], []
+        launches, slots, filter_only = [], [], []
         for fn, args in self._run.steps(ws):
             if args:
                 raise KernelInputError("a step of this run is not a packed launch")   # the Winograd table packs all
+            touches = set()
             for i, a in enumerate(fn.arguments):
                 for k, mine in enumerate((ws.x, ws.w, ws.Y)):
                     if a is mine:
                         slots.append((k, fn, i))
+                        touches.add(k)
             launches.append(fn)
+            filter_only.append(touches == {1})
         self._run._steps.clear()           # the workspace's x, w, y are the caller's: keep no reference to them
         self._launches, self._slots = launches, tuple(slots)
+        self._filter_only = tuple(filter_only)
 
     def _stream(self, stream):
         if stream is None or stream == 0 or config.ENABLE_CUDASIM:
@@ -190,11 +197,27 @@ class PreparedConv2d:
                 self._first_call(x, w, out)
             for k, fn, i in self._slots:
                 fn.rebind(i, targets[k])
-            for fn in self._launches:
-                fn(s)
+            same_filter = self._same_filter(w, targets[1])
+            for fn, filter_only in zip(self._launches, self._filter_only):
+                if not (filter_only and same_filter):
+                    fn(s)
             if self._errors is not None and not config.ENABLE_CUDASIM:
                 self._copy_errors(s)
         return out
+
+    def _same_filter(self, w, target) -> bool:
+        """Whether U already holds the transform of ``w``: the same torch tensor as the last call's (held, so
+        its memory cannot have been reused), at the same address and unmodified since (its version counter:
+        in-place updates such as an optimiser step advance it). Other arrays: never assumed."""
+        version = getattr(w, "_version", None)
+        key = (target if not isinstance(target, np.ndarray) else id(target), version)
+        same = version is not None and w is self._last_w and key == self._last_key
+        self._last_w, self._last_key = (w, key) if version is not None else (None, None)
+        if same and not config.ENABLE_CUDASIM:
+            import torch
+            if torch.cuda.is_current_stream_capturing():    # a graph replays later, after weight updates
+                return False
+        return same
 
     def _copy_errors(self, s) -> None:
         from cuda.bindings import driver

@@ -55,6 +55,18 @@ def test_forward_matches_float64(layout, schedule, tile):
         assert y.is_contiguous(memory_format=torch.channels_last)
 
 
+def test_a_changed_filter_is_transformed_again():
+    conv = _conv(3, 4, bias=False, plan=_plan("nonfused", 4))
+    x = torch.randn(1, 3, 6, 7, device=DEVICE)
+    with torch.no_grad():
+        y1 = conv(x).clone()
+        assert torch.equal(conv(x), y1)              # the same weight: the filter transform is skipped
+        conv.weight.mul_(2.0)                        # in place: the version counter moves
+        assert _rel(conv(x), 2 * y1) < 1e-6
+        conv.weight = torch.nn.Parameter(-conv.weight)   # another tensor
+        assert _rel(conv(x), -2 * y1) < 1e-6
+
+
 def test_fallback_for_what_the_kernels_do_not_run():
     conv = _conv(3, 4, plan=_plan("nonfused", 2))
     x = torch.randn(1, 3, 6, 6, device=DEVICE, dtype=torch.float64)

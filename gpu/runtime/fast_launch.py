@@ -63,6 +63,7 @@ class FrozenLaunch:
         self._packed = packed
         self._stream = stream
         self._launch = launch
+        self._raw = _RawLaunch.make(cufunc.kernel, grid, block, sharedmem, packed, kernel.argument_types)
 
     @property
     def arguments(self) -> tuple:
@@ -82,6 +83,8 @@ class FrozenLaunch:
         if at is None:
             raise ValueError(f"argument {i} of this launch is not an array")
         self._packed[at] = int(target)
+        if self._raw is not None:
+            self._raw.values[at].value = int(target)
         args = list(self._args)
         args[i] = None
         self._args = tuple(args)
@@ -92,7 +95,63 @@ class FrozenLaunch:
             griddim, blockdim, _, sharedmem = self._shape
             self._dispatcher[griddim, blockdim, 0, sharedmem](*self._args)
             return
+        if self._raw is not None:
+            try:
+                self._raw(0 if stream is None else int(stream.handle))
+                return
+            except (TypeError, AttributeError):     # a binding that takes the call otherwise: cuda.core's launch
+                self._raw = None
         self._launch(self._stream if stream is None else stream, self._config, self._kernel, *self._packed)
+
+
+class _RawLaunch:
+    """One cuLaunchKernel call with its parameter block built once: every packed value in a ctypes slot
+    of its own (8-byte for Numba's array fields and 64-bit scalars, the scalar's own type otherwise) and
+    an array of pointers to them. A call then costs the driver call alone (cuda.core's ``launch`` converts
+    every parameter on every call: ~50 for a 5-array kernel). ``make`` returns None where a parameter's
+    type is not one it knows, and the caller keeps cuda.core's launch."""
+
+    def __init__(self, driver, handle, grid, block, sharedmem, values) -> None:
+        import ctypes
+        self.driver, self.handle = driver, handle
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.block = tuple(block) + (1,) * (3 - len(block))
+        self.sharedmem = int(sharedmem)
+        self.values = values
+        self.pointers = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+        self.address = ctypes.addressof(self.pointers)
+        self.streams: dict[int, object] = {}
+
+    @classmethod
+    def make(cls, kernel, grid, block, sharedmem, packed, argument_types):
+        import ctypes
+        from numba.core import types as nbtypes
+        try:
+            from cuda.bindings import driver
+            handle = kernel.handle
+        except (ImportError, AttributeError):
+            return None
+        if not all(isinstance(t, nbtypes.Array) or (isinstance(t, nbtypes.Integer) and t.bitwidth == 64)
+                   for t in argument_types):
+            return None            # other scalar types: cuda.core's launch knows their sizes
+        values = []
+        for v in packed:
+            if isinstance(v, int):
+                values.append(ctypes.c_int64(v))
+            elif isinstance(v, (ctypes.c_int64, ctypes.c_uint64)):
+                values.append(type(v)(v.value))
+            else:
+                return None
+        return cls(driver, handle, grid, block, sharedmem, values)
+
+    def __call__(self, stream_handle: int) -> None:
+        stream = self.streams.get(stream_handle)
+        if stream is None:
+            stream = self.streams[stream_handle] = self.driver.CUstream(stream_handle)
+        (err,) = self.driver.cuLaunchKernel(self.handle, *self.grid, *self.block, self.sharedmem, stream,
+                                            self.address, 0)
+        if err != self.driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuLaunchKernel failed: {err!r}")
 
 
 def stream_from_handle(handle: int):

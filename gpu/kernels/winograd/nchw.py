@@ -205,15 +205,38 @@ def nchw_kernels_for(m: int) -> tuple:
             if first < per:
                 xx = x0 + j
                 col_ok = 0 <= xx < W
-                for row in range(first, CC * A, per):
-                    cc = row // A
-                    i = row - cc * A
-                    c = c0 + cc
-                    yy = y0 + i
-                    v = ZERO
-                    if col_ok and c < C and 0 <= yy < H:
-                        v = load1(x, ((n * C + c) * H + yy) * W + xx)
-                    s[cc * plane + i * cols + j] = v
+                rows = CC * A
+                # four rows per pass, their loads issued before their stores: four loads in flight per
+                # thread (one at a time left the copy waiting on memory latency)
+                for row0 in range(first, rows, 4 * per):
+                    v0 = ZERO
+                    v1 = ZERO
+                    v2 = ZERO
+                    v3 = ZERO
+                    if col_ok:
+                        for u in range(4):
+                            row = row0 + u * per
+                            cc = row // A
+                            i = row - cc * A
+                            c = c0 + cc
+                            yy = y0 + i
+                            if row < rows and c < C and 0 <= yy < H:
+                                v = load1(x, ((n * C + c) * H + yy) * W + xx)
+                                if u == 0:
+                                    v0 = v
+                                elif u == 1:
+                                    v1 = v
+                                elif u == 2:
+                                    v2 = v
+                                else:
+                                    v3 = v
+                    for u in range(4):
+                        row = row0 + u * per
+                        if row < rows:
+                            cc = row // A
+                            i = row - cc * A
+                            v = v0 if u == 0 else (v1 if u == 1 else (v2 if u == 2 else v3))
+                            s[cc * plane + i * cols + j] = v
         else:
             for row in range(CC * A):
                 cc = row // A
