@@ -187,14 +187,24 @@ class PreparedConv2d:
     def __call__(self, x, w, out=None, *, stream=None):
         """Enqueue y = conv(x, w) on ``stream`` (a CUDA stream handle, a cuda.core Stream, or None: the legacy
         default stream) and return y (``out``, or a new array: a torch tensor for torch inputs)."""
-        self._raise_pending()
         if out is None:
             out = self._new_output(x)
         targets = (self._x.resolve(x), self._w.resolve(w), self._y.resolve(out))
+        if not self._launches:
+            with self._lock:
+                if not self._launches:
+                    self._first_call(x, w, out)
+        self.enqueue(targets, w, stream)
+        return out
+
+    def enqueue(self, targets: tuple, w, stream=None) -> None:
+        """Launch on already checked operands: ``targets`` = (x, w, y) device pointers (GPU) or arrays
+        (simulator), ``w`` the filter object (for ``_same_filter``). The first call must have been made
+        through ``__call__`` (it packs the launches). For callers that checked the operands themselves,
+        such as the PyTorch module."""
+        self._raise_pending()
         s = self._stream(stream)
         with self._lock:
-            if not self._launches:
-                self._first_call(x, w, out)
             for k, fn, i in self._slots:
                 fn.rebind(i, targets[k])
             same_filter = self._same_filter(w, targets[1])
@@ -203,7 +213,11 @@ class PreparedConv2d:
                     fn(s)
             if self._errors is not None and not config.ENABLE_CUDASIM:
                 self._copy_errors(s)
-        return out
+
+    @property
+    def ready(self) -> bool:
+        """Whether the launches are packed (after the first call): ``enqueue`` may be used."""
+        return bool(self._launches)
 
     def _same_filter(self, w, target) -> bool:
         """Whether U already holds the transform of ``w``: the same torch tensor as the last call's (held, so

@@ -206,37 +206,35 @@ def nchw_kernels_for(m: int) -> tuple:
                 xx = x0 + j
                 col_ok = 0 <= xx < W
                 rows = CC * A
-                # four rows per pass, their loads issued before their stores: four loads in flight per
-                # thread (one at a time left the copy waiting on memory latency)
-                for row0 in range(first, rows, 4 * per):
-                    v0 = ZERO
-                    v1 = ZERO
-                    v2 = ZERO
-                    v3 = ZERO
-                    if col_ok:
-                        for u in range(4):
-                            row = row0 + u * per
-                            cc = row // A
-                            i = row - cc * A
-                            c = c0 + cc
-                            yy = y0 + i
-                            if row < rows and c < C and 0 <= yy < H:
-                                v = load1(x, ((n * C + c) * H + yy) * W + xx)
-                                if u == 0:
-                                    v0 = v
-                                elif u == 1:
-                                    v1 = v
-                                elif u == 2:
-                                    v2 = v
-                                else:
-                                    v3 = v
-                    for u in range(4):
-                        row = row0 + u * per
-                        if row < rows:
-                            cc = row // A
-                            i = row - cc * A
-                            v = v0 if u == 0 else (v1 if u == 1 else (v2 if u == 2 else v3))
-                            s[cc * plane + i * cols + j] = v
+                # four rows per pass, written out (straight-line code: the loads of a pass are independent,
+                # so four are in flight per thread; one at a time left the copy waiting on memory latency)
+                for r0 in range(first, rows, 4 * per):
+                    r1 = r0 + per
+                    r2 = r1 + per
+                    r3 = r2 + per
+                    q0 = r0 // A
+                    q1 = r1 // A
+                    q2 = r2 // A
+                    q3 = r3 // A
+                    i0 = r0 - q0 * A
+                    i1 = r1 - q1 * A
+                    i2 = r2 - q2 * A
+                    i3 = r3 - q3 * A
+                    ok0 = col_ok and c0 + q0 < C and 0 <= y0 + i0 < H
+                    ok1 = col_ok and r1 < rows and c0 + q1 < C and 0 <= y0 + i1 < H
+                    ok2 = col_ok and r2 < rows and c0 + q2 < C and 0 <= y0 + i2 < H
+                    ok3 = col_ok and r3 < rows and c0 + q3 < C and 0 <= y0 + i3 < H
+                    v0 = load1(x, ((n * C + c0 + q0) * H + y0 + i0) * W + xx) if ok0 else ZERO
+                    v1 = load1(x, ((n * C + c0 + q1) * H + y0 + i1) * W + xx) if ok1 else ZERO
+                    v2 = load1(x, ((n * C + c0 + q2) * H + y0 + i2) * W + xx) if ok2 else ZERO
+                    v3 = load1(x, ((n * C + c0 + q3) * H + y0 + i3) * W + xx) if ok3 else ZERO
+                    s[q0 * plane + i0 * cols + j] = v0
+                    if r1 < rows:
+                        s[q1 * plane + i1 * cols + j] = v1
+                    if r2 < rows:
+                        s[q2 * plane + i2 * cols + j] = v2
+                    if r3 < rows:
+                        s[q3 * plane + i3 * cols + j] = v3
         else:
             for row in range(CC * A):
                 cc = row // A
