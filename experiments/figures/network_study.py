@@ -100,7 +100,7 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
     rows = read_rows(csv_path)
     style.apply()
     gpus = list(dict.fromkeys(r["gpu"] for r in rows))
-    short = [Path(g).stem if g.endswith(".json") else g for g in gpus]
+    short = [f"{Path(g).stem} (cal.)" if g.endswith(".json") else g for g in gpus]
     labels = [*LABELS, BEST]
     colours = dict(zip(labels, style.OKABE_ITO))
     fig, axes = plt.subplots(2, len(NETWORKS), figsize=(4.2 * len(NETWORKS), 7.0), squeeze=False)
@@ -132,8 +132,9 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
         ax.set_xticks(x, short, rotation=45, ha="right")
         if col == 0:
             ax.set_ylabel("share of best-per-layer time won")
-    axes[0][0].legend(fontsize="small", ncol=2)
-    fig.tight_layout()
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="upper center", ncol=len(labels), fontsize="small", frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return style.save_figure(fig, out_dir, NAME)
 
 
