@@ -55,10 +55,13 @@ def gpu_worker_specs(devices: Sequence[int | str], env: dict[str, str] | None = 
 
 def gpu_cluster(devices: Sequence[int | str], env: dict[str, str] | None = None):
     """A local SpecCluster with one worker per device (see the module's docstring)."""
+    import dask
     from distributed import Scheduler, SpecCluster
-    return SpecCluster(workers=gpu_worker_specs(devices, env),
-                       scheduler={"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}},
-                       silence_logs=logging.ERROR)
+    from megasim.sweep.cluster import CLUSTER_CONFIG
+    with dask.config.set(CLUSTER_CONFIG):     # the nannies hand this configuration to their workers
+        return SpecCluster(workers=gpu_worker_specs(devices, env),
+                           scheduler={"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}},
+                           silence_logs=logging.ERROR)
 
 
 @contextlib.contextmanager
