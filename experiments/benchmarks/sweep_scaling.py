@@ -6,8 +6,10 @@ experiments/results/sweep_scaling; the JSON holds the rows and the metadata: CPU
 load average before and after, Python/NumPy/SimPy/Dask/distributed/pyarrow versions, git SHA, date,
 the sweep's definition and hash). One row per worker count: points, simulations (rows ok), failed,
 batches, cluster_start_s (LocalCluster up, workers ready), sweep_s (``run_sweep`` on that cluster),
-total_s (both), simulations per second, and the speedup over the first count (on sweep_s and on
-total_s). Then the same sweep is run again on the last table: ``repeat_added`` must be 0 (a repeated
+total_s (both), simulations per second, worker_cpu_s (the workers' CPU time in the points) and
+cpu_share (worker_cpu_s / (workers x sweep_s): near 1 when each worker had a core to itself; on a
+machine shared with other work it shows how much of a core each got), and the speedup over the first
+count (on sweep_s and on total_s). Then the same sweep is run again on the last table: ``repeat_added`` must be 0 (a repeated
 run adds nothing), and ``identical`` says whether every count's table holds the same predictions.
 
 The sweep: the paper's 13 Table-2 layers at batch 1 and at batch 2 (free specs, so the batch is part
@@ -82,10 +84,12 @@ def run_once(sweep, workers: int, table: Path) -> dict[str, Any]:
     from megasim.sweep.table import read_table
     rows = read_table(table)
     ok = sum(r["status"] == "ok" for r in rows)
+    cpu = sum(r["sim_cpu_s"] or 0.0 for r in rows)
     return {"workers": workers, "points": summary.points, "simulations": ok, "failed": summary.failed,
             "batches": summary.batches, "cluster_start_s": round(ready - start, 3),
             "sweep_s": round(done - ready, 3), "total_s": round(done - start, 3),
-            "simulations_per_s": round(ok / (done - ready), 1), "table": str(table)}
+            "simulations_per_s": round(ok / (done - ready), 1), "worker_cpu_s": round(cpu, 1),
+            "cpu_share": round(cpu / (workers * (done - ready)), 3), "table": str(table)}
 
 
 def predictions(table: Path) -> dict[str, float | None]:
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"  {workers} worker(s): {row['simulations']:,} simulations ({row['failed']} failed) in "
                   f"{row['sweep_s']:.1f} s + {row['cluster_start_s']:.1f} s start, "
-                  f"{row['simulations_per_s']:,.0f} /s, {row['batches']} batches", flush=True)
+                  f"{row['simulations_per_s']:,.0f} /s, {row['batches']} batches, CPU share {row['cpu_share']:.2f}",
+                  flush=True)
         from megasim.sweep import run_sweep
         repeat = run_sweep(sweep, workers=counts[-1], out=tables[-1])
         first = predictions(tables[0])

@@ -33,7 +33,7 @@ def evaluate_batch(points: Sequence[SweepPoint]) -> list[dict[str, Any]]:
 
 
 def evaluate_point(p: SweepPoint) -> dict[str, Any]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     row: dict[str, Any] = {"point_key": p.key, "status": "ok", "reason": ""}
     try:
         row.update(_RUNNERS[p.mode](p))
@@ -42,6 +42,7 @@ def evaluate_point(p: SweepPoint) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - one point's model bug must not end the sweep; it is recorded
         row.update(status="failed", reason=_one_line(f"model error: {type(err).__name__}: {err}"))
     row["sim_wall_s"] = round(time.perf_counter() - start, 4)
+    row["sim_cpu_s"] = round(time.process_time() - cpu, 4)   # the worker process's CPU time meanwhile
     return row
 
 
