@@ -59,7 +59,8 @@ def test_a_small_sweep_fills_its_table_records_failures_and_a_rerun_adds_nothing
     assert first.failed == len(failed)
     ok = [r for r in rows if r["status"] == "ok"]
     assert all(r["predicted_us"] > 0 and r["taskgraph_hash"] and r["git_sha"] is not None and r["sweep_hash"] == sweep.hash
-               and r["megasim_version"] and r["gpu_spec_hash"] for r in ok)
+               and r["megasim_version"] and r["gpu_spec_hash"] and r["git_dirty"] in ("true", "false", "")
+               and 0 <= r["sim_cpu_s"] for r in ok)
     # the same prediction as `megasim simulate` gives
     from megasim.hardware import get_gpu
     from megasim.plan import Plan, predict, predicted_time_us

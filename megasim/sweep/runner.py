@@ -77,11 +77,20 @@ def batches_of(points: list[SweepPoint], workers: int, batch_size: int | None = 
 
 
 def _provenance(sweep: SweepSpec) -> dict[str, Any]:
+    """The run's provenance columns. ``git_dirty``: whether the package's files differ from the commit
+    (``true``/``false``; empty where git cannot tell): the model fingerprint then names the source run."""
+    import subprocess
     from megasim import __version__
-    from megasim.provenance import git_sha
+    from megasim.provenance import REPO, git_sha
     from megasim.search.cache import model_fingerprint
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "megasim"], cwd=REPO,
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+        dirty = "true" if status.strip() else "false"
+    except (OSError, subprocess.SubprocessError):
+        dirty = ""
     return {"sweep": sweep.name, "sweep_hash": sweep.hash, "megasim_version": __version__,
-            "model_fingerprint": model_fingerprint(), "git_sha": git_sha(),
+            "model_fingerprint": model_fingerprint(), "git_sha": git_sha(), "git_dirty": dirty,
             "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -26,7 +26,8 @@ COLUMNS: dict[str, type] = {
     "algorithm": str, "schedule": str, "mode": str, "sweep_param": str, "point": str,
     "predicted_us": float, "param": str, "taskgraph_hash": str, "tasks": int, "evaluations": int, "best_point": str,
     "sim_wall_s": float, "sim_cpu_s": float, "worker": str,
-    "sweep": str, "sweep_hash": str, "megasim_version": str, "model_fingerprint": str, "git_sha": str, "date_utc": str,
+    "sweep": str, "sweep_hash": str, "megasim_version": str, "model_fingerprint": str, "git_sha": str,
+    "git_dirty": str, "date_utc": str,
 }
 FORMATS = (".parquet", ".csv")
 
