@@ -163,3 +163,13 @@ def test_layers_and_simulate_do_not_import_dask():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_without_pyarrow_the_table_is_csv_and_parquet_is_refused(tmp_path, monkeypatch):
+    from megasim.sweep import table
+    from megasim.sweep.runner import table_path
+    monkeypatch.setattr(table, "have_pyarrow", lambda: False)
+    sweep = load_sweep(_write(tmp_path, GOOD))
+    assert table_path(sweep) == tmp_path / "t.csv"
+    with pytest.raises(InputError, match="needs pyarrow"):
+        table_path(sweep, tmp_path / "t.parquet")
