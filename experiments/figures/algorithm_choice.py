@@ -173,7 +173,8 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.legend(fontsize=6, ncol=3, loc="upper left", bbox_to_anchor=(0.0, 0.9))
     fig.text(0.01, 0.0, "Hatched: predicted (megasim, h100_from_h200 spec; im2win kinds uncalibrated). Solid: measured on "
              "H100 (im2win bench). Our Winograd kernels were NOT measured on these layers\n(measured Winograd exists only "
-             "for the 13 Table-2 layers, winograd_bench.csv). 'W sim. b=25': Winograd (W) simulated at batch 25, its time scaled to the panel's batch.",
+             "for the 13 Table-2 layers, winograd_bench.csv). 'W sim. b=25': Winograd (W) simulated at batch 25, "
+             "its time scaled to the panel's batch.",
              fontsize=6, va="top")
     fig.tight_layout()
     png, _ = style.save_figure(fig, out_dir, NAME)
@@ -185,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", type=Path, default=DEFAULT_BENCH)
     ap.add_argument("--spec", type=Path, default=DEFAULT_SPEC)
     ap.add_argument("--batch", type=int, nargs="+", default=[128, 64])
-    ap.add_argument("--max-tasks", type=int, default=MAX_TASKS, help="im2win: larger layers are simulated at a smaller batch")
+    ap.add_argument("--max-tasks", type=int, default=MAX_TASKS,
+                    help="im2win: a layer with more tasks is simulated at a smaller batch")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args(argv)

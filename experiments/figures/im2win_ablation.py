@@ -126,9 +126,9 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.set_ylabel("time / im2win's")
         ax.set_title(f"batch {batch}: ablation, time relative to im2win (bars measured on H100; markers: model)")
         ax.legend(fontsize=6, ncol=5, loc="upper left")
-    fig.text(0.01, 0.0, "Model: every variant priced by the spec's uncalibrated default cost (compute efficiency 0.5), so it sees "
-             "only each variant's tile shape, occupancy and L2 traffic,\nnot its instructions (no im2win_conv@VARIANT "
-             "costs are fitted yet).", fontsize=6, va="top")
+    fig.text(0.01, 0.0, "Model: every variant priced by the spec's uncalibrated default cost (compute efficiency 0.5), "
+             "so it sees only each variant's tile shape, occupancy and L2 traffic,\nnot its instructions "
+             "(no im2win_conv@VARIANT costs are fitted yet).", fontsize=6, va="top")
     fig.tight_layout()
     png, _ = style.save_figure(fig, out_dir, NAME)
     return png
@@ -141,21 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args(argv)
+    from experiments.provenance import read_rows
     csv_path = args.out / f"{NAME}.csv"
     if not args.plot_only:
         from experiments.provenance import provenance, write_results
         rows = ablation_rows(args.bench, args.spec)
         csv_path, _ = write_results(rows, args.out, NAME, provenance({"bench": str(args.bench), "gpu_spec": str(args.spec)}))
-    for (batch, impl), (meas, pred) in summary(read_csv(csv_path)).items():
+    for (batch, impl), (meas, pred) in summary(read_rows(csv_path)).items():
         print(f"batch {batch} {impl}: measured {meas:.2f}x, predicted {pred:.2f}x im2win's time (geomean)")
     png = plot(csv_path, args.out)
     print(f"wrote {csv_path} and {png}")
     return 0
-
-
-def read_csv(path: Path) -> list[dict]:
-    from experiments.provenance import read_rows
-    return read_rows(path)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ workspace of the algorithm cuDNN picked; not modelled) have no model value. No G
 Produces ``DIR/im2win_footprint.csv`` + ``.json`` (per layer, batch and implementation: measured and
 modelled bytes, the im2win / im2col ratio, with provenance) and ``DIR/im2win_footprint.png`` / ``.pdf``
 (one panel per batch in the bench, 128 then 64; log scale, bars measured, black markers the model; a
-bar below 1e5 bytes is written as text at the axis: "0", or "1K" for cuDNN's 1 KB on conv7), drawn from that CSV alone. About 3 s.
+bar below 1e5 bytes is written as text at the axis: "0", or "1K" for cuDNN's 1 KB on conv7), drawn
+from that CSV alone. About 3 s.
 
     python -m experiments.figures.im2win_footprint [--bench CSV] [--out DIR]
     python -m experiments.figures.im2win_footprint --plot-only [--out DIR]
