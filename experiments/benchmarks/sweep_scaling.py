@@ -18,8 +18,8 @@ of each problem), on the five GPU presets and the two calibrated specs, each und
 64, and the dense direct convolution at three filter tiles: about 12,500 simulations of 1-150 ms.
 Issue 45's bar: 2 workers at least 1.8x faster than 1 on a 2-core machine (sweep_s), the repeat adding
 nothing. Timings on a shared machine are noisy: the load average is recorded beside them.
-Runs on: any CPU. Takes: 257 s with 1 worker on the 2-core VM (shared, 2026-11-28), and half that with 2
-on a quiet machine (--quick: the resnet layers at batch 1 on two presets, 368 simulations, ~10 s in all).
+Runs on: any CPU. Takes: 216 s with 1 worker and 108 s with 2 on the quiet 2-core VM (2026-11-28;
+--quick: the resnet layers at batch 1 on two presets, 368 simulations, ~10 s in all).
 
     python -m experiments.benchmarks.sweep_scaling [--quick] [--workers 1,2] [--out DIR]
 """
