@@ -120,7 +120,7 @@ class CasePool:
         self._reused = 0
 
     def __enter__(self) -> "CasePool":
-        if self._given is not None or self.workers > 1:
+        if self.cases_by_key and (self._given is not None or self.workers > 1):   # no cases: nothing to send
             from megasim.sweep.cluster import open_client
             self._owned = open_client(self._given, workers=None if self._given is not None else self.workers)
             self._client = self._owned.__enter__()

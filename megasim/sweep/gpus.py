@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from typing import Any, Callable, Iterator, Sequence
 
 from megasim.errors import InputError
@@ -78,8 +77,14 @@ def gpu_client(devices: Sequence[int | str], env: dict[str, str] | None = None) 
 
 
 def visible_device() -> str:
-    """The device this worker process was given (its CUDA_VISIBLE_DEVICES), '' outside a GPU worker."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    """The device this worker process was given, from its name (``gpu-<device>``, ``gpu_worker_specs``:
+    the worker whose CUDA_VISIBLE_DEVICES is that device); '' outside a GPU worker."""
+    from distributed import get_worker
+    try:
+        name = str(get_worker().name)
+    except ValueError:               # not in a worker
+        return ""
+    return name[len("gpu-"):] if name.startswith("gpu-") else ""
 
 
 def _on_device(fn: Callable[..., Any], item: Any, args: tuple, kwargs: dict) -> tuple[str, Any]:
