@@ -360,16 +360,16 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
 
 @contextlib.contextmanager
 def _scalar_pool(workers: int | None):
-    """``map`` over ``workers`` processes (default: the CPU count; 1: this process) for the scalar fits'
-    few simulations per evaluation (rho, the mixed-kinds factor)."""
+    """``map`` over a Dask LocalCluster of ``workers`` processes (default: the CPU count; 1: this process)
+    for the scalar fits' few simulations per evaluation (rho, the mixed-kinds factor)."""
     import os
-    from concurrent.futures import ProcessPoolExecutor
     n = workers or os.cpu_count() or 1
     if n <= 1:
         yield map
         return
-    with ProcessPoolExecutor(n) as pool:
-        yield pool.map
+    from megasim.sweep.cluster import client_map, open_client
+    with open_client(workers=n) as client:
+        yield client_map(client)
 
 
 MIXED_FACTOR_BOUNDS = (0.5, 1.0)

@@ -131,13 +131,13 @@ def map_batches(client: Any, fn: Callable[..., list], items: Sequence, *args: An
     return [res for part in client.gather(futures) for res in part]
 
 
-def _apply_chunk(items: Sequence, fn: Callable[[Any], Any]) -> list:
-    return [fn(item) for item in items]
+def _apply_chunk(items: Sequence[tuple], fn: Callable[..., Any]) -> list:
+    return [fn(*item) for item in items]
 
 
-def client_map(client: Any, per_worker: int = 2) -> Callable[[Callable[[Any], Any], Sequence], list]:
-    """A ``map(fn, items)`` (a list, in order) that runs on `client` in chunks: a drop-in for the builtin
-    ``map`` or a process pool's, where code takes a ``map_fn``."""
-    def mapped(fn: Callable[[Any], Any], items: Sequence) -> list:
-        return map_batches(client, _apply_chunk, list(items), fn, per_worker=per_worker)
+def client_map(client: Any, per_worker: int = 2) -> Callable[..., list]:
+    """A ``map(fn, *iterables)`` (a list, in order) that runs on `client` in chunks: a drop-in for the
+    builtin ``map`` or a process pool's, where code takes a ``map_fn``."""
+    def mapped(fn: Callable[..., Any], *iterables: Sequence) -> list:
+        return map_batches(client, _apply_chunk, list(zip(*iterables)), fn, per_worker=per_worker)
     return mapped

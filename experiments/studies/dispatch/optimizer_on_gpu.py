@@ -85,14 +85,12 @@ def _predict_point(job: tuple[str, str, str]) -> float:
 
 def repredict(spec_path: str, out: Path, layers: list[str]) -> list[dict]:
     """Each layer's model choice under `spec_path` among the committed measured points."""
-    from concurrent.futures import ProcessPoolExecutor
-
     from experiments.provenance import read_rows
+    from megasim.sweep.cluster import client_map, open_client
     points = [p for p in read_rows(out / "optimizer_on_gpu_points.csv") if p["layer"] in layers]
     old_meta = __import__("json").loads((out / "optimizer_on_gpu.json").read_text())["meta"]
-    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
-        predicted = list(pool.map(_predict_point, [(spec_path, p["layer"], p["param"]) for p in points],
-                                  chunksize=4))
+    with open_client(workers=os.cpu_count() or 1) as client:
+        predicted = client_map(client)(_predict_point, [(spec_path, p["layer"], p["param"]) for p in points])
     rows, new_points = [], []
     for layer in dict.fromkeys(p["layer"] for p in points):
         mine = [(p, t) for p, t in zip(points, predicted) if p["layer"] == layer]

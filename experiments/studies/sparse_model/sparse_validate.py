@@ -95,9 +95,9 @@ def _predict_group(job) -> list[dict]:
 
 def predict_rows(rows: list[dict], spec, workers: int | None = None) -> list[dict]:
     """Adds predicted_us to the rows of our ops (one map per (layer, batch, sparsity, pattern, seed)),
-    the groups spread over `workers` processes (default: every core); deterministic either way."""
+    the groups spread over a Dask LocalCluster of `workers` processes (default: every core); deterministic
+    either way."""
     import os
-    from concurrent.futures import ProcessPoolExecutor
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
@@ -107,8 +107,9 @@ def predict_rows(rows: list[dict], spec, workers: int | None = None) -> list[dic
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(jobs) <= 1:
         return [row for job in jobs for row in _predict_group(job)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return [row for part in pool.map(_predict_group, jobs) for row in part]
+    from megasim.sweep.cluster import client_map, open_client
+    with open_client(workers=workers) as client:
+        return [row for part in client_map(client)(_predict_group, jobs) for row in part]
 
 
 def case_times(rows: list[dict], column: str, scale: float = 1.0) -> dict[tuple, float]:
