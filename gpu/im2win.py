@@ -31,6 +31,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.operands import check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from megasim.algorithms.im2win import Im2winParams
 from megasim.algorithms.im2win.lowering import footprint_bytes
@@ -47,37 +48,9 @@ class Im2winError(KernelInputError):
     """A bad input to the im2win ops (one line naming the value and what is allowed)."""
 
 
-def _is_device_array(a) -> bool:
-    return hasattr(a, "copy_to_host") or bool(getattr(cuda, "is_cuda_array", lambda _: False)(a))
-
-
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        what = "a positive integer" if low == 1 else f"an integer >= {low}"
-        raise Im2winError(f"{name}={value!r} is not allowed: it must be {what}")
-    return int(value)
-
-
-def _check_tensor(name: str, a, on_device: bool):
-    """a as a NumPy array or a device array, checked: 4-D, float32, no empty dimension, C-contiguous."""
-    if on_device != _is_device_array(a):
-        raise Im2winError(f"x and w must both be NumPy arrays or both device arrays; {name} is not")
-    a = (a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a)) if on_device else np.asarray(a)
-    if a.ndim != 4:
-        raise Im2winError(f"{name} must be 4-D ({'N, C, H, W' if name == 'x' else 'K, C, R, S'}), "
-                          f"got shape {tuple(a.shape)}")
-    if np.dtype(a.dtype) != np.float32:
-        raise Im2winError(f"{name} must be float32, got {np.dtype(a.dtype)} (convert it first: no implicit casts)")
-    if min(a.shape) < 1:
-        raise Im2winError(f"{name} has shape {tuple(a.shape)}: every dimension must be >= 1")
-    if on_device and not a.is_c_contiguous():
-        raise Im2winError(f"device array {name} must be C-contiguous")
-    return a
-
-
 def _problem(x, w, stride, padding) -> ConvProblem:
-    stride = _check_int("stride", stride, 1)
-    padding = _check_int("padding", padding, 0)
+    stride = check_int("stride", stride, 1, Im2winError)
+    padding = check_int("padding", padding, 0, Im2winError)
     n, c, h, wd = (int(v) for v in x.shape)
     k, cw, r, s = (int(v) for v in w.shape)
     if cw != c:
@@ -157,9 +130,9 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
             n_t: int | None = None, max_registers: int | None = None) -> Im2winLaunch:
     """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
     on the conv kernel's registers per thread (None: the compiler's choice)."""
-    on_device = _is_device_array(x)
-    x = _check_tensor("x", x, on_device)
-    w = _check_tensor("w", w, on_device)
+    on_device = is_device_array(x)
+    x = check_tensor("x", x, on_device, Im2winError)
+    w = check_tensor("w", w, on_device, Im2winError)
     problem = _problem(x, w, stride, padding)
     params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
@@ -174,7 +147,7 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
 def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
            n_b: int | None = None, k_b: int | None = None, m_t: int | None = None, n_t: int | None = None):
     """The convolution of x (N, C, H, W) with w (K, C, R, S), NCHW float32 (module docstring)."""
-    on_device = _is_device_array(x)
+    on_device = is_device_array(x)
     launch = prepare(x, w, stride, padding, variant=variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
     launch.run()
     return launch.output if on_device else launch.output.copy_to_host()

@@ -49,6 +49,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from functools import lru_cache
 
 from gpu.errors import KernelInputError
+from gpu.operands import as_device, check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from gpu.runtime.sparse_kernels import maxpool_launch, relu_launch
 from megasim.algorithms.sparse.plugin import PooledSparseParams, SparseParams
@@ -97,51 +98,19 @@ def reference_conv_relu_maxpool(x, w, stride: int = 1, padding: int = 0, pool: i
     return reference_maxpool2d(np.maximum(reference_conv2d(x, w, stride, padding), 0.0), pool, pool_stride)
 
 
-# --- input checks ------------------------------------------------------------------------------------
-
-def _is_device_array(a) -> bool:
-    return hasattr(a, "copy_to_host") or bool(getattr(cuda, "is_cuda_array", lambda _: False)(a))
-
-
-def _as_device(a):
-    return a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a)
-
-
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        what = "a positive integer" if low == 1 else f"an integer >= {low}"
-        raise SparseError(f"{name}={value!r} is not allowed: it must be {what}")
-    return int(value)
-
-
-def _check_tensor(name: str, a, on_device: bool):
-    """a as a NumPy array or a Numba device array, checked: 4-D, float32, no empty dimension."""
-    if on_device != _is_device_array(a):
-        raise SparseError(f"x and w must both be NumPy arrays or both device arrays; {name} is not")
-    a = _as_device(a) if on_device else np.asarray(a)
-    if a.ndim != 4:
-        raise SparseError(f"{name} must be 4-D ({'N, C, H, W' if name == 'x' else 'K, C, R, S'}), "
-                          f"got shape {tuple(a.shape)}")
-    if np.dtype(a.dtype) != np.float32:
-        raise SparseError(f"{name} must be float32, got {np.dtype(a.dtype)} (convert it first: no implicit casts)")
-    if min(a.shape) < 1:
-        raise SparseError(f"{name} has shape {tuple(a.shape)}: every dimension must be >= 1")
-    if on_device and not a.is_c_contiguous():
-        raise SparseError(f"device array {name} must be C-contiguous")
-    return a
-
+# --- input checks (gpu.operands holds the shared ones) ------------------------------------------------
 
 def _sm_count(sm_count) -> int:
     if sm_count is not None:
-        return _check_int("sm_count", sm_count, 1)
+        return check_int("sm_count", sm_count, 1, SparseError)
     if numba_config.ENABLE_CUDASIM:
         return SIM_SM_COUNT
     return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
 def _problem(x, w, stride, padding) -> ConvProblem:
-    stride = _check_int("stride", stride, 1)
-    padding = _check_int("padding", padding, 0)
+    stride = check_int("stride", stride, 1, SparseError)
+    padding = check_int("padding", padding, 0, SparseError)
     n, c, h, wd = (int(v) for v in x.shape)
     k, cw, r, s = (int(v) for v in w.shape)
     if cw != c:
@@ -155,7 +124,8 @@ def _problem(x, w, stride, padding) -> ConvProblem:
 
 
 def _pool(pool, pool_stride) -> PoolSpec:
-    return PoolSpec(_check_int("pool", pool, 1), _check_int("pool_stride", pool_stride, 1))
+    return PoolSpec(check_int("pool", pool, 1, SparseError),
+                    check_int("pool_stride", pool_stride, 1, SparseError))
 
 
 def _tiling(problem: ConvProblem, kind: str, sm_count, pool: PoolSpec | None, k_tile) -> SparseTiling:
@@ -255,9 +225,9 @@ def prepare(op: str, x, w, stride: int = 1, padding: int = 0, pool: int | None =
     """
     if op not in OPS:
         raise SparseError(f"op={op!r} is not allowed (allowed: {', '.join(OPS)})")
-    on_device = _is_device_array(x)
-    x = _check_tensor("x", x, on_device)
-    w = _check_tensor("w", w, on_device)
+    on_device = is_device_array(x)
+    x = check_tensor("x", x, on_device, SparseError)
+    w = check_tensor("w", w, on_device, SparseError)
     problem = _problem(x, w, stride, padding)
     if op in CONV_OPS:
         if pool is not None or pool_stride is not None:
@@ -274,7 +244,7 @@ def prepare(op: str, x, w, stride: int = 1, padding: int = 0, pool: int | None =
 
 
 def _run(op, x, w, stride, padding, pool, pool_stride, k_tile, sm_count):
-    on_device = _is_device_array(x)
+    on_device = is_device_array(x)
     launch = prepare(op, x, w, stride, padding, pool, pool_stride, k_tile=k_tile, sm_count=sm_count)
     launch.run()
     return launch.output if on_device else launch.output.copy_to_host()
@@ -318,8 +288,8 @@ def conv_relu_maxpool_unfused(x, w, stride: int = 1, padding: int = 0, pool: int
 
 
 def _check_map(y):
-    on_device = _is_device_array(y)
-    y = _as_device(y) if on_device else np.asarray(y)
+    on_device = is_device_array(y)
+    y = as_device(y) if on_device else np.asarray(y)
     if y.ndim != 4:
         raise SparseError(f"y must be 4-D (N, K, P, Q), got shape {tuple(y.shape)}")
     if np.dtype(y.dtype) != np.float32:

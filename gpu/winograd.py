@@ -35,6 +35,7 @@ from gpu.runtime import executor as ex
 from gpu.runtime.execute import PreparedRun
 from gpu.kernels.common import layout as lay
 from gpu.errors import KernelInputError
+from gpu.operands import is_device_array
 from megasim.algorithms.winograd.lowering import (DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS, WinogradConfig, DEFAULT_GEMM_MATH, default_tile, lower_winograd)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, direct_conv2d_reference
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, recommended_params
@@ -70,12 +71,8 @@ def _runs_on(schedule: str) -> Plan:
     return Plan(schedule, algorithm="winograd")
 
 
-def _is_device_array(a) -> bool:
-    return hasattr(a, "copy_to_host") or bool(getattr(cuda, "is_cuda_array", lambda _: False)(a))
-
-
 def _check_tensor(name: str, a, on_device: bool) -> None:
-    if on_device != _is_device_array(a):
+    if on_device != is_device_array(a):
         raise KernelInputError(f"x and w must both be NumPy arrays or both device arrays; {name} is not")
     if getattr(a, "ndim", None) != 4:
         raise KernelInputError(f"{name} must be 4-D, got shape {getattr(a, 'shape', None)}")
@@ -188,13 +185,13 @@ def conv2d(x, w, *, schedule: str = "fused", mapping=None, layout: str = "NCHW",
         raise KernelInputError(f"layout={layout!r} is not allowed (allowed: {', '.join(LAYOUTS)})")
     if isinstance(padding, bool) or not isinstance(padding, (int, np.integer)) or padding < 0:
         raise KernelInputError(f"padding={padding!r} is not allowed: it must be an integer >= 0")
-    on_device = _is_device_array(x)
+    on_device = is_device_array(x)
     if on_device:   # other libraries' device arrays (__cuda_array_interface__) become Numba's
         x = x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x)
-        w = w if hasattr(w, "copy_to_host") or not _is_device_array(w) else cuda.as_cuda_array(w)
+        w = w if hasattr(w, "copy_to_host") or not is_device_array(w) else cuda.as_cuda_array(w)
     else:
         x = np.asarray(x)
-        w = w if _is_device_array(w) else np.asarray(w)
+        w = w if is_device_array(w) else np.asarray(w)
     _check_tensor("x", x, on_device)
     _check_tensor("w", w, on_device)
     if tuple(w.shape[2:]) != (3, 3):

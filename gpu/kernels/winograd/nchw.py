@@ -29,12 +29,11 @@ strips x chunks), so the non-fused schedule's itrans and otrans launches run on 
 (``gpu.runtime.winograd_kernels``, layout "NCHW").
 
 The transforms' arithmetic is the generated straight-line code of ``gpu.kernels.winograd.transforms``
-(``_two_sided`` with the same matrices), so their results equal the NHWC transforms' bit for bit.
+(``product_lines`` with the same matrices), so their results equal the NHWC transforms' bit for bit.
 """
 
 from __future__ import annotations
 
-import linecache
 from functools import lru_cache
 
 import numpy as np
@@ -42,7 +41,7 @@ from numba import cuda, float32
 
 from gpu.kernels.common.vector_access import load1, py_load1, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
-from gpu.kernels.winograd.transforms import STREAMED_ALPHA, _Consts, _two_sided
+from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, matrices
 
 NCHW_THREADS = 128
@@ -110,13 +109,7 @@ def _gen_itrans_smem(m: int, consts: _Consts) -> str:
     def store(i, j):
         return f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})"
 
-    if a < STREAMED_ALPHA:
-        lines += [load(i, j) for i in range(a) for j in range(a)]
-        lines += _two_sided(bt, bt, "d", "v", consts)
-        lines += [store(i, j) for i in range(a) for j in range(a)]
-    else:
-        lines += _two_sided(bt, bt, "d", "v", consts, load_column=lambda j: [load(i, j) for i in range(a)],
-                            store_row=lambda i: [store(i, j) for j in range(a)])
+    lines += product_lines(bt, a, a, load, lambda i: [store(i, j) for j in range(a)], "d", "v", consts)
     return "\n".join(lines) + "\n"
 
 
@@ -131,30 +124,30 @@ def _gen_otrans_smem(m: int, consts: _Consts) -> str:
     def store_row(i):
         return [f"    s[base + {i} * row + {j}] = y{i}_{j}" for j in range(m)]
 
-    if a < STREAMED_ALPHA:
-        lines += [load(i, j) for i in range(a) for j in range(a)]
-        lines += _two_sided(at, at, "s", "y", consts)
-        for i in range(m):
-            lines += store_row(i)
-    else:
-        lines += _two_sided(at, at, "s", "y", consts, load_column=lambda j: [load(i, j) for i in range(a)],
-                            store_row=store_row)
+    lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
     return "\n".join(lines) + "\n"
 
 
 def _compile(gen, m: int):
     consts = _Consts()
-    src = gen(m, consts)
-    name = src.split("(", 1)[0][4:]
-    filename = f"<gpu.kernels.winograd.nchw:{name}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    code = compile(src, filename, "exec")
-    py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1)
-    exec(code, py_ns)
-    PY_FUNCS[name] = py_ns[name]
-    dev_ns = dict(consts.namespace(), load1=load1, store1=store1)
-    exec(code, dev_ns)
-    return cuda.jit(device=True)(dev_ns[name])
+    name, py_fn, dev_fn = compile_generated(gen(m, consts), consts, "gpu.kernels.winograd.nchw",
+                                            dict(load1=py_load1, store1=py_store1), dict(load1=load1, store1=store1))
+    PY_FUNCS[name] = py_fn
+    return dev_fn
+
+
+@cuda.jit(device=True)
+def _block_strip(b, channels, chunk, tiles_x, tiles_y, TX):
+    """(image, tile row, first tile of the strip, first channel) of block b: channel chunks fastest, then
+    strips of TX tiles along the row, tile rows, images (``_blocks`` counts them)."""
+    chunks = (channels + chunk - 1) // chunk
+    strips = (tiles_x + TX - 1) // TX
+    cb = b % chunks
+    r = b // chunks
+    sx = r % strips
+    r //= strips
+    ty = r % tiles_y
+    return r // tiles_y, ty, sx * TX, cb * chunk
 
 
 @lru_cache(maxsize=None)
@@ -179,17 +172,7 @@ def nchw_kernels_for(m: int) -> tuple:
         W = prm[P_W]
         tiles_x = prm[P_TILES_X]
         tiles_y = prm[P_TILES_Y]
-        chunks = (C + CC - 1) // CC
-        strips = (tiles_x + TX - 1) // TX
-        b = cuda.blockIdx.x
-        cb = b % chunks
-        r = b // chunks
-        sx = r % strips
-        r //= strips
-        ty = r % tiles_y
-        n = r // tiles_y
-        c0 = cb * CC
-        tx0 = sx * TX
+        n, ty, tx0, c0 = _block_strip(cuda.blockIdx.x, C, CC, tiles_x, tiles_y, TX)
         y0 = MT * ty - prm[P_PAD]
         x0 = MT * tx0 - prm[P_PAD]
         cols = TX * MT + 2
@@ -269,17 +252,7 @@ def nchw_kernels_for(m: int) -> tuple:
         Q = prm[P_Q]
         tiles_x = prm[P_TILES_X]
         tiles_y = prm[P_TILES_Y]
-        chunks = (K + KC - 1) // KC
-        strips = (tiles_x + TX - 1) // TX
-        b = cuda.blockIdx.x
-        kb = b % chunks
-        r = b // chunks
-        sx = r % strips
-        r //= strips
-        ty = r % tiles_y
-        n = r // tiles_y
-        k0 = kb * KC
-        tx0 = sx * TX
+        n, ty, tx0, k0 = _block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
         width = TX * MT
         plane = (MT * width) | 1
         s = cuda.shared.array(0, float32)

@@ -129,6 +129,38 @@ def _stride(expr: str, opaque: bool) -> str:
     return f"opaque_index({expr})" if opaque else expr
 
 
+def product_lines(mat: np.ndarray, a: int, rows_out: int, load, store_row, src: str, dst: str,
+                  consts: _Consts) -> list[str]:
+    """The lines of dst = mat @ src @ mat^T for one alpha x alpha tile (``a`` = alpha): ``load(i, j)`` is the
+    line that loads src[i][j], ``store_row(i)`` the lines that store row i of dst (rows ``0 .. rows_out-1``).
+    Small tiles load everything, compute, then store by rows; tiles of alpha >= STREAMED_ALPHA are streamed
+    (``_two_sided``'s load_column / store_row). Shared by the global-memory transforms here and the
+    shared-memory ones of ``gpu.kernels.winograd.nchw``."""
+    if a < STREAMED_ALPHA:
+        lines = [load(i, j) for i in range(a) for j in range(a)]
+        lines += _two_sided(mat, mat, src, dst, consts)
+        for i in range(rows_out):
+            lines += store_row(i)
+        return lines
+    return _two_sided(mat, mat, src, dst, consts, load_column=lambda j: [load(i, j) for i in range(a)],
+                      store_row=store_row)
+
+
+def compile_generated(src: str, consts: _Consts, module: str, py_names: dict, dev_names: dict):
+    """(plain-Python function, CUDA device function) of one generated function's source ``src``: its lines
+    registered under ``<module:name>`` so that tracebacks and Numba's messages show them; ``py_names`` and
+    ``dev_names`` are the helpers each form calls (e.g. load1 / py_load1)."""
+    name = src.split("(", 1)[0][4:]
+    filename = f"<{module}:{name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    code = compile(src, filename, "exec")
+    py_ns = dict(consts.namespace(), **py_names)
+    exec(code, py_ns)
+    dev_ns = dict(consts.namespace(), **dev_names)
+    exec(code, dev_ns)
+    return name, py_ns[name], cuda.jit(device=True)(dev_ns[name])
+
+
 def _name(kind: str, m: int, opaque: bool) -> str:
     """The generated function's name: ``{kind}_pair_m{m}``, with ``_opaque`` for a small tile's opaque form."""
     return f"{kind}_pair_m{m}" + ("_opaque" if opaque and m + 2 < STREAMED_ALPHA else "")
@@ -172,13 +204,7 @@ def _gen_itrans(m: int, consts: _Consts, opaque: bool) -> str:
     def store(i, j):
         return f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})"
 
-    if a < STREAMED_ALPHA:
-        lines += [load(i, j) for i in range(a) for j in range(a)]
-        lines += _two_sided(bt, bt, "d", "v", consts)
-        lines += [store(i, j) for i in range(a) for j in range(a)]
-    else:
-        lines += _two_sided(bt, bt, "d", "v", consts, load_column=lambda j: [load(i, j) for i in range(a)],
-                            store_row=lambda i: [store(i, j) for j in range(a)])
+    lines += product_lines(bt, a, a, load, lambda i: [store(i, j) for j in range(a)], "d", "v", consts)
     return "\n".join(lines) + "\n"
 
 
@@ -202,14 +228,7 @@ def _gen_otrans(m: int, consts: _Consts, opaque: bool) -> str:
             out.append(f"            store1(Y, dst + {i} * row + {j} * K, y{i}_{j})")
         return out
 
-    if a < STREAMED_ALPHA:
-        lines += [load(i, j) for i in range(a) for j in range(a)]
-        lines += _two_sided(at, at, "s", "y", consts)
-        for i in range(m):
-            lines += store_row(i)
-    else:
-        lines += _two_sided(at, at, "s", "y", consts, load_column=lambda j: [load(i, j) for i in range(a)],
-                            store_row=store_row)
+    lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
     return "\n".join(lines) + "\n"
 
 
@@ -219,18 +238,11 @@ def _build() -> dict:
         forms = (True,) if m + 2 >= STREAMED_ALPHA else (False, True)
         for gen, opaque in ((g, o) for g in (_gen_ftrans, _gen_itrans, _gen_otrans) for o in forms):
             consts = _Consts()
-            src = gen(m, consts, opaque)
-            name = src.split("(", 1)[0][4:]
-            filename = f"<gpu.kernels.winograd.transforms:{name}>"
-            # Registered so that tracebacks (and Numba's error messages) can show the generated lines.
-            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-            code = compile(src, filename, "exec")
-            py_ns = dict(consts.namespace(), load1=py_load1, store1=py_store1, opaque_index=py_opaque_index)
-            exec(code, py_ns)
-            PY_FUNCS[name] = py_ns[name]
-            dev_ns = dict(consts.namespace(), load1=load1, store1=store1, opaque_index=opaque_index)
-            exec(code, dev_ns)
-            out[name] = cuda.jit(device=True)(dev_ns[name])
+            name, py_fn, dev_fn = compile_generated(
+                gen(m, consts, opaque), consts, "gpu.kernels.winograd.transforms",
+                dict(load1=py_load1, store1=py_store1, opaque_index=py_opaque_index),
+                dict(load1=load1, store1=store1, opaque_index=opaque_index))
+            PY_FUNCS[name], out[name] = py_fn, dev_fn
     return out
 
 
