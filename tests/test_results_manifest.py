@@ -72,3 +72,13 @@ def test_every_kept_result_is_cited_and_listed():
 def test_the_kept_results_are_small():
     total = sum((ROOT / f).stat().st_size for f in kept_files())
     assert total < 8 * 2**20, f"experiments/results/ keeps {total / 2**20:.1f} MiB (at most 8 MiB: cite summaries, not raw data)"
+
+
+def test_the_readme_results_table_names_files_that_exist():
+    """Each row of the README's current-results table ends with its file under experiments/results/."""
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines()
+            if line.startswith("|") and line.rstrip().endswith("` |")]
+    assert rows, "the README has no results table rows"
+    missing = [m.group(1) for line in rows for m in [re.search(r"`([^`]+)` \|$", line.rstrip())]
+               if m and not (RESULTS / m.group(1)).exists()]
+    assert not missing, f"the README's results table names missing files: {missing}"

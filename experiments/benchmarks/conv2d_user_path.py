@@ -48,22 +48,13 @@ def device_dir(name: str) -> str:
     return "-".join(words[:2]) if len(words) >= 2 else (words[0] if words else "unknown-device")
 
 
-def device_meta(torch) -> dict:
-    from numba import cuda
-    props = torch.cuda.get_device_properties(0)
-    try:
-        driver = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
-    except Exception as exc:  # noqa: BLE001 - metadata only
-        driver = f"unknown ({type(exc).__name__})"
-    return {"device": props.name, "sm_count": props.multi_processor_count, "driver_cuda_api": driver,
-            "torch": torch.__version__, "cuda_runtime_torch": torch.version.cuda,
-            "cudnn_torch": torch.backends.cudnn.version()}
-
-
-def fp32_flags(torch) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+def fp32_flags(torch) -> dict:
+    """Strict FP32 (``gpu.baselines.fp32_torch_flags``: no TF32 in cuDNN or cuBLAS) with cuDNN's benchmark mode
+    on, as a user who tunes torch would run it; returns the flags as set, for the metadata."""
+    from gpu.baselines import fp32_torch_flags
+    flags = fp32_torch_flags()
     torch.backends.cudnn.benchmark = True
+    return {**flags, "cudnn.benchmark": True}
 
 
 def rel_err(torch, y, ref) -> float:
@@ -193,8 +184,11 @@ def main(argv=None) -> int:
     for name in args.layers:
         parse_layer(name, batch=args.batch)          # a bad name fails here, before any GPU work
     import torch
-    fp32_flags(torch)
-    dmeta = device_meta(torch)
+    from numba import cuda
+
+    from experiments.benchmarks.winograd_bench import device_meta
+    flags = fp32_flags(torch)
+    dmeta = device_meta(torch, cuda)
     out = Path(args.out) if args.out else REPO / "experiments" / "results" / device_dir(dmeta["device"])
     rows = []
     for name in args.layers:
@@ -206,7 +200,8 @@ def main(argv=None) -> int:
                "geomean_user_over_harness": round(gm("user_over_harness"), 4),
                "max_user_over_harness": max(r["user_over_harness"] for r in rows),
                "max_rel_err": max(float(r["rel_err"]) for r in rows)}
-    meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "host_costs": costs,
+    meta = provenance({"device": dmeta, "torch_flags": flags, "batch": args.batch, "layers": args.layers,
+                       "host_costs": costs,
                        "summary": summary, "choices_file": args.choices})
     write_results(rows, out, NAME, meta)
     print(format_table(rows))

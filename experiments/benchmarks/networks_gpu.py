@@ -32,7 +32,7 @@ import copy
 import sys
 from pathlib import Path
 
-from experiments.benchmarks.conv2d_user_path import REPO, device_dir, device_meta, fp32_flags
+from experiments.benchmarks.conv2d_user_path import REPO, device_dir, fp32_flags
 from experiments.networks import INPUT_SIZE, NETWORKS, build_network
 from experiments.provenance import provenance, write_results
 
@@ -144,15 +144,19 @@ def main(argv=None) -> int:
     if args.batch < 1 or args.repeats < 1 or args.train_steps < 0:
         ap.error("--batch and --repeats must be >= 1, --train-steps >= 0")
     import torch
-    fp32_flags(torch)
-    dmeta = device_meta(torch)
+    from numba import cuda
+
+    from experiments.benchmarks.winograd_bench import device_meta
+    flags = fp32_flags(torch)
+    dmeta = device_meta(torch, cuda)
     out = Path(args.out) if args.out else REPO / "experiments" / "results" / device_dir(dmeta["device"])
     rows = []
     for name in args.networks:
         rows.append(bench_network(torch, name, args.batch, args))
         print(rows[-1], file=sys.stderr, flush=True)
     training = train_check(torch, args.train_steps, args) if args.train_steps else None
-    write_results(rows, out, NAME, provenance({"device": dmeta, "training": training, "choices_file": args.choices}))
+    write_results(rows, out, NAME, provenance({"device": dmeta, "torch_flags": flags, "training": training,
+                                               "choices_file": args.choices}))
     for r in rows:
         print(f"{r['network']:<12} ours {r['ours_ms']:9.3f} ms  cuDNN {r['torch_cudnn_ms']:9.3f} ms  "
               f"x{r['speedup']:.3f}  predicted convs {r['predicted_ms']:8.3f} ms  measured convs "
