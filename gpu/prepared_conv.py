@@ -188,7 +188,7 @@ class PreparedConv2d:
         """Enqueue y = conv(x, w) on ``stream`` (a CUDA stream handle, a cuda.core Stream, or None: the legacy
         default stream) and return y (``out``, or a new array: a torch tensor for torch inputs)."""
         if out is None:
-            out = self._new_output(x)
+            out = self.new_output(x)
         targets = (self._x.resolve(x), self._w.resolve(w), self._y.resolve(out))
         if not self._launches:
             with self._lock:
@@ -241,7 +241,9 @@ class PreparedConv2d:
             src = pl.pl.d_ctl.__cuda_array_interface__["data"][0] + 4 * mk.CTL_ERR_CODE
             driver.cuMemcpyDtoHAsync(host + 4 * i, src, 4, handle)
 
-    def _new_output(self, x):
+    def new_output(self, x):
+        """An uninitialised output for input ``x``: a torch tensor (this layout's memory format) for a torch
+        input, else a Numba device array (a NumPy array under the simulator)."""
         p = self.problem
         shape = (p.n, p.k, p.out_h, p.out_w)
         if hasattr(x, "data_ptr") and hasattr(x, "new_empty"):

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megasim.algorithms.winograd.algorithm1 import recommended_params
-from megasim.algorithms.winograd.lowering import GEMM_MATHS, lower_winograd
+from megasim.algorithms.winograd.implementation import candidate_plan
+from megasim.algorithms.winograd.lowering import GEMM_MATHS
 from megasim.algorithms.winograd.plugin import WinogradParams
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.errors import InputError
@@ -149,17 +149,9 @@ def candidates(problem: ConvProblem, layout: str = "NCHW", max_rel_err: float = 
     for m in offered_tiles(max_rel_err, gemm_math):
         plans.append(Plan("nonfused", algorithm="winograd", params=WinogradParams(tile=m, gemm_math=gemm_math)))
         if layout == "NHWC":
-            plans += [recommended_fused(problem, WinogradParams(tile=m, gemm_math=gemm_math,
-                                                                transform_pairs_per_thread=pairs))
-                      for pairs in PAIRS_FUSED]
+            fused = Plan("fused", algorithm="winograd", params=WinogradParams(tile=m, gemm_math=gemm_math))
+            plans += [candidate_plan(problem, fused, pairs) for pairs in PAIRS_FUSED]
     return plans
-
-
-def recommended_fused(problem: ConvProblem, params: WinogradParams) -> Plan:
-    """The fused schedule of ``params`` at Algorithm 1's recommended mapping for ``problem`` (it depends on the
-    batch: the number of groups bounds M)."""
-    rec = recommended_params(lower_winograd(problem, params.config))
-    return Plan("fused", algorithm="winograd", params=dataclasses.replace(params, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m))
 
 
 def _simulated_batch(problem: ConvProblem, layout: str, max_rel_err: float, gemm_math: str, max_tasks: int) -> int:
@@ -182,7 +174,8 @@ def choose(problem: ConvProblem, spec: GPUSpec, *, layout: str = "NCHW", max_rel
     best = min(scored, key=lambda c: c.predicted_us)   # min keeps the first of equal times
     plan = best.plan
     if plan.schedule == "fused" and batch != problem.n:     # the same rule at the problem's own batch
-        plan = recommended_fused(problem, dataclasses.replace(plan.params, d_ig=None, d_go=None, m=None))
+        unmapped = dataclasses.replace(plan, params=dataclasses.replace(plan.params, d_ig=None, d_go=None, m=None))
+        plan = candidate_plan(problem, unmapped, plan.params.transform_pairs_per_thread)
     return Choice(problem, plan, best.predicted_us, spec.name, spec_reason, layout, float(max_rel_err), batch,
                   tuple(scored))
 
