@@ -13,14 +13,23 @@ with one ``input_key`` share them, and plans of one graph share workspaces. The 
 of all runs (``measured_us``), the spread (max - min, ``spread_us``) and each round's median
 (``round_us``). A plan that fails (a kernel error) is a row with ``measured_us`` empty and the error
 in ``status``.
+
+Across the GPUs of one host (``megasim validate --gpus``): ``measure_on_gpus(client, layers, n)`` runs
+``measure_unit`` on the workers of ``megasim.sweep.gpus.gpu_cluster``, one unit per task: a layer, or
+with ``per_task`` a contiguous chunk of a layer's plans (``mapping_units``; each worker builds a
+layer's plan list once, the same deterministic list, and takes its chunk), so the rows are the same
+rows in the same order as ``measure``'s, each tagged with its device (``cuda_device``). ``warm_up``
+compiles the kernels and opens the CUDA context of a worker before a timed sweep. ``timer`` (default
+``time_cuda``) is the timing function; ``gpu.runtime.timing.time_host`` runs on Numba's simulator.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numba import cuda
@@ -58,13 +67,16 @@ def _prepare(problem, label: str, plan, algorithm: str, sets: int, inputs: dict,
 
 
 def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd", repeats: int = 10,
-                  warmup: int = 2, sets: int = 2, rounds: int = 1) -> list[dict[str, Any]]:
+                  warmup: int = 2, sets: int = 2, rounds: int = 1,
+                  timer: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Measure (label, Plan) pairs of one problem: a row per plan, in order (see the module docstring).
 
     With ``rounds`` > 1 the plans are timed round-robin, ``repeats`` runs each per round, so a drift of
     the GPU's clocks over the minutes of a layer falls on every plan alike; ``measured_us`` is the median
     of all ``rounds * repeats`` runs and ``round_us`` the medians of each round (';'-separated), from
-    which ``megasim.calibration.validation`` reads how well the measurement itself orders two plans."""
+    which ``megasim.calibration.validation`` reads how well the measurement itself orders two plans.
+    ``timer``: the timing function (``time_cuda``'s signature; default ``time_cuda``)."""
+    timer = timer or time_cuda
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds={rounds!r} is not allowed: it must be an integer >= 1")
     device = device_name()
@@ -91,7 +103,7 @@ def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd
             t0 = time.perf_counter()
             prep, wss = run
             try:
-                st = time_cuda(lambda k: prep.run(wss[k]), warmup=warmup, repeats=repeats, rotate=sets)
+                st = timer(lambda k: prep.run(wss[k]), warmup=warmup, repeats=repeats, rotate=sets)
                 prep.check()
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
@@ -113,19 +125,109 @@ def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd
     return rows
 
 
-def measure_layer(layer: str, n_mappings: int, *, algorithm: str = "winograd", repeats: int = 10, warmup: int = 2,
-                  sets: int = 2, seed: int = 0, rounds: int = 1) -> list[dict[str, Any]]:
-    problem = parse_layer(layer)
-    rows = measure_plans(problem, validation_plans(problem, n_mappings, seed, algorithm), layer=layer,
-                         algorithm=algorithm, repeats=repeats, warmup=warmup, sets=sets, rounds=rounds)
+@functools.lru_cache(maxsize=32)
+def _layer_plans(layer: str, n_mappings: int, seed: int, algorithm: str) -> tuple:
+    """A layer's validation plans (deterministic), built once per process for all its chunks."""
+    return tuple(validation_plans(parse_layer(layer), n_mappings, seed, algorithm))
+
+
+def mapping_units(layers, n_mappings: int, per_task: int | None = None) -> list[tuple[str, int, int]]:
+    """The units of a sweep: (layer, start, stop) slices of each layer's plan list, ``per_task`` plans
+    each (None: a whole layer per unit). A slice past a layer's last plan (it has fewer than
+    ``n_mappings``) is empty and measures nothing."""
+    if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
+        raise ValueError(f"per_task={per_task!r} is not allowed: it must be None or an integer >= 1")
+    step = per_task or n_mappings
+    return [(layer, start, min(start + step, n_mappings)) for layer in layers for start in range(0, n_mappings, step)]
+
+
+def measure_unit(unit: tuple[str, int, int], n_mappings: int, *, algorithm: str = "winograd", repeats: int = 10,
+                 warmup: int = 2, sets: int = 2, seed: int = 0, rounds: int = 1,
+                 timer: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+    """Measure the plans ``start:stop`` of a layer's ``n_mappings`` validation plans (``mapping_units``)."""
+    layer, start, stop = unit
+    plans = _layer_plans(layer, n_mappings, seed, algorithm)[start:stop]
+    if not plans:
+        return []
+    rows = measure_plans(parse_layer(layer), plans, layer=layer, algorithm=algorithm, repeats=repeats,
+                         warmup=warmup, sets=sets, rounds=rounds, timer=timer)
     for row in rows:
         print(f"{layer:10s} {row['label']:24s} {row.get('measured_us', '')!s:>12.12s} us  {row['params']}", flush=True)
+    cuda.synchronize()
     return rows
+
+
+def measure_layer(layer: str, n_mappings: int, **kw) -> list[dict[str, Any]]:
+    """Measure a layer's validation plans in one process (``measure_unit`` of the whole layer)."""
+    return measure_unit((layer, 0, n_mappings), n_mappings, **kw)
 
 
 def measure(layers, n_mappings: int, **kw) -> list[dict[str, Any]]:
+    """Measure the layers one after another on this process's device."""
     rows = []
     for layer in layers:
         rows += measure_layer(layer, n_mappings, **kw)
-        cuda.synchronize()
     return rows
+
+
+def _unit_layer(unit: tuple[str, int, int]) -> str:
+    return unit[0]
+
+
+def measure_on_gpus(client, layers, n_mappings: int, *, per_task: int | None = None, **kw) -> list[dict[str, Any]]:
+    """``measure``'s rows, measured on the GPU workers of `client` (``megasim.sweep.gpus.gpu_cluster``), one
+    unit (``mapping_units``) per task, each row tagged with its device under ``cuda_device``.
+
+    The units go out largest layer first (by multiply-adds: the longest work starts first and the
+    short ones fill the end), a worker staying on one layer's chunks while other layers are left
+    (``map_on_gpus``'s affinity: it builds that layer's plan list once); the rows come back in the
+    order of ``measure``."""
+    from megasim.sweep.gpus import map_on_gpus, tag_rows
+    units = mapping_units(layers, n_mappings, per_task)
+
+    def size(layer: str) -> int:
+        p = parse_layer(layer)
+        return p.n * p.h * p.w * p.c * p.k * p.r * p.s
+
+    sizes = {layer: size(layer) for layer in dict.fromkeys(layers)}
+    order = sorted(range(len(units)), key=lambda i: -sizes[units[i][0]])      # stable: chunks keep their order
+    results = map_on_gpus(client, measure_unit, [units[i] for i in order], n_mappings, affinity=_unit_layer, **kw)
+    back: list[Any] = [None] * len(units)
+    for i, result in zip(order, results):
+        back[i] = result
+    return tag_rows(back)
+
+
+def device_count() -> int:
+    """How many CUDA devices this process sees."""
+    return len(cuda.gpus)
+
+
+def device_info() -> dict[str, Any]:
+    """This process's device: name, compute capability, PCI bus id, UUID and the driver's CUDA version
+    (a worker's, to record which GPU measured what)."""
+    dev = cuda.get_current_device()
+    info: dict[str, Any] = {"name": device_name()}
+    for key, get in (("compute_capability", lambda: ".".join(map(str, dev.compute_capability))),
+                     ("pci_bus_id", lambda: f"{dev.PCI_DOMAIN_ID:04x}:{dev.PCI_BUS_ID:02x}:{dev.PCI_DEVICE_ID:02x}"),
+                     ("uuid", lambda: str(dev.uuid)),
+                     ("driver_cuda_api", lambda: ".".join(map(str, cuda.cudadrv.driver.driver.get_version())))):
+        try:
+            info[key] = get()
+        except Exception as exc:  # noqa: BLE001 - metadata only (the simulator has none of these)
+            info[key] = f"unknown ({type(exc).__name__})"
+    return info
+
+
+def warm_up(layer: str, n_mappings: int, *, algorithm: str = "winograd", seed: int = 0,
+            timer: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Measure a layer's plans once each (one run, one round), so that this process's kernels are compiled
+    and its CUDA context is open before a timed sweep; returns ``device_info`` and the seconds it took."""
+    start = time.perf_counter()
+    plans = validation_plans(parse_layer(layer), n_mappings, seed, algorithm)
+    rows = measure_plans(parse_layer(layer), plans, layer=layer, algorithm=algorithm, repeats=1, warmup=1, sets=1,
+                         rounds=1, timer=timer)
+    cuda.synchronize()
+    failed = [r["label"] for r in rows if r.get("status") != "ok"]
+    return {**device_info(), "warm_up_s": round(time.perf_counter() - start, 3), "warm_up_plans": len(rows),
+            "warm_up_failed": failed}

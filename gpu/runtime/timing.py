@@ -19,7 +19,8 @@ the device between runs; a ``fn`` that synchronises internally (a host read-back
 correctly, its host gap then being part of its time, as it is for a user.
 
 The statistics (``summarize``) and the rotation arithmetic (``rotation_sets``) are pure Python and
-tested on the CPU; only ``time_cuda`` needs a GPU.
+tested on the CPU; only ``time_cuda`` needs a GPU. ``time_host`` times the same way with the host's
+clock and a device synchronise per run, for Numba's CUDA simulator (no events there).
 """
 
 from __future__ import annotations
@@ -144,3 +145,24 @@ def time_cuda_queued(fn: Callable[[int], object], *, inner: int = 10, warmup: in
 
     stats = time_cuda(batch, warmup=max(1, -(-warmup // inner)), repeats=repeats)
     return summarize([s / inner for s in stats.samples])
+
+
+def time_host(fn: Callable[[int], object], *, warmup: int = 5, repeats: int = 30,
+              rotate: int | None = None) -> TimingStats:
+    """Wall-clock time of ``fn(i)`` on the host, the device synchronised before and after each run:
+    ``time_cuda``'s arguments and rotation, for where there are no CUDA events (Numba's CUDA simulator,
+    which the tests run the measuring code on). On a GPU it includes the launch and synchronisation
+    cost; use ``time_cuda`` for device times."""
+    import time
+    from numba import cuda
+    n_sets = _check_args(warmup, repeats, rotate)
+    for i in range(warmup):
+        fn(i % n_sets)
+    cuda.synchronize()
+    samples = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        fn(i % n_sets)
+        cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return summarize(samples)

@@ -4,6 +4,12 @@ Measures on the GPU (``gpu.calibrate.validate``) or reads a ``validation_measure
 Inputs are checked before any GPU time or prediction: the layers, the spec, the counts, and each CSV
 row's layer, schedule, --param string and measured time (file, row and column named). A run with no
 points to compare exits with an error instead of printing a summary (no target is "met" on nothing).
+
+``--gpus all`` or ``--gpus 0,1,2,3`` measures on those GPUs of this host, one Dask worker per GPU
+(``megasim.sweep.gpus``): one layer per task by default, or ``--mappings-per-task N`` mappings of a
+layer per task (balances the load when layers are few or unequal; a layer's mappings are then compared
+across GPUs). The rows are those of a run on one GPU, each with the device that measured it in the
+column ``cuda_device``; without --gpus the run is the one-process one, and writes no such column.
 """
 
 from __future__ import annotations
@@ -33,6 +39,21 @@ def add_validate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
     p.add_argument("--workers", type=integer(1, 1024), help="processes for the predictions (default: all cores)")
+    p.add_argument("--gpus", type=device_list,
+                   help="measure on these GPUs of this host, one worker each: 'all' or indices such as 0,1,2,3 "
+                        "(default: this process's GPU alone); rows get a cuda_device column")
+    p.add_argument("--mappings-per-task", type=integer(1, 10_000), dest="mappings_per_task",
+                   help="with --gpus: a layer's mappings per GPU task (default: all of a layer's)")
+
+
+def device_list(text: str):
+    """An argparse type: --gpus's value, 'all' or device indices (megasim.sweep.gpus.parse_device_list)."""
+    from megasim.sweep.gpus import parse_device_list
+    try:
+        return parse_device_list(text, source="")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err).strip()) from None
+device_list.__name__ = "device list"
 
 
 def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> list[dict[str, str]]:
@@ -85,12 +106,23 @@ def run_validate(args: argparse.Namespace) -> int:
     get_algorithm(args.algo)
     if not args.no_predict:
         load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
+    gpus = getattr(args, "gpus", None)
+    if args.measured and (gpus is not None or args.mappings_per_task):
+        flag = "--gpus" if gpus is not None else "--mappings-per-task"
+        raise InputError(f"{flag} is not allowed with --measured {args.measured!r}: it reads times, it measures none")
+    if args.mappings_per_task and gpus is None:
+        raise InputError(f"--mappings-per-task {args.mappings_per_task} is not allowed without --gpus: "
+                         f"a run on one GPU measures each layer's mappings together")
     if args.measured:
         rows = read_measured(args.measured, layers, args.algo)
         if not rows:
             raise OutcomeError(f"--measured {args.measured!r} has no {args.algo} rows for {', '.join(layers)}: "
                                f"nothing to validate (its layers and algorithm must be those given)")
         device = rows[0].get("device") or "unknown"
+    elif gpus is not None:
+        rows, devices = measure_on_gpus(layers, args, gpus)
+        names = sorted({str(r.get("device") or "") for r in rows} - {""})
+        device = "+".join(names) if names else "unknown"
     else:
         validate = gpu_module("validate")
         device = validate.device_name()
@@ -101,6 +133,11 @@ def run_validate(args: argparse.Namespace) -> int:
         raise InputError(f"--out {str(out)!r} is not allowed: it is a file; give a folder")
     meta = run_meta({"device": device, "algorithm": args.algo, "layers": layers, "mappings": args.mappings, "spec": args.spec,
                      "measured_from": args.measured or "this run"})
+    columns = CSV_COLUMNS
+    if gpus is not None:
+        meta.update({"cuda_devices": sorted({r["cuda_device"] for r in rows}), "gpus": list(devices),
+                     "mappings_per_task": args.mappings_per_task})
+        columns = (*CSV_COLUMNS, "cuda_device")
     if args.no_predict:
         write_rows(rows, out / "validation_measured.csv")
         (out / "validation_measured.json").write_text(json.dumps({"meta": meta}, indent=1) + "\n")
@@ -111,9 +148,9 @@ def run_validate(args: argparse.Namespace) -> int:
         raise OutcomeError(f"no measured times among the {len(rows)} rows for {', '.join(layers)} (every run "
                            f"failed): nothing to validate")
     rows = predict_rows(ok, args.spec, repo_relative(args.spec), workers=args.workers)
-    rows = [{c: r.get(c, "") for c in CSV_COLUMNS} for r in rows]
+    rows = [{c: r.get(c, "") for c in columns} for r in rows]
     summary = summarize([r for r in rows if r["predicted_us"] != ""])
-    write_rows(rows, out / "validation.csv", CSV_COLUMNS)
+    write_rows(rows, out / "validation.csv", columns)
     (out / "validation_summary.json").write_text(json.dumps({"meta": meta, **summary}, indent=1, default=str) + "\n")
     o = summary["overall"]
     if not o.get("points"):
@@ -128,3 +165,17 @@ def run_validate(args: argparse.Namespace) -> int:
         print(f"error: {o['outcome']}", file=sys.stderr)
         return 1
     return 0
+
+
+def measure_on_gpus(layers: list[str], args: argparse.Namespace, gpus) -> tuple[list[dict], tuple[str, ...]]:
+    """The validation rows of `layers` measured on the GPUs of --gpus (``gpu.calibrate.validate.measure_on_gpus``
+    on a ``megasim.sweep.gpus.gpu_client``), and the device ids; the devices are checked against those
+    this process sees first."""
+    import os
+    from megasim.sweep.gpus import gpu_client, select_devices
+    validate = gpu_module("validate")
+    devices = select_devices(gpus, validate.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"), "--gpus")
+    with gpu_client(devices) as client:
+        rows = validate.measure_on_gpus(client, layers, args.mappings, per_task=args.mappings_per_task,
+                                        algorithm=args.algo, repeats=args.repeats, rounds=args.rounds)
+    return rows, devices

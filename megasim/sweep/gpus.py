@@ -5,11 +5,21 @@ GPUs runs G worker processes (``gpu_cluster(devices)``), worker *i* started with
 ``CUDA_VISIBLE_DEVICES`` set to device *i* alone (the CUDA runtime of that process sees one device, its
 device 0) and one thread, and holding the resource ``GPU=1``: a task submitted with
 ``resources={"GPU": 1}`` (``map_on_gpus``) runs only on such a worker, one at a time. The unit of work
-is the caller's: for validation, one layer (its mappings are measured round-robin in one process,
-sharing inputs and workspaces: ``gpu.calibrate.validate.measure_layer``), so the layers of a sweep
-spread over the GPUs and the results come back in the order given, each row tagged with the device
-that measured it. A GPU worker that dies is restarted by its nanny with the same device, and its task
+is the caller's: for validation, by default one layer (its mappings are measured round-robin in one
+process, sharing inputs and workspaces: ``gpu.calibrate.validate.measure_on_gpus``), or a chunk of a
+layer's mappings, so the work of a sweep spreads over the GPUs and the results come back in the order
+given, each row tagged with the device that measured it. A GPU worker that dies is restarted by its nanny with the same device, and its task
 is rerun.
+
+Tasks go out one per GPU at a time: ``map_on_gpus`` hands each GPU worker one item, and the next item to
+the first worker that finishes (Dask would otherwise assign every task up front, a share of the
+count to each worker, so a GPU with long items would finish last while the others idle). Splitting
+the work into more items than GPUs, e.g. a layer's mappings into chunks, then balances the load.
+
+On the command line the devices are given as ``--gpus all`` or ``--gpus 0,2``: ``parse_device_list``
+checks the text (integers >= 0, each once), ``select_devices`` checks them against the devices the
+process sees and maps them through that process's ``CUDA_VISIBLE_DEVICES`` list, which the caller
+passes in (``visible``).
 
 This module never imports numba or ``gpu/``: the function measured is passed in by the caller (the
 command line or a script on the GPU machine). The device ids are given explicitly (the caller counts
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
 from megasim.errors import InputError
@@ -41,6 +52,53 @@ def check_devices(devices: Sequence[int | str], source: str = "devices") -> tupl
     if len(set(out)) != len(out):
         raise InputError(f"{source}={list(devices)!r} is not allowed: name each device once")
     return tuple(out)
+
+
+def parse_device_list(text: str, source: str = "--gpus") -> str | tuple[int, ...]:
+    """``"all"``, or the device indices of a comma-separated list (integers >= 0, each once); one-line
+    InputError naming the value otherwise. Whether the devices exist is ``select_devices``'s check."""
+    raw = str(text).strip()
+    allowed = "give 'all' or device indices such as 0,1,2,3"
+    if raw.lower() == "all":
+        return "all"
+    parts = [p.strip() for p in raw.split(",")]
+    if not raw or any(not p for p in parts):
+        raise InputError(f"{source} {text!r} is not allowed: {allowed}")
+    out = []
+    for p in parts:
+        try:
+            value = int(p)
+        except ValueError:
+            raise InputError(f"{source} {text!r} is not allowed: {p!r} is not an integer; {allowed}") from None
+        if value < 0:
+            raise InputError(f"{source} {text!r} is not allowed: {p!r} is negative; {allowed}")
+        out.append(value)
+    repeated = sorted({v for v in out if out.count(v) > 1})
+    if repeated:
+        raise InputError(f"{source} {text!r} is not allowed: device {repeated[0]} is named more than once")
+    return tuple(out)
+
+
+def select_devices(choice: str | tuple[int, ...], count: int, visible: str | None = None,
+                   source: str = "--gpus") -> tuple[str, ...]:
+    """The device ids for the workers (``gpu_cluster``) of a ``parse_device_list`` choice, given the
+    `count` of devices this process sees and its CUDA_VISIBLE_DEVICES value `visible` (None: unset):
+    index i is the i-th entry of `visible` when it is set, else device i. InputError for an index
+    that does not exist."""
+    if choice == "all":
+        indices: tuple[int, ...] = tuple(range(count))
+        if not indices:
+            raise InputError(f"{source} all is not allowed: this machine has no CUDA device")
+    else:
+        indices = tuple(choice)
+        missing = [i for i in indices if i >= count]
+        if missing:
+            have = f"devices 0-{count - 1}" if count > 1 else ("device 0" if count == 1 else "no device")
+            raise InputError(f"{source} device {missing[0]} does not exist: this machine has {have}")
+    entries = [v.strip() for v in visible.split(",")] if visible and visible.strip() else None
+    if entries is not None and len(entries) < count:
+        raise InputError(f"CUDA_VISIBLE_DEVICES={visible!r} lists {len(entries)} devices, but {count} are seen")
+    return check_devices([entries[i] if entries is not None else str(i) for i in indices], source)
 
 
 def gpu_worker_specs(devices: Sequence[int | str], env: dict[str, str] | None = None) -> dict[str, dict]:
@@ -91,13 +149,67 @@ def _on_device(fn: Callable[..., Any], item: Any, args: tuple, kwargs: dict) -> 
     return visible_device(), fn(item, *args, **kwargs)
 
 
+def gpu_workers(client: Any) -> list[str]:
+    """The addresses of the client's workers that hold the GPU resource, in the scheduler's order."""
+    workers = client.scheduler_info()["workers"]
+    return [addr for addr, info in workers.items() if (info.get("resources") or {}).get(GPU_RESOURCE, 0) >= 1]
+
+
 def map_on_gpus(client: Any, fn: Callable[..., Any], items: Sequence[Any], *args: Any,
-                **kwargs: Any) -> list[tuple[str, Any]]:
+                affinity: Callable[[Any], Any] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
     """``fn(item, *args, **kwargs)`` for each item, one GPU task per item (resource GPU=1), results in
-    the items' order as (device, result). `fn` must be importable by the workers (a module's function)."""
-    futures = [client.submit(_on_device, fn, item, args, kwargs, resources={GPU_RESOURCE: 1}, pure=False)
-               for item in items]
-    return client.gather(futures)
+    the items' order as (device, result). `fn` must be importable by the workers (a module's function).
+
+    Each GPU worker holds at most one of these tasks at a time: the first items go one to each worker,
+    and each finished task's worker (or a worker that joined since, e.g. one its nanny restarted) gets
+    the next item, so the load balances whatever the items' sizes. With ``affinity`` (item -> key, e.g.
+    a chunk's layer), a worker takes the next item of the key it ran last, else the first item of a key
+    no other worker is on, else the first item left: items of one key stay on one worker (sharing what
+    it built for them) except at the end, where idle workers join in. A task whose worker dies reruns
+    on another GPU worker. The first failing item's exception is raised."""
+    from distributed import as_completed
+    items = list(items)
+    keys = [affinity(item) for item in items] if affinity is not None else None
+    results: list[Any] = [None] * len(items)
+    todo = list(range(len(items)))
+    inflight: dict[Any, tuple[int, str]] = {}
+    last: dict[str, Any] = {}          # worker -> the key of the item it ran last
+    done = as_completed()
+
+    def pick(worker: str) -> int:
+        if keys is not None:
+            if worker in last:
+                same = next((j for j, i in enumerate(todo) if keys[i] == last[worker]), None)
+                if same is not None:
+                    return todo.pop(same)
+            taken = {k for w, k in last.items() if w != worker}
+            free = next((j for j, i in enumerate(todo) if keys[i] not in taken), None)
+            if free is not None:
+                return todo.pop(free)
+        return todo.pop(0)
+
+    def feed() -> None:
+        busy = {w for _, w in inflight.values()}
+        for worker in gpu_workers(client):
+            if not todo:
+                return
+            if worker not in busy:
+                i = pick(worker)
+                if keys is not None:
+                    last[worker] = keys[i]
+                future = client.submit(_on_device, fn, items[i], args, kwargs, resources={GPU_RESOURCE: 1},
+                                       workers=[worker], allow_other_workers=True, pure=False)
+                inflight[future] = (i, worker)
+                done.add(future)
+
+    feed()
+    if todo and not inflight:
+        raise InputError("the Dask client has no worker with the GPU resource: start one with gpu_cluster(devices)")
+    for future in done:
+        i, _ = inflight.pop(future)
+        results[i] = future.result()
+        feed()
+    return results
 
 
 def tag_rows(results: Sequence[tuple[str, list[dict[str, Any]]]], column: str = "cuda_device") -> list[dict[str, Any]]:
