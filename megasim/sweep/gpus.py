@@ -155,6 +155,22 @@ def gpu_workers(client: Any) -> list[str]:
     return [addr for addr, info in workers.items() if (info.get("resources") or {}).get(GPU_RESOURCE, 0) >= 1]
 
 
+def next_item(todo: Sequence[int], keys: Sequence[Any] | None, last: dict[str, Any], worker: str) -> int:
+    """The position in `todo` (item indices left) of the item `worker` runs next: with `keys` (one per
+    item), the first item of the key it ran last (``last``: worker -> key), else the first of a key no
+    other worker ran last, else the first; without keys, the first."""
+    if keys is not None:
+        if worker in last:
+            same = next((j for j, i in enumerate(todo) if keys[i] == last[worker]), None)
+            if same is not None:
+                return same
+        taken = {k for w, k in last.items() if w != worker}
+        free = next((j for j, i in enumerate(todo) if keys[i] not in taken), None)
+        if free is not None:
+            return free
+    return 0
+
+
 def map_on_gpus(client: Any, fn: Callable[..., Any], items: Sequence[Any], *args: Any,
                 affinity: Callable[[Any], Any] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
     """``fn(item, *args, **kwargs)`` for each item, one GPU task per item (resource GPU=1), results in
@@ -176,25 +192,13 @@ def map_on_gpus(client: Any, fn: Callable[..., Any], items: Sequence[Any], *args
     last: dict[str, Any] = {}          # worker -> the key of the item it ran last
     done = as_completed()
 
-    def pick(worker: str) -> int:
-        if keys is not None:
-            if worker in last:
-                same = next((j for j, i in enumerate(todo) if keys[i] == last[worker]), None)
-                if same is not None:
-                    return todo.pop(same)
-            taken = {k for w, k in last.items() if w != worker}
-            free = next((j for j, i in enumerate(todo) if keys[i] not in taken), None)
-            if free is not None:
-                return todo.pop(free)
-        return todo.pop(0)
-
     def feed() -> None:
         busy = {w for _, w in inflight.values()}
         for worker in gpu_workers(client):
             if not todo:
                 return
             if worker not in busy:
-                i = pick(worker)
+                i = todo.pop(next_item(todo, keys, last, worker))
                 if keys is not None:
                     last[worker] = keys[i]
                 future = client.submit(_on_device, fn, items[i], args, kwargs, resources={GPU_RESOURCE: 1},
