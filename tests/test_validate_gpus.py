@@ -21,7 +21,7 @@ pytest.importorskip("numba", reason="numba is not installed (the [gpu] extra)")
 from megasim.cli import validate as cli_validate  # noqa: E402
 from megasim.cli.main import main  # noqa: E402
 from megasim.errors import InputError  # noqa: E402
-from megasim.sweep.gpus import gpu_client, map_on_gpus, next_item, parse_device_list, select_devices  # noqa: E402
+from megasim.sweep.gpus import gpu_client, join_helps, map_on_gpus, next_item, parse_device_list, select_devices  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
 
@@ -139,6 +139,71 @@ def test_next_item_keeps_a_key_on_its_worker_and_starts_free_keys_first():
     assert next_item([3], keys, {"A": "z", "B": "y"}, "A") == 0              # only B's y left: A joins in
 
 
+def test_an_idle_worker_joins_a_key_only_where_that_ends_it_sooner():
+    keys = ["x", "x", "y", "y"]
+    last = {"A": "x", "B": "y"}
+    assert next_item([1, 3], keys, last, "C", may_join=lambda k: False) is None         # C waits
+    assert next_item([1, 3], keys, last, "C", may_join=lambda k: k == "y") == 1         # joins y, not x
+    assert next_item([1, 3], keys, last, "C") == 0                                      # no rule: the first
+    # one item left, its owner free in 1 s and 2 s an item; a joiner whose first item takes 5 s: no
+    assert not join_helps(1, [1.0], 2.0, 5.0)
+    assert join_helps(1, [1.0], 2.0, 2.5)                # 2.5 s < 1 + 2 s
+    assert join_helps(4, [0.5], 2.0, 5.0)                # the owner needs 8.5 s for all four
+    assert not join_helps(4, [0.5, 0.5, 0.5, 0.5], 2.0, 5.0)   # four owners: 2.5 s
+    assert join_helps(3, [], 2.0, 5.0) and not join_helps(0, [1.0], 2.0, 0.1)
+
+
+def _sleep_item(item: tuple[str, float]) -> str:
+    time.sleep(item[1])
+    return item[0]
+
+
+def test_map_on_gpus_timeline_has_each_items_worker_side_times():
+    items = [("x", 0.05), ("x", 0.05), ("y", 0.05)]
+    timeline: list = []
+    with gpu_client([0, 1], env={"NUMBA_ENABLE_CUDASIM": "1"}) as client:
+        results = map_on_gpus(client, _sleep_item, items, affinity=lambda it: it[0], timeline=timeline)
+    assert [r for _, r in results] == ["x", "x", "y"]
+    assert [t["item"] for t in timeline] == [0, 1, 2] and [t["key"] for t in timeline] == ["x", "x", "y"]
+    for t, (device, _) in zip(timeline, results):
+        assert t["device"] == device and t["submitted"] <= t["received"] and t["start"] < t["end"] <= t["received"]
+        assert t["end"] - t["start"] >= 0.04
+    assert timeline[0]["first_of_key"] and timeline[2]["first_of_key"]
+
+
+def test_units_of_one_layer_share_its_device_inputs():
+    from gpu.calibrate import validate
+    from gpu.runtime.table import kernel_table
+    from gpu.runtime.timing import time_host
+    table = kernel_table("direct")
+    calls = []
+    original = table.inputs
+
+    def counted(problem, plan, index):
+        calls.append((problem.spec_string(), index))
+        return original(problem, plan, index)
+    object.__setattr__(table, "inputs", counted)            # a frozen dataclass: put back below
+    try:
+        kw = dict(algorithm="direct", repeats=1, rounds=1, timer=time_host)
+        validate.release_inputs()
+        whole = validate.measure_unit((TINY[0], 0, 2), 2, **kw)
+        assert len(calls) == 2                               # two sets, drawn once
+        parts = validate.measure_unit((TINY[0], 0, 1), 2, **kw) + validate.measure_unit((TINY[0], 1, 2), 2, **kw)
+        assert len(calls) == 2                               # the next units of the layer took them
+        validate.measure_unit((TINY[1], 0, 1), 2, **kw)
+        assert len(calls) == 4                               # another layer: its own, replacing them
+        assert validate._SHARED_INPUTS["owner"][1].spec_string() == calls[-1][0]
+        validate.release_inputs()
+        assert validate._SHARED_INPUTS["owner"] is None
+        validate.measure(TINY[:1], 1, **kw)
+        assert len(calls) == 6 and validate._SHARED_INPUTS["owner"] is None   # measure releases them at the end
+    finally:
+        object.__setattr__(table, "inputs", original)
+        validate.release_inputs()
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMES} for r in rows]  # noqa: E731
+    assert strip(whole) == strip(parts)
+
+
 def test_validate_scaling_quick_runs_on_the_simulator(tmp_path, capsys):
     from experiments.benchmarks import validate_scaling
     assert validate_scaling.main(["--quick", "--out", str(tmp_path)]) == 0
@@ -150,3 +215,8 @@ def test_validate_scaling_quick_runs_on_the_simulator(tmp_path, capsys):
     meta = json.loads((tmp_path / "validate_scaling.json").read_text())["meta"]
     assert meta["simulator"] is True and meta["summary"]["same_plans_same_order"] is True and "git_sha" in meta
     assert {"measured_1gpu.csv", "measured_2gpu.csv"} <= {p.name for p in tmp_path.iterdir()}
+    timeline = _rows(tmp_path / "validate_scaling_timeline.csv")
+    assert sorted(r["gpus"] for r in timeline) == ["1", "1", "2", "2"]             # one per unit and run
+    assert all(float(r["end_s"]) > float(r["start_s"]) >= 0 for r in timeline)
+    idle = meta["workers_idle"]
+    assert [w["device"] for w in idle["1_gpu"]] == ["0"] and sum(w["tasks"] for w in idle["2_gpu"]) == 2

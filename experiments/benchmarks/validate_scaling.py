@@ -84,25 +84,69 @@ def run_sweep(devices: tuple[str, ...], layers: list[str], cfg: dict[str, Any], 
     from gpu.calibrate import validate
     from megasim.sweep.gpus import gpu_client, map_on_gpus
     start = time.perf_counter()
+    timeline: list[dict[str, Any]] = []
     with gpu_client(devices) as client:
         ready = time.perf_counter()
         workers = [info for _, info in map_on_gpus(client, validate.warm_up, [cfg["warm_layer"]] * len(devices),
                                                     cfg["warm_mappings"], algorithm=cfg["algo"], timer=timer)]
-        warm = time.perf_counter()
+        warm, warm_wall = time.perf_counter(), time.time()
         rows = validate.measure_on_gpus(client, layers, cfg["mappings"], per_task=cfg["per_task"],
                                         algorithm=cfg["algo"], repeats=cfg["repeats"], rounds=cfg["rounds"],
-                                        timer=timer)
-        done = time.perf_counter()
+                                        timer=timer, timeline=timeline)
+        done, done_wall = time.perf_counter(), time.time()
     per_device: dict[str, int] = {}
     for r in rows:
         per_device[r["cuda_device"]] = per_device.get(r["cuda_device"], 0) + 1
     units = len(validate.mapping_units(layers, cfg["mappings"], cfg["per_task"]))
-    return {"summary": {"gpus": len(devices), "devices": ";".join(devices), "units": units, "rows": len(rows),
+    spans, idle = task_timeline(timeline, rows, warm_wall, done_wall, len(devices), WARMUP_RUNS)
+    return {"timeline": spans, "idle": idle, "summary": {"gpus": len(devices), "devices": ";".join(devices), "units": units, "rows": len(rows),
                         "rows_ok": sum(r.get("status") == "ok" for r in rows),
                         "rows_per_device": ";".join(f"{d}:{n}" for d, n in sorted(per_device.items())),
                         "cluster_start_s": round(ready - start, 3), "warm_up_s": round(warm - ready, 3),
                         "sweep_s": round(done - warm, 3), "total_s": round(done - start, 3)},
             "rows": rows, "workers": workers}
+
+
+WARMUP_RUNS = 2       # measure_unit's untimed runs per mapping and round (measure_plans's default)
+
+
+def task_timeline(timeline: list[dict[str, Any]], rows: list[dict[str, Any]], t0: float, t1: float, gpus: int,
+                  warmup: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sweep's tasks (``measure_on_gpus``'s timeline: one per unit, the workers' clocks) in seconds from
+    the sweep's start `t0` (client clock, same host), each with its GPU time (its rows' medians x runs, timed
+    and warm-up: an estimate) and the rest (host work: plans, inputs, uploads, launches); and per worker its
+    busy time, idle time before its first task, between tasks (scheduling: the client hands out the next
+    task once the last one's result is back) and after its last task until the sweep ends at `t1`."""
+    def gpu_time(part: list[dict[str, Any]]) -> float:
+        return sum(float(r["measured_us"]) * (int(r.get("repeats") or 0) + warmup * int(r.get("rounds") or 1)) * 1e-6
+                   for r in part if r.get("status") == "ok")
+    spans = []
+    for t in timeline:
+        if t is None or "start" not in t:
+            continue
+        part = rows[t["rows"][0]:t["rows"][1]]
+        gpu_s = gpu_time(part)
+        spans.append({"gpus": gpus, "unit": t["unit"], "layer": t["unit"].split("[")[0], "device": t["device"],
+                      "first_of_layer": t["first_of_key"], "rows": len(part),
+                      "submitted_s": round(t["submitted"] - t0, 4), "start_s": round(t["start"] - t0, 4),
+                      "end_s": round(t["end"] - t0, 4), "received_s": round(t["received"] - t0, 4),
+                      "duration_s": round(t["end"] - t["start"], 4), "gpu_s": round(gpu_s, 4),
+                      "host_s": round(t["end"] - t["start"] - gpu_s, 4)})
+    spans.sort(key=lambda x: (str(x["device"]), x["start_s"]))
+    idle = []
+    span = t1 - t0
+    for device in sorted({x["device"] for x in spans}, key=str):
+        mine = [x for x in spans if x["device"] == device]
+        busy = sum(x["duration_s"] for x in mine)
+        gaps = sum(max(0.0, b["start_s"] - a["end_s"]) for a, b in zip(mine, mine[1:]))
+        idle.append({"gpus": gpus, "device": device, "tasks": len(mine), "rows": sum(x["rows"] for x in mine),
+                     "layers_started": sum(bool(x["first_of_layer"]) for x in mine),
+                     "busy_s": round(busy, 3), "gpu_s": round(sum(x["gpu_s"] for x in mine), 3),
+                     "host_s": round(sum(x["host_s"] for x in mine), 3),
+                     "idle_before_s": round(mine[0]["start_s"], 3), "idle_between_s": round(gaps, 3),
+                     "idle_after_s": round(span - mine[-1]["end_s"], 3),
+                     "idle_s": round(span - busy, 3), "sweep_s": round(span, 3)})
+    return spans, idle
 
 
 def _rounds(row: dict[str, Any]) -> list[float]:
@@ -224,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         run = run_sweep(group, layers, cfg, timer)
         s = run["summary"]
         write_rows(run["rows"], out / f"measured_{s['gpus']}gpu.csv")          # kept should a later step fail
+        _write_csv([t for r in [*runs, run] for t in r["timeline"]], out / "validate_scaling_timeline.csv")
         print(f"validate_scaling: {s['gpus']} GPU(s): sweep {s['sweep_s']:.1f} s (start {s['cluster_start_s']:.1f} s, "
               f"warm-up {s['warm_up_s']:.1f} s, total {s['total_s']:.1f} s), {s['rows_ok']}/{s['rows']} rows ok, "
               f"rows per device {s['rows_per_device']}", flush=True)
@@ -247,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                        "equivalent_command": (f"megasim validate {' '.join(layers)} --gpus {','.join(devices)} --algo "
                                               f"{cfg['algo']} --mappings {cfg['mappings']} --repeats {cfg['repeats']} "
                                               f"--rounds {cfg['rounds']} --mappings-per-task {cfg['per_task']} --no-predict"),
-                       "summary": summary})
+                       "summary": summary,
+                       "workers_idle": {f"{r['summary']['gpus']}_gpu": r["idle"] for r in runs}})
     csv_path, json_path = write_results([r["summary"] for r in runs], out, "validate_scaling", meta)
     _write_csv(points, out / "validate_scaling_points.csv")
 
@@ -256,6 +302,13 @@ def main(argv: list[str] | None = None) -> int:
         s = run["summary"]
         print(f"{s['gpus']:>4} {s['sweep_s']:>9.1f} {s['total_s']:>9.1f} {s['warm_up_s']:>9.1f} {s['cluster_start_s']:>8.1f} "
               f"{s['speedup_sweep']:>8.3f} {s['speedup_total']:>8.3f}  {s['rows_per_device']}")
+    print(f"\nper worker (seconds of the sweep; gpu: medians x runs, host: the rest of its tasks; idle before its first "
+          f"task, between tasks, after its last):")
+    for run in runs:
+        for w in run["idle"]:
+            print(f"  {w['gpus']} GPU(s), device {w['device']}: {w['tasks']} tasks, {w['layers_started']} layers started, "
+                  f"busy {w['busy_s']:.1f} (gpu {w['gpu_s']:.1f}, host {w['host_s']:.1f}), idle {w['idle_s']:.1f} "
+                  f"(before {w['idle_before_s']:.2f}, between {w['idle_between_s']:.2f}, after {w['idle_after_s']:.2f})")
     a = agreement
     print(f"\nagreement over {a['points_ok']} mappings ({'same plans, same order' if a['same_plans_same_order'] else 'PLANS DIFFER'}): "
           f"{many['gpus']}-GPU / 1-GPU time median {a['ratio_median']}, |ratio - 1| median {a['ratio_median_abs_dev']}, "
@@ -265,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{many['gpus']}-GPU median {a['noise_many_gpu_split_half_median_abs_dev']}, p95 "
           f"{a['noise_many_gpu_split_half_p95_abs_dev']}, max {a['noise_many_gpu_split_half_max_abs_dev']}")
     print(f"validate_scaling: speedup {summary['speedup_sweep']} on the sweep, {summary['speedup_total']} in total "
-          f"(target {TARGET_SPEEDUP}); wrote {csv_path}, {json_path}, {out / 'validate_scaling_points.csv'} and the measured rows")
+          f"(target {TARGET_SPEEDUP}); wrote {csv_path}, {json_path}, {out / 'validate_scaling_points.csv'}, "
+          f"{out / 'validate_scaling_timeline.csv'} and the measured rows")
     return 0
 
 

@@ -18,7 +18,8 @@ Across the GPUs of one host (``megasim validate --gpus``): ``measure_on_gpus(cli
 ``measure_unit`` on the workers of ``megasim.sweep.gpus.gpu_cluster``, one unit per task: a layer, or
 with ``per_task`` a contiguous chunk of a layer's plans (``mapping_units``; each worker builds a
 layer's plan list once, the same deterministic list, and takes its chunk), so the rows are the same
-rows in the same order as ``measure``'s, each tagged with its device (``cuda_device``). ``warm_up``
+rows in the same order as ``measure``'s, each tagged with its device (``cuda_device``); a worker keeps the
+last layer's plan list and device inputs for its next chunk of that layer. ``warm_up``
 compiles the kernels and opens the CUDA context of a worker before a timed sweep. ``timer`` (default
 ``time_cuda``) is the timing function; ``gpu.runtime.timing.time_host`` runs on Numba's simulator.
 """
@@ -51,13 +52,42 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def _prepare(problem, label: str, plan, algorithm: str, sets: int, inputs: dict, workspaces: dict, row: dict):
+# The device inputs of the last layer measured with ``reuse_inputs`` (measure_unit): the next unit of the same
+# layer (a chunk of its plans, e.g. on a GPU worker of ``measure_on_gpus``) takes them instead of drawing and
+# uploading them again (the inputs of a plan depend on the problem, the input key and the set index alone:
+# ``KernelTable.inputs``; the kernels only read them). One layer's are held: another layer's replace them.
+_SHARED_INPUTS: dict[str, Any] = {"owner": None, "inputs": {}}
+
+
+def release_inputs() -> None:
+    """Drop the device inputs kept for the next unit of a layer (``measure_unit``)."""
+    _SHARED_INPUTS["owner"] = None
+    _SHARED_INPUTS["inputs"] = {}
+
+
+def _inputs_of(table, problem, plan, ikey, sets: int, reuse: bool) -> list:
+    """The `sets` device input tuples of a plan with input key `ikey`: drawn and uploaded, or with `reuse`
+    those kept from an earlier unit of the same (algorithm, problem, sets)."""
+    if not reuse:
+        return [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+    owner = (table.algorithm, problem, sets)
+    if _SHARED_INPUTS["owner"] != owner:
+        release_inputs()               # free the last layer's device memory first
+        _SHARED_INPUTS["owner"] = owner
+    kept = _SHARED_INPUTS["inputs"]
+    if ikey not in kept:
+        kept[ikey] = [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+    return kept[ikey]
+
+
+def _prepare(problem, label: str, plan, algorithm: str, sets: int, inputs: dict, workspaces: dict, row: dict,
+             reuse_inputs: bool = False):
     """(PreparedRun, its workspaces) of one plan; fills ``row``'s taskgraph hash."""
     table = kernel_table(algorithm)
     graph, schedule, plan = build(problem, plan)
     ikey = table.input_key(plan)
     if ikey not in inputs:
-        inputs[ikey] = [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+        inputs[ikey] = _inputs_of(table, problem, plan, ikey, sets, reuse_inputs)
     run = PreparedRun(problem, plan, graph, schedule)
     wkey = (graph.hash, ikey)
     if wkey not in workspaces:
@@ -68,8 +98,10 @@ def _prepare(problem, label: str, plan, algorithm: str, sets: int, inputs: dict,
 
 def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd", repeats: int = 10,
                   warmup: int = 2, sets: int = 2, rounds: int = 1,
-                  timer: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+                  timer: Callable[..., Any] | None = None, reuse_inputs: bool = False) -> list[dict[str, Any]]:
     """Measure (label, Plan) pairs of one problem: a row per plan, in order (see the module docstring).
+    ``reuse_inputs``: keep this problem's device inputs for the next call on it (``measure_unit``), and
+    take those kept by the last call when it was on the same problem (``release_inputs`` drops them).
 
     With ``rounds`` > 1 the plans are timed round-robin, ``repeats`` runs each per round, so a drift of
     the GPU's clocks over the minutes of a layer falls on every plan alike; ``measured_us`` is the median
@@ -88,7 +120,7 @@ def measure_plans(problem, plans, *, layer: str = "", algorithm: str = "winograd
         row = {"layer": layer or problem.name, "algorithm": algorithm, "schedule": plan.schedule, "label": label,
                "params": plan.param_string(), "device": device, "git_sha": sha}
         try:
-            runs.append(_prepare(problem, label, plan, algorithm, sets, inputs, workspaces, row))
+            runs.append(_prepare(problem, label, plan, algorithm, sets, inputs, workspaces, row, reuse_inputs))
         except Exception as exc:  # noqa: BLE001 - a failing plan is a record, the run goes on
             traceback.print_exc()
             row.update({"measured_us": "", "status": f"error {type(exc).__name__}: {exc}"[:300]})
@@ -144,13 +176,15 @@ def mapping_units(layers, n_mappings: int, per_task: int | None = None) -> list[
 def measure_unit(unit: tuple[str, int, int], n_mappings: int, *, algorithm: str = "winograd", repeats: int = 10,
                  warmup: int = 2, sets: int = 2, seed: int = 0, rounds: int = 1,
                  timer: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
-    """Measure the plans ``start:stop`` of a layer's ``n_mappings`` validation plans (``mapping_units``)."""
+    """Measure the plans ``start:stop`` of a layer's ``n_mappings`` validation plans (``mapping_units``). The
+    layer's plan list (``_layer_plans``) and device inputs (``measure_plans``'s ``reuse_inputs``) are kept for
+    this process's next unit of the same layer."""
     layer, start, stop = unit
     plans = _layer_plans(layer, n_mappings, seed, algorithm)[start:stop]
     if not plans:
         return []
     rows = measure_plans(parse_layer(layer), plans, layer=layer, algorithm=algorithm, repeats=repeats,
-                         warmup=warmup, sets=sets, rounds=rounds, timer=timer)
+                         warmup=warmup, sets=sets, rounds=rounds, timer=timer, reuse_inputs=True)
     for row in rows:
         print(f"{layer:10s} {row['label']:24s} {row.get('measured_us', '')!s:>12.12s} us  {row['params']}", flush=True)
     cuda.synchronize()
@@ -165,8 +199,11 @@ def measure_layer(layer: str, n_mappings: int, **kw) -> list[dict[str, Any]]:
 def measure(layers, n_mappings: int, **kw) -> list[dict[str, Any]]:
     """Measure the layers one after another on this process's device."""
     rows = []
-    for layer in layers:
-        rows += measure_layer(layer, n_mappings, **kw)
+    try:
+        for layer in layers:
+            rows += measure_layer(layer, n_mappings, **kw)
+    finally:
+        release_inputs()
     return rows
 
 
@@ -174,27 +211,41 @@ def _unit_layer(unit: tuple[str, int, int]) -> str:
     return unit[0]
 
 
-def measure_on_gpus(client, layers, n_mappings: int, *, per_task: int | None = None, **kw) -> list[dict[str, Any]]:
+def measure_on_gpus(client, layers, n_mappings: int, *, per_task: int | None = None, timeline: list | None = None,
+                    **kw) -> list[dict[str, Any]]:
     """``measure``'s rows, measured on the GPU workers of `client` (``megasim.sweep.gpus.gpu_cluster``), one
     unit (``mapping_units``) per task, each row tagged with its device under ``cuda_device``.
 
-    The units go out largest layer first (by multiply-adds: the longest work starts first and the
-    short ones fill the end), a worker staying on one layer's chunks while other layers are left
-    (``map_on_gpus``'s affinity: it builds that layer's plan list once); the rows come back in the
-    order of ``measure``."""
+    The units go out largest layer first (by multiply-adds, then by input size, which the host work of a
+    unit follows: the longest work starts first and the short ones fill the end), a worker staying on one
+    layer's chunks while other layers are left (``map_on_gpus``'s affinity: it builds that layer's plan
+    list and draws its inputs once) and joining a layer another worker is on only where that ends the
+    layer sooner; the rows come back in the order of ``measure``. ``timeline``: a list that receives one
+    dict per unit, in ``mapping_units``'s order (``map_on_gpus``'s, plus ``unit``, its name, and ``rows``, the
+    (start, stop) positions of its rows in the rows returned)."""
     from megasim.sweep.gpus import map_on_gpus, tag_rows
     units = mapping_units(layers, n_mappings, per_task)
 
-    def size(layer: str) -> int:
+    def size(layer: str) -> tuple[int, int]:
         p = parse_layer(layer)
-        return p.n * p.h * p.w * p.c * p.k * p.r * p.s
+        return -p.n * p.h * p.w * p.c * p.k * p.r * p.s, -p.n * p.h * p.w * p.c
 
     sizes = {layer: size(layer) for layer in dict.fromkeys(layers)}
-    order = sorted(range(len(units)), key=lambda i: -sizes[units[i][0]])      # stable: chunks keep their order
-    results = map_on_gpus(client, measure_unit, [units[i] for i in order], n_mappings, affinity=_unit_layer, **kw)
+    order = sorted(range(len(units)), key=lambda i: sizes[units[i][0]])      # stable: chunks keep their order
+    times: list = []
+    results = map_on_gpus(client, measure_unit, [units[i] for i in order], n_mappings, affinity=_unit_layer,
+                          timeline=times, **kw)
     back: list[Any] = [None] * len(units)
-    for i, result in zip(order, results):
+    spans: list[Any] = [None] * len(units)
+    for i, result, span in zip(order, results, times):
         back[i] = result
+        spans[i] = {**span, "item": i, "unit": f"{units[i][0]}[{units[i][1]}:{units[i][2]}]"}
+    if timeline is not None:
+        offset = 0
+        for span, (_, rows) in zip(spans, back):
+            span["rows"] = (offset, offset + len(rows))      # its rows' positions in the rows returned
+            offset += len(rows)
+        timeline.extend(spans)
     return tag_rows(back)
 
 

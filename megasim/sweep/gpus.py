@@ -14,7 +14,11 @@ is rerun.
 Tasks go out one per GPU at a time: ``map_on_gpus`` hands each GPU worker one item, and the next item to
 the first worker that finishes (Dask would otherwise assign every task up front, a share of the
 count to each worker, so a GPU with long items would finish last while the others idle). Splitting
-the work into more items than GPUs, e.g. a layer's mappings into chunks, then balances the load.
+the work into more items than GPUs, e.g. a layer's mappings into chunks, then balances the load. With
+a key per item (``affinity``, e.g. the layer of a chunk) a worker stays on a key, and joins a key
+another worker is on only where the run's own task times say that ends the key sooner
+(``join_helps``): a worker's first item of a key pays what it builds once per key. ``timeline=``
+records each task's worker-side start and end.
 
 On the command line the devices are given as ``--gpus all`` or ``--gpus 0,2``: ``parse_device_list``
 checks the text (integers >= 0, each once), ``select_devices`` checks them against the devices the
@@ -31,6 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import statistics
+import time
 from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
@@ -145,8 +151,11 @@ def visible_device() -> str:
     return name[len("gpu-"):] if name.startswith("gpu-") else ""
 
 
-def _on_device(fn: Callable[..., Any], item: Any, args: tuple, kwargs: dict) -> tuple[str, Any]:
-    return visible_device(), fn(item, *args, **kwargs)
+def _on_device(fn: Callable[..., Any], item: Any, args: tuple, kwargs: dict) -> tuple[str, Any, float, float]:
+    """(device, fn's result, start, end): the worker's wall clock (``time.time``) around the call."""
+    start = time.time()
+    result = fn(item, *args, **kwargs)
+    return visible_device(), result, start, time.time()
 
 
 def gpu_workers(client: Any) -> list[str]:
@@ -155,10 +164,13 @@ def gpu_workers(client: Any) -> list[str]:
     return [addr for addr, info in workers.items() if (info.get("resources") or {}).get(GPU_RESOURCE, 0) >= 1]
 
 
-def next_item(todo: Sequence[int], keys: Sequence[Any] | None, last: dict[str, Any], worker: str) -> int:
+def next_item(todo: Sequence[int], keys: Sequence[Any] | None, last: dict[str, Any], worker: str,
+              may_join: Callable[[Any], bool] | None = None) -> int | None:
     """The position in `todo` (item indices left) of the item `worker` runs next: with `keys` (one per
     item), the first item of the key it ran last (``last``: worker -> key), else the first of a key no
-    other worker ran last, else the first; without keys, the first."""
+    other worker ran last, else the first item of a key other workers are on, the first such key for
+    which ``may_join(key)`` holds (None: the first item left; no key passes: None, the worker waits);
+    without keys, the first."""
     if keys is not None:
         if worker in last:
             same = next((j for j, i in enumerate(todo) if keys[i] == last[worker]), None)
@@ -168,11 +180,40 @@ def next_item(todo: Sequence[int], keys: Sequence[Any] | None, last: dict[str, A
         free = next((j for j, i in enumerate(todo) if keys[i] not in taken), None)
         if free is not None:
             return free
+        if may_join is not None:
+            asked: set = set()
+            for j, i in enumerate(todo):
+                if keys[i] not in asked:
+                    asked.add(keys[i])
+                    if may_join(keys[i]):
+                        return j
+            return None
     return 0
 
 
+def join_helps(left: int, owners_free_in: Sequence[float], unit_s: float, first_unit_s: float) -> bool:
+    """Whether one more worker on a key ends it sooner: `left` items of the key wait, its owners (the
+    workers on it now) are free in ``owners_free_in`` seconds, each further item takes them ``unit_s``, and
+    the joiner's first item of the key takes ``first_unit_s`` (what a worker builds once per key
+    included). Compares the key's end without the joiner (the owners run all `left`) with its end when
+    the joiner takes one item (list scheduling of the items on the owners)."""
+    if left <= 0:
+        return False
+    if not owners_free_in:
+        return True
+
+    def end(n: int) -> float:
+        free = sorted(max(0.0, float(f)) for f in owners_free_in)
+        for _ in range(n):
+            free[0] += unit_s
+            free.sort()
+        return max(free) if n else 0.0
+    return max(end(left - 1), first_unit_s) < end(left)
+
+
 def map_on_gpus(client: Any, fn: Callable[..., Any], items: Sequence[Any], *args: Any,
-                affinity: Callable[[Any], Any] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
+                affinity: Callable[[Any], Any] | None = None, timeline: list | None = None,
+                **kwargs: Any) -> list[tuple[str, Any]]:
     """``fn(item, *args, **kwargs)`` for each item, one GPU task per item (resource GPU=1), results in
     the items' order as (device, result). `fn` must be importable by the workers (a module's function).
 
@@ -180,39 +221,82 @@ def map_on_gpus(client: Any, fn: Callable[..., Any], items: Sequence[Any], *args
     and each finished task's worker (or a worker that joined since, e.g. one its nanny restarted) gets
     the next item, so the load balances whatever the items' sizes. With ``affinity`` (item -> key, e.g.
     a chunk's layer), a worker takes the next item of the key it ran last, else the first item of a key
-    no other worker is on, else the first item left: items of one key stay on one worker (sharing what
-    it built for them) except at the end, where idle workers join in. A task whose worker dies reruns
-    on another GPU worker. The first failing item's exception is raised."""
+    no other worker is on; when every key left has a worker on it, an idle worker joins a key only where
+    that ends the key sooner (``join_helps``, from the run's own task times: a worker's first item of a
+    key, which pays what it builds once per key, and its further items; a key with no finished item yet
+    is joined), and otherwise waits for the next task to finish (so a worker does not pay a large
+    layer's set-up for its last small chunk while the worker on it would have finished first). Items of
+    one key stay on one worker (sharing what it built for them) except where joining helps. A task
+    whose worker dies reruns on another GPU worker. The first failing item's exception is raised.
+
+    ``timeline``: a list that receives one dict per item, in the items' order: ``item``, ``key``,
+    ``device``, ``worker``, ``first_of_key`` (the worker's first item of that key), ``submitted`` and
+    ``received`` (the client's ``time.time``), ``start`` and ``end`` (the worker's, around ``fn``)."""
     from distributed import as_completed
     items = list(items)
     keys = [affinity(item) for item in items] if affinity is not None else None
     results: list[Any] = [None] * len(items)
+    times: list[dict[str, Any] | None] = [None] * len(items)
     todo = list(range(len(items)))
-    inflight: dict[Any, tuple[int, str]] = {}
+    inflight: dict[Any, tuple[int, str, float]] = {}
     last: dict[str, Any] = {}          # worker -> the key of the item it ran last
+    ran: dict[str, set] = {}           # worker -> the keys it has run
+    first_s: dict[Any, list[float]] = {}   # key -> durations of workers' first items of it
+    next_s: dict[Any, list[float]] = {}    # key -> durations of the further items
     done = as_completed()
 
+    def may_join(key: Any) -> bool:
+        if not first_s.get(key):
+            return True                # nothing known of the key yet: join, as a free worker would
+        first = max(first_s[key])
+        unit = statistics.median(next_s[key]) if next_s.get(key) else first
+        now = time.time()
+        owners = [max(0.0, (first if times[i]["first_of_key"] else unit) - (now - sent))
+                  for i, _, sent in inflight.values() if keys[i] == key]
+        return join_helps(sum(keys[i] == key for i in todo), owners, unit, first)
+
+    def submit(worker: str, position: int) -> None:
+        i = todo.pop(position)
+        first = True
+        if keys is not None:
+            last[worker] = keys[i]
+            first = keys[i] not in ran.setdefault(worker, set())
+            ran[worker].add(keys[i])
+        future = client.submit(_on_device, fn, items[i], args, kwargs, resources={GPU_RESOURCE: 1},
+                               workers=[worker], allow_other_workers=True, pure=False)
+        inflight[future] = (i, worker, time.time())
+        times[i] = {"item": i, "key": None if keys is None else str(keys[i]), "worker": worker,
+                    "first_of_key": first, "submitted": time.time()}
+        done.add(future)
+
     def feed() -> None:
-        busy = {w for _, w in inflight.values()}
+        busy = {w for _, w, _ in inflight.values()}
         for worker in gpu_workers(client):
             if not todo:
                 return
             if worker not in busy:
-                i = todo.pop(next_item(todo, keys, last, worker))
-                if keys is not None:
-                    last[worker] = keys[i]
-                future = client.submit(_on_device, fn, items[i], args, kwargs, resources={GPU_RESOURCE: 1},
-                                       workers=[worker], allow_other_workers=True, pure=False)
-                inflight[future] = (i, worker)
-                done.add(future)
+                j = next_item(todo, keys, last, worker, may_join)
+                if j is not None:
+                    submit(worker, j)
+        if todo and not inflight:      # every worker declined to join with nothing running: take the first
+            workers = gpu_workers(client)
+            if workers:
+                submit(workers[0], next_item(todo, keys, last, workers[0]))
 
     feed()
     if todo and not inflight:
         raise InputError("the Dask client has no worker with the GPU resource: start one with gpu_cluster(devices)")
     for future in done:
-        i, _ = inflight.pop(future)
-        results[i] = future.result()
+        i, worker, _ = inflight.pop(future)
+        device, result, start, end = future.result()
+        results[i] = (device, result)
+        entry = times[i]
+        entry.update({"device": device, "worker": worker, "start": start, "end": end, "received": time.time()})
+        if keys is not None:
+            (first_s if entry["first_of_key"] else next_s).setdefault(keys[i], []).append(end - start)
         feed()
+    if timeline is not None:
+        timeline.extend(times)
     return results
 
 
