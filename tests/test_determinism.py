@@ -102,7 +102,7 @@ def test_batched_events_give_the_unbatched_result(sname, spec_name):
     g = _graph()
     sched = SCHEDULES[sname](g)
     spec = get_gpu("H100") if spec_name == "H100" else load_spec(CALIBRATED)
-    batched = Simulation(g, sched, spec)
+    batched = Simulation(g, sched, spec, SimOptions(engine="simpy"))
     a = batched.run()
     unbatched = Simulation(g, sched, spec, env=UnbatchedEnvironment())
     b = unbatched.run()

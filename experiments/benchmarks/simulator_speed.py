@@ -4,22 +4,27 @@ layers, relative to the events/s of a plain SimPy timeout loop on the same machi
 Produces: DIR/simulator_speed.csv and DIR/simulator_speed.json (default DIR =
 experiments/results/simulator_speed; the JSON holds the same rows and the metadata: CPU model, core
 count, Python/NumPy/SimPy versions, git SHA, date, the reference's events/s and the summary below).
-One row per (spec, layer, schedule): tasks, build_s (lowering + task order), sim_s (``simulate``
-alone), total_s (build + simulate), tasks_per_s (tasks / sim_s), its ratio to the reference's events/s,
-peak_rss_mb and rss_per_task_bytes (the peak resident memory of the fresh process that did only that
-row, less its memory after imports, per task).
+One row per (engine, spec, layer, schedule): tasks, build_s (lowering + task order), first_sim_s (the
+first ``simulate`` in the row's fresh process: with the compiled engine it includes Numba's one-time
+start, about 0.3 s, and loading the cached loop), sim_s (a second, identical ``simulate``: the engine's
+own speed, as the reference is timed after its start-up), total_s (build + first simulate), tasks_per_s
+(tasks / sim_s), its ratio to the reference's events/s, predicted_us (the two engines must agree to
+the last bit), peak_rss_mb and rss_per_task_bytes (the peak resident memory of the fresh process that
+did only that row, less its memory after imports, per task). Engines (``--engines``): ``compiled``
+(``megasim.sim.compiled_loop``, what ``simulate`` runs by default) and ``simpy`` (the handlers on
+SimPy's queue, ``SimOptions(engine="simpy")``).
 
 The reference: ``REFERENCE_PROCESSES`` SimPy processes, each ``yield env.timeout(1)`` in a loop, run
 for about ``--reference-s`` seconds of wall time, best of ``REFERENCE_REPEATS`` (the least disturbed).
-The summary: the geometric mean of tasks/s over the preset's 26 rows (13 layers, fused and non-fused)
-and over the calibrated spec's 26, each divided by the reference's events/s; issue 42's targets are
+The summary, per engine: the geometric mean of tasks/s over the preset's 26 rows (13 layers, fused and
+non-fused) and over the calibrated spec's 26, each divided by the reference's events/s; issue 42's targets are
 >= 0.4 (preset) and >= 0.25 (calibrated), vgg-1 fused with the calibrated spec in <= 1 s of
 simulation, and <= 0.5 KB per task on the largest run.
 Runs on: any CPU; rows one after another, each in its own process (one core).
-Takes: a few minutes (52 rows; --quick: 2 layers at batch 4, one spec pair, about 15 s).
+Takes: about 10 minutes (104 rows, most of it the SimPy engine's; --quick: 2 layers at batch 4, about 20 s).
 
     python -m experiments.benchmarks.simulator_speed [--quick] [--out DIR] [--gpu H100]
-        [--calibrated megasim/hardware/calibrated/h100_from_h200.json]
+        [--calibrated megasim/hardware/calibrated/h100_from_h200.json] [--engines compiled,simpy]
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ REFERENCE_PROCESSES = 100
 REFERENCE_REPEATS = 3
 CALIBRATED = "megasim/hardware/calibrated/h100_from_h200.json"   # the calibrated H100 (H200 costs, H100 measured)
 QUICK_LAYERS = ("resnet-4", "yolov3-5")
+ENGINES = ("compiled", "simpy")
 TARGETS = {"preset_ratio": 0.4, "calibrated_ratio": 0.25, "vgg1_fused_calibrated_s": 1.0, "bytes_per_task": 512}
 
 
@@ -69,11 +75,11 @@ def _current_rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _one(layer: str, schedule: str, spec_name: str, spec_source: str, batch: int | None) -> dict:
-    """One row, in a fresh process: build, then simulate, timed apart."""
+def _one(engine: str, layer: str, schedule: str, spec_name: str, spec_source: str, batch: int | None) -> dict:
+    """One row, in a fresh process: build, then simulate twice, timed apart."""
     from megasim.hardware import get_gpu, load_spec
     from megasim.plan import Plan, build
-    from megasim.sim import simulate
+    from megasim.sim import SimOptions, simulate
     from megasim.workloads import parse_layer
 
     spec = load_spec(spec_source) if spec_source.endswith(".json") else get_gpu(spec_source)
@@ -81,16 +87,21 @@ def _one(layer: str, schedule: str, spec_name: str, spec_source: str, batch: int
     rss_before = _current_rss_bytes()
     start = time.perf_counter()
     graph, sched, plan = build(problem, Plan(schedule), spec)
+    options = SimOptions(engine=engine)
     built = time.perf_counter()
-    result = simulate(graph, sched, spec)
+    first = simulate(graph, sched, spec, options)
     done = time.perf_counter()
+    del first
+    again = time.perf_counter()
+    result = simulate(graph, sched, spec, options)
+    sim_s = time.perf_counter() - again
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     tasks = int(graph.num_tasks)
-    sim_s = done - built
-    return {"spec": spec_name, "layer": layer, "schedule": schedule, "batch": problem.n, "tasks": tasks,
-            "build_s": round(built - start, 4), "sim_s": round(sim_s, 4), "total_s": round(done - start, 4),
-            "tasks_per_s": round(tasks / sim_s), "predicted_us": round(float(plan.algo.time_us(result)), 3),
-            "peak_rss_mb": round(peak / 2**20, 1), "rss_per_task_bytes": round(max(0, peak - rss_before) / tasks, 1)}
+    return {"engine": engine, "spec": spec_name, "layer": layer, "schedule": schedule, "batch": problem.n,
+            "tasks": tasks, "build_s": round(built - start, 4), "first_sim_s": round(done - built, 4),
+            "sim_s": round(sim_s, 4), "total_s": round(done - start, 4), "tasks_per_s": round(tasks / sim_s),
+            "predicted_us": float(plan.algo.time_us(result)), "peak_rss_mb": round(peak / 2**20, 1),
+            "rss_per_task_bytes": round(max(0, peak - rss_before) / tasks, 1)}
 
 
 def _geomean(values: list[float]) -> float:
@@ -105,6 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default="experiments/results/simulator_speed")
     parser.add_argument("--gpu", default="H100", help="the preset (default H100)")
     parser.add_argument("--calibrated", default=CALIBRATED, help=f"the calibrated spec file (default {CALIBRATED})")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"engines to time, comma-separated (default {','.join(ENGINES)})")
     parser.add_argument("--reference-s", type=float, default=None,
                         help="wall seconds of each SimPy reference run (default 1.5; --quick 0.2)")
     args = parser.parse_args(argv)
@@ -118,6 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
             load_spec(source) if source.endswith(".json") else get_gpu(source)
         except (MegasimError, OSError) as exc:
             parser.error(f"{flag} {source!r}: {exc}")
+    engines = tuple(e.strip() for e in args.engines.split(","))
+    if not engines or any(e not in ENGINES for e in engines) or len(set(engines)) != len(engines):
+        parser.error(f"--engines={args.engines!r} is not allowed: give some of {', '.join(ENGINES)}, comma-separated, once each")
     layers = QUICK_LAYERS if args.quick else tuple(TABLE2_NAMES)
     batch = 4 if args.quick else None
 
@@ -127,42 +143,52 @@ def main(argv: list[str] | None = None) -> dict:
           f"{REFERENCE_PROCESSES} processes, {reference_s} s each)")
     specs = (("preset", args.gpu), ("calibrated", args.calibrated))
     rows = []
-    print(f"{'spec':10s} {'layer':11s} {'schedule':9s} {'tasks':>8s} {'build_s':>7s} {'sim_s':>7s} {'total_s':>7s} "
-          f"{'tasks/s':>9s} {'x SimPy':>7s} {'B/task':>7s}")
-    for spec_name, source in specs:
-        for layer in layers:
-            for schedule in ("fused", "nonfused"):
-                with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
-                    row = pool.submit(_one, layer, schedule, spec_name, source, batch).result()
-                row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
-                rows.append(row)
-                print(f"{spec_name:10s} {layer:11s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
-                      f"{row['sim_s']:7.2f} {row['total_s']:7.2f} {row['tasks_per_s']:9,d} {row['ratio_to_simpy']:7.3f} "
-                      f"{row['rss_per_task_bytes']:7.0f}", flush=True)
+    print(f"{'engine':8s} {'spec':10s} {'layer':11s} {'schedule':9s} {'tasks':>8s} {'build_s':>7s} {'first_s':>7s} "
+          f"{'sim_s':>7s} {'tasks/s':>10s} {'x SimPy':>7s} {'B/task':>7s}")
+    for engine in engines:
+        for spec_name, source in specs:
+            for layer in layers:
+                for schedule in ("fused", "nonfused"):
+                    with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
+                        row = pool.submit(_one, engine, layer, schedule, spec_name, source, batch).result()
+                    row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
+                    rows.append(row)
+                    print(f"{engine:8s} {spec_name:10s} {layer:11s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
+                          f"{row['first_sim_s']:7.2f} {row['sim_s']:7.3f} {row['tasks_per_s']:10,d} "
+                          f"{row['ratio_to_simpy']:7.3f} {row['rss_per_task_bytes']:7.0f}", flush=True)
 
     summary: dict = {"simpy_events_per_s": round(reference), "simpy_events_per_s_runs": [round(r) for r in refs]}
-    for spec_name, _ in specs:
-        mine = [r for r in rows if r["spec"] == spec_name]
-        gm = _geomean([r["tasks_per_s"] for r in mine])
-        summary[f"{spec_name}_runs"] = len(mine)
-        summary[f"{spec_name}_geomean_tasks_per_s"] = round(gm)
-        summary[f"{spec_name}_ratio"] = round(gm / reference, 4)
-    vgg = [r for r in rows if r["spec"] == "calibrated" and r["layer"] == "vgg-1" and r["schedule"] == "fused"]
-    summary["vgg1_fused_calibrated_sim_s"] = vgg[0]["sim_s"] if vgg else None
-    largest = max(rows, key=lambda r: r["tasks"])
-    summary["largest_run"] = f"{largest['spec']} {largest['layer']} {largest['schedule']} ({largest['tasks']} tasks)"
-    summary["largest_run_bytes_per_task"] = largest["rss_per_task_bytes"]
-    print(f"geometric mean tasks/s / SimPy events/s: preset {summary['preset_ratio']:.3f} "
-          f"(target >= {TARGETS['preset_ratio']}), calibrated {summary['calibrated_ratio']:.3f} "
-          f"(target >= {TARGETS['calibrated_ratio']})")
-    if vgg:
-        print(f"vgg-1 fused, calibrated: {vgg[0]['sim_s']:.2f} s of simulation (target <= "
-              f"{TARGETS['vgg1_fused_calibrated_s']} s)")
-    print(f"largest run, {summary['largest_run']}: {largest['rss_per_task_bytes']:.0f} bytes/task of peak RSS "
-          f"(target <= {TARGETS['bytes_per_task']})")
+    for engine in engines:
+        for spec_name, _ in specs:
+            mine = [r for r in rows if r["spec"] == spec_name and r["engine"] == engine]
+            gm = _geomean([r["tasks_per_s"] for r in mine])
+            summary[f"{engine}_{spec_name}_runs"] = len(mine)
+            summary[f"{engine}_{spec_name}_geomean_tasks_per_s"] = round(gm)
+            summary[f"{engine}_{spec_name}_ratio"] = round(gm / reference, 4)
+        vgg = [r for r in rows if r["engine"] == engine and r["spec"] == "calibrated" and r["layer"] == "vgg-1"
+               and r["schedule"] == "fused"]
+        summary[f"{engine}_vgg1_fused_calibrated_sim_s"] = vgg[0]["sim_s"] if vgg else None
+        summary[f"{engine}_vgg1_fused_calibrated_first_sim_s"] = vgg[0]["first_sim_s"] if vgg else None
+        largest = max((r for r in rows if r["engine"] == engine), key=lambda r: r["tasks"])
+        summary[f"{engine}_largest_run"] = f"{largest['spec']} {largest['layer']} {largest['schedule']} ({largest['tasks']} tasks)"
+        summary[f"{engine}_largest_run_bytes_per_task"] = largest["rss_per_task_bytes"]
+        print(f"{engine}: geometric mean tasks/s / SimPy events/s: preset {summary[f'{engine}_preset_ratio']:.3f} "
+              f"(target >= {TARGETS['preset_ratio']}), calibrated {summary[f'{engine}_calibrated_ratio']:.3f} "
+              f"(target >= {TARGETS['calibrated_ratio']})")
+        if vgg:
+            print(f"{engine}: vgg-1 fused, calibrated: {vgg[0]['sim_s']:.2f} s of simulation, {vgg[0]['first_sim_s']:.2f} s "
+                  f"the first time in its process (target <= {TARGETS['vgg1_fused_calibrated_s']} s)")
+        print(f"{engine}: largest run, {summary[f'{engine}_largest_run']}: {largest['rss_per_task_bytes']:.0f} "
+              f"bytes/task of peak RSS (target <= {TARGETS['bytes_per_task']})")
+    mismatched = sorted({(r["spec"], r["layer"], r["schedule"]) for r in rows
+                         if len({q["predicted_us"] for q in rows if (q["spec"], q["layer"], q["schedule"])
+                                 == (r["spec"], r["layer"], r["schedule"])}) > 1})
+    summary["engines_agree"] = not mismatched
+    if mismatched:
+        print(f"the engines' predictions differ on {mismatched}")
     meta = provenance({"benchmark": "simulator_speed", "cpu_count": os.cpu_count(),
                        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-                       "preset": args.gpu, "calibrated_spec": args.calibrated, "quick": args.quick,
+                       "preset": args.gpu, "calibrated_spec": args.calibrated, "quick": args.quick, "engines": engines,
                        "batch": batch or "layer's own (64)", "reference_s": reference_s,
                        "reference_processes": REFERENCE_PROCESSES, "targets": TARGETS, "summary": summary})
     write_results(rows, Path(args.out), "simulator_speed", meta)

@@ -14,6 +14,9 @@ import platform
 from megasim.cli.common import Progress, check_out_path, integer, spec_of, text
 
 ALGO_HELP = "the algorithm (default winograd; see megasim algorithms)"
+# One run in a fresh process: below this many tasks SimPy's loop finishes before Numba would have started
+# (about 0.45 s to import it and load the compiled loop; the loop then saves 8-20 us per task).
+SINGLE_RUN_COMPILED_TASKS = 50_000
 LAYER_HELP = "a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56"
 
 
@@ -38,19 +41,27 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
                                    "or sparsity=0.7,k_tile=16")
     p.add_argument("--placement", default="round_robin", metavar="NAME",
                    help="how a launch's first blocks are spread over the SMs (round_robin, ...)")
+    p.add_argument("--engine", default="auto", choices=("auto", "compiled", "simpy"),
+                   help="what runs the model's events: the compiled loop or the handlers on SimPy's queue (the same "
+                        f"prediction, bit for bit; default auto: compiled from {SINGLE_RUN_COMPILED_TASKS:,} tasks, "
+                        "where it pays for Numba's start; docs/model.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
 
 
 def run_simulate(args: argparse.Namespace) -> int:
     from megasim import __version__
-    from megasim.plan import Plan, predict
+    from megasim.plan import Plan, estimate_tasks, predict
     from megasim.sim import SimOptions
     from megasim.workloads import parse_layer
     problem = parse_layer(args.layer, batch=args.batch)
     spec = spec_of(args)
     plan = Plan.parse(args.schedule, args.param, algorithm=args.algo)
-    options = SimOptions(placement=args.placement)
+    engine = args.engine
+    if engine == "auto":
+        estimate = estimate_tasks(problem, plan, spec)
+        engine = "compiled" if estimate is None or estimate >= SINGLE_RUN_COMPILED_TASKS else "simpy"
+    options = SimOptions(placement=args.placement, engine=engine)
     check_out_path(args.trace, "--trace")
     with Progress() as progress:
         result, plan = predict(problem, spec, plan, options, max_tasks=args.max_tasks, progress=progress)

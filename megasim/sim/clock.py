@@ -77,6 +77,10 @@ class ModelEnvironment(simpy.Environment):
         # SimPy's schedule() without its reset of the batch (the entry is the same).
         heappush(self._queue, (t, NORMAL, next(self._eid), batch))
 
+    def pending(self) -> bool:
+        """Whether anything is queued (a user process started, an event scheduled)."""
+        return bool(self._queue)
+
     def reserve(self) -> int:
         """A place in the queue's order, now: the insertion id an event scheduled now would get, for an
         entry ``push``ed later (a server's next completion, ``megasim.sim.servers.base``). Ends the batch."""

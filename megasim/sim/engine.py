@@ -114,18 +114,27 @@ from megasim.sim.run_setup import _Setup
 from megasim.taskgraph import TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
+ENGINES = ("auto", "simpy", "compiled")
 
-__all__ = ["PLACEMENTS", "STRETCH_LEVELS", "ModelEnvironment", "SimOptions", "Simulation", "launch_footprint",
+__all__ = ["ENGINES", "PLACEMENTS", "STRETCH_LEVELS", "ModelEnvironment", "SimOptions", "Simulation", "launch_footprint",
            "simulate"]
 
 
 @dataclass(frozen=True)
 class SimOptions:
+    """``placement``: how a launch's first blocks are spread over the SMs. ``engine``: what runs the
+    events: ``"simpy"``, the handlers on SimPy's queue; ``"compiled"``, the same handlers compiled
+    (``megasim.sim.compiled_loop``: the same prediction, bit for bit, many times faster; not for runs
+    with user SimPy processes, or on an environment given to ``Simulation``); ``"auto"`` (the default),
+    compiled where it can, else SimPy."""
     placement: str = "round_robin"
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise SimulationError(f"placement {self.placement!r} is not allowed (allowed: {', '.join(PLACEMENTS)})")
+        if self.engine not in ENGINES:
+            raise SimulationError(f"engine {self.engine!r} is not allowed (allowed: {', '.join(ENGINES)})")
 
 
 def simulate(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions | None = None, *,
@@ -158,6 +167,7 @@ class Simulation:
             raise SimulationError(f"progress={progress!r} is not allowed: give a callable (tasks_ended, tasks) or None")
         check_valid(graph, schedule)
         self._wall = time.perf_counter()
+        self._own_env = env is None
         if env is None:
             env = ModelEnvironment()
         elif not isinstance(env, ModelEnvironment):
@@ -165,8 +175,10 @@ class Simulation:
         elif env.now != 0:
             raise SimulationError(f"env is at time {env.now}; a simulation starts at time 0")
         self.env = env
-        self.schedule = schedule
-        self._run = _Run(graph, spec, options or SimOptions(), self.env, progress)
+        self.graph, self.schedule, self.spec = graph, schedule, spec
+        self.options = options or SimOptions()
+        self.progress = progress
+        self._run: _Run | None = None
         self._ran = False
 
     @property
@@ -193,12 +205,34 @@ class Simulation:
         if self._ran:
             raise SimulationError("a Simulation runs once; make a new one")
         self._ran = True
+        engine = self.options.engine
+        if engine != "simpy":
+            from megasim.sim import compiled_run
+            why = None
+            if not self._own_env:
+                why = "the simulation was given its own environment"
+            if why is None and self.env.pending():
+                why = "SimPy processes run beside the model"
+            if why is None:
+                try:
+                    return compiled_run.run_compiled(self.graph, self.schedule, self.spec, self.options.placement,
+                                                     self.progress, self._wall)
+                except compiled_run.OutOfRoom as err:      # (progress, if any, then restarts from 0)
+                    why = str(err)
+            if engine == "compiled":
+                raise SimulationError(f"engine='compiled' is not allowed here: {why} (use engine='auto' or 'simpy')")
+        self._run = _Run(self.graph, self.spec, self.options, self.env, self.progress)
         return self._run.run(self.schedule, self._wall)
 
 
 class _Run(_Setup, _Launches, _Claims, _Phases):
     """The mutable state of one simulation; used once. Its tables are ``_Setup``'s; its event handlers
     are ``_Launches``', ``_Claims``' and ``_Phases``'."""
+
+    @property
+    def events(self) -> int:
+        """The queue entries the model posted (``ModelEnvironment.events``)."""
+        return self.clock.events
 
     def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions, env: ModelEnvironment,
                  progress: Callable[[int, int], None] | None = None) -> None:

@@ -16,6 +16,7 @@ from collections import deque
 import numpy as np
 
 from megasim.errors import SimulationError
+from megasim.hardware.spec import GPUSpec
 from megasim.ready import ready_lists
 from megasim.schedule import Launch
 from megasim.sim.occupancy import Footprint, occupancy
@@ -41,13 +42,30 @@ def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
     return Footprint(int(graph.kind_threads[kinds].max()), registers, shared)
 
 
+def is_megakernel(graph: TaskGraph, launch: Launch) -> bool:
+    """A launch runs the megakernel when it mixes kinds or is a persistent grid."""
+    return (launch.kernel == "megakernel" or launch.style == "persistent"
+            or np.unique(graph.kind[launch.order]).size > 1)
+
+
+def claim_costs(spec: GPUSpec, mk_claim: list[float | None], launch: Launch, mega: bool) -> list[float]:
+    """Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
+    and the counter look, or the kind's measured megakernel claim (``mk_claim``, per kind; None: none
+    measured) in a megakernel launch (``mega``). A measured claim includes the ticket, which blockIdx
+    dispatch skips (GPUSpec.megakernel_ticket_ns)."""
+    dispatch = 0.0 if launch.style == "persistent" else spec.block_dispatch_ns
+    atomic = spec.atomic_latency_ns
+    plain = (atomic if launch.style == "persistent" else dispatch) + atomic
+    ticket = atomic if spec.megakernel_ticket_ns is None else spec.megakernel_ticket_ns
+    no_ticket = ticket if launch.dispatch == "blockidx" else 0.0
+    return [plain if not mega or c is None else dispatch + max(0.0, c - no_ticket) for c in mk_claim]
+
+
 class _Launches:
     """``_Run``'s launch handling (mixed into ``megasim.sim.engine._Run``)."""
 
     def _is_megakernel(self, launch: Launch) -> bool:
-        """A launch runs the megakernel when it mixes kinds or is a persistent grid."""
-        return (launch.kernel == "megakernel" or launch.style == "persistent"
-                or np.unique(self.graph.kind[launch.order]).size > 1)
+        return is_megakernel(self.graph, launch)
 
     def _start_next_launch(self, delay: float) -> None:
         """Start the schedule's next launch (if any) `delay` ns from now."""
@@ -92,17 +110,7 @@ class _Launches:
         self.progress(self.tasks_before + self.cur_done, self.num_tasks)
 
     def _claim_costs(self, launch: Launch) -> list[float]:
-        """Claim -> ready (parents done) per kind: a per-task block is dispatched first; then the ticket
-        and the counter look, or the kind's measured megakernel claim in a megakernel launch. A measured
-        claim includes the ticket, which blockIdx dispatch skips (GPUSpec.megakernel_ticket_ns)."""
-        spec = self.spec
-        dispatch = 0.0 if launch.style == "persistent" else spec.block_dispatch_ns
-        atomic = spec.atomic_latency_ns
-        plain = (atomic if launch.style == "persistent" else dispatch) + atomic
-        mega = self._is_megakernel(launch)
-        ticket = atomic if spec.megakernel_ticket_ns is None else spec.megakernel_ticket_ns
-        no_ticket = ticket if launch.dispatch == "blockidx" else 0.0
-        return [plain if not mega or c is None else dispatch + max(0.0, c - no_ticket) for c in self.mk_claim]
+        return claim_costs(self.spec, self.mk_claim, launch, self._is_megakernel(launch))
 
     def _start_ready_queue(self, launch: Launch) -> None:
         """Ready-queue dispatch (``megasim.ready``): the launch's wait groups, and its queue, which starts

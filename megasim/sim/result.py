@@ -92,7 +92,7 @@ class SimResult:
             l2_read_bytes=np.bincount(tensor[~write], weights=g.access_bytes[tracked][~write], minlength=n_t),
             onchip_bytes=float(g.access_bytes[~tracked].sum()),
             mem_cap=run.mem_cap, sm_count=spec.sm_count, dram_bw_gbps=spec.dram_bw_gbps,
-            fp32_peak_gflops=spec.fp32_peak_gflops, sim_wall_s=wall_s, events=run.clock.events,
+            fp32_peak_gflops=spec.fp32_peak_gflops, sim_wall_s=wall_s, events=run.events,
         )
 
     # --- derived figures ---------------------------------------------------------------------------

@@ -30,24 +30,47 @@ def _priced(graph: TaskGraph, costs: list[TaskCost], pairs) -> np.ndarray | floa
     return total
 
 
+def task_costs(graph: TaskGraph, spec, costs: list[TaskCost]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task (float64): compute work (ns of its SM), fixed latency, and fixed latency when the
+    megakernel runs it (the same array when no kind gives ``megakernel_fixed_ns``)."""
+    t = graph.num_tasks
+    eff = np.array([c.compute_efficiency for c in costs])
+    fixed = np.array([c.fixed_ns for c in costs])
+    compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
+    compute_ns = np.ascontiguousarray(np.broadcast_to(compute_ns, (t,)).astype(np.float64))
+    fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
+    fixed_plain = np.ascontiguousarray(np.broadcast_to(fixed_ns, (t,)).astype(np.float64))
+    mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
+    fixed_mega = (fixed_ns + mk_fixed[graph.kind]).astype(np.float64) if mk_fixed.any() else fixed_plain
+    return compute_ns, fixed_plain, fixed_mega
+
+
+def tracked_accesses(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which accesses are to tracked regions (on-chip traffic, region -1, only counts towards a task's
+    bytes), each task's tracked ones in CSR order (``rptr``, int64), and each task's bytes (float64)."""
+    t = graph.num_tasks
+    tracked = graph.access_region >= 0
+    per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
+    per_task[np.diff(graph.access_ptr) == 0] = 0
+    rptr = np.concatenate([[0], np.cumsum(per_task)]).astype(np.int64)
+    task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
+                             weights=graph.access_bytes, minlength=t).astype(np.float64)
+    return tracked, rptr, task_bytes
+
+
 class _Setup:
     """``_Run``'s tables (mixed into ``megasim.sim.engine._Run``; ``graph`` and ``spec`` are set first)."""
 
     def _init_costs(self, costs: list[TaskCost]) -> None:
         """Per task: compute work, fixed latency (plain and in the megakernel); per kind: claim and
         launch costs, memory overlap."""
-        graph, spec, t = self.graph, self.spec, self.graph.num_tasks
-        eff = np.array([c.compute_efficiency for c in costs])
-        fixed = np.array([c.fixed_ns for c in costs])
+        graph = self.graph
+        compute_ns, fixed_plain, fixed_mega = task_costs(graph, self.spec, costs)
         self.launch_fixed = [c.launch_fixed_ns for c in costs]
-        compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
-        self.compute_ns = array("d", np.broadcast_to(compute_ns, (t,)).astype(np.float64).tobytes())
-        fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
-        self.fixed_ns = self._fixed_plain = array("d", np.broadcast_to(fixed_ns, (t,)).astype(np.float64).tobytes())
+        self.compute_ns = array("d", compute_ns.tobytes())
+        self.fixed_ns = self._fixed_plain = array("d", fixed_plain.tobytes())
         # A task the megakernel runs also pays its kind's megakernel_fixed_ns (fence and signal, ...).
-        mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
-        self._fixed_mega = (array("d", (fixed_ns + mk_fixed[graph.kind]).astype(np.float64).tobytes())
-                            if mk_fixed.any() else self._fixed_plain)
+        self._fixed_mega = array("d", fixed_mega.tobytes()) if fixed_mega is not fixed_plain else self._fixed_plain
         # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
         # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
         self.mk_claim = [c.megakernel_claim_ns for c in costs]
@@ -72,11 +95,9 @@ class _Setup:
         """Accesses to tracked regions, in CSR order per task (``rptr``); on-chip traffic (region -1)
         only counts towards a task's bytes. The L2 and the bandwidths that price a memory phase."""
         graph, spec, t = self.graph, self.spec, self.graph.num_tasks
-        tracked = graph.access_region >= 0
+        tracked, rptr, task_bytes = tracked_accesses(graph)
         self.tracked = tracked
-        per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
-        per_task[np.diff(graph.access_ptr) == 0] = 0
-        self.rptr = array("q", np.concatenate([[0], np.cumsum(per_task)]).astype(np.int64).tobytes())
+        self.rptr = array("q", rptr.tobytes())
         self.l2 = L2Cache(spec.l2_bytes, graph.region_parts.tolist(), graph.region_part_bytes.tolist())
         # (region, parts mask, parts count, nbytes, write) per access (``L2Cache.access_parts``); equal
         # accesses (the tasks of a group read the same parts) share one tuple, equal part ranges one mask.
@@ -89,8 +110,7 @@ class _Setup:
                 graph.access_write[tracked].tolist(), graph.access_part_step[tracked].tolist()))]
         del unique
         self.miss_of = array("d", [0.0]) * len(self.acc)
-        self.task_bytes = array("d", np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
-                                                 weights=graph.access_bytes, minlength=t).astype(np.float64).tobytes())
+        self.task_bytes = array("d", task_bytes.tobytes())
         self.inv_dram_bw = 1.0 / spec.dram_bw_gbps
         self.inv_l2_bw = 1.0 / spec.l2_bw_gbps
         self.dram_latency = spec.dram_latency_ns

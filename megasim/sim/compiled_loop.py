@@ -1,0 +1,1262 @@
+"""The engine's event handlers compiled with Numba: the same model, events and arithmetic as the SimPy
+handlers (``megasim.sim.claims``, ``.phases``, ``.l2``, ``.servers``), for runs that need nothing from
+SimPy's loop (no user processes; ``megasim.sim.compiled_run`` decides and drives).
+
+**The same run, bit for bit.** Every handler here is a transcription of its Python twin: the same
+floating-point operations in the same order (no fast-math, no contraction; ``x ** k`` as ``pow``), the
+same tie rules, and the same order of events. The Python engine orders its events by (time, insertion
+id) on SimPy's queue, and its batches and reserved places are proven there to give the order of one
+event per call (``megasim.sim.clock``); this loop posts one event per call on its own binary heap,
+ordered by (time, insertion id), and takes an insertion id exactly where the Python engine does (every
+``after`` and every server ``_schedule``). A server keeps one live entry as the Python one does
+(``_queued``): a completion that moves later re-queues it in its reserved place when it fires.
+``tests/test_compiled_loop.py`` runs both engines on the same programs and compares every record.
+
+**What it covers.** Every server rule (``megasim.sim.servers``): shared (one group), capped
+(water-filling over cap classes), readiness (a group per class, blocks counted while they move their
+data) and age-weighted readiness (a group per block, weighted water-filling in age order); co-residence
+stretch, overlapped memory phases, dependency waits; per-task, persistent, blockIdx and ready-queue
+dispatch; the L2 model (a byte per part instead of a big-integer mask, and an intrusive LRU list
+instead of an ``OrderedDict``: the same hits, misses and evictions). Not covered: user SimPy processes
+and their transfers.
+
+**State.** Three named tuples of arrays: ``Tables`` (read-only per run), ``State`` (everything that
+changes, scalars in the registers ``ireg`` / ``freg``) and ``Launch`` (one launch's map, claim costs and
+ready lists). ``run_events`` pops events until the launch ends, a progress report is due, the queue
+empties (a stall), the queue needs room (the caller grows it and calls again) or a server's heaps
+outgrow their pool (the caller runs the SimPy handlers instead); so a run is resumable at those points.
+The functions take no reference counts (``_nrt=False``): nothing here allocates, and counting the
+references of the ~90 arrays passed from handler to handler cost ten times the handlers' own work.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from megasim.sim.resources import STRETCH_LEVELS
+
+INF = np.inf
+
+# Server rules (Tables.s_rule).
+RULE_ONE = 0                # one group (SharedServer, or a CappedSharedServer of one class): _add_one, _fire_one
+RULE_CAPPED = 1             # CappedSharedServer: a group per cap class, water-filling
+RULE_READY = 2              # ReadinessSharedServer: a group per readiness class, blocks counted
+RULE_AGE = 3                # AgeWeightedReadinessServer: a group per block, weighted water-filling
+TOLERANCE = 1e-9            # ProcessorSharingServer.tolerance
+AGE_TOLERANCE = 1e-6        # AgeWeightedReadinessServer.tolerance
+
+# Class rows (State.class_of, Tables.caps): per task, its class on a server of that row.
+ROW_MEM = 0                 # the memory system's cap classes
+ROW_SM = 1                  # the SMs' share classes
+ROW_STRETCH = 2             # the memory system's (cap, level) classes, set when a memory phase starts
+ROW_READY = 3               # the SMs' readiness classes
+
+# Event kinds (payload a, b).
+EV_SLOT = 0                 # a slot is free: (sm, slot) claims
+EV_MEM = 1                  # a task's memory phase starts: (task, -)
+EV_WAKE = 2                 # a server's entry: (server, -); the entry's insertion id tells which
+EV_SIGNAL = 3               # ready queue: (task, pool offset of its released list or -1)
+
+# Integer registers (State.ireg).
+R_EV_N = 0                  # entries in the event heap
+R_EID = 1                   # next insertion id
+R_PUSHED = 2                # entries pushed (the run's events)
+R_NEXT = 3                  # cur_next: next map position (ready queue: next root to queue)
+R_DONE = 4                  # cur_done: tasks ended in this launch
+R_LEN = 5                   # cur_len
+R_REPORT_AT = 6             # next progress report (-1: none)
+R_STOP = 7                  # why run_events stopped (STOP_*)
+R_RQ_HEAD = 8               # ready queue: head and tail in Launch.queue
+R_RQ_TAIL = 9
+R_IDLE_HEAD = 10            # idle slots (ring buffer in State.idle_sm / idle_slot)
+R_IDLE_TAIL = 11
+R_POOL_N = 12               # used length of State.pool
+R_LRU_HEAD = 13             # L2 LRU list: oldest, newest, length
+R_LRU_TAIL = 14
+R_LRU_LEN = 15
+R_REPORTED = 16             # cur_done at the last report
+R_MEM = 17                  # the launch's memory-system server
+R_SM0 = 18                  # the launch's first SM server
+R_READY = 19                # the launch uses ready-queue dispatch
+R_REPORT_EVERY = 20         # tasks between progress reports
+R_PRESENCE = 21             # the launch's blocks count on their SM while they move data
+R_PERSISTENT = 22           # the launch is a persistent grid
+R_DISPATCHED = 23           # blocks dispatched so far (their ages)
+R_HTOP = 24                 # used length of the group heaps' pool (State.h_*)
+N_IREG = 25
+
+# Float registers (State.freg).
+F_NOW = 0
+F_USED = 1                  # L2 resident bytes
+F_EVICTED = 2               # L2 evicted bytes
+F_LAUNCH_END = 3
+N_FREG = 4
+
+# Constants (Tables.consts).
+C_INV_DRAM_BW = 0
+C_INV_L2_BW = 1
+C_DRAM_LATENCY = 2
+C_L2_LATENCY = 3
+C_ATOMIC = 4
+C_L2_CAPACITY = 5
+C_MIXED = 6                 # readiness servers' mixing factor
+C_OVERLAP_ON = 7            # a kind overlaps memory and compute
+C_STRETCH_ON = 8            # a kind gives coresident_stretch
+C_TRACK_AGE = 9             # the spec weighs blocks by age
+N_CONSTS = 10
+
+# Why run_events returned (bits of R_STOP, or one of the last three alone).
+STOP_LAUNCH = 1             # the launch's last task ended
+STOP_PROGRESS = 2           # a progress report is due (R_REPORTED tasks of this launch ended)
+STOP_EMPTY = 4              # the queue is empty and the launch has not ended: a stall
+STOP_GROW = 8               # the event heap needs room: grow it and call again
+STOP_OVERFLOW = 16          # the group heaps' pool or a block list is full: this run needs the SimPy handlers
+
+
+class Tables(NamedTuple):
+    """Per run, read only."""
+    consts: np.ndarray          # f8: C_*
+    kind_of: np.ndarray         # i8[T]
+    compute_ns: np.ndarray      # f8[T]
+    task_bytes: np.ndarray      # f8[T]
+    rptr: np.ndarray            # i8[T+1]: the task's tracked accesses
+    waits: np.ndarray           # i8[T, W]: counters waited on (-1 unused)
+    signals: np.ndarray         # i8[T, S]: counters signalled (-1 unused)
+    acc_region: np.ndarray      # i8[A]
+    acc_lo: np.ndarray          # i8[A]
+    acc_hi: np.ndarray          # i8[A]
+    acc_step: np.ndarray        # i8[A]
+    acc_count: np.ndarray       # i8[A]: parts in range(lo, hi, step)
+    acc_nbytes: np.ndarray      # f8[A]
+    acc_write: np.ndarray       # u1[A]
+    part_off: np.ndarray        # i8[R]: the region's first part in State.l2_bits
+    part_bytes: np.ndarray      # f8[R]
+    region_parts: np.ndarray    # i8[R]
+    caps: np.ndarray            # f8[4, K]: per class row, the classes' caps (readiness: first-block readiness)
+    further: np.ndarray         # f8[K]: readiness classes' further-block readiness
+    overlap: np.ndarray         # f8[kinds]: memory_overlap
+    stretch: np.ndarray         # f8[kinds]: coresident_stretch
+    mem_class: np.ndarray       # i8[kinds, STRETCH_LEVELS + 1]: the stretch class of a kind at a level
+    weights: np.ndarray         # f8[M]: rho ** k (the age-weighted servers' weights, as they grow them)
+    weight_sums: np.ndarray     # f8[M + 1]: sums of the first k weights
+    s_rule: np.ndarray          # i8[NS]: RULE_*
+    s_row: np.ndarray           # i8[NS]: the server's class row
+    s_k: np.ndarray             # i8[NS]: its groups (classes)
+    s_is_mem: np.ndarray        # u1[NS]: the memory system (else an SM)
+    k_max: int
+
+
+class State(NamedTuple):
+    """Everything a run changes."""
+    ireg: np.ndarray
+    freg: np.ndarray
+    ev_t: np.ndarray            # event heap: time, insertion id, kind, payload a, b
+    ev_e: np.ndarray
+    ev_k: np.ndarray
+    ev_a: np.ndarray
+    ev_b: np.ndarray
+    class_of: np.ndarray        # i8[4, T]: per class row, each task's class (ROW_STRETCH set as phases start)
+    remaining: np.ndarray       # i8[C]: counter values
+    w_head: np.ndarray          # i8[C]: waiters per counter, a FIFO list through w_next
+    w_tail: np.ndarray
+    w_next: np.ndarray          # i8[T]
+    claim: np.ndarray           # f8[T] records
+    ready: np.ndarray
+    mem_start: np.ndarray
+    comp_start: np.ndarray
+    end: np.ndarray
+    claim_cost: np.ndarray
+    check_at: np.ndarray
+    mem_work: np.ndarray
+    mem_rest: np.ndarray        # f8[T]: the overlapped rest of a memory phase; -1 once it runs
+    pending: np.ndarray         # i8[T]: overlapped phases still running beside the compute phase
+    age_of: np.ndarray          # i8[T]: its block's dispatch number
+    block_age: np.ndarray       # i8[SM, slots]: a persistent launch's blocks' ages (-1: none yet)
+    sm_of: np.ndarray           # i4[T]
+    slot_of: np.ndarray         # i4[T]
+    miss: np.ndarray            # f8[A]: DRAM bytes of each access
+    l2_bits: np.ndarray         # u1[sum of parts]: resident parts
+    l2_count: np.ndarray        # i8[R]: resident parts per region
+    lru_prev: np.ndarray        # i8[R]
+    lru_next: np.ndarray        # i8[R]
+    in_lru: np.ndarray          # u1[R]
+    s_t: np.ndarray             # f8[NS] servers: last update, next completion, live entry, cap
+    s_due: np.ndarray
+    s_queued: np.ndarray
+    s_cap: np.ndarray
+    s_seq: np.ndarray           # i8[NS]: arrivals, next completion's id, live entry's id, jobs computing
+    s_due_eid: np.ndarray
+    s_queued_eid: np.ndarray
+    s_n: np.ndarray
+    g_vt: np.ndarray            # f8[NS * K]: per group, virtual time and rate
+    g_rate: np.ndarray
+    g_len: np.ndarray           # i8[NS * K]: jobs in the group's heap
+    g_off: np.ndarray           # i8[NS * K]: its heap's place in the pool h_*, and room
+    g_cap: np.ndarray
+    g_blocks: np.ndarray        # i8[NS * K]: readiness servers: blocks on the SM per class
+    h_key: np.ndarray           # f8[H]: group heaps of (finish virtual time, seq, job)
+    h_seq: np.ndarray
+    h_job: np.ndarray
+    j_vt: np.ndarray            # f8[T]: age-weighted servers: a computing job's virtual time and rate
+    j_rate: np.ndarray
+    j_on: np.ndarray            # u1[T]: the job computes on an age-weighted server
+    a_job: np.ndarray           # i8[NS, M]: age-weighted servers: blocks oldest first, their ages, classes
+    a_age: np.ndarray
+    a_cls: np.ndarray
+    a_n: np.ndarray             # i8[NS]
+    a_act: np.ndarray           # i8[NS, M]: computing blocks in the order the water-filling visits them
+    a_nact: np.ndarray          # i8[NS]
+    a_cnt: np.ndarray           # i8[NS, K]: blocks per class present
+    a_cord: np.ndarray          # i8[NS, K]: the classes present, in order of arrival
+    a_ncls: np.ndarray          # i8[NS]
+    a_order: np.ndarray         # i8[M]: scratch: the water-filling's visiting order
+    done_buf: np.ndarray        # i8: the jobs one completion ends
+    pool: np.ndarray            # i8: ready queue: released lists ([length, entries...])
+    idle_sm: np.ndarray         # i8: ready queue: idle slots (ring)
+    idle_slot: np.ndarray
+
+
+class Launch(NamedTuple):
+    """One launch."""
+    order: np.ndarray           # i8[L]: tasks in map order
+    check_ns: np.ndarray        # f8[kinds]: claim -> ready when the parents are done
+    fixed_ns: np.ndarray        # f8[T]: the task's fixed latency in this launch (plain or megakernel)
+    roots: np.ndarray           # ready queue (megasim.ready.ReadyLists), as i8
+    counter_ptr: np.ndarray
+    counter_groups: np.ndarray
+    pending: np.ndarray         # changes: a group's counters still pending
+    group_ptr: np.ndarray
+    group_positions: np.ndarray
+    is_root: np.ndarray         # u1[L]: the map position is a root
+    pos_of: np.ndarray          # i8[T]: ready queue: the map position a task was taken from
+    queue: np.ndarray           # i8[L + 1]: ready queue: queued map positions
+
+
+# --- the event heap --------------------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _push(st, t, eid, kind, a, b):
+    ir = st.ireg
+    i = ir[R_EV_N]
+    ir[R_EV_N] = i + 1
+    ir[R_PUSHED] += 1
+    ev_t, ev_e = st.ev_t, st.ev_e
+    while i > 0:
+        p = (i - 1) >> 1
+        if ev_t[p] < t or (ev_t[p] == t and ev_e[p] < eid):
+            break
+        ev_t[i] = ev_t[p]
+        ev_e[i] = ev_e[p]
+        st.ev_k[i] = st.ev_k[p]
+        st.ev_a[i] = st.ev_a[p]
+        st.ev_b[i] = st.ev_b[p]
+        i = p
+    ev_t[i] = t
+    ev_e[i] = eid
+    st.ev_k[i] = kind
+    st.ev_a[i] = a
+    st.ev_b[i] = b
+
+
+@njit(cache=True, _nrt=False)
+def _pop_top(st):
+    """Remove the heap's first entry (read it before)."""
+    ir = st.ireg
+    n = ir[R_EV_N] - 1
+    ir[R_EV_N] = n
+    if n == 0:
+        return
+    ev_t, ev_e = st.ev_t, st.ev_e
+    t, e, k, a, b = ev_t[n], ev_e[n], st.ev_k[n], st.ev_a[n], st.ev_b[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        r = c + 1
+        if r < n and (ev_t[r] < ev_t[c] or (ev_t[r] == ev_t[c] and ev_e[r] < ev_e[c])):
+            c = r
+        if t < ev_t[c] or (t == ev_t[c] and e < ev_e[c]):
+            break
+        ev_t[i] = ev_t[c]
+        ev_e[i] = ev_e[c]
+        st.ev_k[i] = st.ev_k[c]
+        st.ev_a[i] = st.ev_a[c]
+        st.ev_b[i] = st.ev_b[c]
+        i = c
+    ev_t[i] = t
+    ev_e[i] = e
+    st.ev_k[i] = k
+    st.ev_a[i] = a
+    st.ev_b[i] = b
+
+
+@njit(cache=True, _nrt=False)
+def _after(st, delay, kind, a, b):
+    """ModelEnvironment.after: call the handler `delay` ns from now (an insertion id now)."""
+    ir = st.ireg
+    eid = ir[R_EID]
+    ir[R_EID] = eid + 1
+    _push(st, st.freg[F_NOW] + delay, eid, kind, a, b)
+
+
+# --- the servers (megasim.sim.servers) -------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _hpush(st, base, n, key, seq, job):
+    """Push onto the group heap at `base` holding `n` entries."""
+    hk, hs, hj = st.h_key, st.h_seq, st.h_job
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[base + p] < key or (hk[base + p] == key and hs[base + p] < seq):
+            break
+        hk[base + i] = hk[base + p]
+        hs[base + i] = hs[base + p]
+        hj[base + i] = hj[base + p]
+        i = p
+    hk[base + i] = key
+    hs[base + i] = seq
+    hj[base + i] = job
+
+
+@njit(cache=True, _nrt=False)
+def _hpop(st, base, n):
+    """Pop the first of the `n` entries of the group heap at `base`; its job."""
+    hk, hs, hj = st.h_key, st.h_seq, st.h_job
+    job = hj[base]
+    n -= 1
+    if n > 0:
+        key, seq, last = hk[base + n], hs[base + n], hj[base + n]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            r = c + 1
+            if r < n and (hk[base + r] < hk[base + c] or (hk[base + r] == hk[base + c] and hs[base + r] < hs[base + c])):
+                c = r
+            if key < hk[base + c] or (key == hk[base + c] and seq < hs[base + c]):
+                break
+            hk[base + i] = hk[base + c]
+            hs[base + i] = hs[base + c]
+            hj[base + i] = hj[base + c]
+            i = c
+        hk[base + i] = key
+        hs[base + i] = seq
+        hj[base + i] = last
+    return job
+
+
+@njit(cache=True, _nrt=False)
+def _group_push(st, gi, key, seq, job):
+    """Push onto group gi's heap, moving it to a room twice as large at the pool's end when it is full
+    (False: the pool is full too)."""
+    n = st.g_len[gi]
+    if n == st.g_cap[gi]:
+        top = st.ireg[R_HTOP]
+        cap = 2 * n if n > 0 else 8
+        if top + cap > st.h_key.shape[0]:
+            st.ireg[R_STOP] = STOP_OVERFLOW
+            return False
+        old = st.g_off[gi]
+        for i in range(n):
+            st.h_key[top + i] = st.h_key[old + i]
+            st.h_seq[top + i] = st.h_seq[old + i]
+            st.h_job[top + i] = st.h_job[old + i]
+        st.g_off[gi] = top
+        st.g_cap[gi] = cap
+        st.ireg[R_HTOP] = top + cap
+    _hpush(st, st.g_off[gi], n, key, seq, job)
+    st.g_len[gi] = n + 1
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def _schedule(st, s, due):
+    """ProcessorSharingServer._schedule."""
+    ir = st.ireg
+    eid = ir[R_EID]
+    ir[R_EID] = eid + 1
+    st.s_due[s] = due
+    st.s_due_eid[s] = eid
+    if st.s_queued[s] > due:
+        st.s_queued[s] = due
+        st.s_queued_eid[s] = eid
+        _push(st, due, eid, EV_WAKE, s, 0)
+
+
+@njit(cache=True, _nrt=False)
+def _advance(tb, st, s, now):
+    """ProcessorSharingServer._advance: the groups computing (an age-weighted server's: its computing
+    blocks) receive dt * rate."""
+    dt = now - st.s_t[s]
+    if dt > 0.0:
+        if tb.s_rule[s] == RULE_AGE:
+            for i in range(st.a_nact[s]):
+                j = st.a_act[s, i]
+                st.j_vt[j] += dt * st.j_rate[j]
+        else:
+            g0 = s * tb.k_max
+            for g in range(tb.s_k[s]):
+                if st.g_len[g0 + g] > 0:
+                    st.g_vt[g0 + g] += dt * st.g_rate[g0 + g]
+    st.s_t[s] = now
+
+
+@njit(cache=True, _nrt=False)
+def _next_delay(tb, st, s):
+    """The least time to a completion at the current rates (jobs are computing)."""
+    best = INF
+    if tb.s_rule[s] == RULE_AGE:
+        for i in range(st.a_nact[s]):
+            j = st.a_act[s, i]
+            d = (0.0 - st.j_vt[j]) / st.j_rate[j]
+            if d < best:
+                best = d
+        return best
+    g0 = s * tb.k_max
+    for g in range(tb.s_k[s]):
+        if st.g_len[g0 + g] > 0:
+            d = (st.h_key[st.g_off[g0 + g]] - st.g_vt[g0 + g]) / st.g_rate[g0 + g]
+            if d < best:
+                best = d
+    return best
+
+
+@njit(cache=True, _nrt=False)
+def _post(tb, st, s, now):
+    best = _next_delay(tb, st, s)
+    _schedule(st, s, now + (best if best > 0.0 else 0.0))
+
+
+@njit(cache=True, _nrt=False)
+def _capped_rates_next(tb, st, s):
+    """CappedSharedServer._rates_next (classes in ascending cap order: classes_of sorts them)."""
+    k = tb.s_k[s]
+    g0 = s * tb.k_max
+    row = tb.s_row[s]
+    active = 0
+    only = -1
+    for c in range(k):
+        if st.g_len[g0 + c] > 0:
+            active += 1
+            only = c
+    if active == 1:
+        fair = 1.0 / st.s_n[s]
+        cap = tb.caps[row, only]
+        r = fair if fair < cap else cap
+        st.g_rate[g0 + only] = r
+        return (st.h_key[st.g_off[g0 + only]] - st.g_vt[g0 + only]) / r
+    remaining = 1.0
+    jobs = st.s_n[s]
+    best = INF
+    for c in range(k):
+        n = st.g_len[g0 + c]
+        if n == 0:
+            continue
+        fair = remaining / jobs
+        cap = tb.caps[row, c]
+        if cap < fair:
+            st.g_rate[g0 + c] = cap
+            remaining -= n * cap
+            jobs -= n
+            d = (st.h_key[st.g_off[g0 + c]] - st.g_vt[g0 + c]) / cap
+        else:
+            st.g_rate[g0 + c] = fair
+            d = (st.h_key[st.g_off[g0 + c]] - st.g_vt[g0 + c]) / fair
+            if d < best:
+                best = d
+            for c2 in range(c + 1, k):
+                if st.g_len[g0 + c2] > 0:
+                    st.g_rate[g0 + c2] = fair
+                    d = (st.h_key[st.g_off[g0 + c2]] - st.g_vt[g0 + c2]) / fair
+                    if d < best:
+                        best = d
+            return best
+        if d < best:
+            best = d
+    return best
+
+
+@njit(cache=True, _nrt=False)
+def _ready_rates(tb, st, s):
+    """ReadinessSharedServer._rates: U over the blocks present, water-filled over their readiness."""
+    g0 = s * tb.k_max
+    k = tb.s_k[s]
+    blocks = 0
+    classes = 0
+    idle = 1.0
+    for c in range(k):
+        n = st.g_blocks[g0 + c]
+        blocks += n
+        if n > 0:
+            classes += 1
+            idle *= (1.0 - tb.caps[ROW_READY, c]) * math.pow(1.0 - tb.further[c], float(n - 1))
+    remaining = 1.0 - idle
+    mixed = tb.consts[C_MIXED]
+    if mixed < 1.0 and classes > 1:
+        remaining *= mixed
+    level = -1.0
+    for c in range(k):
+        n = st.g_blocks[g0 + c]
+        if n == 0:
+            continue
+        if level < 0.0:
+            fair = remaining / blocks
+            ready = tb.caps[ROW_READY, c]
+            if ready <= fair:
+                st.g_rate[g0 + c] = ready
+                remaining -= n * ready
+                blocks -= n
+                continue
+            level = fair
+        st.g_rate[g0 + c] = level
+
+
+@njit(cache=True, _nrt=False)
+def _age_rates(tb, st, s):
+    """AgeWeightedReadinessServer._rates: weighted water-filling of U over the blocks on the SM, the
+    k-th oldest weighing rho ** k; the computing ones, in the order visited, become the active list."""
+    n = st.a_n[s]
+    idle = 1.0
+    for i in range(st.a_ncls[s]):
+        c = st.a_cord[s, i]
+        m = st.a_cnt[s, c]
+        idle *= (1.0 - tb.caps[ROW_READY, c]) * math.pow(1.0 - tb.further[c], float(m - 1))
+    remaining = 1.0 - idle
+    mixed = tb.consts[C_MIXED]
+    if mixed < 1.0 and st.a_ncls[s] > 1:
+        remaining *= mixed
+    w = tb.weights
+    order = st.a_order
+    for r in range(n):              # stable insertion sort by demand / weight (one class: age order)
+        order[r] = r
+        if st.a_ncls[s] > 1:
+            key = tb.caps[ROW_READY, st.a_cls[s, r]] / w[r]
+            i = r
+            while i > 0 and tb.caps[ROW_READY, st.a_cls[s, order[i - 1]]] / w[order[i - 1]] > key:
+                order[i] = order[i - 1]
+                i -= 1
+            order[i] = r
+    total_w = tb.weight_sums[n]
+    level = -1.0
+    nact = 0
+    for i in range(n):
+        r = order[i]
+        job = st.a_job[s, r]
+        if level < 0.0:
+            demand = tb.caps[ROW_READY, st.class_of[ROW_READY, job]]
+            if demand * total_w <= remaining * w[r]:
+                if st.j_on[job]:
+                    st.j_rate[job] = demand
+                    st.a_act[s, nact] = job
+                    nact += 1
+                remaining -= demand
+                total_w -= w[r]
+                continue
+            level = remaining / total_w
+        if st.j_on[job]:
+            st.j_rate[job] = level * w[r]
+            st.a_act[s, nact] = job
+            nact += 1
+    st.a_nact[s] = nact
+
+
+@njit(cache=True, _nrt=False)
+def _rates(tb, st, s):
+    if tb.s_rule[s] == RULE_AGE:
+        _age_rates(tb, st, s)
+    else:
+        _ready_rates(tb, st, s)
+
+
+@njit(cache=True, _nrt=False)
+def _arrive(tb, st, s, job):
+    """A block comes onto a readiness or age-weighted SM."""
+    c = st.class_of[ROW_READY, job]
+    if tb.s_rule[s] == RULE_READY:
+        st.g_blocks[s * tb.k_max + c] += 1
+        return
+    n = st.a_n[s]
+    if n >= st.a_job.shape[1]:
+        st.ireg[R_STOP] = STOP_OVERFLOW
+        return
+    age = st.age_of[job]
+    i = n                           # bisect_right: after every block as old or older
+    while i > 0 and st.a_age[s, i - 1] > age:
+        st.a_job[s, i] = st.a_job[s, i - 1]
+        st.a_age[s, i] = st.a_age[s, i - 1]
+        st.a_cls[s, i] = st.a_cls[s, i - 1]
+        i -= 1
+    st.a_job[s, i] = job
+    st.a_age[s, i] = age
+    st.a_cls[s, i] = c
+    st.a_n[s] = n + 1
+    if st.a_cnt[s, c] == 0:
+        st.a_cord[s, st.a_ncls[s]] = c
+        st.a_ncls[s] += 1
+    st.a_cnt[s, c] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _depart(tb, st, s, job):
+    """A block leaves a readiness or age-weighted SM."""
+    c = st.class_of[ROW_READY, job]
+    if tb.s_rule[s] == RULE_READY:
+        st.g_blocks[s * tb.k_max + c] -= 1
+        return
+    n = st.a_n[s]
+    i = 0
+    while st.a_job[s, i] != job:
+        i += 1
+    for r in range(i, n - 1):
+        st.a_job[s, r] = st.a_job[s, r + 1]
+        st.a_age[s, r] = st.a_age[s, r + 1]
+        st.a_cls[s, r] = st.a_cls[s, r + 1]
+    st.a_n[s] = n - 1
+    st.a_cnt[s, c] -= 1
+    if st.a_cnt[s, c] == 0:
+        m = st.a_ncls[s]
+        i = 0
+        while st.a_cord[s, i] != c:
+            i += 1
+        for r in range(i, m - 1):
+            st.a_cord[s, r] = st.a_cord[s, r + 1]
+        st.a_ncls[s] = m - 1
+    st.j_on[job] = 0
+
+
+@njit(cache=True, _nrt=False)
+def _idle_beside(tb, st, s, job):
+    """The SM's idle fraction without one block of `job`'s class (``idle_beside``)."""
+    leave_out = st.class_of[ROW_READY, job]
+    idle = 1.0
+    if tb.s_rule[s] == RULE_READY:
+        g0 = s * tb.k_max
+        for c in range(tb.s_k[s]):
+            n = st.g_blocks[g0 + c]
+            if c == leave_out:
+                n -= 1
+            if n > 0:
+                idle *= (1.0 - tb.caps[ROW_READY, c]) * math.pow(1.0 - tb.further[c], float(n - 1))
+        return idle
+    present = False
+    for i in range(st.a_n[s]):
+        if st.a_job[s, i] == job:
+            present = True
+    if not present:
+        leave_out = -1
+    for i in range(st.a_ncls[s]):
+        c = st.a_cord[s, i]
+        n = st.a_cnt[s, c]
+        if c == leave_out:
+            n -= 1
+        if n > 0:
+            idle *= (1.0 - tb.caps[ROW_READY, c]) * math.pow(1.0 - tb.further[c], float(n - 1))
+    return idle
+
+
+@njit(cache=True, _nrt=False)
+def _enter(tb, st, s, job):
+    """ProcessorSharingServer.enter: the block counts on the SM while it moves its data."""
+    now = st.freg[F_NOW]
+    _advance(tb, st, s, now)
+    _arrive(tb, st, s, job)
+    if st.s_n[s]:
+        _rates(tb, st, s)
+        _post(tb, st, s, now)
+
+
+@njit(cache=True, _nrt=False)
+def _leave(tb, st, s, job):
+    now = st.freg[F_NOW]
+    _advance(tb, st, s, now)
+    _depart(tb, st, s, job)
+    if st.s_n[s]:
+        _rates(tb, st, s)
+        _post(tb, st, s, now)
+
+
+@njit(cache=True, _nrt=False)
+def _start_computing(tb, st, s, job, work):
+    """``leave`` then ``add`` in one change: the block stays on the SM."""
+    now = st.freg[F_NOW]
+    _advance(tb, st, s, now)
+    if tb.s_rule[s] == RULE_AGE:
+        st.j_vt[job] = -work
+        st.j_on[job] = 1
+    else:
+        gi = s * tb.k_max + st.class_of[ROW_READY, job]
+        st.s_seq[s] += 1
+        if not _group_push(st, gi, st.g_vt[gi] + work, st.s_seq[s], job):
+            return
+    st.s_n[s] += 1
+    _rates(tb, st, s)
+    _post(tb, st, s, now)
+
+
+@njit(cache=True, _nrt=False)
+def _add(tb, st, s, job, work):
+    """The server's ``add``."""
+    now = st.freg[F_NOW]
+    rule = tb.s_rule[s]
+    if rule == RULE_AGE:
+        _arrive(tb, st, s, job)
+        _start_computing(tb, st, s, job, work)
+        return
+    g0 = s * tb.k_max
+    if rule == RULE_ONE:                # _add_one, SharedServer._rates
+        if st.g_len[g0] > 0:
+            dt = now - st.s_t[s]
+            if dt > 0.0:
+                st.g_vt[g0] += dt * st.g_rate[g0]
+        st.s_t[s] = now
+        st.s_seq[s] += 1
+        if not _group_push(st, g0, st.g_vt[g0] + work, st.s_seq[s], job):
+            return
+        st.s_n[s] += 1
+        fair = 1.0 / st.s_n[s]
+        cap = st.s_cap[s]
+        rate = fair if fair < cap else cap
+        st.g_rate[g0] = rate
+        delay = (st.h_key[st.g_off[g0]] - st.g_vt[g0]) / rate
+        due = now + (delay if delay > 0.0 else 0.0)
+    else:                               # _add with the rule's _rates_next
+        _advance(tb, st, s, now)
+        if rule == RULE_READY:
+            _arrive(tb, st, s, job)
+        gi = g0 + st.class_of[tb.s_row[s], job]
+        st.s_seq[s] += 1
+        if not _group_push(st, gi, st.g_vt[gi] + work, st.s_seq[s], job):
+            return
+        st.s_n[s] += 1
+        if rule == RULE_CAPPED:
+            best = _capped_rates_next(tb, st, s)
+        else:
+            _ready_rates(tb, st, s)
+            best = _next_delay(tb, st, s)
+        due = now + (best if best > 0.0 else 0.0)
+    if st.s_due[s] <= due:              # keep_earlier: a pending completion that is not later stays
+        return
+    _schedule(st, s, due)
+
+
+@njit(cache=True, _nrt=False)
+def _fire(tb, st, ln, s):
+    """The server's next completion is due: its rule's ``_fire``; then its jobs' handlers."""
+    now = st.freg[F_NOW]
+    g0 = s * tb.k_max
+    done = st.done_buf
+    nd = 0
+    rule = tb.s_rule[s]
+    if rule == RULE_ONE:                # _fire_one
+        base = st.g_off[g0]
+        dt = now - st.s_t[s]
+        st.s_t[s] = now
+        if dt > 0.0:
+            st.g_vt[g0] += dt * st.g_rate[g0]
+        v = st.g_vt[g0]
+        head = st.h_key[base]
+        tolerance = TOLERANCE * (head if head > 1.0 else 1.0)
+        if head > v + tolerance:        # early: re-arm
+            delay = (head - v) / st.g_rate[g0]
+            _schedule(st, s, now + (delay if delay > 0.0 else 0.0))
+            return
+        if head > v:
+            st.g_vt[g0] = head
+        limit = head + tolerance
+        n = st.g_len[g0]
+        done[nd] = _hpop(st, base, n)
+        nd += 1
+        n -= 1
+        while n > 0 and st.h_key[base] <= limit:
+            done[nd] = _hpop(st, base, n)
+            nd += 1
+            n -= 1
+        st.g_len[g0] = n
+        if n > 0:
+            st.s_n[s] -= nd
+            fair = 1.0 / st.s_n[s]
+            cap = st.s_cap[s]
+            rate = fair if fair < cap else cap
+            st.g_rate[g0] = rate
+            delay = (st.h_key[base] - st.g_vt[g0]) / rate
+            _schedule(st, s, now + (delay if delay > 0.0 else 0.0))
+        else:
+            st.s_n[s] = 0
+            st.s_due[s] = INF
+    elif rule == RULE_AGE:              # AgeWeightedReadinessServer._fire_groups
+        dt = now - st.s_t[s]
+        st.s_t[s] = now
+        for i in range(st.a_nact[s]):
+            j = st.a_act[s, i]
+            if dt > 0.0:
+                st.j_vt[j] += dt * st.j_rate[j]
+            v = st.j_vt[j]
+            if 0.0 > v + AGE_TOLERANCE:
+                continue
+            if 0.0 > v:
+                st.j_vt[j] = 0.0
+            done[nd] = j
+            nd += 1
+        if nd > 0:
+            st.s_n[s] -= nd
+            for i in range(nd):
+                _depart(tb, st, s, done[i])
+            if st.s_n[s]:
+                _age_rates(tb, st, s)
+            else:
+                st.a_nact[s] = 0
+        if st.s_n[s]:
+            _post(tb, st, s, now)
+        else:
+            st.s_due[s] = INF
+    else:                               # _fire_groups
+        dt = now - st.s_t[s]
+        st.s_t[s] = now
+        for g in range(tb.s_k[s]):
+            gi = g0 + g
+            n = st.g_len[gi]
+            if n == 0:
+                continue
+            if dt > 0.0:
+                st.g_vt[gi] += dt * st.g_rate[gi]
+            base = st.g_off[gi]
+            head = st.h_key[base]
+            tolerance = TOLERANCE * (head if head > 1.0 else 1.0)
+            if head > st.g_vt[gi] + tolerance:
+                continue
+            if head > st.g_vt[gi]:
+                st.g_vt[gi] = head
+            limit = head + tolerance
+            done[nd] = _hpop(st, base, n)
+            nd += 1
+            n -= 1
+            while n > 0 and st.h_key[base] <= limit:
+                done[nd] = _hpop(st, base, n)
+                nd += 1
+                n -= 1
+            st.g_len[gi] = n
+        if nd > 0:
+            st.s_n[s] -= nd
+            if rule == RULE_READY:
+                for i in range(nd):
+                    _depart(tb, st, s, done[i])
+        if st.s_n[s] > 0:
+            if nd == 0:
+                best = _next_delay(tb, st, s)
+            elif rule == RULE_CAPPED:
+                best = _capped_rates_next(tb, st, s)
+            else:
+                _ready_rates(tb, st, s)
+                best = _next_delay(tb, st, s)
+            _schedule(st, s, now + (best if best > 0.0 else 0.0))
+        else:
+            st.s_due[s] = INF
+    if nd == 0:
+        return
+    # A job's handler may add to a server, never fire one: one done buffer serves every server.
+    if tb.s_is_mem[s]:
+        for i in range(nd):
+            _mem_done(tb, st, ln, done[i])
+    else:
+        for i in range(nd):
+            _comp_done(tb, st, ln, done[i])
+
+
+@njit(cache=True, _nrt=False)
+def _on_wake(tb, st, ln, s, eid):
+    """ProcessorSharingServer._on_wake."""
+    if eid != st.s_queued_eid[s]:
+        return
+    st.s_queued[s] = INF
+    st.s_queued_eid[s] = -1
+    if eid == st.s_due_eid[s]:
+        _fire(tb, st, ln, s)
+    elif st.s_due[s] != INF:
+        st.s_queued[s] = st.s_due[s]
+        st.s_queued_eid[s] = st.s_due_eid[s]
+        _push(st, st.s_due[s], st.s_due_eid[s], EV_WAKE, s, 0)
+
+
+# --- the L2 (megasim.sim.l2) -----------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _lru_unlink(st, r):
+    ir = st.ireg
+    p, n = st.lru_prev[r], st.lru_next[r]
+    if p >= 0:
+        st.lru_next[p] = n
+    else:
+        ir[R_LRU_HEAD] = n
+    if n >= 0:
+        st.lru_prev[n] = p
+    else:
+        ir[R_LRU_TAIL] = p
+
+
+@njit(cache=True, _nrt=False)
+def _lru_append(st, r):
+    ir = st.ireg
+    tail = ir[R_LRU_TAIL]
+    st.lru_prev[r] = tail
+    st.lru_next[r] = -1
+    if tail >= 0:
+        st.lru_next[tail] = r
+    else:
+        ir[R_LRU_HEAD] = r
+    ir[R_LRU_TAIL] = r
+
+
+@njit(cache=True, _nrt=False)
+def _l2_access(tb, st, j):
+    """L2Cache.access_parts of tracked access j: its DRAM bytes."""
+    region = tb.acc_region[j]
+    nbytes = tb.acc_nbytes[j]
+    write = tb.acc_write[j] != 0
+    base = tb.part_off[region]
+    bits = st.l2_bits
+    n_new = 0
+    for p in range(tb.acc_lo[j], tb.acc_hi[j], tb.acc_step[j]):
+        if bits[base + p] == 0:
+            bits[base + p] = 1
+            n_new += 1
+    if n_new:
+        st.l2_count[region] += n_new
+        st.freg[F_USED] += n_new * tb.part_bytes[region]
+        miss = nbytes if write else nbytes * n_new / tb.acc_count[j]
+    else:
+        miss = nbytes if write else 0.0
+    ir = st.ireg
+    if st.in_lru[region]:
+        if ir[R_LRU_TAIL] != region:
+            _lru_unlink(st, region)
+            _lru_append(st, region)
+    else:
+        st.in_lru[region] = 1
+        ir[R_LRU_LEN] += 1
+        _lru_append(st, region)
+    if st.freg[F_USED] > tb.consts[C_L2_CAPACITY]:
+        _evict(tb, st, region)
+    return miss
+
+
+@njit(cache=True, _nrt=False)
+def _evict(tb, st, keep):
+    ir, fr = st.ireg, st.freg
+    capacity = tb.consts[C_L2_CAPACITY]
+    while fr[F_USED] > capacity and ir[R_LRU_LEN] > 1:
+        victim = ir[R_LRU_HEAD]
+        if victim == keep:
+            _lru_unlink(st, victim)
+            _lru_append(st, victim)
+            continue
+        _lru_unlink(st, victim)
+        st.in_lru[victim] = 0
+        ir[R_LRU_LEN] -= 1
+        freed = st.l2_count[victim] * tb.part_bytes[victim]
+        fr[F_USED] -= freed
+        fr[F_EVICTED] += freed
+        base = tb.part_off[victim]
+        for p in range(base, base + tb.region_parts[victim]):
+            st.l2_bits[p] = 0
+        st.l2_count[victim] = 0
+
+
+# --- phases (megasim.sim.phases) -------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _ready(tb, st, ln, task, at):
+    st.ready[task] = at
+    dram = 0.0
+    for j in range(tb.rptr[task], tb.rptr[task + 1]):
+        miss = _l2_access(tb, st, j)
+        st.miss[j] = miss
+        dram += miss
+    l2_bytes = tb.task_bytes[task]
+    c = tb.consts
+    work = dram * c[C_INV_DRAM_BW]
+    if l2_bytes * c[C_INV_L2_BW] > work:
+        work = l2_bytes * c[C_INV_L2_BW]
+    latency = (c[C_DRAM_LATENCY] if dram > 0.0 else c[C_L2_LATENCY]) if l2_bytes > 0.0 else 0.0
+    if c[C_OVERLAP_ON] != 0.0:
+        o = tb.overlap[tb.kind_of[task]]
+        if o > 0.0:
+            st.mem_rest[task] = o * work
+            work -= o * work
+    st.mem_work[task] = work
+    _after(st, at - st.freg[F_NOW] + latency + ln.fixed_ns[task], EV_MEM, task, 0)
+
+
+@njit(cache=True, _nrt=False)
+def _on_mem_start(tb, st, ln, task):
+    work = st.mem_work[task]
+    st.mem_start[task] = st.freg[F_NOW]
+    if work > 0.0 or st.mem_rest[task] > 0.0:
+        sm = st.ireg[R_SM0] + st.sm_of[task]
+        if st.ireg[R_PRESENCE]:         # the block competes for its SM while it loads too
+            _enter(tb, st, sm, task)
+        if tb.consts[C_STRETCH_ON] != 0.0:  # its memory class (the overlapped rest keeps it)
+            kind = tb.kind_of[task]
+            gamma = tb.stretch[kind]
+            if gamma <= 0.0:
+                st.class_of[ROW_STRETCH, task] = tb.mem_class[kind, STRETCH_LEVELS]
+            else:
+                idle = _idle_beside(tb, st, sm, task)
+                level = int(np.rint((1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
+                st.class_of[ROW_STRETCH, task] = tb.mem_class[kind, level if level > 1 else 1]
+    if work > 0.0:
+        _add(tb, st, st.ireg[R_MEM], task, work)
+    else:
+        _mem_done(tb, st, ln, task)
+
+
+@njit(cache=True, _nrt=False)
+def _mem_done(tb, st, ln, task):
+    rest = st.mem_rest[task]
+    if rest < 0.0:                      # the overlapped rest of the memory phase ended
+        _join(tb, st, ln, task)
+        return
+    st.comp_start[task] = st.freg[F_NOW]
+    sm = st.ireg[R_SM0] + st.sm_of[task]
+    work = tb.compute_ns[task]
+    present = st.ireg[R_PRESENCE] != 0 and (st.mem_work[task] > 0.0 or rest > 0.0)
+    track_age = tb.consts[C_TRACK_AGE] != 0.0
+    if present and not (track_age and work > 0.0):
+        _leave(tb, st, sm, task)
+    if rest > 0.0:                      # the rest of its memory work runs beside its compute
+        st.mem_rest[task] = -1.0
+        st.pending[task] = 1
+        _add(tb, st, st.ireg[R_MEM], task, rest)
+    if work > 0.0:
+        if present and track_age:
+            _start_computing(tb, st, sm, task, work)
+        else:
+            _add(tb, st, sm, task, work)
+    else:
+        _comp_done(tb, st, ln, task)
+
+
+@njit(cache=True, _nrt=False)
+def _comp_done(tb, st, ln, task):
+    if tb.consts[C_OVERLAP_ON] != 0.0:
+        _join(tb, st, ln, task)
+    else:
+        _finish(tb, st, ln, task)
+
+
+@njit(cache=True, _nrt=False)
+def _join(tb, st, ln, task):
+    """One of a task's overlapped phases ended; the task ends with the last."""
+    if st.pending[task]:
+        st.pending[task] -= 1
+    else:
+        _finish(tb, st, ln, task)
+
+
+# --- claims and waits (megasim.sim.claims) ---------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _claim(tb, st, ln, sm, slot):
+    ir = st.ireg
+    if ir[R_READY]:
+        _claim_ready(tb, st, ln, sm, slot)
+        return
+    if ir[R_NEXT] >= ir[R_LEN]:
+        return
+    task = ln.order[ir[R_NEXT]]
+    ir[R_NEXT] += 1
+    _take(tb, st, ln, task, sm, slot)
+
+
+@njit(cache=True, _nrt=False)
+def _claim_ready(tb, st, ln, sm, slot):
+    ir = st.ireg
+    if ir[R_RQ_HEAD] < ir[R_RQ_TAIL]:
+        pos = ln.queue[ir[R_RQ_HEAD]]
+        ir[R_RQ_HEAD] += 1
+    else:
+        if ir[R_DONE] < ir[R_LEN]:
+            t = ir[R_IDLE_TAIL]
+            size = st.idle_sm.shape[0]
+            st.idle_sm[t % size] = sm
+            st.idle_slot[t % size] = slot
+            ir[R_IDLE_TAIL] = t + 1
+        return
+    task = ln.order[pos]
+    ln.pos_of[task] = pos
+    _take(tb, st, ln, task, sm, slot)
+
+
+@njit(cache=True, _nrt=False)
+def _take(tb, st, ln, task, sm, slot):
+    now = st.freg[F_NOW]
+    st.claim[task] = now
+    st.sm_of[task] = sm
+    st.slot_of[task] = slot
+    if tb.consts[C_TRACK_AGE] != 0.0:   # its block's dispatch number (a persistent block keeps its first)
+        ir = st.ireg
+        if ir[R_PERSISTENT]:
+            age = st.block_age[sm, slot]
+            if age < 0:
+                age = st.block_age[sm, slot] = ir[R_DISPATCHED]
+                ir[R_DISPATCHED] += 1
+        else:
+            age = ir[R_DISPATCHED]
+            ir[R_DISPATCHED] += 1
+        st.age_of[task] = age
+    cost = ln.check_ns[tb.kind_of[task]]
+    st.claim_cost[task] = cost
+    checked = now + cost
+    for i in range(tb.waits.shape[1]):
+        c = tb.waits[task, i]
+        if c >= 0 and st.remaining[c] > 0:
+            _wait(st, c, task)
+            st.check_at[task] = checked
+            return
+    _ready(tb, st, ln, task, checked)
+
+
+@njit(cache=True, _nrt=False)
+def _wait(st, c, task):
+    """waiters.setdefault(c, []).append(task)"""
+    st.w_next[task] = -1
+    tail = st.w_tail[c]
+    if tail >= 0:
+        st.w_next[tail] = task
+    else:
+        st.w_head[c] = task
+    st.w_tail[c] = task
+
+
+@njit(cache=True, _nrt=False)
+def _release(tb, st, ln, task, now):
+    for i in range(tb.waits.shape[1]):
+        c = tb.waits[task, i]
+        if c >= 0 and st.remaining[c] > 0:
+            _wait(st, c, task)
+            return
+    resume = now + tb.consts[C_ATOMIC]
+    check = st.check_at[task]
+    _ready(tb, st, ln, task, resume if resume > check else check)
+
+
+@njit(cache=True, _nrt=False)
+def _finish(tb, st, ln, task):
+    ir = st.ireg
+    now = st.freg[F_NOW]
+    st.end[task] = now
+    ready_dispatch = ir[R_READY] != 0
+    off = -1                    # the released list, built in the pool
+    n_rel = 0
+    signalled = False
+    if ready_dispatch:
+        off = ir[R_POOL_N]
+    for i in range(tb.signals.shape[1]):
+        c = tb.signals[task, i]
+        if c < 0:
+            continue
+        signalled = True
+        st.remaining[c] -= 1
+        if st.remaining[c] == 0:
+            w = st.w_head[c]
+            st.w_head[c] = -1
+            st.w_tail[c] = -1
+            while w >= 0:
+                nxt = st.w_next[w]
+                _release(tb, st, ln, w, now)
+                w = nxt
+            if ready_dispatch:
+                for j in range(ln.counter_ptr[c], ln.counter_ptr[c + 1]):
+                    g = ln.counter_groups[j]
+                    ln.pending[g] -= 1
+                    if ln.pending[g] == 0:
+                        n_rel += 1
+                        st.pool[off + n_rel] = g
+    ir[R_DONE] += 1
+    if ir[R_DONE] == ir[R_REPORT_AT]:
+        ir[R_REPORTED] = ir[R_DONE]
+        ir[R_REPORT_AT] += ir[R_REPORT_EVERY]
+        ir[R_STOP] |= STOP_PROGRESS
+    if ir[R_DONE] == ir[R_LEN]:
+        st.freg[F_LAUNCH_END] = now
+        ir[R_STOP] |= STOP_LAUNCH
+    elif ready_dispatch:
+        atomic = tb.consts[C_ATOMIC]
+        delay = (atomic if signalled else 0.0) + (2.0 * atomic if n_rel > 0 else 0.0)
+        if ln.is_root[ln.pos_of[task]]:
+            delay += 2.0 * atomic
+            if ir[R_NEXT] < ln.roots.shape[0]:
+                n_rel += 1
+                st.pool[off + n_rel] = -1 - ln.roots[ir[R_NEXT]]
+                ir[R_NEXT] += 1
+        if n_rel > 0:
+            st.pool[off] = n_rel
+            ir[R_POOL_N] = off + 1 + n_rel
+            _after(st, delay, EV_SIGNAL, task, off)
+        else:
+            _after(st, delay, EV_SIGNAL, task, -1)
+    else:
+        _claim(tb, st, ln, st.sm_of[task], st.slot_of[task])
+
+
+@njit(cache=True, _nrt=False)
+def _on_ready_signal(tb, st, ln, task, off):
+    ir = st.ireg
+    if off >= 0:
+        for i in range(off + 1, off + 1 + st.pool[off]):
+            g = st.pool[i]
+            if g >= 0:
+                for j in range(ln.group_ptr[g], ln.group_ptr[g + 1]):
+                    ln.queue[ir[R_RQ_TAIL]] = ln.group_positions[j]
+                    ir[R_RQ_TAIL] += 1
+            else:
+                ln.queue[ir[R_RQ_TAIL]] = -1 - g
+                ir[R_RQ_TAIL] += 1
+    size = st.idle_sm.shape[0]
+    while ir[R_IDLE_HEAD] < ir[R_IDLE_TAIL] and ir[R_RQ_HEAD] < ir[R_RQ_TAIL]:
+        h = ir[R_IDLE_HEAD] % size
+        ir[R_IDLE_HEAD] += 1
+        _claim_ready(tb, st, ln, st.idle_sm[h], st.idle_slot[h])
+    _claim_ready(tb, st, ln, st.sm_of[task], st.slot_of[task])
+
+
+# --- the loop --------------------------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def place_first_blocks(st, first, n_sm, per_sm, round_robin, delay):
+    """The launch's first blocks claim `delay` ns from now (``_Launches._place_first_blocks``)."""
+    for b in range(first):
+        if round_robin:
+            sm, slot = b % n_sm, b // n_sm
+        else:
+            sm, slot = b // per_sm, b % per_sm
+        _after(st, delay, EV_SLOT, sm, slot)
+
+
+@njit(cache=True, _nrt=False)
+def run_events(tb, st, ln, margin):
+    """Handle events in (time, insertion id) order until a STOP_* reason; returns it."""
+    ir = st.ireg
+    ir[R_STOP] = 0
+    capacity = st.ev_t.shape[0]
+    while ir[R_EV_N] > 0:
+        if ir[R_EV_N] + margin > capacity:
+            return STOP_GROW
+        t = st.ev_t[0]
+        eid = st.ev_e[0]
+        kind = st.ev_k[0]
+        a = st.ev_a[0]
+        b = st.ev_b[0]
+        _pop_top(st)
+        st.freg[F_NOW] = t
+        if kind == EV_WAKE:
+            _on_wake(tb, st, ln, a, eid)
+        elif kind == EV_MEM:
+            _on_mem_start(tb, st, ln, a)
+        elif kind == EV_SLOT:
+            _claim(tb, st, ln, a, b)
+        else:
+            _on_ready_signal(tb, st, ln, a, b)
+        if ir[R_STOP]:
+            return STOP_OVERFLOW if ir[R_STOP] & STOP_OVERFLOW else ir[R_STOP]
+    return STOP_EMPTY
