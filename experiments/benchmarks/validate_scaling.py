@@ -22,13 +22,17 @@ Produces, in DIR (default experiments/results/<device-slug>/validate_scaling): v
 .json (one row per GPU count: devices, cluster start, warm-up, sweep and total seconds, rows, rows per
 device, speedups; the JSON's meta adds the devices from nvidia-smi and from each worker, driver,
 versions, commit, date, the settings and the summary), validate_scaling_points.csv (one row per
-mapping: both times, the ratio, the device, both split-half ratios) and measured_<G>gpu.csv (the
-measured rows of each run, ``validation_measured.csv``'s columns plus ``cuda_device``).
+mapping: both times, the ratio, the device, both split-half ratios), measured_<G>gpu.csv (the
+measured rows of each run, ``validation_measured.csv``'s columns plus ``cuda_device``) and
+validate_scaling_timeline.csv (one row per task and run: device, whether it was the worker's first chunk
+of its layer, submitted / start / end / received seconds from the sweep's start, GPU time as medians x
+runs and the rest, host work; the JSON's ``workers_idle`` sums it per worker: busy, idle before, between
+and after its tasks).
 Runs on: a host with several CUDA GPUs (``bash gpu/on_device.sh python3 -m
 experiments.benchmarks.validate_scaling``, dask and distributed carried as wheels). Under Numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, no GPU) ``--quick`` runs the same code on two simulated
 devices with the host's clock (``gpu.runtime.timing.time_host``): a check of the script, not a timing.
-Takes: 228 s with 1 GPU and 89 s with 4 on 4x H200 (2026-11-28, starts and warm-ups included; 329 s for
+Takes: 225 s with 1 GPU and 98 s with 4 on 4x H200 (2026-11-28, starts and warm-ups included; 338 s for
 the whole command; results and discussion in docs/sweeps.md); --quick on the simulator ~7 s.
 
     python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--out DIR]
