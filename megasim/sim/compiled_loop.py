@@ -20,22 +20,19 @@ dispatch; the L2 model (a byte per part instead of a big-integer mask, and an in
 instead of an ``OrderedDict``: the same hits, misses and evictions). Not covered: user SimPy processes
 and their transfers.
 
-**State.** Three named tuples of arrays: ``Tables`` (read-only per run), ``State`` (everything that
-changes, scalars in the registers ``ireg`` / ``freg``) and ``Launch`` (one launch's map, claim costs and
-ready lists). ``run_events`` pops events until the launch ends, a progress report is due, the queue
+**State.** Three Numba structures of arrays (``structref``: handlers receive a pointer, not a copy of
+~100 arrays): ``Tables`` (read-only per run), ``State`` (everything that changes, scalars in the
+registers ``ireg`` / ``freg``) and ``Launch`` (one launch's map, claim costs and ready lists). ``run_events`` pops events until the launch ends, a progress report is due, the queue
 empties (a stall), the queue needs room (the caller grows it and calls again) or a server's heaps
 outgrow their pool (the caller runs the SimPy handlers instead); so a run is resumable at those points.
-The functions take no reference counts (``_nrt=False``): nothing here allocates, and counting the
-references of the ~90 arrays passed from handler to handler cost ten times the handlers' own work.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
-
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from megasim.sim.resources import STRETCH_LEVELS
 
@@ -117,127 +114,191 @@ STOP_GROW = 8               # the event heap needs room: grow it and call again
 STOP_OVERFLOW = 16          # the group heaps' pool or a block list is full: this run needs the SimPy handlers
 
 
-class Tables(NamedTuple):
-    """Per run, read only."""
-    consts: np.ndarray          # f8: C_*
-    kind_of: np.ndarray         # i8[T]
-    compute_ns: np.ndarray      # f8[T]
-    task_bytes: np.ndarray      # f8[T]
-    rptr: np.ndarray            # i8[T+1]: the task's tracked accesses
-    waits: np.ndarray           # i8[T, W]: counters waited on (-1 unused)
-    signals: np.ndarray         # i8[T, S]: counters signalled (-1 unused)
-    acc_region: np.ndarray      # i8[A]
-    acc_lo: np.ndarray          # i8[A]
-    acc_hi: np.ndarray          # i8[A]
-    acc_step: np.ndarray        # i8[A]
-    acc_count: np.ndarray       # i8[A]: parts in range(lo, hi, step)
-    acc_nbytes: np.ndarray      # f8[A]
-    acc_write: np.ndarray       # u1[A]
-    part_off: np.ndarray        # i8[R]: the region's first part in State.l2_bits
-    part_bytes: np.ndarray      # f8[R]
-    region_parts: np.ndarray    # i8[R]
-    caps: np.ndarray            # f8[4, K]: per class row, the classes' caps (readiness: first-block readiness)
-    further: np.ndarray         # f8[K]: readiness classes' further-block readiness
-    overlap: np.ndarray         # f8[kinds]: memory_overlap
-    stretch: np.ndarray         # f8[kinds]: coresident_stretch
-    mem_class: np.ndarray       # i8[kinds, STRETCH_LEVELS + 1]: the stretch class of a kind at a level
-    weights: np.ndarray         # f8[M]: rho ** k (the age-weighted servers' weights, as they grow them)
-    weight_sums: np.ndarray     # f8[M + 1]: sums of the first k weights
-    s_rule: np.ndarray          # i8[NS]: RULE_*
-    s_row: np.ndarray           # i8[NS]: the server's class row
-    s_k: np.ndarray             # i8[NS]: its groups (classes)
-    s_is_mem: np.ndarray        # u1[NS]: the memory system (else an SM)
-    k_max: int
+@structref.register
+class TablesType(types.StructRef):
+    """Numba's type of a ``Tables``."""
+
+    def preprocess_fields(self, fields):
+        return tuple((field, types.unliteral(typ)) for field, typ in fields)
 
 
-class State(NamedTuple):
-    """Everything a run changes."""
-    ireg: np.ndarray
-    freg: np.ndarray
-    ev_t: np.ndarray            # event heap: time, insertion id, kind, payload a, b
-    ev_e: np.ndarray
-    ev_k: np.ndarray
-    ev_a: np.ndarray
-    ev_b: np.ndarray
-    class_of: np.ndarray        # i8[4, T]: per class row, each task's class (ROW_STRETCH set as phases start)
-    remaining: np.ndarray       # i8[C]: counter values
-    w_head: np.ndarray          # i8[C]: waiters per counter, a FIFO list through w_next
-    w_tail: np.ndarray
-    w_next: np.ndarray          # i8[T]
-    claim: np.ndarray           # f8[T] records
-    ready: np.ndarray
-    mem_start: np.ndarray
-    comp_start: np.ndarray
-    end: np.ndarray
-    claim_cost: np.ndarray
-    check_at: np.ndarray
-    mem_work: np.ndarray
-    mem_rest: np.ndarray        # f8[T]: the overlapped rest of a memory phase; -1 once it runs
-    pending: np.ndarray         # i8[T]: overlapped phases still running beside the compute phase
-    age_of: np.ndarray          # i8[T]: its block's dispatch number
-    block_age: np.ndarray       # i8[SM, slots]: a persistent launch's blocks' ages (-1: none yet)
-    sm_of: np.ndarray           # i4[T]
-    slot_of: np.ndarray         # i4[T]
-    miss: np.ndarray            # f8[A]: DRAM bytes of each access
-    l2_bits: np.ndarray         # u1[sum of parts]: resident parts
-    l2_count: np.ndarray        # i8[R]: resident parts per region
-    lru_prev: np.ndarray        # i8[R]
-    lru_next: np.ndarray        # i8[R]
-    in_lru: np.ndarray          # u1[R]
-    s_t: np.ndarray             # f8[NS] servers: last update, next completion, live entry, cap
-    s_due: np.ndarray
-    s_queued: np.ndarray
-    s_cap: np.ndarray
-    s_seq: np.ndarray           # i8[NS]: arrivals, next completion's id, live entry's id, jobs computing
-    s_due_eid: np.ndarray
-    s_queued_eid: np.ndarray
-    s_n: np.ndarray
-    g_vt: np.ndarray            # f8[NS * K]: per group, virtual time and rate
-    g_rate: np.ndarray
-    g_len: np.ndarray           # i8[NS * K]: jobs in the group's heap
-    g_off: np.ndarray           # i8[NS * K]: its heap's place in the pool h_*, and room
-    g_cap: np.ndarray
-    g_blocks: np.ndarray        # i8[NS * K]: readiness servers: blocks on the SM per class
-    h_key: np.ndarray           # f8[H]: group heaps of (finish virtual time, seq, job)
-    h_seq: np.ndarray
-    h_job: np.ndarray
-    j_vt: np.ndarray            # f8[T]: age-weighted servers: a computing job's virtual time and rate
-    j_rate: np.ndarray
-    j_on: np.ndarray            # u1[T]: the job computes on an age-weighted server
-    a_job: np.ndarray           # i8[NS, M]: age-weighted servers: blocks oldest first, their ages, classes
-    a_age: np.ndarray
-    a_cls: np.ndarray
-    a_n: np.ndarray             # i8[NS]
-    a_act: np.ndarray           # i8[NS, M]: computing blocks in the order the water-filling visits them
-    a_nact: np.ndarray          # i8[NS]
-    a_cnt: np.ndarray           # i8[NS, K]: blocks per class present
-    a_cord: np.ndarray          # i8[NS, K]: the classes present, in order of arrival
-    a_ncls: np.ndarray          # i8[NS]
-    a_order: np.ndarray         # i8[M]: scratch: the water-filling's visiting order
-    done_buf: np.ndarray        # i8: the jobs one completion ends
-    pool: np.ndarray            # i8: ready queue: released lists ([length, entries...])
-    idle_sm: np.ndarray         # i8: ready queue: idle slots (ring)
-    idle_slot: np.ndarray
+class Tables(structref.StructRefProxy):
+    """Per run, read only. Fields:
+
+    - ``consts``: f8: C_*
+    - ``kind_of``: i8[T]
+    - ``compute_ns``: f8[T]
+    - ``task_bytes``: f8[T]
+    - ``rptr``: i8[T+1]: the task's tracked accesses
+    - ``waits``: i8[T, W]: counters waited on (-1 unused)
+    - ``signals``: i8[T, S]: counters signalled (-1 unused)
+    - ``acc_region``: i8[A]
+    - ``acc_lo``: i8[A]
+    - ``acc_hi``: i8[A]
+    - ``acc_step``: i8[A]
+    - ``acc_count``: i8[A]: parts in range(lo, hi, step)
+    - ``acc_nbytes``: f8[A]
+    - ``acc_write``: u1[A]
+    - ``part_off``: i8[R]: the region's first part in State.l2_bits
+    - ``part_bytes``: f8[R]
+    - ``region_parts``: i8[R]
+    - ``caps``: f8[4, K]: per class row, the classes' caps (readiness: first-block readiness)
+    - ``further``: f8[K]: readiness classes' further-block readiness
+    - ``overlap``: f8[kinds]: memory_overlap
+    - ``stretch``: f8[kinds]: coresident_stretch
+    - ``mem_class``: i8[kinds, STRETCH_LEVELS + 1]: the stretch class of a kind at a level
+    - ``weights``: f8[M]: rho ** k (the age-weighted servers' weights, as they grow them)
+    - ``weight_sums``: f8[M + 1]: sums of the first k weights
+    - ``s_rule``: i8[NS]: RULE_*
+    - ``s_row``: i8[NS]: the server's class row
+    - ``s_k``: i8[NS]: its groups (classes)
+    - ``s_is_mem``: u1[NS]: the memory system (else an SM)
+    - ``k_max``: the most groups of any server (the stride of the g_* arrays)
+    """
+
+    FIELDS = ("consts", "kind_of", "compute_ns", "task_bytes", "rptr", "waits", "signals", "acc_region", "acc_lo",
+              "acc_hi", "acc_step", "acc_count", "acc_nbytes", "acc_write", "part_off", "part_bytes",
+              "region_parts", "caps", "further", "overlap", "stretch", "mem_class", "weights", "weight_sums",
+              "s_rule", "s_row", "s_k", "s_is_mem", "k_max",)
+
+    def __new__(cls, **values):
+        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
 
 
-class Launch(NamedTuple):
-    """One launch."""
-    order: np.ndarray           # i8[L]: tasks in map order
-    check_ns: np.ndarray        # f8[kinds]: claim -> ready when the parents are done
-    fixed_ns: np.ndarray        # f8[T]: the task's fixed latency in this launch (plain or megakernel)
-    roots: np.ndarray           # ready queue (megasim.ready.ReadyLists), as i8
-    counter_ptr: np.ndarray
-    counter_groups: np.ndarray
-    pending: np.ndarray         # changes: a group's counters still pending
-    group_ptr: np.ndarray
-    group_positions: np.ndarray
-    is_root: np.ndarray         # u1[L]: the map position is a root
-    pos_of: np.ndarray          # i8[T]: ready queue: the map position a task was taken from
-    queue: np.ndarray           # i8[L + 1]: ready queue: queued map positions
+structref.define_proxy(Tables, TablesType, Tables.FIELDS)
+
+
+@structref.register
+class StateType(types.StructRef):
+    """Numba's type of a ``State``."""
+
+    def preprocess_fields(self, fields):
+        return tuple((field, types.unliteral(typ)) for field, typ in fields)
+
+
+class State(structref.StructRefProxy):
+    """Everything a run changes (its arrays; the event heap's are replaced as it grows). Fields:
+
+    - ``ireg``
+    - ``freg``
+    - ``ev_t``: event heap: time, insertion id, kind, payload a, b
+    - ``ev_e``
+    - ``ev_k``
+    - ``ev_a``
+    - ``ev_b``
+    - ``class_of``: i8[4, T]: per class row, each task's class (ROW_STRETCH set as phases start)
+    - ``remaining``: i8[C]: counter values
+    - ``w_head``: i8[C]: waiters per counter, a FIFO list through w_next
+    - ``w_tail``
+    - ``w_next``: i8[T]
+    - ``claim``: f8[T] records
+    - ``ready``
+    - ``mem_start``
+    - ``comp_start``
+    - ``end``
+    - ``claim_cost``
+    - ``check_at``
+    - ``mem_work``
+    - ``mem_rest``: f8[T]: the overlapped rest of a memory phase; -1 once it runs
+    - ``pending``: i8[T]: overlapped phases still running beside the compute phase
+    - ``age_of``: i8[T]: its block's dispatch number
+    - ``block_age``: i8[SM, slots]: a persistent launch's blocks' ages (-1: none yet)
+    - ``sm_of``: i4[T]
+    - ``slot_of``: i4[T]
+    - ``miss``: f8[A]: DRAM bytes of each access
+    - ``l2_bits``: u1[sum of parts]: resident parts
+    - ``l2_count``: i8[R]: resident parts per region
+    - ``lru_prev``: i8[R]
+    - ``lru_next``: i8[R]
+    - ``in_lru``: u1[R]
+    - ``s_t``: f8[NS] servers: last update, next completion, live entry, cap
+    - ``s_due``
+    - ``s_queued``
+    - ``s_cap``
+    - ``s_seq``: i8[NS]: arrivals, next completion's id, live entry's id, jobs computing
+    - ``s_due_eid``
+    - ``s_queued_eid``
+    - ``s_n``
+    - ``g_vt``: f8[NS * K]: per group, virtual time and rate
+    - ``g_rate``
+    - ``g_len``: i8[NS * K]: jobs in the group's heap
+    - ``g_off``: i8[NS * K]: its heap's place in the pool h_*, and room
+    - ``g_cap``
+    - ``g_blocks``: i8[NS * K]: readiness servers: blocks on the SM per class
+    - ``h_key``: f8[H]: group heaps of (finish virtual time, seq, job)
+    - ``h_seq``
+    - ``h_job``
+    - ``j_vt``: f8[T]: age-weighted servers: a computing job's virtual time and rate
+    - ``j_rate``
+    - ``j_on``: u1[T]: the job computes on an age-weighted server
+    - ``a_job``: i8[NS, M]: age-weighted servers: blocks oldest first, their ages, classes
+    - ``a_age``
+    - ``a_cls``
+    - ``a_n``: i8[NS]
+    - ``a_act``: i8[NS, M]: computing blocks in the order the water-filling visits them
+    - ``a_nact``: i8[NS]
+    - ``a_cnt``: i8[NS, K]: blocks per class present
+    - ``a_cord``: i8[NS, K]: the classes present, in order of arrival
+    - ``a_ncls``: i8[NS]
+    - ``a_order``: i8[M]: scratch: the water-filling's visiting order
+    - ``done_buf``: i8: the jobs one completion ends
+    - ``pool``: i8: ready queue: released lists ([length, entries...])
+    - ``idle_sm``: i8: ready queue: idle slots (ring)
+    - ``idle_slot``
+    """
+
+    FIELDS = ("ireg", "freg", "ev_t", "ev_e", "ev_k", "ev_a", "ev_b", "class_of", "remaining", "w_head", "w_tail",
+              "w_next", "claim", "ready", "mem_start", "comp_start", "end", "claim_cost", "check_at",
+              "mem_work", "mem_rest", "pending", "age_of", "block_age", "sm_of", "slot_of", "miss", "l2_bits",
+              "l2_count", "lru_prev", "lru_next", "in_lru", "s_t", "s_due", "s_queued", "s_cap", "s_seq",
+              "s_due_eid", "s_queued_eid", "s_n", "g_vt", "g_rate", "g_len", "g_off", "g_cap", "g_blocks",
+              "h_key", "h_seq", "h_job", "j_vt", "j_rate", "j_on", "a_job", "a_age", "a_cls", "a_n", "a_act",
+              "a_nact", "a_cnt", "a_cord", "a_ncls", "a_order", "done_buf", "pool", "idle_sm", "idle_slot",)
+
+    def __new__(cls, **values):
+        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
+
+
+structref.define_proxy(State, StateType, State.FIELDS)
+
+
+@structref.register
+class LaunchType(types.StructRef):
+    """Numba's type of a ``Launch``."""
+
+    def preprocess_fields(self, fields):
+        return tuple((field, types.unliteral(typ)) for field, typ in fields)
+
+
+class Launch(structref.StructRefProxy):
+    """One launch. Fields:
+
+    - ``order``: i8[L]: tasks in map order
+    - ``check_ns``: f8[kinds]: claim -> ready when the parents are done
+    - ``fixed_ns``: f8[T]: the task's fixed latency in this launch (plain or megakernel)
+    - ``roots``: ready queue (megasim.ready.ReadyLists), as i8
+    - ``counter_ptr``
+    - ``counter_groups``
+    - ``pending``: changes: a group's counters still pending
+    - ``group_ptr``
+    - ``group_positions``
+    - ``is_root``: u1[L]: the map position is a root
+    - ``pos_of``: i8[T]: ready queue: the map position a task was taken from
+    - ``queue``: i8[L + 1]: ready queue: queued map positions
+    """
+
+    FIELDS = ("order", "check_ns", "fixed_ns", "roots", "counter_ptr", "counter_groups", "pending", "group_ptr",
+              "group_positions", "is_root", "pos_of", "queue",)
+
+    def __new__(cls, **values):
+        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
+
+
+structref.define_proxy(Launch, LaunchType, Launch.FIELDS)
 
 
 # --- the event heap --------------------------------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _push(st, t, eid, kind, a, b):
     ir = st.ireg
     i = ir[R_EV_N]
@@ -261,7 +322,7 @@ def _push(st, t, eid, kind, a, b):
     st.ev_b[i] = b
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _pop_top(st):
     """Remove the heap's first entry (read it before)."""
     ir = st.ireg
@@ -294,7 +355,7 @@ def _pop_top(st):
     st.ev_b[i] = b
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _after(st, delay, kind, a, b):
     """ModelEnvironment.after: call the handler `delay` ns from now (an insertion id now)."""
     ir = st.ireg
@@ -304,7 +365,7 @@ def _after(st, delay, kind, a, b):
 
 
 # --- the servers (megasim.sim.servers) -------------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _hpush(st, base, n, key, seq, job):
     """Push onto the group heap at `base` holding `n` entries."""
     hk, hs, hj = st.h_key, st.h_seq, st.h_job
@@ -322,7 +383,7 @@ def _hpush(st, base, n, key, seq, job):
     hj[base + i] = job
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _hpop(st, base, n):
     """Pop the first of the `n` entries of the group heap at `base`; its job."""
     hk, hs, hj = st.h_key, st.h_seq, st.h_job
@@ -350,7 +411,7 @@ def _hpop(st, base, n):
     return job
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _group_push(st, gi, key, seq, job):
     """Push onto group gi's heap, moving it to a room twice as large at the pool's end when it is full
     (False: the pool is full too)."""
@@ -374,7 +435,7 @@ def _group_push(st, gi, key, seq, job):
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _schedule(st, s, due):
     """ProcessorSharingServer._schedule."""
     ir = st.ireg
@@ -388,7 +449,7 @@ def _schedule(st, s, due):
         _push(st, due, eid, EV_WAKE, s, 0)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _advance(tb, st, s, now):
     """ProcessorSharingServer._advance: the groups computing (an age-weighted server's: its computing
     blocks) receive dt * rate."""
@@ -406,7 +467,7 @@ def _advance(tb, st, s, now):
     st.s_t[s] = now
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _next_delay(tb, st, s):
     """The least time to a completion at the current rates (jobs are computing)."""
     best = INF
@@ -426,13 +487,13 @@ def _next_delay(tb, st, s):
     return best
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _post(tb, st, s, now):
     best = _next_delay(tb, st, s)
     _schedule(st, s, now + (best if best > 0.0 else 0.0))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _capped_rates_next(tb, st, s):
     """CappedSharedServer._rates_next (classes in ascending cap order: classes_of sorts them)."""
     k = tb.s_k[s]
@@ -481,7 +542,7 @@ def _capped_rates_next(tb, st, s):
     return best
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _ready_rates(tb, st, s):
     """ReadinessSharedServer._rates: U over the blocks present, water-filled over their readiness."""
     g0 = s * tb.k_max
@@ -516,7 +577,7 @@ def _ready_rates(tb, st, s):
         st.g_rate[g0 + c] = level
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _age_rates(tb, st, s):
     """AgeWeightedReadinessServer._rates: weighted water-filling of U over the blocks on the SM, the
     k-th oldest weighing rho ** k; the computing ones, in the order visited, become the active list."""
@@ -565,7 +626,7 @@ def _age_rates(tb, st, s):
     st.a_nact[s] = nact
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _rates(tb, st, s):
     if tb.s_rule[s] == RULE_AGE:
         _age_rates(tb, st, s)
@@ -573,7 +634,7 @@ def _rates(tb, st, s):
         _ready_rates(tb, st, s)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _arrive(tb, st, s, job):
     """A block comes onto a readiness or age-weighted SM."""
     c = st.class_of[ROW_READY, job]
@@ -601,7 +662,7 @@ def _arrive(tb, st, s, job):
     st.a_cnt[s, c] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _depart(tb, st, s, job):
     """A block leaves a readiness or age-weighted SM."""
     c = st.class_of[ROW_READY, job]
@@ -629,7 +690,7 @@ def _depart(tb, st, s, job):
     st.j_on[job] = 0
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _idle_beside(tb, st, s, job):
     """The SM's idle fraction without one block of `job`'s class (``idle_beside``)."""
     leave_out = st.class_of[ROW_READY, job]
@@ -659,7 +720,7 @@ def _idle_beside(tb, st, s, job):
     return idle
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _enter(tb, st, s, job):
     """ProcessorSharingServer.enter: the block counts on the SM while it moves its data."""
     now = st.freg[F_NOW]
@@ -670,7 +731,7 @@ def _enter(tb, st, s, job):
         _post(tb, st, s, now)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _leave(tb, st, s, job):
     now = st.freg[F_NOW]
     _advance(tb, st, s, now)
@@ -680,7 +741,7 @@ def _leave(tb, st, s, job):
         _post(tb, st, s, now)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _start_computing(tb, st, s, job, work):
     """``leave`` then ``add`` in one change: the block stays on the SM."""
     now = st.freg[F_NOW]
@@ -698,7 +759,7 @@ def _start_computing(tb, st, s, job, work):
     _post(tb, st, s, now)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _add(tb, st, s, job, work):
     """The server's ``add``."""
     now = st.freg[F_NOW]
@@ -744,7 +805,7 @@ def _add(tb, st, s, job, work):
     _schedule(st, s, due)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _fire(tb, st, ln, s):
     """The server's next completion is due: its rule's ``_fire``; then its jobs' handlers."""
     now = st.freg[F_NOW]
@@ -867,7 +928,7 @@ def _fire(tb, st, ln, s):
             _comp_done(tb, st, ln, done[i])
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _on_wake(tb, st, ln, s, eid):
     """ProcessorSharingServer._on_wake."""
     if eid != st.s_queued_eid[s]:
@@ -883,7 +944,7 @@ def _on_wake(tb, st, ln, s, eid):
 
 
 # --- the L2 (megasim.sim.l2) -----------------------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _lru_unlink(st, r):
     ir = st.ireg
     p, n = st.lru_prev[r], st.lru_next[r]
@@ -897,7 +958,7 @@ def _lru_unlink(st, r):
         ir[R_LRU_TAIL] = p
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _lru_append(st, r):
     ir = st.ireg
     tail = ir[R_LRU_TAIL]
@@ -910,7 +971,7 @@ def _lru_append(st, r):
     ir[R_LRU_TAIL] = r
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _l2_access(tb, st, j):
     """L2Cache.access_parts of tracked access j: its DRAM bytes."""
     region = tb.acc_region[j]
@@ -943,7 +1004,7 @@ def _l2_access(tb, st, j):
     return miss
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _evict(tb, st, keep):
     ir, fr = st.ireg, st.freg
     capacity = tb.consts[C_L2_CAPACITY]
@@ -966,7 +1027,7 @@ def _evict(tb, st, keep):
 
 
 # --- phases (megasim.sim.phases) -------------------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _ready(tb, st, ln, task, at):
     st.ready[task] = at
     dram = 0.0
@@ -989,7 +1050,7 @@ def _ready(tb, st, ln, task, at):
     _after(st, at - st.freg[F_NOW] + latency + ln.fixed_ns[task], EV_MEM, task, 0)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _on_mem_start(tb, st, ln, task):
     work = st.mem_work[task]
     st.mem_start[task] = st.freg[F_NOW]
@@ -1012,7 +1073,7 @@ def _on_mem_start(tb, st, ln, task):
         _mem_done(tb, st, ln, task)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _mem_done(tb, st, ln, task):
     rest = st.mem_rest[task]
     if rest < 0.0:                      # the overlapped rest of the memory phase ended
@@ -1038,7 +1099,7 @@ def _mem_done(tb, st, ln, task):
         _comp_done(tb, st, ln, task)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _comp_done(tb, st, ln, task):
     if tb.consts[C_OVERLAP_ON] != 0.0:
         _join(tb, st, ln, task)
@@ -1046,7 +1107,7 @@ def _comp_done(tb, st, ln, task):
         _finish(tb, st, ln, task)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _join(tb, st, ln, task):
     """One of a task's overlapped phases ended; the task ends with the last."""
     if st.pending[task]:
@@ -1056,7 +1117,7 @@ def _join(tb, st, ln, task):
 
 
 # --- claims and waits (megasim.sim.claims) ---------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _claim(tb, st, ln, sm, slot):
     ir = st.ireg
     if ir[R_READY]:
@@ -1069,7 +1130,7 @@ def _claim(tb, st, ln, sm, slot):
     _take(tb, st, ln, task, sm, slot)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _claim_ready(tb, st, ln, sm, slot):
     ir = st.ireg
     if ir[R_RQ_HEAD] < ir[R_RQ_TAIL]:
@@ -1088,7 +1149,7 @@ def _claim_ready(tb, st, ln, sm, slot):
     _take(tb, st, ln, task, sm, slot)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _take(tb, st, ln, task, sm, slot):
     now = st.freg[F_NOW]
     st.claim[task] = now
@@ -1117,7 +1178,7 @@ def _take(tb, st, ln, task, sm, slot):
     _ready(tb, st, ln, task, checked)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _wait(st, c, task):
     """waiters.setdefault(c, []).append(task)"""
     st.w_next[task] = -1
@@ -1129,7 +1190,7 @@ def _wait(st, c, task):
     st.w_tail[c] = task
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _release(tb, st, ln, task, now):
     for i in range(tb.waits.shape[1]):
         c = tb.waits[task, i]
@@ -1141,7 +1202,7 @@ def _release(tb, st, ln, task, now):
     _ready(tb, st, ln, task, resume if resume > check else check)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _finish(tb, st, ln, task):
     ir = st.ireg
     now = st.freg[F_NOW]
@@ -1200,7 +1261,7 @@ def _finish(tb, st, ln, task):
         _claim(tb, st, ln, st.sm_of[task], st.slot_of[task])
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def _on_ready_signal(tb, st, ln, task, off):
     ir = st.ireg
     if off >= 0:
@@ -1221,8 +1282,29 @@ def _on_ready_signal(tb, st, ln, task, off):
     _claim_ready(tb, st, ln, st.sm_of[task], st.slot_of[task])
 
 
+@njit(cache=True)
+def grow_events(st):
+    """Give the event heap twice the room, its entries kept."""
+    n = st.ev_t.shape[0]
+    ev_t = np.zeros(2 * n)
+    ev_t[:n] = st.ev_t
+    st.ev_t = ev_t
+    ev_e = np.zeros(2 * n, np.int64)
+    ev_e[:n] = st.ev_e
+    st.ev_e = ev_e
+    ev_k = np.zeros(2 * n, np.int64)
+    ev_k[:n] = st.ev_k
+    st.ev_k = ev_k
+    ev_a = np.zeros(2 * n, np.int64)
+    ev_a[:n] = st.ev_a
+    st.ev_a = ev_a
+    ev_b = np.zeros(2 * n, np.int64)
+    ev_b[:n] = st.ev_b
+    st.ev_b = ev_b
+
+
 # --- the loop --------------------------------------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def place_first_blocks(st, first, n_sm, per_sm, round_robin, delay):
     """The launch's first blocks claim `delay` ns from now (``_Launches._place_first_blocks``)."""
     for b in range(first):
@@ -1233,7 +1315,7 @@ def place_first_blocks(st, first, n_sm, per_sm, round_robin, delay):
         _after(st, delay, EV_SLOT, sm, slot)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
 def run_events(tb, st, ln, margin):
     """Handle events in (time, insertion id) order until a STOP_* reason; returns it."""
     ir = st.ireg

@@ -185,7 +185,7 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
     nan = np.full(t, np.nan)
     n_acc = int(tracked.sum())
     counters = graph.counter_init.size
-    st = loop.State(
+    arrays = dict(
         ireg=np.zeros(loop.N_IREG, np.int64), freg=np.zeros(loop.N_FREG),
         ev_t=np.zeros(events), ev_e=np.zeros(events, np.int64), ev_k=np.zeros(events, np.int64),
         ev_a=np.zeros(events, np.int64), ev_b=np.zeros(events, np.int64),
@@ -212,7 +212,8 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
         a_order=np.zeros(sm_room, np.int64), done_buf=np.zeros(4 * max_slots + 4, np.int64),
         pool=np.zeros(pool, np.int64), idle_sm=np.zeros(2 * max_slots + 16, np.int64),
         idle_slot=np.zeros(2 * max_slots + 16, np.int64))
-    ir, fr = st.ireg, st.freg
+    st = loop.State(**arrays)      # (the loop writes into these arrays; the event heap's it replaces)
+    ir, fr = arrays["ireg"], arrays["freg"]
     ir[loop.R_LRU_HEAD] = ir[loop.R_LRU_TAIL] = -1
     ir[loop.R_HTOP] = int(g_cap.sum())
 
@@ -234,7 +235,7 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
             ir[loop.R_SM0] = sm_ready
         elif len(launch_shares) == 1:
             ir[loop.R_SM0] = sm_shared
-            st.s_cap[sm_shared:sm_capped] = launch_shares.pop()
+            arrays["s_cap"][sm_shared:sm_capped] = launch_shares.pop()
         else:
             ir[loop.R_SM0] = sm_capped
         ir[loop.R_PRESENCE] = presence
@@ -243,11 +244,11 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
             ir[loop.R_MEM] = MEM_STRETCH
         elif len(launch_mem_caps) == 1:
             ir[loop.R_MEM] = MEM_SHARED
-            st.s_cap[MEM_SHARED] = launch_mem_caps.pop()
+            arrays["s_cap"][MEM_SHARED] = launch_mem_caps.pop()
         else:
             ir[loop.R_MEM] = MEM_CAPPED
         ir[loop.R_PERSISTENT] = launch.style == "persistent"
-        st.block_age[:] = -1
+        arrays["block_age"][:] = -1
         order = launch.order.astype(np.int64)
         n = order.size
         tasks_before += int(ir[loop.R_DONE])
@@ -289,10 +290,10 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
         while True:
             why = loop.run_events(tb, st, ln, margin)
             if why == loop.STOP_GROW:
-                st = _grow_events(st)
+                loop.grow_events(st)
                 continue
             if why == loop.STOP_OVERFLOW:
-                raise OutOfRoom(f"the compiled loop's server heaps ({st.h_key.size} jobs) or block lists "
+                raise OutOfRoom(f"the compiled loop's server heaps ({arrays['h_key'].size} jobs) or block lists "
                                 f"({sm_room} per SM) ran out of room")
             if why & loop.STOP_PROGRESS:
                 progress(tasks_before + int(ir[loop.R_REPORTED]), t)
@@ -301,23 +302,14 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
                 delay = spec.kernel_boundary_ns
                 break
             if why == loop.STOP_EMPTY:
-                unfinished = np.flatnonzero(np.isnan(st.end)).tolist()
-                waiting = [i for i in unfinished if st.claim[i] == st.claim[i]][:10]
+                unfinished = np.flatnonzero(np.isnan(arrays["end"])).tolist()
+                waiting = [i for i in unfinished if arrays["claim"][i] == arrays["claim"][i]][:10]
                 raise SimulationError(f"the model stalled with {len(unfinished)} tasks unfinished; "
                                       f"blocked tasks (first 10): {waiting}")
-    out = _Output(graph=graph, spec=spec, launch_log=launch_log, claim=st.claim, ready=st.ready, tracked=tracked,
-                  miss_of=st.miss, claim_cost=st.claim_cost, mem_start=st.mem_start, comp_start=st.comp_start,
-                  end=st.end, sm_of=st.sm_of, slot_of=st.slot_of, mem_cap=mem_cap, host_ns=host_ns,
+    records = {name: arrays[name] for name in ("claim", "ready", "claim_cost", "mem_start", "comp_start", "end",
+                                                "sm_of", "slot_of")}
+    out = _Output(graph=graph, spec=spec, launch_log=launch_log, tracked=tracked, miss_of=arrays["miss"],
+                  mem_cap=mem_cap, host_ns=host_ns, **records,
                   events=int(ir[loop.R_PUSHED]))
     return SimResult.from_run(out, schedule, time.perf_counter() - wall)
 
-
-def _grow_events(st: loop.State) -> loop.State:
-    """The state with an event heap twice as long (its entries kept)."""
-    grown = {}
-    for name in ("ev_t", "ev_e", "ev_k", "ev_a", "ev_b"):
-        old = getattr(st, name)
-        new = np.zeros(2 * old.size, old.dtype)
-        new[:old.size] = old
-        grown[name] = new
-    return st._replace(**grown)
