@@ -126,20 +126,20 @@ class Tables(structref.StructRefProxy):
     """Per run, read only. Fields:
 
     - ``consts``: f8: C_*
-    - ``kind_of``: i8[T]
+    - ``kind_of``: i2[T] (the graph's)
     - ``compute_ns``: f8[T]
     - ``task_bytes``: f8[T]
     - ``rptr``: i8[T+1]: the task's tracked accesses
-    - ``waits``: i8[T, W]: counters waited on (-1 unused)
-    - ``signals``: i8[T, S]: counters signalled (-1 unused)
-    - ``acc_region``: i8[A]
-    - ``acc_lo``: i8[A]
-    - ``acc_hi``: i8[A]
-    - ``acc_step``: i8[A]
-    - ``acc_count``: i8[A]: parts in range(lo, hi, step)
+    - ``waits``: i4[T, W]: counters waited on (-1 unused; the graph's)
+    - ``signals``: i4[T, S]: counters signalled (-1 unused; the graph's)
+    - ``acc_region``: i4[A]
+    - ``acc_lo``: i4[A]
+    - ``acc_hi``: i4[A]
+    - ``acc_step``: i4[A]
+    - ``acc_count``: i4[A]: parts in range(lo, hi, step)
     - ``acc_nbytes``: f8[A]
     - ``acc_write``: u1[A]
-    - ``part_off``: i8[R]: the region's first part in State.l2_bits
+    - ``part_off``: i8[R]: the region's first part (bit) in State.l2_bits
     - ``part_bytes``: f8[R]
     - ``region_parts``: i8[R]
     - ``caps``: f8[4, K]: per class row, the classes' caps (readiness: first-block readiness)
@@ -160,9 +160,6 @@ class Tables(structref.StructRefProxy):
               "acc_hi", "acc_step", "acc_count", "acc_nbytes", "acc_write", "part_off", "part_bytes",
               "region_parts", "caps", "further", "overlap", "stretch", "mem_class", "weights", "weight_sums",
               "s_rule", "s_row", "s_k", "s_is_mem", "k_max",)
-
-    def __new__(cls, **values):
-        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
 
 
 structref.define_proxy(Tables, TablesType, Tables.FIELDS)
@@ -186,7 +183,7 @@ class State(structref.StructRefProxy):
     - ``ev_k``
     - ``ev_a``
     - ``ev_b``
-    - ``class_of``: i8[4, T]: per class row, each task's class (ROW_STRETCH set as phases start)
+    - ``class_of``: i4[4, T]: per class row, each task's class (ROW_STRETCH set as phases start)
     - ``remaining``: i8[C]: counter values
     - ``w_head``: i8[C]: waiters per counter, a FIFO list through w_next
     - ``w_tail``
@@ -201,12 +198,12 @@ class State(structref.StructRefProxy):
     - ``mem_work``
     - ``mem_rest``: f8[T]: the overlapped rest of a memory phase; -1 once it runs
     - ``pending``: i8[T]: overlapped phases still running beside the compute phase
-    - ``age_of``: i8[T]: its block's dispatch number
+    - ``age_of``: i8[T]: its block's dispatch number (with ages weighed; else i8[1])
     - ``block_age``: i8[SM, slots]: a persistent launch's blocks' ages (-1: none yet)
     - ``sm_of``: i4[T]
     - ``slot_of``: i4[T]
     - ``miss``: f8[A]: DRAM bytes of each access
-    - ``l2_bits``: u1[sum of parts]: resident parts
+    - ``l2_bits``: u8[sum of parts / 64]: resident parts, a bit each
     - ``l2_count``: i8[R]: resident parts per region
     - ``lru_prev``: i8[R]
     - ``lru_next``: i8[R]
@@ -228,7 +225,7 @@ class State(structref.StructRefProxy):
     - ``h_key``: f8[H]: group heaps of (finish virtual time, seq, job)
     - ``h_seq``
     - ``h_job``
-    - ``j_vt``: f8[T]: age-weighted servers: a computing job's virtual time and rate
+    - ``j_vt``: f8[T]: age-weighted servers: a computing job's virtual time and rate (else f8[1])
     - ``j_rate``
     - ``j_on``: u1[T]: the job computes on an age-weighted server
     - ``a_job``: i8[NS, M]: age-weighted servers: blocks oldest first, their ages, classes
@@ -255,9 +252,6 @@ class State(structref.StructRefProxy):
               "h_key", "h_seq", "h_job", "j_vt", "j_rate", "j_on", "a_job", "a_age", "a_cls", "a_n", "a_act",
               "a_nact", "a_cnt", "a_cord", "a_ncls", "a_order", "done_buf", "pool", "idle_sm", "idle_slot",)
 
-    def __new__(cls, **values):
-        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
-
 
 structref.define_proxy(State, StateType, State.FIELDS)
 
@@ -283,18 +277,48 @@ class Launch(structref.StructRefProxy):
     - ``group_ptr``
     - ``group_positions``
     - ``is_root``: u1[L]: the map position is a root
-    - ``pos_of``: i8[T]: ready queue: the map position a task was taken from
+    - ``pos_of``: i8[T]: ready queue: the map position a task was taken from (else i8[1])
     - ``queue``: i8[L + 1]: ready queue: queued map positions
     """
 
     FIELDS = ("order", "check_ns", "fixed_ns", "roots", "counter_ptr", "counter_groups", "pending", "group_ptr",
               "group_positions", "is_root", "pos_of", "queue",)
 
-    def __new__(cls, **values):
-        return structref.StructRefProxy.__new__(cls, *(values[field] for field in cls.FIELDS))
-
 
 structref.define_proxy(Launch, LaunchType, Launch.FIELDS)
+
+
+@njit(cache=True)
+def new_tables(consts, kind_of, compute_ns, task_bytes, rptr, waits, signals, acc_region, acc_lo, acc_hi,
+               acc_step, acc_count, acc_nbytes, acc_write, part_off, part_bytes, region_parts, caps, further,
+               overlap, stretch, mem_class, weights, weight_sums, s_rule, s_row, s_k, s_is_mem, k_max):
+    """A ``Tables`` made in compiled code (the proxy's own constructor compiles anew in every process)."""
+    return Tables(consts, kind_of, compute_ns, task_bytes, rptr, waits, signals, acc_region, acc_lo, acc_hi,
+                  acc_step, acc_count, acc_nbytes, acc_write, part_off, part_bytes, region_parts, caps,
+                  further, overlap, stretch, mem_class, weights, weight_sums, s_rule, s_row, s_k, s_is_mem,
+                  k_max)
+
+@njit(cache=True)
+def new_state(ireg, freg, ev_t, ev_e, ev_k, ev_a, ev_b, class_of, remaining, w_head, w_tail, w_next, claim,
+              ready, mem_start, comp_start, end, claim_cost, check_at, mem_work, mem_rest, pending, age_of,
+              block_age, sm_of, slot_of, miss, l2_bits, l2_count, lru_prev, lru_next, in_lru, s_t, s_due,
+              s_queued, s_cap, s_seq, s_due_eid, s_queued_eid, s_n, g_vt, g_rate, g_len, g_off, g_cap,
+              g_blocks, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls, a_n, a_act, a_nact,
+              a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot):
+    """A ``State`` made in compiled code (the proxy's own constructor compiles anew in every process)."""
+    return State(ireg, freg, ev_t, ev_e, ev_k, ev_a, ev_b, class_of, remaining, w_head, w_tail, w_next, claim,
+                 ready, mem_start, comp_start, end, claim_cost, check_at, mem_work, mem_rest, pending, age_of,
+                 block_age, sm_of, slot_of, miss, l2_bits, l2_count, lru_prev, lru_next, in_lru, s_t, s_due,
+                 s_queued, s_cap, s_seq, s_due_eid, s_queued_eid, s_n, g_vt, g_rate, g_len, g_off, g_cap,
+                 g_blocks, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls, a_n, a_act, a_nact,
+                 a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot)
+
+@njit(cache=True)
+def new_launch(order, check_ns, fixed_ns, roots, counter_ptr, counter_groups, pending, group_ptr,
+               group_positions, is_root, pos_of, queue):
+    """A ``Launch`` made in compiled code (the proxy's own constructor compiles anew in every process)."""
+    return Launch(order, check_ns, fixed_ns, roots, counter_ptr, counter_groups, pending, group_ptr,
+                  group_positions, is_root, pos_of, queue)
 
 
 # --- the event heap --------------------------------------------------------------------------------
@@ -981,8 +1005,11 @@ def _l2_access(tb, st, j):
     bits = st.l2_bits
     n_new = 0
     for p in range(tb.acc_lo[j], tb.acc_hi[j], tb.acc_step[j]):
-        if bits[base + p] == 0:
-            bits[base + p] = 1
+        b = base + p
+        word = b >> 6
+        bit = np.uint64(1) << np.uint64(b & 63)
+        if bits[word] & bit == 0:
+            bits[word] |= bit
             n_new += 1
     if n_new:
         st.l2_count[region] += n_new
@@ -1021,8 +1048,8 @@ def _evict(tb, st, keep):
         fr[F_USED] -= freed
         fr[F_EVICTED] += freed
         base = tb.part_off[victim]
-        for p in range(base, base + tb.region_parts[victim]):
-            st.l2_bits[p] = 0
+        for b in range(base, base + tb.region_parts[victim]):
+            st.l2_bits[b >> 6] &= ~(np.uint64(1) << np.uint64(b & 63))
         st.l2_count[victim] = 0
 
 

@@ -144,10 +144,10 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
 
     # Accesses and the L2.
     tracked, rptr, task_bytes = tracked_accesses(graph)
-    lo = graph.access_part_lo[tracked].astype(np.int64)
-    hi = graph.access_part_hi[tracked].astype(np.int64)
-    step = graph.access_part_step[tracked].astype(np.int64)
-    count = np.where(step == 1, hi - lo, (hi - lo + step - 1) // np.maximum(step, 1))
+    lo = graph.access_part_lo[tracked].astype(np.int32)
+    hi = graph.access_part_hi[tracked].astype(np.int32)
+    step = graph.access_part_step[tracked].astype(np.int32)
+    count = np.where(step == 1, hi - lo, (hi - lo + step - 1) // np.maximum(step, 1)).astype(np.int32)
     region_parts = graph.region_parts.astype(np.int64)
     part_off = np.concatenate([[0], np.cumsum(region_parts)[:-1]]).astype(np.int64)
     n_regions = region_parts.size
@@ -164,17 +164,19 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
     consts[loop.C_OVERLAP_ON] = any(c.memory_overlap > 0.0 for c in costs)
     consts[loop.C_STRETCH_ON] = stretch_on
     consts[loop.C_TRACK_AGE] = track_age
-    tb = loop.Tables(
-        consts=consts, kind_of=kind, compute_ns=compute_ns, task_bytes=task_bytes, rptr=rptr,
-        waits=np.ascontiguousarray(graph.wait_counters, np.int64).reshape(t, -1),
-        signals=np.ascontiguousarray(graph.signal_counters, np.int64).reshape(t, -1),
-        acc_region=graph.access_region[tracked].astype(np.int64), acc_lo=lo, acc_hi=hi, acc_step=step,
-        acc_count=count.astype(np.int64), acc_nbytes=graph.access_bytes[tracked].astype(np.float64),
+    tables = dict(
+        consts=consts, kind_of=np.ascontiguousarray(graph.kind, np.int16), compute_ns=compute_ns,
+        task_bytes=task_bytes, rptr=rptr,
+        waits=np.ascontiguousarray(graph.wait_counters, np.int32).reshape(t, -1),
+        signals=np.ascontiguousarray(graph.signal_counters, np.int32).reshape(t, -1),
+        acc_region=graph.access_region[tracked].astype(np.int32), acc_lo=lo, acc_hi=hi, acc_step=step,
+        acc_count=count, acc_nbytes=graph.access_bytes[tracked].astype(np.float64),
         acc_write=graph.access_write[tracked].astype(np.uint8), part_off=part_off,
         part_bytes=graph.region_part_bytes.astype(np.float64), region_parts=region_parts,
         caps=caps, further=further, overlap=np.array([c.memory_overlap for c in costs], np.float64),
         stretch=np.array(stretch, np.float64), mem_class=mem_class_at, weights=np.array(weights),
         weight_sums=np.array(weight_sums), s_rule=s_rule, s_row=s_row, s_k=s_k, s_is_mem=s_is_mem, k_max=k_max)
+    tb = loop.new_tables(*(tables[field] for field in loop.Tables.FIELDS))
 
     # Ready-queue lists per launch (and the pool their released lists take).
     lists = [ready_lists(graph, launch.order) if launch.dispatch == "ready" else None for launch in launches]
@@ -183,20 +185,21 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
     margin = 6 * max_slots + 2 * ns + 64
     events = 2 * margin + 1024
     nan = np.full(t, np.nan)
+    per_task_age = t if track_age else 1      # (only the age-weighted servers read ages and per-job rates)
     n_acc = int(tracked.sum())
     counters = graph.counter_init.size
     arrays = dict(
         ireg=np.zeros(loop.N_IREG, np.int64), freg=np.zeros(loop.N_FREG),
         ev_t=np.zeros(events), ev_e=np.zeros(events, np.int64), ev_k=np.zeros(events, np.int64),
         ev_a=np.zeros(events, np.int64), ev_b=np.zeros(events, np.int64),
-        class_of=np.stack([mem_class, sm_class, np.zeros(t, np.int64), ready_class]).astype(np.int64),
+        class_of=np.stack([mem_class, sm_class, np.zeros(t, np.int64), ready_class]).astype(np.int32),
         remaining=graph.counter_init.astype(np.int64), w_head=np.full(counters, -1, np.int64),
         w_tail=np.full(counters, -1, np.int64), w_next=np.full(t, -1, np.int64),
         claim=nan.copy(), ready=nan.copy(), mem_start=nan.copy(), comp_start=nan.copy(), end=nan,
         claim_cost=np.zeros(t), check_at=np.zeros(t), mem_work=np.zeros(t), mem_rest=np.zeros(t),
-        pending=np.zeros(t, np.int64), age_of=np.zeros(t, np.int64),
+        pending=np.zeros(t, np.int64), age_of=np.zeros(per_task_age, np.int64),
         block_age=np.full((n_sm, max_per_sm), -1, np.int64), sm_of=np.full(t, -1, np.int32), slot_of=np.full(t, -1, np.int32), miss=np.zeros(n_acc),
-        l2_bits=np.zeros(int(region_parts.sum()), np.uint8), l2_count=np.zeros(n_regions, np.int64),
+        l2_bits=np.zeros(int(region_parts.sum()) // 64 + 1, np.uint64), l2_count=np.zeros(n_regions, np.int64),
         lru_prev=np.full(n_regions, -1, np.int64), lru_next=np.full(n_regions, -1, np.int64),
         in_lru=np.zeros(n_regions, np.uint8),
         s_t=np.zeros(ns), s_due=np.full(ns, np.inf), s_queued=np.full(ns, np.inf), s_cap=s_cap0,
@@ -204,7 +207,7 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
         s_n=np.zeros(ns, np.int64), g_vt=np.zeros(ns * k_max), g_rate=np.zeros(ns * k_max),
         g_len=np.zeros(ns * k_max, np.int64), g_off=g_off, g_cap=g_cap, g_blocks=np.zeros(ns * k_max, np.int64),
         h_key=np.zeros(heap_slots), h_seq=np.zeros(heap_slots, np.int64), h_job=np.zeros(heap_slots, np.int64),
-        j_vt=np.zeros(t), j_rate=np.zeros(t), j_on=np.zeros(t, np.uint8),
+        j_vt=np.zeros(per_task_age), j_rate=np.zeros(per_task_age), j_on=np.zeros(per_task_age, np.uint8),
         a_job=np.zeros((ns, sm_room), np.int64), a_age=np.zeros((ns, sm_room), np.int64),
         a_cls=np.zeros((ns, sm_room), np.int64), a_n=np.zeros(ns, np.int64),
         a_act=np.zeros((ns, sm_room), np.int64), a_nact=np.zeros(ns, np.int64),
@@ -212,7 +215,8 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
         a_order=np.zeros(sm_room, np.int64), done_buf=np.zeros(4 * max_slots + 4, np.int64),
         pool=np.zeros(pool, np.int64), idle_sm=np.zeros(2 * max_slots + 16, np.int64),
         idle_slot=np.zeros(2 * max_slots + 16, np.int64))
-    st = loop.State(**arrays)      # (the loop writes into these arrays; the event heap's it replaces)
+    # (the loop writes into these arrays; the event heap's it replaces as it grows)
+    st = loop.new_state(*(arrays[field] for field in loop.State.FIELDS))
     ir, fr = arrays["ireg"], arrays["freg"]
     ir[loop.R_LRU_HEAD] = ir[loop.R_LRU_TAIL] = -1
     ir[loop.R_HTOP] = int(g_cap.sum())
@@ -270,7 +274,7 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
             ir[loop.R_NEXT] = min(window, rl.roots.size)
             ir[loop.R_IDLE_HEAD] = ir[loop.R_IDLE_TAIL] = 0
         empty = np.zeros(1, np.int64)
-        ln = loop.Launch(
+        launch_arrays = dict(
             order=order, check_ns=np.array(claim_costs(spec, mk_claim, launch, mega), np.float64),
             fixed_ns=fixed_mega if mega else fixed_plain,
             roots=rl.roots.astype(np.int64) if rl is not None else empty,
@@ -279,7 +283,8 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
             pending=rl.group_pending.astype(np.int64) if rl is not None else empty,
             group_ptr=rl.group_ptr.astype(np.int64) if rl is not None else empty,
             group_positions=rl.group_positions.astype(np.int64) if rl is not None else empty,
-            is_root=is_root, pos_of=np.full(t, -1, np.int64), queue=queue)
+            is_root=is_root, pos_of=np.full(t if rl is not None else 1, -1, np.int64), queue=queue)
+        ln = loop.new_launch(*(launch_arrays[field] for field in loop.Launch.FIELDS))
         start = fr[loop.F_NOW] + delay
         delay += max((launch_fixed[k] for k in kinds), default=0.0)
         launch_log.append({"name": launch.name, "style": launch.style, "start_ns": start, "end_ns": np.nan,

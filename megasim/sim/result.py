@@ -64,28 +64,29 @@ class SimResult:
     def from_run(cls, run: "_Run", schedule: "Schedule", wall_s: float) -> "SimResult":
         g, spec = run.graph, run.spec
         launches = tuple(LaunchRecord(**rec) for rec in run.launch_log)
-        claim = np.array(run.claim, np.float64)
-        ready = np.array(run.ready, np.float64)
+        # (np.asarray: the run's records become the result's without a copy where they are arrays already)
+        claim = np.asarray(run.claim, np.float64)
+        ready = np.asarray(run.ready, np.float64)
         # Traffic: each tracked access's DRAM bytes, aggregated by tensor and direction.
         tracked = run.tracked
-        miss = np.array(run.miss_of, np.float64)
+        miss = np.asarray(run.miss_of, np.float64)
         region = g.access_region[tracked]
         write = g.access_write[tracked]
         tensor = g.region_tensor[region]
         n_t = len(g.tensor_names)
         owner = np.repeat(np.arange(g.num_tasks), np.diff(g.access_ptr))[tracked]
         task_dram = np.bincount(owner, weights=miss, minlength=g.num_tasks)
-        claim_cost = np.array(run.claim_cost, np.float64)
+        claim_cost = np.asarray(run.claim_cost, np.float64)
         return cls(
             gpu=spec.name, schedule=schedule.name, params=dict(schedule.params),
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
             predicted_ns=max(float(max(rec.end_ns for rec in launches)) if launches else 0.0,
                              getattr(run, "host_ns", 0.0)),
             launches=launches, kind_names=g.kind_names, tensor_names=g.tensor_names, kind=g.kind.copy(),
-            claim_ns=claim, ready_ns=ready, mem_start_ns=np.array(run.mem_start, np.float64),
-            compute_start_ns=np.array(run.comp_start, np.float64), end_ns=np.array(run.end, np.float64),
+            claim_ns=claim, ready_ns=ready, mem_start_ns=np.asarray(run.mem_start, np.float64),
+            compute_start_ns=np.asarray(run.comp_start, np.float64), end_ns=np.asarray(run.end, np.float64),
             wait_ns=np.maximum(0.0, ready - claim - claim_cost),
-            sm=np.array(run.sm_of, np.int32), slot=np.array(run.slot_of, np.int32),
+            sm=np.asarray(run.sm_of, np.int32), slot=np.asarray(run.slot_of, np.int32),
             task_dram_bytes=task_dram, flops=float(g.flops.sum()),
             dram_read_bytes=np.bincount(tensor[~write], weights=miss[~write], minlength=n_t),
             dram_write_bytes=np.bincount(tensor[write], weights=miss[write], minlength=n_t),
