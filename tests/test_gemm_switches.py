@@ -23,13 +23,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_no_environment_reads_in_the_library():
     """megasim/ and gpu/ read no environment variable and name no MEGASIM_* one: what changes a build or a
-    run is a parameter. The one exception records NVIDIA_TF32_OVERRIDE, which cuDNN itself reads, in the
-    baselines' metadata (gpu/cudnn_legacy.py: tf32_override)."""
+    run is a parameter. Two exceptions read what the CUDA stack itself reads, never to choose behaviour:
+    NVIDIA_TF32_OVERRIDE (cuDNN), recorded in the baselines' metadata (gpu/cudnn_legacy.py: tf32_override),
+    and CUDA_VISIBLE_DEVICES (the driver), to name for `megasim validate --gpus` the devices its index
+    means (megasim/cli/validate.py)."""
     found = []
     for path in sorted([*(REPO / "gpu").rglob("*"), *(REPO / "megasim").rglob("*")]):
         if path.suffix in (".py", ".sh") and path.is_file():
             for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.search(r"MEGASIM_|os\.environ|getenv", line) and "NVIDIA_TF32_OVERRIDE" not in line:
+                if re.search(r"MEGASIM_|os\.environ|getenv", line) and not re.search(
+                        r"NVIDIA_TF32_OVERRIDE|environ\.get\(\"CUDA_VISIBLE_DEVICES\"\)", line):
                     found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
     assert not (REPO / "gpu" / "runtime" / "switches.py").exists()
