@@ -222,6 +222,8 @@ class State(structref.StructRefProxy):
     - ``g_off``: i8[NS * K]: its heap's place in the pool h_*, and room
     - ``g_cap``
     - ``g_blocks``: i8[NS * K]: readiness servers: blocks on the SM per class
+    - ``g_active``: i8[NS * K]: per server, its groups with jobs computing, ascending (``_active``)
+    - ``s_active``: i8[NS]: how many
     - ``h_key``: f8[H]: group heaps of (finish virtual time, seq, job)
     - ``h_seq``
     - ``h_job``
@@ -249,8 +251,9 @@ class State(structref.StructRefProxy):
               "mem_work", "mem_rest", "pending", "age_of", "block_age", "sm_of", "slot_of", "miss", "l2_bits",
               "l2_count", "lru_prev", "lru_next", "in_lru", "s_t", "s_due", "s_queued", "s_cap", "s_seq",
               "s_due_eid", "s_queued_eid", "s_n", "g_vt", "g_rate", "g_len", "g_off", "g_cap", "g_blocks",
-              "h_key", "h_seq", "h_job", "j_vt", "j_rate", "j_on", "a_job", "a_age", "a_cls", "a_n", "a_act",
-              "a_nact", "a_cnt", "a_cord", "a_ncls", "a_order", "done_buf", "pool", "idle_sm", "idle_slot",)
+              "g_active", "s_active", "h_key", "h_seq", "h_job", "j_vt", "j_rate", "j_on", "a_job", "a_age",
+              "a_cls", "a_n", "a_act", "a_nact", "a_cnt", "a_cord", "a_ncls", "a_order", "done_buf", "pool",
+              "idle_sm", "idle_slot",)
 
 
 structref.define_proxy(State, StateType, State.FIELDS)
@@ -303,15 +306,15 @@ def new_state(ireg, freg, ev_t, ev_e, ev_k, ev_a, ev_b, class_of, remaining, w_h
               ready, mem_start, comp_start, end, claim_cost, check_at, mem_work, mem_rest, pending, age_of,
               block_age, sm_of, slot_of, miss, l2_bits, l2_count, lru_prev, lru_next, in_lru, s_t, s_due,
               s_queued, s_cap, s_seq, s_due_eid, s_queued_eid, s_n, g_vt, g_rate, g_len, g_off, g_cap,
-              g_blocks, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls, a_n, a_act, a_nact,
-              a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot):
+              g_blocks, g_active, s_active, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls, a_n,
+              a_act, a_nact, a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot):
     """A ``State`` made in compiled code (the proxy's own constructor compiles anew in every process)."""
     return State(ireg, freg, ev_t, ev_e, ev_k, ev_a, ev_b, class_of, remaining, w_head, w_tail, w_next, claim,
                  ready, mem_start, comp_start, end, claim_cost, check_at, mem_work, mem_rest, pending, age_of,
                  block_age, sm_of, slot_of, miss, l2_bits, l2_count, lru_prev, lru_next, in_lru, s_t, s_due,
                  s_queued, s_cap, s_seq, s_due_eid, s_queued_eid, s_n, g_vt, g_rate, g_len, g_off, g_cap,
-                 g_blocks, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls, a_n, a_act, a_nact,
-                 a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot)
+                 g_blocks, g_active, s_active, h_key, h_seq, h_job, j_vt, j_rate, j_on, a_job, a_age, a_cls,
+                 a_n, a_act, a_nact, a_cnt, a_cord, a_ncls, a_order, done_buf, pool, idle_sm, idle_slot)
 
 @njit(cache=True)
 def new_launch(order, check_ns, fixed_ns, roots, counter_ptr, counter_groups, pending, group_ptr,
@@ -436,10 +439,19 @@ def _hpop(st, base, n):
 
 
 @njit(cache=True)
-def _group_push(st, gi, key, seq, job):
-    """Push onto group gi's heap, moving it to a room twice as large at the pool's end when it is full
-    (False: the pool is full too)."""
+def _group_push(tb, st, s, g, key, seq, job):
+    """Push onto server s's group g's heap, moving it to a room twice as large at the pool's end when it
+    is full (False: the pool is full too); a group that had no job joins the server's active groups."""
+    gi = s * tb.k_max + g
     n = st.g_len[gi]
+    if n == 0:                          # active.append(g); active.sort()
+        a0 = s * tb.k_max
+        i = st.s_active[s]
+        while i > 0 and st.g_active[a0 + i - 1] > g:
+            st.g_active[a0 + i] = st.g_active[a0 + i - 1]
+            i -= 1
+        st.g_active[a0 + i] = g
+        st.s_active[s] += 1
     if n == st.g_cap[gi]:
         top = st.ireg[R_HTOP]
         cap = 2 * n if n > 0 else 8
@@ -485,9 +497,9 @@ def _advance(tb, st, s, now):
                 st.j_vt[j] += dt * st.j_rate[j]
         else:
             g0 = s * tb.k_max
-            for g in range(tb.s_k[s]):
-                if st.g_len[g0 + g] > 0:
-                    st.g_vt[g0 + g] += dt * st.g_rate[g0 + g]
+            for i in range(st.s_active[s]):
+                gi = g0 + st.g_active[g0 + i]
+                st.g_vt[gi] += dt * st.g_rate[gi]
     st.s_t[s] = now
 
 
@@ -503,11 +515,11 @@ def _next_delay(tb, st, s):
                 best = d
         return best
     g0 = s * tb.k_max
-    for g in range(tb.s_k[s]):
-        if st.g_len[g0 + g] > 0:
-            d = (st.h_key[st.g_off[g0 + g]] - st.g_vt[g0 + g]) / st.g_rate[g0 + g]
-            if d < best:
-                best = d
+    for i in range(st.s_active[s]):
+        gi = g0 + st.g_active[g0 + i]
+        d = (st.h_key[st.g_off[gi]] - st.g_vt[gi]) / st.g_rate[gi]
+        if d < best:
+            best = d
     return best
 
 
@@ -520,16 +532,11 @@ def _post(tb, st, s, now):
 @njit(cache=True)
 def _capped_rates_next(tb, st, s):
     """CappedSharedServer._rates_next (classes in ascending cap order: classes_of sorts them)."""
-    k = tb.s_k[s]
     g0 = s * tb.k_max
     row = tb.s_row[s]
-    active = 0
-    only = -1
-    for c in range(k):
-        if st.g_len[g0 + c] > 0:
-            active += 1
-            only = c
+    active = st.s_active[s]
     if active == 1:
+        only = st.g_active[g0]
         fair = 1.0 / st.s_n[s]
         cap = tb.caps[row, only]
         r = fair if fair < cap else cap
@@ -538,10 +545,9 @@ def _capped_rates_next(tb, st, s):
     remaining = 1.0
     jobs = st.s_n[s]
     best = INF
-    for c in range(k):
+    for i in range(active):
+        c = st.g_active[g0 + i]
         n = st.g_len[g0 + c]
-        if n == 0:
-            continue
         fair = remaining / jobs
         cap = tb.caps[row, c]
         if cap < fair:
@@ -554,12 +560,12 @@ def _capped_rates_next(tb, st, s):
             d = (st.h_key[st.g_off[g0 + c]] - st.g_vt[g0 + c]) / fair
             if d < best:
                 best = d
-            for c2 in range(c + 1, k):
-                if st.g_len[g0 + c2] > 0:
-                    st.g_rate[g0 + c2] = fair
-                    d = (st.h_key[st.g_off[g0 + c2]] - st.g_vt[g0 + c2]) / fair
-                    if d < best:
-                        best = d
+            for i2 in range(i + 1, active):
+                c2 = st.g_active[g0 + i2]
+                st.g_rate[g0 + c2] = fair
+                d = (st.h_key[st.g_off[g0 + c2]] - st.g_vt[g0 + c2]) / fair
+                if d < best:
+                    best = d
             return best
         if d < best:
             best = d
@@ -774,9 +780,9 @@ def _start_computing(tb, st, s, job, work):
         st.j_vt[job] = -work
         st.j_on[job] = 1
     else:
-        gi = s * tb.k_max + st.class_of[ROW_READY, job]
+        g = st.class_of[ROW_READY, job]
         st.s_seq[s] += 1
-        if not _group_push(st, gi, st.g_vt[gi] + work, st.s_seq[s], job):
+        if not _group_push(tb, st, s, g, st.g_vt[s * tb.k_max + g] + work, st.s_seq[s], job):
             return
     st.s_n[s] += 1
     _rates(tb, st, s)
@@ -800,7 +806,7 @@ def _add(tb, st, s, job, work):
                 st.g_vt[g0] += dt * st.g_rate[g0]
         st.s_t[s] = now
         st.s_seq[s] += 1
-        if not _group_push(st, g0, st.g_vt[g0] + work, st.s_seq[s], job):
+        if not _group_push(tb, st, s, 0, st.g_vt[g0] + work, st.s_seq[s], job):
             return
         st.s_n[s] += 1
         fair = 1.0 / st.s_n[s]
@@ -813,9 +819,9 @@ def _add(tb, st, s, job, work):
         _advance(tb, st, s, now)
         if rule == RULE_READY:
             _arrive(tb, st, s, job)
-        gi = g0 + st.class_of[tb.s_row[s], job]
+        g = st.class_of[tb.s_row[s], job]
         st.s_seq[s] += 1
-        if not _group_push(st, gi, st.g_vt[gi] + work, st.s_seq[s], job):
+        if not _group_push(tb, st, s, g, st.g_vt[g0 + g] + work, st.s_seq[s], job):
             return
         st.s_n[s] += 1
         if rule == RULE_CAPPED:
@@ -872,6 +878,7 @@ def _fire(tb, st, ln, s):
             _schedule(st, s, now + (delay if delay > 0.0 else 0.0))
         else:
             st.s_n[s] = 0
+            st.s_active[s] = 0
             st.s_due[s] = INF
     elif rule == RULE_AGE:              # AgeWeightedReadinessServer._fire_groups
         dt = now - st.s_t[s]
@@ -902,11 +909,10 @@ def _fire(tb, st, ln, s):
     else:                               # _fire_groups
         dt = now - st.s_t[s]
         st.s_t[s] = now
-        for g in range(tb.s_k[s]):
-            gi = g0 + g
+        active = st.s_active[s]
+        for i in range(active):
+            gi = g0 + st.g_active[g0 + i]
             n = st.g_len[gi]
-            if n == 0:
-                continue
             if dt > 0.0:
                 st.g_vt[gi] += dt * st.g_rate[gi]
             base = st.g_off[gi]
@@ -927,6 +933,13 @@ def _fire(tb, st, ln, s):
             st.g_len[gi] = n
         if nd > 0:
             st.s_n[s] -= nd
+            kept = 0                    # the groups emptied leave the active ones
+            for i in range(active):
+                g = st.g_active[g0 + i]
+                if st.g_len[g0 + g] > 0:
+                    st.g_active[g0 + kept] = g
+                    kept += 1
+            st.s_active[s] = kept
             if rule == RULE_READY:
                 for i in range(nd):
                     _depart(tb, st, s, done[i])

@@ -206,6 +206,7 @@ def run_compiled(graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement:
         s_seq=np.zeros(ns, np.int64), s_due_eid=np.full(ns, -1, np.int64), s_queued_eid=np.full(ns, -1, np.int64),
         s_n=np.zeros(ns, np.int64), g_vt=np.zeros(ns * k_max), g_rate=np.zeros(ns * k_max),
         g_len=np.zeros(ns * k_max, np.int64), g_off=g_off, g_cap=g_cap, g_blocks=np.zeros(ns * k_max, np.int64),
+        g_active=np.zeros(ns * k_max, np.int64), s_active=np.zeros(ns, np.int64),
         h_key=np.zeros(heap_slots), h_seq=np.zeros(heap_slots, np.int64), h_job=np.zeros(heap_slots, np.int64),
         j_vt=np.zeros(per_task_age), j_rate=np.zeros(per_task_age), j_on=np.zeros(per_task_age, np.uint8),
         a_job=np.zeros((ns, sm_room), np.int64), a_age=np.zeros((ns, sm_room), np.int64),
