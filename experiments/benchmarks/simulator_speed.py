@@ -4,13 +4,16 @@ layers, relative to the events/s of a plain SimPy timeout loop on the same machi
 Produces: DIR/simulator_speed.csv and DIR/simulator_speed.json (default DIR =
 experiments/results/simulator_speed; the JSON holds the same rows and the metadata: CPU model, core
 count, Python/NumPy/SimPy versions, git SHA, date, the reference's events/s and the summary below).
-One row per (engine, spec, layer, schedule): tasks, build_s (lowering + task order), first_sim_s (the
-first ``simulate`` in the row's fresh process: with the compiled engine it includes Numba's one-time
-start, about 0.3 s, and loading the cached loop), sim_s (a second, identical ``simulate``: the engine's
-own speed, as the reference is timed after its start-up), total_s (build + first simulate), tasks_per_s
-(tasks / sim_s), its ratio to the reference's events/s, predicted_us (the two engines must agree to
-the last bit), peak_rss_mb and rss_per_task_bytes (the peak resident memory of the fresh process that
-did only that row, less its memory after imports, per task). Engines (``--engines``): ``compiled``
+One row per (engine, spec, layer, schedule), each in a fresh process: engine_start_s and
+engine_start_mb (a first, tiny simulation: with the compiled engine, Numba's start and loading the
+cached loop, about 0.35 s and 130 MB once per process; with SimPy's, nothing to speak of), tasks,
+build_s (lowering + task order), first_sim_s (the first ``simulate`` of the layer), sim_s (a second,
+identical ``simulate``: the engine's own speed, as the reference is timed after its start-up), total_s
+(build + first simulate), tasks_per_s (tasks / sim_s), its ratio to the reference's events/s,
+predicted_us (the two engines must agree to the last bit), peak_rss_mb and rss_per_task_bytes (the
+peak resident memory of the process, less its memory once the engine had started, per task). One more
+row per engine times the memory of a 313,632-task run (``MEMORY_RUN``, preset; not in the geometric
+means). Engines (``--engines``): ``compiled``
 (``megasim.sim.compiled_loop``, what ``simulate`` runs by default) and ``simpy`` (the handlers on
 SimPy's queue, ``SimOptions(engine="simpy")``).
 
@@ -43,6 +46,7 @@ REFERENCE_PROCESSES = 100
 REFERENCE_REPEATS = 3
 CALIBRATED = "megasim/hardware/calibrated/h100_from_h200.json"   # the calibrated H100 (H200 costs, H100 measured)
 QUICK_LAYERS = ("resnet-4", "yolov3-5")
+MEMORY_RUN = ("vgg16/conv1_2", "nonfused")     # issue 42: at most 0.5 KB per task on a run of 300k tasks
 ENGINES = ("compiled", "simpy")
 TARGETS = {"preset_ratio": 0.4, "calibrated_ratio": 0.25, "vgg1_fused_calibrated_s": 1.0, "bytes_per_task": 512}
 
@@ -84,10 +88,14 @@ def _one(engine: str, layer: str, schedule: str, spec_name: str, spec_source: st
 
     spec = load_spec(spec_source) if spec_source.endswith(".json") else get_gpu(spec_source)
     problem = parse_layer(layer, batch=batch) if batch else parse_layer(layer)
+    options = SimOptions(engine=engine)
+    rss_start = _current_rss_bytes()
+    start = time.perf_counter()
+    simulate(*build(parse_layer("N=1,C=8,K=8,H=6,W=6"), Plan(schedule), spec)[:2], spec, options)
+    engine_start_s = time.perf_counter() - start
     rss_before = _current_rss_bytes()
     start = time.perf_counter()
     graph, sched, plan = build(problem, Plan(schedule), spec)
-    options = SimOptions(engine=engine)
     built = time.perf_counter()
     first = simulate(graph, sched, spec, options)
     done = time.perf_counter()
@@ -98,6 +106,7 @@ def _one(engine: str, layer: str, schedule: str, spec_name: str, spec_source: st
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     tasks = int(graph.num_tasks)
     return {"engine": engine, "spec": spec_name, "layer": layer, "schedule": schedule, "batch": problem.n,
+            "engine_start_s": round(engine_start_s, 4), "engine_start_mb": round((rss_before - rss_start) / 2**20, 1),
             "tasks": tasks, "build_s": round(built - start, 4), "first_sim_s": round(done - built, 4),
             "sim_s": round(sim_s, 4), "total_s": round(done - start, 4), "tasks_per_s": round(tasks / sim_s),
             "predicted_us": float(plan.algo.time_us(result)), "peak_rss_mb": round(peak / 2**20, 1),
@@ -143,19 +152,22 @@ def main(argv: list[str] | None = None) -> dict:
           f"{REFERENCE_PROCESSES} processes, {reference_s} s each)")
     specs = (("preset", args.gpu), ("calibrated", args.calibrated))
     rows = []
-    print(f"{'engine':8s} {'spec':10s} {'layer':11s} {'schedule':9s} {'tasks':>8s} {'build_s':>7s} {'first_s':>7s} "
+    print(f"{'engine':8s} {'spec':10s} {'layer':13s} {'schedule':9s} {'tasks':>8s} {'build_s':>7s} {'first_s':>7s} "
           f"{'sim_s':>7s} {'tasks/s':>10s} {'x SimPy':>7s} {'B/task':>7s}")
+    runs = [(spec_name, source, layer, schedule, batch) for spec_name, source in specs for layer in layers
+            for schedule in ("fused", "nonfused")]
+    if not args.quick:
+        runs.append(("memory", args.gpu, *MEMORY_RUN, None))
     for engine in engines:
-        for spec_name, source in specs:
-            for layer in layers:
-                for schedule in ("fused", "nonfused"):
-                    with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
-                        row = pool.submit(_one, engine, layer, schedule, spec_name, source, batch).result()
-                    row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
-                    rows.append(row)
-                    print(f"{engine:8s} {spec_name:10s} {layer:11s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
-                          f"{row['first_sim_s']:7.2f} {row['sim_s']:7.3f} {row['tasks_per_s']:10,d} "
-                          f"{row['ratio_to_simpy']:7.3f} {row['rss_per_task_bytes']:7.0f}", flush=True)
+        for spec_name, source, layer, schedule, row_batch in runs:
+            # (a fresh process per row, one at a time: its peak memory is that row's alone)
+            with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
+                row = pool.submit(_one, engine, layer, schedule, spec_name, source, row_batch).result()
+            row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
+            rows.append(row)
+            print(f"{engine:8s} {spec_name:10s} {layer[:13]:13s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
+                  f"{row['first_sim_s']:7.2f} {row['sim_s']:7.3f} {row['tasks_per_s']:10,d} "
+                  f"{row['ratio_to_simpy']:7.3f} {row['rss_per_task_bytes']:7.0f}", flush=True)
 
     summary: dict = {"simpy_events_per_s": round(reference), "simpy_events_per_s_runs": [round(r) for r in refs]}
     for engine in engines:
@@ -169,7 +181,9 @@ def main(argv: list[str] | None = None) -> dict:
                and r["schedule"] == "fused"]
         summary[f"{engine}_vgg1_fused_calibrated_sim_s"] = vgg[0]["sim_s"] if vgg else None
         summary[f"{engine}_vgg1_fused_calibrated_first_sim_s"] = vgg[0]["first_sim_s"] if vgg else None
-        largest = max((r for r in rows if r["engine"] == engine), key=lambda r: r["tasks"])
+        largest = max((r for r in rows if r["engine"] == engine), key=lambda r: r["tasks"])   # the memory run
+        summary[f"{engine}_engine_start_s"] = max(r["engine_start_s"] for r in rows if r["engine"] == engine)
+        summary[f"{engine}_engine_start_mb"] = max(r["engine_start_mb"] for r in rows if r["engine"] == engine)
         summary[f"{engine}_largest_run"] = f"{largest['spec']} {largest['layer']} {largest['schedule']} ({largest['tasks']} tasks)"
         summary[f"{engine}_largest_run_bytes_per_task"] = largest["rss_per_task_bytes"]
         print(f"{engine}: geometric mean tasks/s / SimPy events/s: preset {summary[f'{engine}_preset_ratio']:.3f} "
