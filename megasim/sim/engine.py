@@ -84,7 +84,9 @@ joins and leaves them). They are SimPy events on the run's ``simpy.Environment``
 (``Simulation``, docs/simpy_processes.md). Tasks are not SimPy processes: a model event is a callback,
 and calls posted for the same time and handler one after another share one SimPy event (blocks
 dispatched together, alike tasks whose memory phases start together), in the order they would have run
-one event each.
+one event each. A run without user processes runs the same handlers compiled
+(``megasim.sim.compiled_loop``), popping the same events in the same order: the same prediction, bit for
+bit, 6-9x faster (``SimOptions.engine``).
 
 The code: this module holds the options, ``simulate`` and the run (``_Run``), assembled from its setup
 (``megasim.sim.run_setup``: per-task tables and records), its launches (``megasim.sim.launches``), its
