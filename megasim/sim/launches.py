@@ -19,7 +19,7 @@ from megasim.errors import SimulationError
 from megasim.hardware.spec import GPUSpec
 from megasim.ready import ready_lists
 from megasim.schedule import Launch
-from megasim.sim.occupancy import Footprint, occupancy
+from megasim.sim.occupancy import Footprint, Occupancy, occupancy
 from megasim.taskgraph import TaskGraph
 
 PROGRESS_EVERY = 16384      # tasks of a launch between two calls of a run's progress callback
@@ -40,6 +40,19 @@ def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
         registers = max(registers, mega)
         shared = int(graph.kind_shared_bytes.max())
     return Footprint(int(graph.kind_threads[kinds].max()), registers, shared)
+
+
+def launch_blocks_per_sm(spec: GPUSpec, graph: TaskGraph, launch: Launch) -> tuple[Occupancy, int]:
+    """The launch's occupancy and the blocks it places per SM: those that fit, or a persistent grid's
+    own ``blocks_per_sm`` (SimulationError if more than fit)."""
+    occ = occupancy(spec, launch_footprint(graph, launch))
+    per_sm = occ.blocks_per_sm
+    if launch.style == "persistent" and launch.blocks_per_sm is not None:
+        if launch.blocks_per_sm > occ.blocks_per_sm:
+            raise SimulationError(f"blocks_per_sm={launch.blocks_per_sm} is not allowed for launch "
+                                  f"{launch.name!r}: at most {occ.blocks_per_sm} fit ({occ.limited_by})")
+        per_sm = launch.blocks_per_sm
+    return occ, per_sm
 
 
 def is_megakernel(graph: TaskGraph, launch: Launch) -> bool:
@@ -74,13 +87,7 @@ class _Launches:
             self.done.succeed()
             return
         launch = self.launches[self.launch_index]
-        occ = occupancy(self.spec, launch_footprint(self.graph, launch))
-        per_sm = occ.blocks_per_sm
-        if launch.style == "persistent" and launch.blocks_per_sm is not None:
-            if launch.blocks_per_sm > occ.blocks_per_sm:
-                raise SimulationError(f"blocks_per_sm={launch.blocks_per_sm} is not allowed for launch "
-                                      f"{launch.name!r}: at most {occ.blocks_per_sm} fit ({occ.limited_by})")
-            per_sm = launch.blocks_per_sm
+        occ, per_sm = launch_blocks_per_sm(self.spec, self.graph, launch)
         kinds = np.unique(self.graph.kind[launch.order]).tolist()
         self.sms, self.mem, self.presence = self.resources.for_launch(kinds)
         self.fixed_ns = self._fixed_mega if self._is_megakernel(launch) else self._fixed_plain

@@ -94,7 +94,7 @@ class _Setup:
     def _init_accesses(self) -> None:
         """Accesses to tracked regions, in CSR order per task (``rptr``); on-chip traffic (region -1)
         only counts towards a task's bytes. The L2 and the bandwidths that price a memory phase."""
-        graph, spec, t = self.graph, self.spec, self.graph.num_tasks
+        graph, spec = self.graph, self.spec
         tracked, rptr, task_bytes = tracked_accesses(graph)
         self.tracked = tracked
         self.rptr = array("q", rptr.tobytes())
