@@ -1045,6 +1045,25 @@ def _l2_access(tb, st, j):
 
 
 @njit(cache=True)
+def _clear_bits(bits, lo, hi):
+    """Clear bits [lo, hi) of the bit array (whole words where it can: mask = 0 in L2Cache)."""
+    if lo >= hi:
+        return
+    first, last = lo >> 6, (hi - 1) >> 6
+    low = np.uint64(lo & 63)
+    high = np.uint64((hi - 1) & 63)
+    ones = ~np.uint64(0)
+    if first == last:
+        span = (ones >> (np.uint64(63) - high)) & (ones << low)
+        bits[first] &= ~span
+        return
+    bits[first] &= ~(ones << low)
+    for w in range(first + 1, last):
+        bits[w] = np.uint64(0)
+    bits[last] &= ~(ones >> (np.uint64(63) - high))
+
+
+@njit(cache=True)
 def _evict(tb, st, keep):
     ir, fr = st.ireg, st.freg
     capacity = tb.consts[C_L2_CAPACITY]
@@ -1060,9 +1079,7 @@ def _evict(tb, st, keep):
         freed = st.l2_count[victim] * tb.part_bytes[victim]
         fr[F_USED] -= freed
         fr[F_EVICTED] += freed
-        base = tb.part_off[victim]
-        for b in range(base, base + tb.region_parts[victim]):
-            st.l2_bits[b >> 6] &= ~(np.uint64(1) << np.uint64(b & 63))
+        _clear_bits(st.l2_bits, tb.part_off[victim], tb.part_off[victim] + tb.region_parts[victim])
         st.l2_count[victim] = 0
 
 
