@@ -35,6 +35,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from megasim.sim.resources import STRETCH_LEVELS
+from megasim.sim.servers import AgeWeightedReadinessServer, ProcessorSharingServer
 
 INF = np.inf
 
@@ -43,8 +44,8 @@ RULE_ONE = 0                # one group (SharedServer, or a CappedSharedServer o
 RULE_CAPPED = 1             # CappedSharedServer: a group per cap class, water-filling
 RULE_READY = 2              # ReadinessSharedServer: a group per readiness class, blocks counted
 RULE_AGE = 3                # AgeWeightedReadinessServer: a group per block, weighted water-filling
-TOLERANCE = 1e-9            # ProcessorSharingServer.tolerance
-AGE_TOLERANCE = 1e-6        # AgeWeightedReadinessServer.tolerance
+TOLERANCE = ProcessorSharingServer.tolerance          # jobs this close to a group's head finish with it
+AGE_TOLERANCE = AgeWeightedReadinessServer.tolerance
 
 # Class rows (State.class_of, Tables.caps): per task, its class on a server of that row.
 ROW_MEM = 0                 # the memory system's cap classes

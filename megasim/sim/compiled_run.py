@@ -25,7 +25,7 @@ from megasim.schedule import Schedule
 from megasim.sim import compiled_loop as loop
 from megasim.sim import launches as launches_module
 from megasim.sim.launches import claim_costs, is_megakernel, launch_blocks_per_sm
-from megasim.sim.resources import STRETCH_LEVELS
+from megasim.sim.resources import STRETCH_LEVELS, classes_of, kind_caps
 from megasim.sim.result import SimResult
 from megasim.sim.run_setup import task_costs, tracked_accesses
 from megasim.taskgraph import TaskGraph
@@ -39,11 +39,10 @@ class OutOfRoom(Exception):
 
 
 def _classes(values: list, kind: np.ndarray) -> tuple[list, np.ndarray]:
-    """``megasim.sim.resources.classes_of`` on arrays: the distinct values, ascending, and per task the
-    index of its kind's value."""
-    keys = sorted(set(values))
-    of_kind = np.array([keys.index(v) for v in values], np.int64)
-    return keys, of_kind[kind]
+    """``classes_of`` with the per-task classes as an array: the distinct values, ascending, and per task
+    the index of its kind's value."""
+    keys, of_kind = classes_of(values, list(range(len(values))))
+    return keys, np.asarray(of_kind, np.int64)[kind]
 
 
 class _Output:
@@ -93,9 +92,7 @@ class _CompiledRun:
         readiness) and the servers: the memory system shared, capped or by stretch class; per SM shared,
         capped or readiness (age-weighted where ages are weighed)."""
         spec, costs, kind = self.spec, self.costs, self.kind
-        self.mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
-        self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None
-                         else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps) for c in costs]
+        self.mem_cap, self.mem_caps, block_ready = kind_caps(spec, costs)
         self.shares = [c.block_sm_share for c in costs]
         mem_keys, self.mem_class = _classes(self.mem_caps, kind)
         sm_keys, self.sm_class = _classes(self.shares, kind)
@@ -108,9 +105,6 @@ class _CompiledRun:
         self.mem_class_at = np.zeros((len(costs), STRETCH_LEVELS + 1), np.int64)
         if self.stretch_on:
             self.mem_class_at[:, 1:] = [[index[cap * lv / STRETCH_LEVELS] for lv in levels] for cap in self.mem_caps]
-        block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
-                       (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
-                        else c.further_block_sm_ready) for c in costs]
         self.mixed = spec.mixed_kinds_sm_factor
         ready_keys, self.ready_class = _classes(
             block_ready if self.mixed is None else [(*r, k) for k, r in enumerate(block_ready)], kind)

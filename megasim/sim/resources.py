@@ -38,6 +38,19 @@ def classes_of(keys_of_kind: list, task_kind: list[int]) -> tuple[list, list[int
     return keys, [of_kind[k] for k in task_kind]
 
 
+def kind_caps(spec: GPUSpec, costs: list[TaskCost]) -> tuple[float, list[float], list[tuple[float, float]]]:
+    """The memory system's default per-block cap, each kind's cap (its ``block_dram_bw_gbps``, else the
+    spec's ``tb_max_dram_bw_gbps``, over the DRAM bandwidth, at most 1) and each kind's readiness (first
+    block, further blocks; (1, 1) for a kind without ``block_sm_ready``)."""
+    mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
+    mem_caps = [mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
+                for c in costs]
+    block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
+                   (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
+                    else c.further_block_sm_ready) for c in costs]
+    return mem_cap, mem_caps, block_ready
+
+
 class Resources:
     """The servers of one run's memory system and SMs, chosen per launch (module docstring)."""
 
@@ -47,13 +60,8 @@ class Resources:
         dispatched); `mem_done` and `comp_done` receive the task whose memory or compute job ended."""
         self.clock, self.spec, self.task_kind, self.age_of = clock, spec, task_kind, age_of
         self.mem_done, self.comp_done = mem_done, comp_done
-        self.mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
-        self.mem_caps = [self.mem_cap if c.block_dram_bw_gbps is None
-                         else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps) for c in costs]
+        self.mem_cap, self.mem_caps, self.block_ready = kind_caps(spec, costs)
         self.block_share = [c.block_sm_share for c in costs]
-        self.block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
-                            (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
-                             else c.further_block_sm_ready) for c in costs]
         self.ready_kinds = {k for k, c in enumerate(costs) if c.block_sm_ready is not None}
         self.track_age = spec.younger_block_weight not in (None, 1.0)
         self.stretch = [c.coresident_stretch for c in costs]
