@@ -232,3 +232,23 @@ def test_recommended_params_are_the_documented_multiples(prob):
     params = recommended_params(graph)
     assert params == scaled_params(graph, min(8, counts(graph)["N_G"]), 8, 4)
     assert_permutation_and_valid(graph, algorithm1(graph, params))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.integers(0, 500), st.integers(0, 40), st.integers(1, 9))
+def test_build_matches_the_step_by_step_map(prob, d_ig, iters, m):
+    """The vectorised map equals Algorithm 1 emitted step by step, for any D_IG, iterations and M
+    (valid or not), rounding half to even at the same floating-point values."""
+    from megasim.algorithms.winograd.algorithm1 import _build, _build_reference, _streams
+    st_ = _streams(graph_of(*prob))
+    m = min(m, st_.n_g)
+    assert np.array_equal(_build(st_, d_ig, iters, m), _build_reference(st_, d_ig, iters, m))
+
+
+@pytest.mark.parametrize("layer", ["resnet-1", "vgg-1", "yolov3-1"])
+def test_build_matches_the_step_by_step_map_on_table2_layers(layer):
+    from megasim.algorithms.winograd.algorithm1 import _build, _build_reference, _streams
+    graph = lower_winograd(parse_layer(layer, batch=8), WinogradConfig(m=4, tiles_per_group=64))
+    st_ = _streams(graph)
+    for d_ig, iters, m in ((0, 1, 1), (96, 3, 2), (700, 12, 4), (10**6, 0, 8)):
+        assert np.array_equal(_build(st_, d_ig, iters, m), _build_reference(st_, d_ig, iters, m))

@@ -7,8 +7,9 @@ order given) and ``coarse()``, a cheaper evaluator of the same kind that ranks p
 - ``SimulatorEvaluator``: the model. With one worker it simulates in this process (a small search pays
   no cluster start-up). Otherwise each batch of points is cut into contiguous chunks, about two per
   worker, that run as Dask tasks on the client given (``client=``, shared with a sweep, calibration or
-  validation) or on a LocalCluster of ``workers`` processes it starts on first use and closes at the
-  end (``megasim.sweep.cluster``; the available CPUs by default, at most MAX_DEFAULT_WORKERS); results
+  validation) or on a LocalCluster of one process and ``workers`` threads it starts on first use and
+  closes at the end (``megasim.sweep.cluster``; the available CPUs by default, at most
+  MAX_DEFAULT_WORKERS; the compiled event loop releases the GIL, so threads simulate at once); results
   come back in the order given and duplicates are resolved in that order, so a search is the same
   whatever the worker count or cluster. Each simulated point leaves only scalars (time, D_IG, D_GO, the
   --param string, the program's hash). Points that build the same program (task graph, task map,
@@ -140,7 +141,7 @@ class SimulatorEvaluator:
                  max_tasks: int = DEFAULT_MAX_TASKS, client: Any = None) -> None:
         """``max_tasks``: the largest task count a point may lower to (``megasim.plan.build``). ``client``: a
         ``distributed.Client`` to evaluate on (left open); without one, ``workers`` > 1 starts a
-        LocalCluster of that many processes at the first batch, closed by ``close()``."""
+        LocalCluster of that many threads in this process at the first batch, closed by ``close()``."""
         self.problem, self.spec, self.options, self.base = problem, spec, options, base
         self.max_tasks = check_max_tasks(max_tasks)
         self.space = space.bind(problem)
@@ -161,7 +162,7 @@ class SimulatorEvaluator:
         """The Dask client to evaluate on; None: simulate in this process (one worker, no client given)."""
         if self._client is None and self.workers > 1:
             from megasim.sweep.cluster import open_client
-            self._owned = open_client(workers=self.workers)
+            self._owned = open_client(workers=self.workers, processes=False)
             self._client = self._owned.__enter__()
         return self._client
 

@@ -25,6 +25,8 @@ and their transfers.
 registers ``ireg`` / ``freg``) and ``Launch`` (one launch's map, claim costs and ready lists). ``run_events`` pops events until the launch ends, a progress report is due, the queue
 empties (a stall), the queue needs room (the caller grows it and calls again) or a server's heaps
 outgrow their pool (the caller runs the SimPy handlers instead); so a run is resumable at those points.
+It runs without the GIL: simulations on threads of one process run at once (the optimiser's own cluster
+is one process of threads for that reason).
 """
 
 from __future__ import annotations
@@ -1373,7 +1375,7 @@ def place_first_blocks(st, first, n_sm, per_sm, round_robin, delay):
         _after(st, delay, EV_SLOT, sm, slot)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)   # runs without the GIL: simulations on threads of one process run at once
 def run_events(tb, st, ln, margin):
     """Handle events in (time, insertion id) order until a STOP_* reason; returns it."""
     ir = st.ireg

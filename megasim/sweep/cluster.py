@@ -3,10 +3,13 @@
 Every parallel evaluation (a sweep's points, the optimiser's batches, calibration's case simulations,
 validation's predictions, the experiment scripts) runs on a ``distributed.Client``:
 
-- ``open_client(client=None, scheduler=None, workers=None)``: the client given (left open), a client of
-  the cluster at ``scheduler`` (``tcp://host:8786``), or a fresh ``LocalCluster`` of ``workers``
-  processes with one thread each (a simulation holds the GIL: threads would not run two at once). A
-  cluster it starts, it closes.
+- ``open_client(client=None, scheduler=None, workers=None, processes=True)``: the client given (left
+  open), a client of the cluster at ``scheduler`` (``tcp://host:8786``), or a fresh ``LocalCluster``: of
+  ``workers`` processes with one thread each (a sweep: a process per CPU keeps every simulation's Python
+  part, lowering and set-up, which holds the GIL, running at once), or, with ``processes=False``, of one
+  worker of ``workers`` threads in this process (the optimiser's own: the compiled event loop releases the
+  GIL, and one process holds Numba and Dask once instead of once per worker). A cluster it starts, it
+  closes.
 - ``map_batches(client, fn, items, ...)``: ``fn(chunk, *args)`` over contiguous chunks of ``items``,
   results flattened back into the items' order. Simulations take 1-50 ms, a Dask task costs about a
   millisecond of scheduling, so work is handed out in chunks (about ``per_worker`` chunks per worker)
@@ -52,7 +55,7 @@ def check_workers(workers: int | None, source: str = "workers") -> int:
     return workers
 
 
-# Dask settings of the clusters megasim starts. Simulations hold the GIL, and every periodic callback of a
+# Dask settings of the clusters megasim starts. Simulations' Python parts hold the GIL, and every periodic callback of a
 # worker's event loop takes it from them: the statistical profiler (every 10 ms), the loop's health tick
 # (20 ms), the system monitor (500 ms). With them at Dask's defaults a resnet-1 search's simulations
 # took 9-14% longer in Dask workers than in a fork pool (2 workers, 2-core VM); with these, 4-8%.
@@ -61,19 +64,24 @@ CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.admi
                   "distributed.admin.system-monitor.gil.enabled": False}
 
 
-def local_cluster(workers: int, env: dict[str, str] | None = None):
-    """A LocalCluster of `workers` processes, one thread each, no dashboard, no memory limit (the
-    simulations' memory is bounded by --max-tasks, not by a share of the host), CLUSTER_CONFIG set."""
+def local_cluster(workers: int, env: dict[str, str] | None = None, processes: bool = True):
+    """A LocalCluster of `workers` processes, one thread each (or, with ``processes=False``, one worker of
+    `workers` threads in this process), no dashboard, no memory limit (the simulations' memory is bounded
+    by --max-tasks, not by a share of the host), CLUSTER_CONFIG set."""
     import dask
     from distributed import LocalCluster
+    shape = ({"n_workers": workers, "threads_per_worker": 1} if processes
+             else {"n_workers": 1, "threads_per_worker": workers})
     with dask.config.set(CLUSTER_CONFIG):     # the nannies hand this configuration to their workers
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                            memory_limit=0, silence_logs=logging.ERROR, **({"env": env} if env else {}))
+        return LocalCluster(**shape, processes=processes, dashboard_address=":0", memory_limit=0,
+                            silence_logs=logging.ERROR, **({"env": env} if env else {}))
 
 
 @contextlib.contextmanager
-def open_client(client: Any = None, scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
-    """The client to compute on (see the module's docstring); closes only what it opened."""
+def open_client(client: Any = None, scheduler: str | None = None, workers: int | None = None,
+                processes: bool = True) -> Iterator[Any]:
+    """The client to compute on (see the module's docstring); closes only what it opened. ``processes``:
+    whether a LocalCluster it starts has a process per worker or threads in this process."""
     if client is not None:
         if scheduler is not None:
             raise InputError("give a client or a scheduler address, not both")
@@ -91,7 +99,7 @@ def open_client(client: Any = None, scheduler: str | None = None, workers: int |
         with own:
             yield own
         return
-    cluster = local_cluster(check_workers(workers))
+    cluster = local_cluster(check_workers(workers), processes=processes)
     try:
         with Client(cluster) as own:
             yield own

@@ -85,6 +85,40 @@ def _streams(graph: TaskGraph) -> _Streams:
 
 
 def _build(st: _Streams, d_ig: int, iters: int, m: int) -> np.ndarray:
+    """The map, as one array of task ids: the module docstring's order, computed per step at once.
+
+    Step s (1-based) emits the input transforms up to ``I(s) = min(N_I, D_IG + round(s q_i))`` (from where
+    the previous step stopped; ``I(0) = min(D_IG, N_I)``), then column j of GEMM batch b, then, from the
+    first step past the initial iterations, the output transforms up to ``O(k) = min(N_O, round(k q_o))``
+    for its k-th such step. Both bounds never decrease, so every task of a stream belongs to the first
+    step whose bound passes it, and the map is the tasks sorted by (step, part, position).
+    """
+    ni, no, s_g = st.itrans.size, st.otrans.size, st.s_g
+    q_i = m * st.s_i / s_g
+    q_o = m * st.s_o / s_g
+    n_steps = -(-st.n_g // m) * s_g
+    steps = np.arange(1, n_steps + 1)
+    i_bound = np.minimum(ni, d_ig + np.rint(steps * q_i).astype(np.int64))
+    i_head = min(d_ig, ni)
+    i_step = np.searchsorted(i_bound, np.arange(i_head, ni), side="right") + 1   # n_steps + 1: the tail
+    init_steps = iters * s_g
+    body = np.arange(1, max(0, n_steps - init_steps) + 1)
+    o_bound = np.minimum(no, np.rint(body * q_o).astype(np.int64))
+    o_step = np.searchsorted(o_bound, np.arange(no), side="right") + 1 + init_steps
+    g = np.arange(st.n_g)
+    g_step = (g // m)[:, None] * s_g + np.arange(1, s_g + 1)[None, :]         # (N_G, S_G)
+    ids = np.concatenate([st.itrans[i_head:], st.gemm.ravel(), st.otrans])
+    step = np.concatenate([i_step, g_step.ravel(), o_step])
+    part = np.concatenate([np.zeros(ni - i_head, np.int64), np.ones(st.gemm.size, np.int64),
+                           np.full(no, 2, np.int64)])
+    within = np.concatenate([np.arange(i_head, ni), np.broadcast_to(g[:, None], st.gemm.shape).ravel(),
+                             np.arange(no)])
+    body_order = ids[np.lexsort((within, part, step))]
+    return np.concatenate([st.ftrans, st.itrans[:i_head], body_order]).astype(np.int64)
+
+
+def _build_reference(st: _Streams, d_ig: int, iters: int, m: int) -> np.ndarray:
+    """The map step by step, as Algorithm 1 states it (tests check ``_build`` against it)."""
     out: list[np.ndarray] = [st.ftrans]
     ni, no = st.itrans.size, st.otrans.size
     i_pos = min(d_ig, ni)
@@ -135,7 +169,7 @@ def _min_d_ig(graph: TaskGraph, st: _Streams, m: int) -> int:
     last_group = np.minimum(np.arange(0, st.n_g, m) + m, st.n_g) - 1
     steps = np.arange(1, len(last_group) * st.s_g + 1)
     needed = needed_by_group[last_group[(steps - 1) // st.s_g]]
-    interleaved = np.array([int(round(s * m * st.s_i / st.s_g)) for s in steps])
+    interleaved = np.rint(steps * m * st.s_i / st.s_g).astype(np.int64)   # round(s M S_I / S_G), half to even
     return int(max(0, np.max(needed - interleaved)))
 
 

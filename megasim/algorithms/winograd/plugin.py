@@ -110,10 +110,11 @@ class Winograd(Algorithm):
             return winograd_nonfused(graph), params
         if schedule == "naive":
             return winograd_naive(graph), params
-        base = default_params(graph, params.m if params.m is not None else 4)
-        params = replace(params, m=params.m if params.m is not None else base.m,
-                         d_ig=params.d_ig if params.d_ig is not None else base.d_ig,
-                         d_go=params.d_go if params.d_go is not None else base.d_go)
+        if None in (params.m, params.d_ig, params.d_go):   # the tightest valid values fill what is not given
+            base = default_params(graph, params.m if params.m is not None else 4)
+            params = replace(params, m=params.m if params.m is not None else base.m,
+                             d_ig=params.d_ig if params.d_ig is not None else base.d_ig,
+                             d_go=params.d_go if params.d_go is not None else base.d_go)
         return algorithm1(graph, Algorithm1Params(params.d_ig, params.d_go, params.m)), params
 
     def param_string(self, params: WinogradParams) -> str:
