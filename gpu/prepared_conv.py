@@ -53,6 +53,17 @@ def _device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+_CAPTURING: list = []
+
+
+def _capturing() -> bool:
+    """Whether torch's current stream is capturing a CUDA graph (torch imported on first use only)."""
+    if not _CAPTURING:
+        import torch
+        _CAPTURING.append(getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing))
+    return _CAPTURING[0]()
+
+
 class _Operand:
     """How a call's tensor becomes a device pointer (GPU) or an array (simulator), with its checks."""
 
@@ -130,6 +141,8 @@ class PreparedConv2d:
         self._streams: dict[int, object] = {}
         self._lock = threading.Lock()
         self._last_w, self._last_key = None, None      # the filter U was last transformed from
+        self._fast_last = [None, None, None]           # the same, as the raw launcher keeps it
+        self._launcher = None
 
     def _first_call(self, x, w, y) -> None:
         def as_array(a, operand):
@@ -155,8 +168,53 @@ class PreparedConv2d:
             launches.append(fn)
             filter_only.append(touches == {1})
         self._run._steps.clear()           # the workspace's x, w, y are the caller's: keep no reference to them
-        self._launches, self._slots = launches, tuple(slots)
-        self._filter_only = tuple(filter_only)
+        self._slots, self._filter_only = tuple(slots), tuple(filter_only)
+        self._launcher = self._make_launcher(launches)
+        self._launches = launches          # last: ``ready`` says the call is packed
+
+    def _make_launcher(self, launches: list):
+        """The call ``launch(x_ptr, w_ptr, y_ptr, w, stream_handle)`` on raw parameter blocks
+        (``FrozenLaunch.raw``), or None (the simulator, or a launch without one)."""
+        if config.ENABLE_CUDASIM:
+            return None
+        raws, slots = [], [[], [], []]
+        for fn in launches:
+            args = [i for k, f, i in self._slots if f is fn]
+            got = fn.raw(tuple(args))
+            if got is None:
+                return None
+            raws.append(got[0])
+            for (k, f, i), slot in zip([s for s in self._slots if s[1] is fn], got[1]):
+                slots[k].append(slot)
+        x_slots, w_slots, y_slots = (tuple(s) for s in slots)
+        every = tuple(raws)
+        no_filter = tuple(r for r, f in zip(raws, self._filter_only) if not f)
+        lock, errors = self._lock, self._errors
+        raise_pending, copy_errors = self._raise_pending, self._copy_errors
+        last = self._fast_last             # the filter U holds: the tensor, its version, its address
+
+        def launch(xp, wp, yp, w, stream):
+            if errors is not None:
+                raise_pending()
+            with lock:
+                for slot in x_slots:
+                    slot.value = xp
+                for slot in w_slots:
+                    slot.value = wp
+                for slot in y_slots:
+                    slot.value = yp
+                version = getattr(w, "_version", None)
+                if version is not None and w is last[0] and version == last[1] and wp == last[2] and not _capturing():
+                    seq = no_filter
+                else:
+                    seq = every
+                    last[:] = (w, version, wp) if version is not None else (None, None, None)
+                    self._last_w, self._last_key = None, None
+                for step in seq:
+                    step(stream)
+                if errors is not None:
+                    copy_errors(stream)
+        return launch
 
     def _stream(self, stream):
         if stream is None or stream == 0 or config.ENABLE_CUDASIM:
@@ -202,17 +260,30 @@ class PreparedConv2d:
         (simulator), ``w`` the filter object (for ``_same_filter``). The first call must have been made
         through ``__call__`` (it packs the launches). For callers that checked the operands themselves,
         such as the PyTorch module."""
+        launcher = self._launcher
+        if launcher is not None and (stream is None or isinstance(stream, int)):
+            launcher(targets[0], targets[1], targets[2], w, stream or 0)
+            return
         self._raise_pending()
         s = self._stream(stream)
         with self._lock:
             for k, fn, i in self._slots:
                 fn.rebind(i, targets[k])
             same_filter = self._same_filter(w, targets[1])
+            self._fast_last[:] = (None, None, None)
             for fn, filter_only in zip(self._launches, self._filter_only):
                 if not (filter_only and same_filter):
                     fn(s)
             if self._errors is not None and not config.ENABLE_CUDASIM:
                 self._copy_errors(s)
+
+    @property
+    def launcher(self):
+        """After the first call on the GPU: ``launch(x_ptr, w_ptr, y_ptr, w, stream_handle)``, the call for
+        callers that checked the operands themselves (such as the PyTorch module's forward): it points the
+        launches at the three device pointers and launches them on the stream handle (the filter transform
+        skipped as in ``enqueue``). None under the simulator or before the first call."""
+        return self._launcher
 
     @property
     def ready(self) -> bool:
@@ -235,7 +306,7 @@ class PreparedConv2d:
 
     def _copy_errors(self, s) -> None:
         from cuda.bindings import driver
-        handle = 0 if s is None else int(s.handle)
+        handle = 0 if s is None else (s if isinstance(s, int) else int(s.handle))
         host = self._errors.ctypes.data
         for i, pl in enumerate(self._megakernels):
             src = pl.pl.d_ctl.__cuda_array_interface__["data"][0] + 4 * mk.CTL_ERR_CODE

@@ -67,6 +67,28 @@ def test_a_changed_filter_is_transformed_again():
         assert _rel(conv(x), -2 * y1) < 1e-6
 
 
+def test_repeated_calls_agree_across_shapes_layouts_and_autograd():
+    """On the GPU, a shape seen before takes forward's short path (one lookup, the raw launches): it must give
+    what the first call gave, for interleaved shapes and layouts, with a bias, and hand over to autograd
+    when the input needs a gradient."""
+    conv = _conv(3, 5, plan=_plan("nonfused", 4))
+    xs = [torch.randn(2, 3, 7, 9, device=DEVICE), torch.randn(1, 3, 5, 6, device=DEVICE),
+          torch.randn(2, 3, 7, 9, device=DEVICE).contiguous(memory_format=torch.channels_last)]
+    with torch.no_grad():
+        refs = [torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1) for x in xs]
+        firsts = [conv(x).clone() for x in xs]
+        for _ in range(2):
+            for x, ref, first in zip(xs, refs, firsts):
+                y = conv(x)
+                assert torch.equal(y, first) and _rel(y, ref) < 1e-4
+    assert not config.ENABLE_CUDASIM or not conv._fast          # the simulator keeps the general path
+    xg = xs[0].clone().requires_grad_()
+    y = conv(xg)
+    assert y.grad_fn is not None and _rel(y, refs[0]) < 1e-4
+    y.sum().backward()
+    assert xg.grad is not None and conv.weight.grad is not None
+
+
 def test_fallback_for_what_the_kernels_do_not_run():
     conv = _conv(3, 4, plan=_plan("nonfused", 2))
     x = torch.randn(1, 3, 6, 6, device=DEVICE, dtype=torch.float64)

@@ -75,6 +75,26 @@ def host_cost_us(torch, fn, bursts: int = 20, calls: int = 100) -> float:
     return statistics.median(per_call)
 
 
+def launch_times(torch, steps_for, sets: int, warmup: int, repeats: int) -> list[float]:
+    """Per launch of one run, the median ms between CUDA events recorded around it: ``steps_for(i)`` gives
+    the launches (callables on the legacy default stream) of a run on input set i; runs rotate over sets,
+    back to back (one synchronisation at the end, so the device does not wait for the host)."""
+    stream = torch.cuda.current_stream()
+    runs = []
+    for r in range(warmup + repeats):
+        steps = steps_for(r % sets)
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(steps) + 1)]
+        events[0].record(stream)
+        for step, event in zip(steps, events[1:]):
+            step()
+            event.record(stream)
+        if r >= warmup:
+            runs.append(events)
+    stream.synchronize()
+    return [round(statistics.median(ev[k].elapsed_time(ev[k + 1]) for ev in runs), 4)
+            for k in range(len(runs[0]) - 1)]
+
+
 def bench_layer(torch, name: str, batch: int, args) -> dict:
     from gpu.runtime.execute import PreparedRun
     from gpu.runtime.timing import rotation_sets, time_cuda
@@ -108,6 +128,22 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
         w_dev = cuda.as_cuda_array(conv.weight.detach())
         wss = [prepared.workspace(cuda.as_cuda_array(x), w_dev) for x in x_nhwc]
         harness = time_cuda(lambda i: prepared.run(wss[i]), warmup=args.warmup, repeats=args.repeats, rotate=sets)
+        # per launch: the user path's (filter transform skipped, as in its timing) and the harness's
+        ys = [run.new_output(x) for x in xs]
+        run(xs[0], conv.weight.detach(), ys[0])
+        user_steps = [fn for fn, f in zip(run._launches, run._filter_only) if not f]
+
+        def user_at(i):
+            for k, fn, a in run._slots:
+                if k != 1:
+                    fn.rebind(a, (xs[i] if k == 0 else ys[i]).data_ptr())
+            return user_steps
+        names = [l.name for l in run._run.schedule.launches]
+        user_names = [n for n, f in zip(names, run._filter_only) if not f] if len(names) == len(run._launches) else []
+        user_launch = launch_times(torch, user_at, sets, args.warmup, args.repeats)
+        harness_launch = launch_times(torch, lambda i: [fn for fn, _ in prepared.steps(wss[i])], sets, args.warmup,
+                                      args.repeats)
+        del ys
         y_h = torch.as_tensor(prepared.output(wss[0]), device="cuda").permute(0, 3, 1, 2)
         harness_agrees = bool(torch.equal(y_h, conv(xs[0])))
         del wss, x_nhwc, y_h
@@ -121,6 +157,11 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
            "user_over_harness": round(user.median_ms / harness.median_ms, 4),
            "cudnn_over_user": round(cudnn.median_ms / user.median_ms, 4),
            "harness_output_equal": harness_agrees, "sets": sets, "repeats": args.repeats}
+    h_names = names if len(names) == len(harness_launch) else [f"launch{k}" for k in range(len(harness_launch))]
+    u_names = user_names if len(user_names) == len(user_launch) else [f"launch{k}" for k in range(len(user_launch))]
+    for label, launch_names, times in (("harness", h_names, harness_launch), ("user", u_names, user_launch)):
+        for launch_name, ms in zip(launch_names, times):
+            row[f"{label}_{launch_name}_ms"] = ms
     del xs, conv
     torch.cuda.empty_cache()
     return row
@@ -154,8 +195,19 @@ def host_costs(torch, args) -> dict:
         graph.replay()
         torch.cuda.synchronize()
         costs["cuda_graph_replay_equal"] = bool(torch.equal(static_y, conv(static_x)))
-    costs["launches_per_call"] = len(run._launches)
+    costs["launches_per_call"] = sum(1 for f in run._filter_only if not f)      # the filter unchanged
+    costs["launches_per_call_new_filter"] = len(run._launches)
     costs["plan"] = f"{run.plan.schedule} {run.plan.param_string()}"
+    # where the module's time goes: its launches alone (pointers patched, filter transform skipped), one
+    # of them, and torch's allocation of the output
+    xp, wp, yp = x.data_ptr(), w.data_ptr(), out.data_ptr()
+    launcher = run.launcher
+    raw = run._launches[-1].raw()
+    with torch.no_grad():
+        costs["launches_only_us"] = host_cost_us(torch, lambda: launcher(xp, wp, yp, w, 0)) if launcher else None
+        costs["one_launch_us"] = host_cost_us(torch, lambda: raw[0](0)) if raw else None
+        costs["torch_empty_us"] = host_cost_us(torch, lambda: torch.empty((1, 8, 8, 8), dtype=torch.float32,
+                                                                          device=x.device))
     return costs
 
 

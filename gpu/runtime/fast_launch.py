@@ -6,11 +6,14 @@ megakernel's 11 array arguments that host work is a few hundred microseconds per
 calibrated ``megakernel_launch_ns``: 0.28-0.32 ms on the H200 host, against ~30 us for a 4-argument
 kernel), longer than many fused runs themselves, so short launches measured the host, not the GPU.
 ``FrozenLaunch`` does that work once, at construction, for fixed arrays, grid, block and shared
-memory; each call is then one ``cuda.core.launch`` of the compiled kernel with the stored
+memory; each call is then one ``cuLaunchKernel`` with a parameter block built once (``_RawLaunch``:
+through ctypes on libcuda, the call's arguments ctypes objects made once per stream), or, for parameter
+types that block does not know, one ``cuda.core.launch`` of the compiled kernel with the stored
 arguments. The arrays must stay alive and unchanged in place (contents may change).
 
 An array argument can be pointed at other memory of the same shape afterwards (``rebind(i, ptr)``: one
-list store, for inputs and outputs that change from call to call), and a call can name the CUDA stream
+store into the parameter block, for inputs and outputs that change from call to call; ``raw()`` hands
+the launch and those slots to a caller that patches and launches on its own), and a call can name the CUDA stream
 it is enqueued on (a ``cuda.core.Stream``; ``stream_from_handle`` wraps another library's stream, e.g.
 torch's ``torch.cuda.current_stream().cuda_stream``). Under the CUDA simulator a FrozenLaunch simply
 calls the dispatcher each time, ``rebind`` takes the new array itself and streams are ignored.
@@ -84,10 +87,20 @@ class FrozenLaunch:
             raise ValueError(f"argument {i} of this launch is not an array")
         self._packed[at] = int(target)
         if self._raw is not None:
-            self._raw.values[at].value = int(target)
+            self._raw.set_pointer(at, int(target))
         args = list(self._args)
         args[i] = None
         self._args = tuple(args)
+
+    def raw(self, pointer_args: tuple = ()) -> tuple | None:
+        """For callers that launch on stream handles themselves: (``launch(stream_handle)``, the ctypes slots
+        holding the data pointers of array arguments ``pointer_args``, in that order: set a slot's ``value``
+        to repoint the argument, as ``rebind`` does), or None where this launch has no raw parameter block
+        (the simulator, or a parameter type it does not know: call the FrozenLaunch instead)."""
+        raw = None if config.ENABLE_CUDASIM else self._raw
+        if raw is None or any(self._pointer_at[i] is None for i in pointer_args):
+            return None
+        return raw, tuple(raw.values[self._pointer_at[i]] for i in pointer_args)
 
     def __call__(self, stream=None) -> None:
         """Enqueue the launch on ``stream`` (a cuda.core Stream; None: the legacy default stream)."""
@@ -106,9 +119,11 @@ class FrozenLaunch:
 
 class _RawLaunch:
     """One cuLaunchKernel call with its parameter block built once: every packed value in a ctypes slot
-    of its own (8-byte for Numba's array fields and 64-bit scalars, the scalar's own type otherwise) and
-    an array of pointers to them. A call then costs the driver call alone (cuda.core's ``launch`` converts
-    every parameter on every call: ~50 for a 5-array kernel). ``make`` returns None where a parameter's
+    of its own (8-byte for Numba's array fields and 64-bit scalars) and an array of pointers to them.
+    The driver is called through ctypes on libcuda itself, with the call's arguments as ctypes objects
+    made once per stream (no conversion per call); where libcuda cannot be loaded by ctypes, through
+    cuda-python's binding (which converts its arguments on every call). cuda.core's ``launch`` converts
+    every parameter on every call (~50 for a 5-array kernel). ``make`` returns None where a parameter's
     type is not one it knows, and the caller keeps cuda.core's launch."""
 
     def __init__(self, driver, handle, grid, block, sharedmem, values) -> None:
@@ -121,6 +136,13 @@ class _RawLaunch:
         self.pointers = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         self.address = ctypes.addressof(self.pointers)
         self.streams: dict[int, object] = {}
+        self.calls: dict[int, tuple] = {}      # stream handle -> the ctypes arguments of cuLaunchKernel
+        self.cu_launch = _libcuda_launch()
+        if self.cu_launch is not None:
+            self.cu_handle = ctypes.c_void_p(int(handle))
+            dims = [ctypes.c_uint(int(d)) for d in (*self.grid, *self.block, self.sharedmem)]
+            self.dims = tuple(dims)
+            self.params = ctypes.c_void_p(self.address)
 
     @classmethod
     def make(cls, kernel, grid, block, sharedmem, packed, argument_types):
@@ -144,7 +166,20 @@ class _RawLaunch:
                 return None
         return cls(driver, handle, grid, block, sharedmem, values)
 
+    def set_pointer(self, at: int, value: int) -> None:
+        self.values[at].value = value
+
     def __call__(self, stream_handle: int) -> None:
+        if self.cu_launch is not None:
+            args = self.calls.get(stream_handle)
+            if args is None:
+                import ctypes
+                args = self.calls[stream_handle] = (self.cu_handle, *self.dims, ctypes.c_void_p(stream_handle),
+                                                    self.params, None)
+            err = self.cu_launch(*args)
+            if err:
+                raise RuntimeError(f"cuLaunchKernel failed: CUresult {err}")
+            return
         stream = self.streams.get(stream_handle)
         if stream is None:
             stream = self.streams[stream_handle] = self.driver.CUstream(stream_handle)
@@ -152,6 +187,22 @@ class _RawLaunch:
                                             self.address, 0)
         if err != self.driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuLaunchKernel failed: {err!r}")
+
+
+_CU_LAUNCH: list = []
+
+
+def _libcuda_launch():
+    """libcuda's cuLaunchKernel as a ctypes function (None where the library does not load by that name)."""
+    if not _CU_LAUNCH:
+        import ctypes
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _CU_LAUNCH.append(fn)
+    return _CU_LAUNCH[0]
 
 
 def stream_from_handle(handle: int):

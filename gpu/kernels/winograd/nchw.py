@@ -39,6 +39,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
+from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
 from gpu.kernels.common.vector_access import load1, py_load1, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
@@ -160,6 +161,7 @@ def nchw_kernels_for(m: int) -> tuple:
     MT = m
     A = m + 2
     ZERO = np.float32(0.0)
+    wait_all = cp_async_wait_group(0)
 
     @cuda.jit
     def itrans_nchw(prm, x, V, CC, TX):
@@ -180,7 +182,9 @@ def nchw_kernels_for(m: int) -> tuple:
         s = cuda.shared.array(0, float32)
         # rows (cc, i) of ``cols`` values each; a thread keeps one column (a division per thread, then
         # only divisions by the compile-time A per row), or walks the columns of every row when a row is
-        # wider than the block
+        # wider than the block. Every copy is a cp.async (no register, no wait per load): a thread issues
+        # all of its rows' copies back to back and waits once, so its loads are all in flight together
+        # (a load into a register per row waited on memory latency once per few rows).
         if cols <= nthr:
             per = nthr // cols
             j = tid % cols
@@ -188,36 +192,14 @@ def nchw_kernels_for(m: int) -> tuple:
             if first < per:
                 xx = x0 + j
                 col_ok = 0 <= xx < W
-                rows = CC * A
-                # four rows per pass, written out (straight-line code: the loads of a pass are independent,
-                # so four are in flight per thread; one at a time left the copy waiting on memory latency)
-                for r0 in range(first, rows, 4 * per):
-                    r1 = r0 + per
-                    r2 = r1 + per
-                    r3 = r2 + per
-                    q0 = r0 // A
-                    q1 = r1 // A
-                    q2 = r2 // A
-                    q3 = r3 // A
-                    i0 = r0 - q0 * A
-                    i1 = r1 - q1 * A
-                    i2 = r2 - q2 * A
-                    i3 = r3 - q3 * A
-                    ok0 = col_ok and c0 + q0 < C and 0 <= y0 + i0 < H
-                    ok1 = col_ok and r1 < rows and c0 + q1 < C and 0 <= y0 + i1 < H
-                    ok2 = col_ok and r2 < rows and c0 + q2 < C and 0 <= y0 + i2 < H
-                    ok3 = col_ok and r3 < rows and c0 + q3 < C and 0 <= y0 + i3 < H
-                    v0 = load1(x, ((n * C + c0 + q0) * H + y0 + i0) * W + xx) if ok0 else ZERO
-                    v1 = load1(x, ((n * C + c0 + q1) * H + y0 + i1) * W + xx) if ok1 else ZERO
-                    v2 = load1(x, ((n * C + c0 + q2) * H + y0 + i2) * W + xx) if ok2 else ZERO
-                    v3 = load1(x, ((n * C + c0 + q3) * H + y0 + i3) * W + xx) if ok3 else ZERO
-                    s[q0 * plane + i0 * cols + j] = v0
-                    if r1 < rows:
-                        s[q1 * plane + i1 * cols + j] = v1
-                    if r2 < rows:
-                        s[q2 * plane + i2 * cols + j] = v2
-                    if r3 < rows:
-                        s[q3 * plane + i3 * cols + j] = v3
+                for r in range(first, CC * A, per):
+                    q = r // A
+                    i = r - q * A
+                    yy = y0 + i
+                    if col_ok and c0 + q < C and 0 <= yy < H:
+                        cp_async4(s, q * plane + i * cols + j, x, ((n * C + c0 + q) * H + yy) * W + xx, 4)
+                    else:
+                        s[q * plane + i * cols + j] = ZERO
         else:
             for row in range(CC * A):
                 cc = row // A
@@ -228,10 +210,12 @@ def nchw_kernels_for(m: int) -> tuple:
                 base = ((n * C + c) * H + yy) * W
                 for j in range(tid, cols, nthr):
                     xx = x0 + j
-                    v = ZERO
                     if row_ok and 0 <= xx < W:
-                        v = load1(x, base + xx)
-                    s[cc * plane + i * cols + j] = v
+                        cp_async4(s, cc * plane + i * cols + j, x, base + xx, 4)
+                    else:
+                        s[cc * plane + i * cols + j] = ZERO
+        cp_async_commit()
+        wait_all()
         cuda.syncthreads()
         cc = tid % CC
         t = tid // CC
