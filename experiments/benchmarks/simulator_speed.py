@@ -33,11 +33,13 @@ Takes: about 10 minutes (104 rows, most of it the SimPy engine's; --quick: 2 lay
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
+import subprocess
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from experiments.provenance import provenance, write_results
@@ -117,6 +119,17 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def _one_in_fresh_process(*args) -> dict:
+    """``_one(*args)`` in a Python process of its own, one row at a time: its start-up and peak memory are
+    that row's alone."""
+    code = ("import json, sys; from experiments.benchmarks.simulator_speed import _one; "
+            "print(json.dumps(_one(*json.loads(sys.argv[1]))))")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"row {args} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> dict:
     from megasim.workloads import TABLE2_NAMES
 
@@ -160,9 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
         runs.append(("memory", args.gpu, *MEMORY_RUN, None))
     for engine in engines:
         for spec_name, source, layer, schedule, row_batch in runs:
-            # (a fresh process per row, one at a time: its peak memory is that row's alone)
-            with ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as pool:
-                row = pool.submit(_one, engine, layer, schedule, spec_name, source, row_batch).result()
+            row = _one_in_fresh_process(engine, layer, schedule, spec_name, source, row_batch)
             row["ratio_to_simpy"] = round(row["tasks_per_s"] / reference, 4)
             rows.append(row)
             print(f"{engine:8s} {spec_name:10s} {layer[:13]:13s} {schedule:9s} {row['tasks']:8d} {row['build_s']:7.2f} "
