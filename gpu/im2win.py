@@ -11,7 +11,10 @@ Variants (``VARIANTS``): ``optimized`` (Alg. 3: block tile m_b x n_b stepping k_
 memory, m_t x n_t register tile with an outer-product micro-kernel, 128-bit fragment loads, the next
 step's loads issued before this step's multiply-adds), ``basic`` (Alg. 2: 32 x 32 threads, one output
 each, straight from global memory), ``no_microkernel`` (1 x 1 register tiles; default tile 32 x 32),
-``no_vector`` (32-bit fragment loads), ``no_prefetch`` (one stage buffer). Layouts and grids are
+``no_vector`` (32-bit fragment loads), ``no_prefetch`` (one stage buffer). Default tile (no tile
+argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` (64 for layers of at most 64
+filters, else 128), ``n_b = 128, k_b = 8, m_t = n_t = 8``, registers capped by ``register_cap`` (two
+blocks per SM). Layouts and grids are
 ``megasim.algorithms.im2win.tiling``'s (the model's contract); the kernels are in
 ``gpu.kernels.im2win``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
 and Schedule (``megasim.plan.build``) through the GPU executor and the table of
@@ -35,12 +38,12 @@ from gpu.operands import check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from megasim.algorithms.im2win import Im2winParams
 from megasim.algorithms.im2win.lowering import footprint_bytes
-from megasim.algorithms.im2win.tiling import VARIANTS
+from megasim.algorithms.im2win.tiling import NO_MICROKERNEL_TILE, STAGINGS, VARIANTS
 from megasim.errors import MegasimError
 from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
 
-DEFAULT_TILES = {"no_microkernel": dict(m_b=32, n_b=32, k_b=8, m_t=1, n_t=1)}
+DEFAULT_TILES = {"no_microkernel": NO_MICROKERNEL_TILE}
 TILE_KEYS = ("m_b", "n_b", "k_b", "m_t", "n_t")
 
 
@@ -83,8 +86,7 @@ def params_of(variant: str = "optimized", **tiles) -> Im2winParams:
 
 @lru_cache(maxsize=32)
 def _build(problem: ConvProblem, plan: Plan):
-    graph, schedule, _ = build(problem, plan)
-    return graph, schedule
+    return build(problem, plan)
 
 
 class Im2winLaunch:
@@ -96,11 +98,11 @@ class Im2winLaunch:
     ``regs_per_thread`` and ``shared_bytes`` what the compiler reports for the conv kernel (None under
     the simulator)."""
 
-    def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None) -> None:
-        self.problem, self.params = problem, params
-        self.plan = Plan("kernel", params, "im2win")
-        self.graph, self.schedule = _build(problem, self.plan)
-        options = {"max_registers": max_registers} if max_registers is not None else {}
+    def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None,
+                 staging: str | None = None) -> None:
+        self.graph, self.schedule, self.plan = _build(problem, Plan("kernel", params, "im2win"))
+        self.problem, self.params = problem, self.plan.params
+        options = {k: v for k, v in (("max_registers", max_registers), ("staging", staging)) if v is not None}
         self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule, options=options)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
@@ -127,9 +129,10 @@ class Im2winLaunch:
 
 def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
             n_b: int | None = None, k_b: int | None = None, m_t: int | None = None,
-            n_t: int | None = None, max_registers: int | None = None) -> Im2winLaunch:
+            n_t: int | None = None, max_registers: int | None = None, staging: str | None = None) -> Im2winLaunch:
     """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
-    on the conv kernel's registers per thread (None: the compiler's choice)."""
+    on the conv kernel's registers per thread (None: ``register_cap``'s rule, room for two blocks per SM;
+    255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``)."""
     on_device = is_device_array(x)
     x = check_tensor("x", x, on_device, Im2winError)
     w = check_tensor("w", w, on_device, Im2winError)
@@ -138,10 +141,12 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise Im2winError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
+    if staging is not None and staging not in STAGINGS:
+        raise Im2winError(f"staging={staging!r} is not allowed (allowed: {', '.join(STAGINGS)})")
     if not on_device:
         x = cuda.to_device(np.ascontiguousarray(x))
         w = cuda.to_device(np.ascontiguousarray(w))
-    return Im2winLaunch(x, w, problem, params, max_registers)
+    return Im2winLaunch(x, w, problem, params, max_registers, staging)
 
 
 def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,

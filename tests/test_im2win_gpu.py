@@ -26,9 +26,10 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
                 allow_module_level=True)
 
 from gpu import im2win
-from gpu.kernels.im2win.conv import (conv_blocks, conv_params, make_basic_kernel, make_conv_kernel,
-                                     reference_conv_from_im2win)
-from gpu.kernels.im2win.transform import reference_im2win, transform_kernel, transform_params
+from gpu.kernels.im2win.conv import (conv_blocks, conv_offsets, conv_params, identity_prologue, make_basic_kernel,
+                                     make_conv_kernel, reference_conv_from_im2win)
+from gpu.kernels.im2win.transform import (division_magic, reference_im2win, transform_kernel, transform_magic,
+                                          transform_params)
 from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
 from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
@@ -41,11 +42,25 @@ SHAPES = [ConvProblem(1, 1, 5, 7, 6, 1, 1, 1, 0),       # 1x1, C_in = 1
           ConvProblem(1, 3, 7, 9, 8, 3, 3, 2, 1),       # C_in = 3, stride 2
           ConvProblem(1, 3, 5, 9, 9, 11, 11, 4, 3),     # 11x11, stride 4, padding 3
           ConvProblem(1, 2, 9, 8, 7, 5, 2, 3, 2),       # rectangular filter, stride 3
-          ConvProblem(1, 1, 3, 10, 9, 7, 7, 1, 0)]      # 7x7
-# (m_b, n_b, k_b, m_t, n_t, vector, prefetch): Alg. 3 and its ablation at simulator size
-LAYOUTS = {"optimized": (8, 8, 4, 4, 4, True, True), "optimized_8x8": (16, 16, 4, 8, 8, True, True),
-           "no_vector": (8, 8, 4, 4, 4, False, True), "no_prefetch": (8, 8, 4, 4, 4, True, False),
-           "no_microkernel": (4, 4, 4, 1, 1, True, True), "scalar_2x2": (8, 4, 2, 2, 2, True, True)}
+          ConvProblem(1, 1, 3, 10, 9, 7, 7, 1, 0),      # 7x7
+          ConvProblem(2, 3, 17, 9, 9, 3, 3, 1, 1)]      # interior tiles (the untested loads), C*R*S = 27, 2 images
+# (m_b, n_b, k_b, m_t, n_t, vector, prefetch, staging): Alg. 3 and its ablation at simulator size; the
+# cp.async ring at 2 and 3 stages; "inexact" stages fewer rows than threads x loads (the row tests)
+LAYOUTS = {"optimized": (8, 8, 4, 4, 4, True, True, "registers"),
+           "optimized_8x8": (16, 16, 4, 8, 8, True, True, "registers"),
+           "no_vector": (8, 8, 4, 4, 4, False, True, "registers"),
+           "no_prefetch": (8, 8, 4, 4, 4, True, False, "registers"),
+           "no_microkernel": (4, 4, 4, 1, 1, True, True, "registers"),
+           "scalar_2x2": (8, 4, 2, 2, 2, True, True, "registers"),
+           "inexact": (12, 4, 4, 4, 1, True, True, "registers"),
+           "async2": (8, 8, 4, 4, 4, True, True, "async2"), "async3": (16, 16, 4, 8, 8, True, True, "async3"),
+           "async_inexact": (12, 4, 4, 4, 1, True, True, "async3")}
+
+
+def _build(layout, **kw):
+    m_b, n_b, k_b, m_t, n_t, vector, prefetch, staging = LAYOUTS[layout]
+    extra = dict(staging="async", stages=int(staging[-1])) if staging.startswith("async") else {}
+    return make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch, **extra, **kw), m_b, n_b, k_b
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -80,7 +95,8 @@ def _rel_err(y, ref) -> float:
 
 def _window(p: ConvProblem, x: np.ndarray):
     J = _nan(im2win_shape(p))
-    transform_kernel[transform_blocks(p), TRANSFORM_THREADS](cuda.to_device(x), J, cuda.to_device(transform_params(p)))
+    transform_kernel[transform_blocks(p), TRANSFORM_THREADS](cuda.to_device(x), J, cuda.to_device(transform_params(p)),
+                                                             cuda.to_device(transform_magic(p)))
     return J
 
 
@@ -98,6 +114,14 @@ def test_transform_over_several_blocks_and_images():
     assert np.array_equal(_window(p, x).copy_to_host(), reference_im2win(x, p.r, p.stride, p.padding))
 
 
+def test_division_magic_divides_every_31_bit_index():
+    rng = np.random.default_rng(4)
+    n = np.concatenate([rng.integers(0, 2 ** 31, 100_000), np.arange(4096), 2 ** 31 - 1 - np.arange(4096)]).astype(np.uint64)
+    for d in (1, 2, 3, 7, 11, 21, 25, 54, 1568, 2497, 2 ** 20 + 7, 2 ** 31 - 1):
+        m, shift = division_magic(d)
+        assert np.array_equal((n * np.uint64(m)) >> np.uint64(shift), n // np.uint64(d)), d
+
+
 def test_reference_conv_from_im2win_is_the_convolution():
     p = SHAPES[3]
     x, w = _inputs(p, 3)
@@ -108,12 +132,12 @@ def test_reference_conv_from_im2win_is_the_convolution():
 @pytest.mark.parametrize("layout", LAYOUTS, ids=str)
 @pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.spec_string())
 def test_tiled_kernel_variants_match_float64(p, layout):
-    m_b, n_b, k_b, m_t, n_t, vector, prefetch = LAYOUTS[layout]
-    kernel = make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch)
+    kernel, m_b, n_b, k_b = _build(layout)
     x, w = _inputs(p, 10 + SHAPES.index(p))
     J = _window(p, x)
     y = _nan((p.n, p.k, p.out_h, p.out_w))
-    kernel[conv_blocks(p, m_b, n_b), kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p, m_b)))
+    kernel[conv_blocks(p, m_b, n_b), kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p, m_b)),
+                                                     cuda.to_device(conv_offsets(p, k_b)))
     assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
 
 
@@ -136,7 +160,8 @@ def test_epilogue_hook_transforms_every_stored_output():
     kernel = make_conv_kernel(8, 8, 4, 4, 4, epilogue=shifted)
     x, w = _inputs(p, 5)
     y = _nan((p.n, p.k, p.out_h, p.out_w))
-    kernel[conv_blocks(p, 8, 8), kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p, 8)))
+    kernel[conv_blocks(p, 8, 8), kernel.threads](_window(p, x), cuda.to_device(w), y, cuda.to_device(conv_params(p, 8)),
+                                                 cuda.to_device(conv_offsets(p, 4)))
     ref = reference_conv2d(x, w, p.stride, p.padding) + np.arange(p.k)[None, :, None, None]
     assert _rel_err(y.copy_to_host(), ref) <= TOL
 
@@ -190,6 +215,21 @@ def test_kernel_factory_refuses_a_layout_it_cannot_tile():
         make_conv_kernel(8, 8, 3, 4, 4)
     with pytest.raises(KernelInputError, match="max_registers=300 is not allowed"):
         make_conv_kernel(8, 8, 4, 4, 4, max_registers=300)
+    with pytest.raises(KernelInputError, match="staging='tma' is not allowed"):
+        make_conv_kernel(8, 8, 4, 4, 4, staging="tma")
+    with pytest.raises(KernelInputError, match="no prologue"):
+        make_conv_kernel(8, 8, 4, 4, 4, staging="async", prologue=identity_prologue)
+
+
+@pytest.mark.parametrize("staging", ["registers", "async"])
+def test_op_default_tile_and_staging(staging):
+    """No tile given: the rule's tile (m_b 64 for at most 64 filters), through the kernel table."""
+    p = ConvProblem(1, 2, 33, 6, 7, 3, 3, 1, 1)
+    x, w = _inputs(p, 60)
+    launch = im2win.prepare(x, w, p.stride, p.padding, staging=staging)
+    assert launch.params.m_b == 64 and launch.kernel.layout["staging"] == staging
+    launch.run()
+    assert _rel_err(launch.output.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
 
 
 @pytest.mark.parametrize("p", SHAPES[1:3], ids=lambda p: p.spec_string())

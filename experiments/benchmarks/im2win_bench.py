@@ -3,12 +3,17 @@ paper's 12 layers (Table 2, ``im2win/conv1`` ... ``conv12``) at batch 128 (the p
 
 Implementations (``IMPLS``):
 
-- ``im2win``: ``gpu.im2win`` (transform + Alg. 3), its default tile; ``im2win_basic`` (Alg. 2),
-  ``im2win_no_microkernel`` (1 x 1 register tiles, 32 x 32 block tile), ``im2win_no_vector``,
-  ``im2win_no_prefetch``: the ablation, each a build parameter of the same kernel factory;
-- ``im2win_tuned``: the optimized kernel at the fastest, per layer and batch, of ``TUNE_TILES`` x
-  ``TUNE_REGISTERS`` (register caps, a build parameter), each timed here first (3 runs), as cuDNN's
-  Find does for its algorithms (``detail`` names the choice);
+- ``im2win``: ``gpu.im2win`` (transform + Alg. 3), its default tile (no tile argument: ``m_b`` 64 for
+  layers of at most 64 filters, else 128; ``n_b`` 128, ``k_b`` 16, 8 x 8 register tiles, registers capped
+  for two blocks per SM); ``im2win_basic`` (Alg. 2), ``im2win_no_microkernel`` (1 x 1 register tiles,
+  32 x 32 block tile), ``im2win_no_vector``, ``im2win_no_prefetch``: the ablation, each a build parameter
+  of the same kernel factory, at the default tile;
+- ``im2win_tuned``: the optimized kernel at the fastest, per layer and batch, of ``TUNE_BUILDS`` (tiles
+  and staging), each timed here first (3 runs), as cuDNN's Find does for its algorithms (``detail``
+  names the choice);
+- ``winograd_fused``, ``winograd_nonfused`` (3 x 3, stride-1 layers only: conv6 ... conv12): our Winograd
+  kernels through ``gpu.winograd.conv2d`` on device arrays (NHWC, ``padding`` of the layer, the layer's
+  default tile, the fused schedule at its default mapping); ``extra_bytes`` not recorded;
 - ``direct``: the naive direct convolution of ``gpu.kernels.im2win.direct`` (one thread per output);
 - ``im2col_cublas``: torch ``unfold`` + ``matmul`` (cuBLAS SGEMM, TF32 off), as the paper's PyTorch
   im2col + cuBLAS;
@@ -30,7 +35,7 @@ after every layer; DIR defaults to ``$OUT`` or ``experiments/results/<device-slu
     bash gpu/on_device.sh python3 -m experiments.benchmarks.im2win_bench [--layers conv5 conv12]
         [--batch 128 64] [--impls im2win cudnn_best_fp32] [--repeats 5] [--out DIR]
 
-The default run (12 layers x 2 batches x 9 impls) takes about 2 minutes on an H100.
+The default run (12 layers x 2 batches x 9 impls, Winograd on 7 layers) takes a few minutes on an H100.
 """
 
 from __future__ import annotations
@@ -47,10 +52,13 @@ import numpy as np
 NAME = "im2win_bench"
 IM2WIN_IMPLS = {"im2win": "optimized", "im2win_basic": "basic", "im2win_no_microkernel": "no_microkernel",
                 "im2win_no_vector": "no_vector", "im2win_no_prefetch": "no_prefetch"}
-IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "direct", "im2col_cublas", "cudnn_best_fp32")
-# im2win_tuned's candidates, as cuDNN's Find: (m_b, n_b, k_b, m_t, n_t) x register cap (None: the compiler's)
-TUNE_TILES = ((128, 128, 8, 8, 8), (128, 128, 16, 8, 8), (64, 128, 8, 8, 8), (128, 64, 8, 8, 8), (64, 64, 8, 8, 8))
-TUNE_REGISTERS = (None, 128)
+WINOGRAD_IMPLS = {"winograd_fused": "fused", "winograd_nonfused": "nonfused"}
+IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "direct", "im2col_cublas", "cudnn_best_fp32", *WINOGRAD_IMPLS)
+# im2win_tuned's candidates, as cuDNN's Find: (m_b, n_b, k_b, m_t, n_t, staging), registers capped by the
+# kernel's rule (register_cap: two blocks per SM)
+TUNE_BUILDS = ((128, 128, 16, 8, 8, "registers"), (128, 128, 8, 8, 8, "registers"), (64, 128, 16, 8, 8, "registers"),
+               (64, 128, 8, 8, 8, "registers"), (64, 64, 8, 8, 8, "registers"), (128, 128, 8, 8, 8, "async"),
+               (64, 128, 8, 8, 8, "async"))
 LAYERS = tuple(f"im2win/conv{i}" for i in range(1, 13))
 TOL = 1e-4
 CUDNN_CANDIDATES = 4
@@ -122,18 +130,27 @@ def _impl(torch, cuda, impl, p, xt, wt, tile, inner):
         from gpu.runtime.timing import time_cuda
         xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
         timed = {}
-        for tile in TUNE_TILES:
-            for regs in TUNE_REGISTERS:
-                launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=tile[0], n_b=tile[1], k_b=tile[2],
-                                        m_t=tile[3], n_t=tile[4], max_registers=regs)
-                timed[(tile, regs)] = time_cuda(lambda _i, launch=launch: launch.run(), warmup=1, repeats=2).median_ms
-                del launch
-        tile, regs = min(timed, key=timed.get)
-        launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=tile[0], n_b=tile[1], k_b=tile[2], m_t=tile[3],
-                                n_t=tile[4], max_registers=regs)
-        detail = launch.plan.param_string() + f",max_registers={regs},regs={launch.regs_per_thread}"
+        for build in TUNE_BUILDS:
+            launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=build[0], n_b=build[1], k_b=build[2],
+                                    m_t=build[3], n_t=build[4], staging=build[5])
+            timed[build] = time_cuda(lambda _i, launch=launch: launch.run(), warmup=1, repeats=3).median_ms
+            del launch
+        build = min(timed, key=timed.get)
+        launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=build[0], n_b=build[1], k_b=build[2], m_t=build[3],
+                                n_t=build[4], staging=build[5])
+        detail = launch.plan.param_string() + f",staging={build[5]},regs={launch.regs_per_thread}"
         return (lambda _i: launch.run()), (lambda: torch.as_tensor(launch.output, device="cuda")), \
             launch.extra_bytes, detail, launch
+    if impl in WINOGRAD_IMPLS:
+        from gpu import winograd
+        xh = xt.permute(0, 2, 3, 1).contiguous()
+        xd, wd = cuda.as_cuda_array(xh), cuda.as_cuda_array(wt)
+        out = {}
+
+        def fn(_i):
+            out["y"] = winograd.conv2d(xd, wd, schedule=WINOGRAD_IMPLS[impl], layout="NHWC", padding=p.padding)
+        return fn, (lambda: torch.as_tensor(out["y"], device="cuda").permute(0, 3, 1, 2)), "", \
+            "gpu.winograd.conv2d, NHWC, default tile and mapping", xh
     if impl == "direct":
         from gpu.kernels.im2win.direct import DIRECT_THREADS, direct_blocks, direct_kernel, direct_params
         y = torch.empty((p.n, p.k, p.out_h, p.out_w), device="cuda")
@@ -218,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
             ref_norm = float(torch.linalg.vector_norm(ref))
             for impl in args.impls:
+                if impl in WINOGRAD_IMPLS and not (p.r == p.s == 3 and p.stride == 1):
+                    continue        # Winograd F(m x m, 3 x 3): 3 x 3 filters, stride 1 only
                 row = {"layer": layer, "batch": batch, "impl": impl, "median_ms": math.nan, "tflops": math.nan,
                        "extra_bytes": "", "rel_err": math.nan}
                 keep = None
@@ -228,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                     err = float(torch.linalg.vector_norm(output().double() - ref)) / ref_norm
                     stats = time_cuda_queued(fn, inner=args.inner, warmup=args.warmup, repeats=args.repeats)
                     row.update(median_ms=stats.median_ms, tflops=p.direct_flops / stats.median_ms / 1e9,
-                               extra_bytes=int(extra), rel_err=err, detail=detail,
+                               extra_bytes=int(extra) if extra != "" else "", rel_err=err, detail=detail,
                                status="ok" if err <= TOL else "failed: rel_err")
                 except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
                     row.update(status=f"error: {type(exc).__name__}: {exc}"[:200], detail="")

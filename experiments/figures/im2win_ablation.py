@@ -79,6 +79,7 @@ def ablation_rows(bench_csv: Path, spec_path: Path) -> list[dict]:
         layer, batch, impl = key
         rows.append({"layer": layer, "batch": batch, "impl": impl, "variant": impls[impl], "params": params[key],
                      "measured_ms": measured.get(key, ""), "predicted_ms": predicted[key],
+                     "time_error": predicted[key] / measured[key] - 1 if measured.get(key) else "",
                      "measured_over_im2win": meas_ratio.get(key, 1.0 if impl == BASE else ""),
                      "predicted_over_im2win": pred_ratio.get(key, 1.0 if impl == BASE else "")})
     return rows
@@ -94,6 +95,18 @@ def summary(rows: list[dict]) -> dict[tuple[int, str], tuple[float, float]]:
             if sel:
                 out[(batch, impl)] = (geomean(float(r["measured_over_im2win"]) for r in sel),
                                       geomean(float(r["predicted_over_im2win"]) for r in sel))
+    return out
+
+
+def time_errors(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
+    """Per variant and over all: (mean abs relative time error, max abs, points) of predicted against
+    measured time, over every (layer, batch) with a measurement."""
+    out = {}
+    groups = {"all": rows, **{r["variant"]: [q for q in rows if q["variant"] == r["variant"]] for r in rows}}
+    for name, sel in groups.items():
+        errs = [abs(float(r["time_error"])) for r in sel if r.get("time_error") not in ("", None)]
+        if errs:
+            out[name] = (sum(errs) / len(errs), max(errs), len(errs))
     return out
 
 
@@ -149,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         csv_path, _ = write_results(rows, args.out, NAME, provenance({"bench": str(args.bench), "gpu_spec": str(args.spec)}))
     for (batch, impl), (meas, pred) in summary(read_rows(csv_path)).items():
         print(f"batch {batch} {impl}: measured {meas:.2f}x, predicted {pred:.2f}x im2win's time (geomean)")
+    for name, (mean, worst, n) in time_errors(read_rows(csv_path)).items():
+        print(f"time error, {name}: mean abs {100 * mean:.1f}%, max {100 * worst:.1f}% over {n} points")
     png = plot(csv_path, args.out)
     print(f"wrote {csv_path} and {png}")
     return 0

@@ -1,14 +1,15 @@
 """The im2win paper's Fig. 2 on our GPU: TFLOPS per layer and implementation, with the model's predictions.
 
 From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV; default
-``experiments/results/nvidia-h100/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a GPU
-preset, default H100) for ``im2win`` at its default tile and ``im2col_gemm``, at every (layer, batch) of
-the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
+``experiments/results/nvidia-h100/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a spec
+file, default ``megasim/hardware/calibrated/h100_from_h200.json``, whose im2win kinds are fitted from the
+kernels timed alone; or a preset with ``--gpu``) for ``im2win`` at its default tile and ``im2col_gemm``
+(uncalibrated: the spec's ``default`` cost), at every (layer, batch) of the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
 point, with provenance) and ``DIR/im2win_tflops.png`` / ``.pdf``, drawn from the two CSVs alone: bars
 of measured TFLOPS (direct-convolution FLOPs / time) at one batch, predictions as black markers.
 About 30 s on 2 shared cores (``--plot-only``: 2 s).
 
-    python -m experiments.figures.im2win_tflops [--bench CSV] [--gpu H100] [--batch 128] [--out DIR]
+    python -m experiments.figures.im2win_tflops [--bench CSV] [--spec FILE | --gpu H100] [--batch 128] [--out DIR]
     python -m experiments.figures.im2win_tflops --plot-only [--out DIR]
 """
 
@@ -21,18 +22,20 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_DIR = Path("experiments/results/nvidia-h100")
+DEFAULT_SPEC = Path("megasim/hardware/calibrated/h100_from_h200.json")
 NAME, PRED = "im2win_tflops", "im2win_predictions"
 SHOWN = ("im2win", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
          "im2col_cublas", "cudnn_best_fp32")
 MODELLED = {"im2win": "im2win", "im2col_cublas": "im2col_gemm"}   # bench impl -> the model's algorithm
 
 
-def predict_points(bench_csv: Path, gpu: str, out_dir: Path) -> Path:
+def predict_points(bench_csv: Path, gpu: str | None, out_dir: Path, spec_path: Path = DEFAULT_SPEC) -> Path:
     from experiments.provenance import provenance, read_rows, write_results
     from megasim.hardware import get_gpu
+    from megasim.hardware.files import load_spec
     from megasim.plan import Plan, predict
     from megasim.workloads import parse_layer
-    spec = get_gpu(gpu)
+    spec = get_gpu(gpu) if gpu else load_spec(spec_path)
     points = sorted({(r["layer"], int(r["batch"])) for r in read_rows(bench_csv)})
     rows = []
     for layer, batch in points:
@@ -43,7 +46,14 @@ def predict_points(bench_csv: Path, gpu: str, out_dir: Path) -> Path:
                          "params": plan.param_string(), "predicted_ms": plan.algo.time_us(result) / 1e3,
                          "predicted_tflops": problem.direct_flops / (plan.algo.time_us(result) * 1e6),
                          "taskgraph_hash": result.taskgraph_hash})
-    csv_path, _ = write_results(rows, out_dir, PRED, provenance({"gpu_spec": spec.name, "bench": str(bench_csv)}))
+    measured = {(r["layer"], int(r["batch"]), r["impl"]): float(r["median_ms"]) for r in read_rows(bench_csv)
+                if r.get("status", "ok") == "ok" and r["impl"] in MODELLED}
+    for r in rows:
+        m = measured.get((r["layer"], r["batch"], r["impl"]))
+        r["measured_ms"] = m if m else ""
+        r["time_error"] = r["predicted_ms"] / m - 1 if m else ""
+    csv_path, _ = write_results(rows, out_dir, PRED, provenance({"gpu_spec": spec.name, "gpu_spec_file": None if gpu
+                                                                 else str(spec_path), "bench": str(bench_csv)}))
     return csv_path
 
 
@@ -82,14 +92,15 @@ def plot(bench_csv: Path, pred_csv: Path, out_dir: Path, batch: int) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=DEFAULT_DIR / "im2win_bench.csv")
-    ap.add_argument("--gpu", default="H100")
+    ap.add_argument("--spec", type=Path, default=DEFAULT_SPEC)
+    ap.add_argument("--gpu", default=None, help="a preset instead of --spec")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args(argv)
     pred_csv = args.out / f"{PRED}.csv"
     if not args.plot_only:
-        pred_csv = predict_points(args.bench, args.gpu, args.out)
+        pred_csv = predict_points(args.bench, args.gpu, args.out, args.spec)
     png = plot(args.bench, pred_csv, args.out, args.batch)
     print(f"wrote {pred_csv} and {png}")
     return 0

@@ -8,8 +8,10 @@
 | ``im2win_conv_no_microkernel`` | the same with m_t = n_t = 1 (the plan's) | filter tiles x output tiles, m_b*n_b |
 | ``im2win_conv_basic`` (Alg. 2) | ``make_basic_kernel(BASIC_TILE)`` | ceil(M/32) * ceil(NPQ/32), 1024 |
 
-Run option ``max_registers`` (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=)``): a cap
-on the conv kernel's registers per thread, a build parameter of ``make_conv_kernel``.
+Run options (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=, staging=)``), build
+parameters of ``make_conv_kernel``: ``max_registers``, a cap on the conv kernel's registers per thread
+(default ``register_cap(threads)``: room for two blocks per SM); ``staging``, ``"registers"`` or
+``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``).
 
 Every kernel takes its block from blockIdx and the lowering (``megasim.algorithms.im2win.lowering``)
 lays each kind's tasks out in that grid order, so each runs one launch per kind in its natural order
@@ -28,23 +30,26 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
-from gpu.kernels.im2win.conv import conv_blocks, conv_params, make_basic_kernel, make_conv_kernel
-from gpu.kernels.im2win.transform import transform_kernel, transform_params
+from gpu.kernels.im2win.conv import conv_blocks, conv_offsets, conv_params, make_basic_kernel, make_conv_kernel
+from gpu.kernels.im2win.transform import transform_kernel, transform_magic, transform_params
 from gpu.runtime.table import KernelTable, KindKernel, register_kernels
 from megasim.algorithms.im2win.lowering import conv_kind
-from megasim.algorithms.im2win.tiling import (BASIC_TILE, TRANSFORM_THREADS, VARIANTS, Im2winTiling, im2win_shape,
+from megasim.algorithms.im2win.tiling import (ASYNC_STAGES, BASIC_TILE, DEFAULT_STAGING, TRANSFORM_THREADS, VARIANTS, Im2winTiling, im2win_shape,
                                               transform_blocks)
 
 
 @lru_cache(maxsize=None)
-def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None):
+def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None, staging: str | None = None):
     """The compiled conv kernel of a tiling (its variant picks the build parameters), with an optional
-    register cap (the run option ``max_registers``)."""
+    register cap (the run option ``max_registers``; None: ``register_cap``'s rule) and staging (the run
+    option ``staging``, "registers" or "async"; None: ``DEFAULT_STAGING``; ``no_prefetch`` always stages
+    through registers, one stage)."""
     if tiling.variant == "basic":
         return make_basic_kernel(BASIC_TILE)
+    staging = "registers" if tiling.variant == "no_prefetch" else (staging or DEFAULT_STAGING)
     return make_conv_kernel(tiling.m_b, tiling.n_b, tiling.k_b, tiling.m_t, tiling.n_t,
                             vector=tiling.variant != "no_vector", prefetch=tiling.variant != "no_prefetch",
-                            max_registers=max_registers)
+                            max_registers=max_registers, staging=staging, stages=ASYNC_STAGES)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +58,9 @@ class Im2winState:
     tiling: Im2winTiling
     kernel: object
     d_tprm: object          # transform_kernel's int32 parameters on the device
+    d_tmagic: object        # and its uint64 division constants
     d_cprm: object          # the conv kernels'
+    d_koff: object          # the tiled conv kernel's per-k offsets (conv_offsets; None for basic)
 
 
 @dataclass
@@ -69,8 +76,10 @@ def _state(problem, plan, graph, schedule, on_megakernel, options) -> Im2winStat
     meta = graph.meta if isinstance(graph.meta, dict) else {}
     if meta.get("method") != "im2win" or meta.get("variant") != tiling.variant:
         raise KernelInputError("the im2win kernels run graphs of lower_im2win(method='im2win') of the plan's tiling")
-    return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers")),
-                       cuda.to_device(transform_params(problem)), cuda.to_device(conv_params(problem, tiling.tile_m)))
+    koff = None if tiling.variant == "basic" else cuda.to_device(conv_offsets(problem, tiling.k_b))
+    return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers"), options.get("staging")),
+                       cuda.to_device(transform_params(problem)), cuda.to_device(transform_magic(problem)),
+                       cuda.to_device(conv_params(problem, tiling.tile_m)), koff)
 
 
 def _workspace(state: Im2winState, x, w) -> Im2winWorkspace:
@@ -97,13 +106,15 @@ class _GridLaunch:
 
 def transform_launch(state: Im2winState, x, window) -> tuple:
     """(configured transform_kernel, args) writing the im2win tensor ``window`` from ``x``."""
-    return transform_kernel[transform_blocks(state.problem), TRANSFORM_THREADS], (x, window, state.d_tprm)
+    return transform_kernel[transform_blocks(state.problem), TRANSFORM_THREADS], (x, window, state.d_tprm,
+                                                                                 state.d_tmagic)
 
 
 def conv_launch(state: Im2winState, window, w, y) -> tuple:
     """(configured conv kernel, args) writing ``y`` from the im2win tensor and the filter."""
     blocks = conv_blocks(state.problem, state.tiling.tile_m, state.tiling.tile_n)
-    return state.kernel[blocks, state.kernel.threads], (window, w, y, state.d_cprm)
+    args = (window, w, y, state.d_cprm) if state.d_koff is None else (window, w, y, state.d_cprm, state.d_koff)
+    return state.kernel[blocks, state.kernel.threads], args
 
 
 def _transform_prepare(state: Im2winState, launch, index: int):
@@ -127,4 +138,4 @@ ENTRIES = {"im2win_transform": KindKernel("transform_kernel", _transform_prepare
 
 IM2WIN_KERNELS = register_kernels(KernelTable(algorithm="im2win", kinds=ENTRIES, state=_state, workspace=_workspace,
                                               output=lambda ws: ws.output, inputs=_inputs, input_layout="NCHW",
-                                              options=("max_registers",)))
+                                              options=("max_registers", "staging")))

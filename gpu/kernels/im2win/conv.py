@@ -52,7 +52,9 @@ from numba import config as numba_config
 from numba import cuda, float32, int32
 
 from gpu.errors import KernelInputError
+from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
 from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1
+from megasim.algorithms.im2win.tiling import STAGINGS, k_offsets, register_cap
 
 ZERO = np.float32(0.0)
 PAD = 4
@@ -73,6 +75,11 @@ def conv_params(problem, tile_m: int) -> np.ndarray:
     p = problem
     return np.array([p.c, p.out_h, p.out_w, p.r, p.s, p.stride, (p.w + 2 * p.padding) * p.r, p.k,
                      p.n * p.out_h * p.out_w, p.c * p.r * p.s, -(-p.k // tile_m)], np.int32)
+
+
+def conv_offsets(problem, k_b: int) -> np.ndarray:
+    """The int32 ``koff`` of the conv kernels for a ConvProblem and a K step (``tiling.k_offsets``)."""
+    return k_offsets(problem, k_b)
 
 
 def conv_blocks(problem, tile_m: int, tile_n: int) -> int:
@@ -116,10 +123,14 @@ def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool
 
 
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
-                     prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None):
-    """The tiled im2win convolution kernel ``conv(J, w, y, prm)`` (module docstring). ``max_registers``:
-    a cap on the registers per thread the compiler may use (None: its choice; ignored by the CUDA
-    simulator). Raises KernelInputError (one line) for a layout it cannot tile."""
+                     prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None,
+                     staging: str = "registers", stages: int = 2):
+    """The tiled im2win convolution kernel ``conv(J, w, y, prm, koff)`` (module docstring). ``max_registers``:
+    a cap on the registers per thread the compiler may use (None: ``register_cap(threads)``, the rule that
+    leaves room for two blocks per SM; 255: no cap; ignored by the CUDA simulator). ``staging``:
+    ``"registers"`` (global -> registers -> shared, ``prefetch``: two stages) or ``"async"`` (cp.async
+    straight into a ring of ``stages`` (2-4) shared stages; no ``prologue``). Raises KernelInputError (one
+    line) for a layout it cannot tile."""
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise KernelInputError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
@@ -128,72 +139,108 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             raise KernelInputError(f"{name}={v!r} is not allowed: it must be a positive integer")
     if m_b % m_t or n_b % n_t:
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}: m_b must be a multiple of m_t and n_b of n_t")
+    if staging not in STAGINGS:
+        raise KernelInputError(f"staging={staging!r} is not allowed (allowed: {', '.join(STAGINGS)})")
+    ASYNC = staging == "async"
+    if ASYNC and (prologue is not None or not prefetch or stages not in (2, 3, 4)):
+        raise KernelInputError(f"staging='async' with stages={stages}, prefetch={prefetch}, prologue="
+                               f"{'given' if prologue is not None else None} is not allowed: it needs 2-4 stages, "
+                               f"prefetch and no prologue (cp.async bypasses the registers)")
     TX, TY = n_b // n_t, m_b // m_t
     NT = TX * TY
     if NT > 1024 or NT % k_b:
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}, k_b={k_b} give {NT} threads: at most 1024 "
                                f"and a multiple of k_b are allowed")
-    STAGES = 2 if prefetch else 1
+    if max_registers is None:
+        max_registers = register_cap(NT)
+    STAGES = stages if ASYNC else (2 if prefetch else 1)
     AS, BS = m_b + PAD, n_b + PAD
     A_ST, B_ST = k_b * AS, k_b * BS
     B0 = STAGES * A_ST
     SMEM = STAGES * (A_ST + B_ST)
     LA, LB = -(-m_b * k_b // NT), -(-k_b * n_b // NT)
     RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
+    A_EXACT = LA * RSTEP == m_b         # every staged filter row inside the tile (no row test)
+    B_EXACT = LB * RSTEP == n_b
     MG, MSP, MQ = _fragment(m_t, m_b)
     NG, NSP, NQ = _fragment(n_t, n_b)
     VEC = bool(vector)
     PRO = prologue if prologue is not None else identity_prologue
     EPI = epilogue if epilogue is not None else identity_epilogue
     ACC = m_t * n_t
+    IX = int32
+    wait_ring = cp_async_wait_group(max(STAGES - 2, 0))
 
     @cuda.jit(device=True)
-    def stage_to_registers(ra, rb, J, w, nbase, tid, m0, k, M, KD, RS, R, S, PWW):
-        """The filter and window values of this thread at GEMM row k (zero outside) into registers."""
+    def stage_fast(ra, rb, J, w, abase, nbase, koff, k, KDP):
+        """Interior tile, k < C*R*S: this thread's filter and window values at GEMM row k, no tests."""
+        a_off = koff[k]
+        b_off = koff[KDP + k]
+        for ll in range(IX(LA)):
+            if A_EXACT or abase[ll] >= 0:
+                ra[ll] = load1(w, IX(abase[ll] + a_off))
+        for ll in range(IX(LB)):
+            if B_EXACT or nbase[ll] >= 0:
+                rb[ll] = PRO(load1(J, IX(nbase[ll] + b_off)), k)
+
+    @cuda.jit(device=True)
+    def stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP):
+        """Any tile: the same, zero outside the filters, the pixels and C*R*S."""
         kk_ok = k < KD
-        c = k // RS
-        rem = k - c * RS
-        v = rem // R
-        u = rem - v * R
-        a_off = c * RS + u * S + v
-        b_off = c * PWW + rem
-        r0 = tid // k_b
-        for ll in range(LA):
-            mrow = r0 + ll * RSTEP
-            m = m0 + mrow
+        a_off = koff[k]
+        b_off = koff[KDP + k]
+        for ll in range(IX(LA)):
             val = ZERO
-            if kk_ok and mrow < m_b and m < M:
-                val = load1(w, m * KD + a_off)
+            if kk_ok and abase[ll] >= 0:
+                val = load1(w, IX(abase[ll] + a_off))
             ra[ll] = val
-        for ll in range(LB):
+        for ll in range(IX(LB)):
             val = ZERO
             if kk_ok and nbase[ll] >= 0:
-                val = PRO(load1(J, nbase[ll] + b_off), k)
+                val = PRO(load1(J, IX(nbase[ll] + b_off)), k)
             rb[ll] = val
 
     @cuda.jit(device=True)
-    def registers_to_stage(smem, ra, rb, tid, buf):
-        kk = tid % k_b
-        r0 = tid // k_b
-        for ll in range(LA):
-            mrow = r0 + ll * RSTEP
-            if mrow < m_b:
-                store1(smem, buf * A_ST + kk * AS + mrow, ra[ll])
-        for ll in range(LB):
-            ncol = r0 + ll * RSTEP
-            if ncol < n_b:
-                store1(smem, B0 + buf * B_ST + kk * BS + ncol, rb[ll])
+    def registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, buf):
+        for ll in range(IX(LA)):
+            if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
+                store1(smem, IX(buf * A_ST + a_dst + ll * RSTEP), ra[ll])
+        for ll in range(IX(LB)):
+            if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
+                store1(smem, IX(B0 + buf * B_ST + b_dst + ll * RSTEP), rb[ll])
+
+    @cuda.jit(device=True)
+    def stage_async(smem, J, w, abase, nbase, koff, k, KD, KDP, r0, a_dst, b_dst, slot):
+        """cp.async of this thread's filter and window values at GEMM row k into ring slot ``slot``,
+        zero-filled outside the filters, the pixels and C*R*S (not committed)."""
+        kk_ok = k < KD
+        a_off = koff[k]
+        b_off = koff[KDP + k]
+        for ll in range(IX(LA)):
+            d = IX(a_dst + ll * RSTEP)
+            if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
+                if kk_ok and abase[ll] >= 0:
+                    cp_async4(smem, IX(slot * A_ST + d), w, IX(abase[ll] + a_off), 4)
+                else:
+                    cp_async4(smem, IX(slot * A_ST + d), w, 0, 0)
+        for ll in range(IX(LB)):
+            d = IX(b_dst + ll * RSTEP)
+            if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
+                if kk_ok and nbase[ll] >= 0:
+                    cp_async4(smem, IX(B0 + slot * B_ST + d), J, IX(nbase[ll] + b_off), 4)
+                else:
+                    cp_async4(smem, IX(B0 + slot * B_ST + d), J, 0, 0)
 
     frag_a = _make_fragment(MG, MSP, MQ, m_t, VEC)
     frag_b = _make_fragment(NG, NSP, NQ, n_t, VEC)
 
     @cuda.jit(device=True)
     def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
-        pa = buf * A_ST + a_thr
-        pb = B0 + buf * B_ST + b_thr
+        pa = IX(buf * A_ST + a_thr)
+        pb = IX(B0 + buf * B_ST + b_thr)
         for kk in range(k_b):
-            frag_a(smem, fa, pa + kk * AS)
-            frag_b(smem, fb, pb + kk * BS)
+            frag_a(smem, fa, IX(pa + kk * AS))
+            frag_b(smem, fb, IX(pb + kk * BS))
             for i in range(m_t):
                 for j in range(n_t):
                     acc[i * n_t + j] += fa[i] * fb[j]
@@ -201,87 +248,126 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
 
     @jit
-    def conv(J, w, y, prm):
-        C, P, Q, R, S, stride, WW, M, NPQ, KD = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7],
-                                                 prm[8], prm[9])
+    def conv(J, w, y, prm, koff):
+        C, P, Q, stride, WW, M, NPQ, KD = (IX(prm[0]), IX(prm[1]), IX(prm[2]), IX(prm[5]), IX(prm[6]), IX(prm[7]),
+                                           IX(prm[8]), IX(prm[9]))
         tid = cuda.threadIdx.x
-        tiles_m = prm[10]
-        nt = cuda.blockIdx.x // tiles_m
-        m0 = (cuda.blockIdx.x - nt * tiles_m) * m_b
-        n0 = nt * n_b
-        RS = R * S
-        PWW = P * WW
-        PQ = P * Q
+        tiles_m = IX(prm[10])
+        R = IX(prm[3])
+        bid = cuda.blockIdx.x
+        nt = IX(bid // tiles_m)
+        m0 = IX((bid - nt * tiles_m) * m_b)
+        n0 = IX(nt * n_b)
+        PQ = IX(P * Q)
+        steps = IX((KD + (k_b - 1)) // k_b)
+        KDP = IX(steps * k_b)
+        interior = IX(m0 + m_b) <= M and IX(n0 + n_b) <= NPQ
+        fast_steps = IX(KD // k_b) if interior else IX(0)     # steps whose loads need no test
         smem = cuda.shared.array(SMEM, float32, alignment=SHARED_ALIGNMENT)
         acc = cuda.local.array(ACC, float32)
         fa = cuda.local.array(m_t, float32)
         fb = cuda.local.array(n_t, float32)
         ra = cuda.local.array(LA, float32)
         rb = cuda.local.array(LB, float32)
+        abase = cuda.local.array(LA, int32)
         nbase = cuda.local.array(LB, int32)
         obase = cuda.local.array(n_t, int32)
         for q in range(ACC):
             acc[q] = ZERO
-        # Per staged pixel: J's flat index of its window start at channel 0 (-1: outside the tile or NPQ).
-        r0 = tid // k_b
-        for ll in range(LB):
-            ncol = r0 + ll * RSTEP
-            n = n0 + ncol
-            nb = -1
+        kk_lane = IX(tid % k_b)
+        r0 = IX(tid // k_b)
+        a_dst = IX(kk_lane * AS + r0)          # this thread's first staged slot in a stage (A, then B)
+        b_dst = IX(kk_lane * BS + r0)
+        # Per staged filter row: w's flat index of its row (-1: outside the tile or M); per staged pixel:
+        # J's flat index of its window start at channel 0 (-1: outside the tile or N*P*Q).
+        for ll in range(IX(LA)):
+            mrow = IX(r0 + ll * RSTEP)
+            m = IX(m0 + mrow)
+            ab = IX(-1)
+            if mrow < m_b and m < M:
+                ab = IX(m * KD)
+            abase[ll] = ab
+        for ll in range(IX(LB)):
+            ncol = IX(r0 + ll * RSTEP)
+            n = IX(n0 + ncol)
+            nb = IX(-1)
             if ncol < n_b and n < NPQ:
-                img = n // PQ
-                pq = n - img * PQ
-                oh = pq // Q
-                ow = pq - oh * Q
-                nb = (img * C * P + oh) * WW + ow * stride * R
+                img = IX(n // PQ)
+                pq = IX(n - img * PQ)
+                oh = IX(pq // Q)
+                ow = IX(pq - oh * Q)
+                nb = IX(IX(IX(img * C) * P + oh) * WW + ow * stride * R)
             nbase[ll] = nb
-        tx = tid % TX
-        ty = tid // TX
-        a_thr = ty * 4 if MQ else ty * m_t
-        b_thr = tx * 4 if NQ else tx * n_t
-        kk_lane = tid % k_b
-        steps = (KD + k_b - 1) // k_b
-        stage_to_registers(ra, rb, J, w, nbase, tid, m0, kk_lane, M, KD, RS, R, S, PWW)
-        registers_to_stage(smem, ra, rb, tid, 0)
-        cuda.syncthreads()
-        for s in range(steps):
-            more = s + 1 < steps
-            if STAGES == 2:
-                buf = s & 1
-                if more:    # the next step's global loads, in flight during the multiply-adds below
-                    stage_to_registers(ra, rb, J, w, nbase, tid, m0, (s + 1) * k_b + kk_lane, M, KD, RS, R, S, PWW)
-                multiply(smem, acc, fa, fb, buf, a_thr, b_thr)
-                if more:    # the other stage: last read in step s-1, which ended with a barrier
-                    registers_to_stage(smem, ra, rb, tid, 1 - buf)
-                cuda.syncthreads()
+        tx = IX(tid % TX)
+        ty = IX(tid // TX)
+        a_thr = IX(ty * 4) if MQ else IX(ty * m_t)
+        b_thr = IX(tx * 4) if NQ else IX(tx * n_t)
+        if ASYNC:
+            for st in range(STAGES - 1):        # the ring's first stages in flight
+                if st < steps:
+                    stage_async(smem, J, w, abase, nbase, koff, IX(st * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst, st)
+                cp_async_commit()
+            for s in range(steps):
+                wait_ring()                     # this thread's copies of step s have landed ...
+                cuda.syncthreads()              # ... and everyone's; slot (s-1) % STAGES is read by no one
+                nxt = IX(s + (STAGES - 1))
+                if nxt < steps:
+                    stage_async(smem, J, w, abase, nbase, koff, IX(nxt * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst,
+                                IX(nxt % STAGES))
+                cp_async_commit()
+                multiply(smem, acc, fa, fb, IX(s % STAGES), a_thr, b_thr)
+        else:
+            if fast_steps > 0:
+                stage_fast(ra, rb, J, w, abase, nbase, koff, kk_lane, KDP)
             else:
-                multiply(smem, acc, fa, fb, 0, a_thr, b_thr)
-                cuda.syncthreads()
-                if more:
-                    stage_to_registers(ra, rb, J, w, nbase, tid, m0, (s + 1) * k_b + kk_lane, M, KD, RS, R, S, PWW)
-                    registers_to_stage(smem, ra, rb, tid, 0)
+                stage_checked(ra, rb, J, w, abase, nbase, koff, kk_lane, KD, KDP)
+            registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
+            cuda.syncthreads()
+            for s in range(steps):
+                more = IX(s + 1) < steps
+                k = IX((s + 1) * k_b + kk_lane)
+                if STAGES == 2:
+                    buf = IX(s & 1)
+                    if more:    # the next step's global loads, in flight during the multiply-adds below
+                        if IX(s + 1) < fast_steps:
+                            stage_fast(ra, rb, J, w, abase, nbase, koff, k, KDP)
+                        else:
+                            stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
+                    multiply(smem, acc, fa, fb, buf, a_thr, b_thr)
+                    if more:    # the other stage: last read in step s-1, which ended with a barrier
+                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, IX(1 - buf))
                     cuda.syncthreads()
+                else:
+                    multiply(smem, acc, fa, fb, 0, a_thr, b_thr)
+                    cuda.syncthreads()
+                    if more:
+                        if IX(s + 1) < fast_steps:
+                            stage_fast(ra, rb, J, w, abase, nbase, koff, k, KDP)
+                        else:
+                            stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
+                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
+                        cuda.syncthreads()
         # Epilogue: each output of the register tile to y[img, m, p, q], bounds-checked.
         for j in range(n_t):
-            col = (j // 4) * NSP + tx * 4 + (j % 4) if NQ else tx * n_t + j
-            n = n0 + col
-            ob = -1
+            col = IX((j // 4) * NSP + tx * 4 + (j % 4)) if NQ else IX(tx * n_t + j)
+            n = IX(n0 + col)
+            ob = IX(-1)
             if n < NPQ:
-                img = n // PQ
-                ob = img * M * PQ + (n - img * PQ)
+                img = IX(n // PQ)
+                ob = IX(IX(img * M) * PQ + (n - img * PQ))
             obase[j] = ob
         for i in range(m_t):
-            row = (i // 4) * MSP + ty * 4 + (i % 4) if MQ else ty * m_t + i
-            m = m0 + row
+            row = IX((i // 4) * MSP + ty * 4 + (i % 4)) if MQ else IX(ty * m_t + i)
+            m = IX(m0 + row)
             if m < M:
                 for j in range(n_t):
                     if obase[j] >= 0:
-                        store1(y, obase[j] + m * PQ, EPI(acc[i * n_t + j], m))
+                        store1(y, IX(obase[j] + m * PQ), EPI(acc[i * n_t + j], m))
 
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
     conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch),
-                       max_registers=max_registers)
+                       max_registers=max_registers, staging=staging, stages=STAGES)
     return conv
 
 

@@ -11,11 +11,11 @@ docstring first). Two launches, in this order, the second after the first (a ker
   one ``other_ops`` (priced by the kind's ``ns_per_other_op``, 0 until calibrated), so a transform
   costs its bytes.
 - **conv** (``im2win_conv``, or ``im2win_conv_VARIANT`` for a variant of the ablation; ``im2col_gemm``):
-  one task per ``m_b x n_b`` output tile, its FLOPs the
-  multiply-adds of its valid outputs (``2 * rows * columns * C*R*S``: the tasks sum to the direct
-  convolution's ``2*N*K*C*R*S*P*Q``), ``serial_steps`` its K steps (``TaskCost.ns_per_step``). Edge
-  tiles are priced by their valid outputs, though the kernel runs their threads in full. Grid order:
-  filter tile fastest (``Im2winTiling.grid``).
+  one task per ``m_b x n_b`` output tile, its FLOPs those its block executes (``executed_flops``: the
+  whole tile over whole K steps, ``2 * m_b * n_b * k_b * steps``, since the kernel runs its threads in
+  full and multiplies the zero-filled edges; Alg. 2's valid outputs only; im2col's GEMM tiles their
+  valid outputs), ``serial_steps`` its K steps (``TaskCost.ns_per_step``). Grid order: filter tile
+  fastest (``Im2winTiling.grid``).
 
 **Regions** (what the L2 model sees):
 
@@ -175,7 +175,17 @@ def _conv_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, kind_name
             parts.append(_acc(ids, cols_region, nt, nt + 1, n_here * kdim * FLOAT_BYTES, False))
         return _cat(*parts)
 
-    g.add_tasks(kid, nt, mt, 2.0 * m_here * n_here * kdim, 0.0, tiling.k_steps(p), accesses)
+    g.add_tasks(kid, nt, mt, executed_flops(tiling, kdim, m_here, n_here), 0.0, tiling.k_steps(p), accesses)
+
+
+def executed_flops(tiling: Im2winTiling, kdim: int, m_here, n_here):
+    """The FLOPs a conv tile's block executes: the tiled kernels run every thread of the block over whole K
+    steps (the zero-filled rows, columns and K padding multiply too), so ``2 * m_b * n_b * k_b * steps``
+    per block; Alg. 2's threads outside the output return at once, so its blocks execute their valid outputs
+    (``2 * rows * columns * C*R*S``)."""
+    if tiling.variant == "basic":
+        return 2.0 * m_here * n_here * kdim
+    return np.full(np.shape(m_here), 2.0 * tiling.m_b * tiling.n_b * tiling.k_b * -(-kdim // tiling.k_b))
 
 
 def _per_image(first: np.ndarray, last: np.ndarray, per_image: int):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from megasim.algorithms.base import Algorithm, check_params
 from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, lower_im2win
-from megasim.algorithms.im2win.tiling import VARIANTS, Im2winTiling
+from megasim.algorithms.im2win.tiling import DEFAULT_M_B_CHOICES, NO_MICROKERNEL_TILE, VARIANTS, Im2winTiling, default_m_b
 from megasim.algorithms.registry import register
 from megasim.errors import MappingError
 from megasim.schedule import Schedule
@@ -35,11 +35,12 @@ THREAD_TILES = (1, 2, 4, 8)
 
 @dataclass(frozen=True)
 class Im2winParams:
-    """Block tile m_b x n_b (filters x output pixels), K step k_b, register tile m_t x n_t, variant."""
+    """Block tile m_b x n_b (filters x output pixels), K step k_b, register tile m_t x n_t, variant.
+    ``m_b=None``: ``tiling.default_m_b``'s rule for the problem (filled in by ``Im2win.resolve``)."""
 
-    m_b: int = 128
+    m_b: int | None = None
     n_b: int = 128
-    k_b: int = 8
+    k_b: int = 16
     m_t: int = 8
     n_t: int = 8
     variant: str = "optimized"
@@ -51,10 +52,17 @@ class Im2winParams:
 
     def __post_init__(self) -> None:
         check_params(self)
-        self.tiling   # the layout checks (one line each)
+        if self.m_b is not None:
+            self.tiling   # the layout checks (one line each)
+        else:             # every filter tile the rule may pick must run
+            for m_b in DEFAULT_M_B_CHOICES[self.variant == "no_microkernel"]:
+                replace(self, m_b=m_b)
 
     @property
     def tiling(self) -> Im2winTiling:
+        if self.m_b is None:
+            raise MappingError("im2win parameters with m_b=None have no tiling yet: resolve them for a problem "
+                               "(megasim.plan.build does)")
         return Im2winTiling(self.m_b, self.n_b, self.k_b, self.m_t, self.n_t, self.variant)
 
 
@@ -88,6 +96,7 @@ class _TiledConv(Algorithm):
     schedules = ("kernel",)
 
     def lower(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> TaskGraph:
+        params = self.resolve(problem, params, schedule or self.default_schedule, None)
         return lower_im2win(problem, params.tiling, self.method)[0]
 
     def order(self, graph: TaskGraph, params: Any, schedule: str) -> tuple[Schedule, Any]:
@@ -133,13 +142,20 @@ class Im2win(_TiledConv):
     kinds = ("im2win_transform", *(conv_kind(v) for v in VARIANTS))
     method = "im2win"
 
+    def resolve(self, problem: ConvProblem, params: Im2winParams, schedule: str, spec: Any) -> Im2winParams:
+        """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block for layers of at most 64)."""
+        if params.m_b is not None:
+            return params
+        return replace(params, m_b=default_m_b(problem, params.variant))
+
     def validation_plans(self, problem: ConvProblem, n: int, seed: int = 0) -> list[tuple[str, Any]]:
         """The default tiling under each variant (the paper's ablation), in VARIANTS order."""
         from megasim.plan import Plan
         out = []
         for variant in VARIANTS:
-            params = Im2winParams(m_t=1, n_t=1, m_b=32, n_b=32) if variant == "no_microkernel" else Im2winParams()
-            out.append((variant, Plan("kernel", replace(params, variant=variant), self.name)))
+            params = Im2winParams(**NO_MICROKERNEL_TILE) if variant == "no_microkernel" else Im2winParams()
+            params = self.resolve(problem, replace(params, variant=variant), "kernel", None)
+            out.append((variant, Plan("kernel", params, self.name)))
         return out[:n]
 
 

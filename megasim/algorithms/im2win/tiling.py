@@ -50,6 +50,53 @@ TRANSFORM_ELEMENTS = 4096       # elements of J one transform block writes (16 p
 BASIC_TILE = 32                 # Alg. 2: 32 x 32 threads, one output each
 SHARED_PAD = 4                  # floats after each staged row: 16-byte aligned rows, spread banks
 MAX_STATIC_SHARED_BYTES = 48 * 1024   # static shared memory per block (Numba's kernels declare it static)
+STAGINGS = ("registers", "async")
+DEFAULT_STAGING = "registers"   # the optimized kernel's staging (gpu.runtime.im2win_kernels)
+ASYNC_STAGES = 3                # the cp.async ring's stages
+REGISTER_FILE = 65536           # 32-bit registers per SM (every GPU megasim models: sm_70 .. sm_90)
+BLOCKS_PER_SM_GOAL = 2          # the register cap's goal (register_cap)
+
+
+def register_cap(threads: int) -> int:
+    """The registers per thread the tiled kernel is built with unless told otherwise: as many as leave room
+    for ``BLOCKS_PER_SM_GOAL`` blocks of ``threads`` on an SM, rounded down to 8, at most 255 (so 128 at
+    256 threads, 255, no cap, at 128 or fewer). One block per SM (8 warps at the 128 x 128 tile) cannot
+    hide its own shared-memory and FMA latencies. Below 64 (blocks of more than 256 threads, which hold
+    small register tiles) no cap: 255."""
+    cap = REGISTER_FILE // (BLOCKS_PER_SM_GOAL * threads) // 8 * 8
+    return 255 if cap < 64 else min(255, cap)
+
+
+NO_MICROKERNEL_TILE = {"m_b": 32, "n_b": 32, "k_b": 8, "m_t": 1, "n_t": 1}    # that variant's default tile
+DEFAULT_M_B_CHOICES = ((64, 128), (32,))     # what default_m_b may pick: (micro-kernel variants, no_microkernel)
+
+
+def default_m_b(problem: ConvProblem, variant: str = "optimized") -> int:
+    """The filter tile ``m_b`` a plan gets when it names none (``Im2winParams(m_b=None)``, resolved by the
+    plug-in): 64 when the layer has at most 64 filters (a 128-row tile would leave half of every block
+    idle), else 128; 32 for ``no_microkernel`` (its 1 x 1 register tiles, 32 x 32 threads)."""
+    if variant == "no_microkernel":
+        return 32
+    return 64 if problem.k <= 64 else 128
+
+
+def k_offsets(problem: ConvProblem, k_b: int):
+    """int32 ``(2 * KDP,)``, ``KDP = ceil(C*R*S / k_b) * k_b``: per GEMM row ``k = c*R*S + v*R + u``, the
+    filter's offset within a filter row (``c*R*S + u*S + v``) at ``[k]`` and the window's offset from a
+    pixel's window start at channel 0 (``c*P*Wp*R + v*R + u``) at ``[KDP + k]``; 0 past C*R*S. The
+    kernels read these instead of dividing k by R*S and R every step."""
+    import numpy as np
+    p = problem
+    rs = p.r * p.s
+    kd = p.c * rs
+    kdp = -(-kd // k_b) * k_b
+    k = np.arange(kd, dtype=np.int64)
+    c, rem = k // rs, k % rs
+    v, u = rem // p.r, rem % p.r
+    out = np.zeros(2 * kdp, np.int32)
+    out[:kd] = c * rs + u * p.s + v
+    out[kdp:kdp + kd] = c * p.out_h * (p.w + 2 * p.padding) * p.r + rem
+    return out
 
 
 def im2win_shape(problem: ConvProblem) -> tuple[int, int, int, int]:
@@ -129,8 +176,11 @@ class Im2winTiling:
 
     @property
     def stages(self) -> int:
-        """Shared-memory stage buffers: 2 (double buffered) unless the variant has no prefetching."""
-        return 1 if self.variant == "no_prefetch" else 2
+        """Shared-memory stage buffers: 1 without prefetching, else 2 (double buffered through registers) or
+        ``ASYNC_STAGES`` when ``DEFAULT_STAGING`` is the cp.async ring."""
+        if self.variant == "no_prefetch":
+            return 1
+        return ASYNC_STAGES if DEFAULT_STAGING == "async" else 2
 
     @property
     def shared_bytes(self) -> int:
@@ -141,11 +191,11 @@ class Im2winTiling:
     @property
     def registers(self) -> int:
         """Registers per thread, estimated: accumulators, one fragment of each operand, the staged loads
-        and ~32 for indices (the compiler's count replaces it once measured)."""
+        with their two int32 bases, ~40 for indices, capped by ``register_cap`` (the kernel's build rule)."""
         if self.variant == "basic":
             return 32
         staged = -(-self.m_b * self.k_b // self.threads) - (-self.k_b * self.n_b // self.threads)
-        return min(255, self.m_t * self.n_t + self.m_t + self.n_t + staged + 32)
+        return min(register_cap(self.threads), self.m_t * self.n_t + self.m_t + self.n_t + 3 * staged + 40)
 
     def grid(self, problem: ConvProblem) -> tuple[int, int]:
         """(filter tiles, output tiles) of the convolution kernel (its 1-D grid has their product, filter

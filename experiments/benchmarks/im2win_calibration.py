@@ -1,0 +1,185 @@
+"""Each im2win kernel timed ALONE on calibration problems that are not the bench's 12 layers (what
+``megasim.algorithms.im2win.calibration`` fits the task kinds ``im2win_transform``, ``im2win_conv`` and
+``im2win_conv@VARIANT`` on), and, with ``--tiles``, the tiled kernel's build choices timed on the bench
+layers (how the default tile and staging were chosen; never fitted).
+
+**Kinds** (``--kinds``, default on): per problem of ``megasim.algorithms.im2win.calibration.CAL_PROBLEMS``
+and per case of ``calibration_cases`` (the transform; the optimized kernel at each filter tile of
+``CAL_TILES`` under each staging of ``CAL_STAGINGS``; every variant of the ablation at its default
+tile): the window tensor is written once, then ``--inner`` launches of the kind's kernel alone are
+enqueued back to back between CUDA events (``time_cuda_queued``), median of ``--repeats`` samples. The
+conv output is checked against torch's float64 convolution (``rel_err``; above 1e-4 the row is marked).
+Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
+median_ms, rel_err, status``.
+
+**Tiles** (``--tiles``): per bench layer at ``--tile-batch``, the optimized kernel (transform +
+convolution, as the bench times it) at each build of ``TILE_BUILDS`` (tile, register cap, staging),
+with its ``rel_err``. Rows: ``layer, batch, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
+median_ms, tflops, rel_err, status``.
+
+Writes ``DIR/im2win_calibration.csv`` / ``.json`` and ``DIR/im2win_tiles.csv`` / ``.json`` (device,
+versions, git SHA, date); DIR defaults to ``$OUT``.
+
+    bash gpu/on_device.sh python3 -m experiments.benchmarks.im2win_calibration [--tiles] [--no-kinds]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+TOL = 1e-4
+# (m_b, n_b, k_b, m_t, n_t, max_registers, staging); max_registers None: the rule (register_cap), 255: no cap
+TILE_BUILDS = ((128, 128, 8, 8, 8, 255, "registers"), (128, 128, 8, 8, 8, None, "registers"),
+               (64, 128, 8, 8, 8, None, "registers"), (128, 128, 8, 8, 8, None, "async"),
+               (64, 128, 8, 8, 8, None, "async"), (128, 128, 16, 8, 8, None, "registers"),
+               (64, 128, 16, 8, 8, None, "registers"), (128, 64, 8, 8, 8, None, "registers"),
+               (64, 64, 8, 8, 8, None, "registers"), (64, 128, 16, 8, 8, None, "async"))
+
+
+def _inputs(p, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((p.n, p.c, p.h, p.w), dtype=np.float32)
+    w = rng.standard_normal((p.k, p.c, p.r, p.s), dtype=np.float32) * np.float32(math.sqrt(2 / (p.c * p.r * p.s)))
+    return x, w
+
+
+def _err(torch, y, ref):
+    return float(torch.linalg.vector_norm(torch.as_tensor(y, device="cuda").double() - ref)
+                 / torch.linalg.vector_norm(ref))
+
+
+def kind_rows(torch, cuda, repeats, inner, log) -> list[dict]:
+    from gpu import im2win
+    from gpu.runtime.timing import time_cuda_queued
+    from megasim.algorithms.im2win.calibration import calibration_cases
+    from megasim.workloads import parse_layer
+    rows = []
+    cases = calibration_cases()
+    by_problem: dict[str, list] = {}
+    for case in cases:
+        by_problem.setdefault(case["problem"], []).append(case)
+    for pi, (text, group) in enumerate(by_problem.items()):
+        p = parse_layer(text)
+        x, w = _inputs(p, [44, 7, pi])
+        xt, wt = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
+        ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
+        xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
+        for case in group:
+            row = {k: case.get(k) for k in ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t",
+                                            "n_t", "staging", "max_registers")}
+            row.update(regs="", median_ms=math.nan, rel_err=math.nan, status="ok")
+            try:
+                tiles = {k: case[k] for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if case.get(k) is not None}
+                launch = im2win.prepare(xd, wd, p.stride, p.padding, variant=case["variant"],
+                                        max_registers=case.get("max_registers"), staging=case.get("staging"), **tiles)
+                launch.run()
+                torch.cuda.synchronize()
+                row["rel_err"] = _err(torch, launch.output, ref)
+                row["regs"] = launch.regs_per_thread or ""
+                (tf, targs), (cf, cargs) = launch.steps
+                fn = (lambda _i: tf(*targs)) if case["kind"] == "im2win_transform" else (lambda _i: cf(*cargs))
+                stats = time_cuda_queued(fn, inner=inner, warmup=2, repeats=repeats)
+                row["median_ms"] = stats.median_ms
+                if row["rel_err"] > TOL:
+                    row["status"] = "failed: rel_err"
+                del launch
+            except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+                row["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
+            rows.append(row)
+            log(f"{row['cost_name']:26s} {text:44s} {row.get('m_b')!s:>4} {row.get('staging')!s:9s} "
+                f"{row['median_ms']:9.4f} ms err {row['rel_err']:.1e} regs {row['regs']} {row['status']}")
+        del xt, wt, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
+def tile_rows(torch, cuda, batch, repeats, inner, log) -> list[dict]:
+    from gpu import im2win
+    from gpu.runtime.timing import time_cuda_queued
+    from megasim.workloads import parse_layer
+    rows = []
+    for i in range(1, 13):
+        p = parse_layer(f"im2win/conv{i}").with_batch(batch)
+        x, w = _inputs(p, [44, 8, i])
+        xt, wt = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
+        del x, w
+        ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
+        xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
+        for m_b, n_b, k_b, m_t, n_t, regs, staging in TILE_BUILDS:
+            row = {"layer": f"conv{i}", "batch": batch, "m_b": m_b, "n_b": n_b, "k_b": k_b, "m_t": m_t, "n_t": n_t,
+                   "staging": staging, "max_registers": regs if regs is not None else "rule", "regs": "",
+                   "median_ms": math.nan, "tflops": math.nan, "rel_err": math.nan, "status": "ok"}
+            try:
+                launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t,
+                                        max_registers=regs, staging=staging)
+                launch.run()
+                torch.cuda.synchronize()
+                row["rel_err"] = _err(torch, launch.output, ref)
+                row["regs"] = launch.regs_per_thread or ""
+                stats = time_cuda_queued(lambda _i: launch.run(), inner=inner, warmup=1, repeats=repeats)
+                row.update(median_ms=stats.median_ms, tflops=p.direct_flops / stats.median_ms / 1e9)
+                if row["rel_err"] > TOL:
+                    row["status"] = "failed: rel_err"
+                del launch
+            except Exception as exc:  # noqa: BLE001
+                row["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
+            rows.append(row)
+            log(f"conv{i:<3d} {m_b:4d}x{n_b:<4d}x{k_b:<3d} {staging:9s} cap {row['max_registers']!s:5s} regs "
+                f"{row['regs']!s:4s} {row['median_ms']:9.3f} ms {row['tflops']:6.2f} TFLOPS err {row['rel_err']:.1e} "
+                f"{row['status']}")
+            torch.cuda.synchronize()
+            cuda.current_context().deallocations.clear()
+        del xt, wt, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiles", action="store_true", help="also time TILE_BUILDS on the bench layers")
+    ap.add_argument("--no-kinds", action="store_true", help="skip the calibration cases")
+    ap.add_argument("--tile-batch", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--inner", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+    from numba import cuda
+
+    from experiments.benchmarks.winograd_bench import device_meta
+    from experiments.provenance import provenance, write_results
+    torch.backends.cudnn.allow_tf32 = False
+    out_dir = Path(args.out or os.environ.get("OUT") or ".")
+    meta = {**provenance(), **device_meta(torch, cuda), "tolerance": TOL, "repeats": args.repeats,
+            "inner": args.inner}
+    started = time.time()
+
+    def log(text):
+        print(f"{time.time() - started:7.1f}s {text}", flush=True)
+
+    bad = 0
+    if not args.no_kinds:
+        rows = kind_rows(torch, cuda, args.repeats, args.inner, log)
+        write_results(rows, out_dir, "im2win_calibration",
+                      {**meta, "method": f"each kind's kernel alone, CUDA events around {args.inner} back-to-back "
+                                         f"launches, median of {args.repeats}"})
+        bad += sum(r["status"] != "ok" for r in rows)
+    if args.tiles:
+        rows = tile_rows(torch, cuda, args.tile_batch, args.repeats, args.inner, log)
+        write_results(rows, out_dir, "im2win_tiles",
+                      {**meta, "method": f"transform + conv as the bench times them, CUDA events around "
+                                         f"{args.inner} back-to-back runs, median of {args.repeats}"})
+        bad += sum(r["status"] != "ok" for r in rows)
+    log(f"done, {bad} rows not ok")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Calibrating the im2win task kinds from each kernel timed alone: the cases and the fit (pure half).
+
+``experiments.benchmarks.im2win_calibration`` times, on the GPU, each kernel ALONE (the transform's
+launch, or the convolution's launch on a window tensor written before) on ``CAL_PROBLEMS``, problems
+that are NOT the bench's 12 layers (the points the model is validated on): few and many channels
+(3-512), filters 1x1 to 7x7, strides 1 and 2, padding 0-2, maps 7x7 to 300x300, 16 to 1,024 filters,
+batch 4-64, so grids of under one wave to hundreds of waves. Its rows (``calibration_cases`` lists them):
+
+- ``im2win_transform``: the transform kernel;
+- ``im2win_conv``: the optimized kernel at each filter tile of ``CAL_TILES`` (the plug-in's defaults
+  otherwise: n_b 128, k_b 16, 8 x 8 register tiles, the register cap of ``tiling.register_cap``, the
+  staging ``tiling.DEFAULT_STAGING``);
+- ``im2win_conv@no_vector``, ``@no_prefetch`` (the default tile), ``@no_microkernel`` (32 x 32, 1 x 1),
+  ``@basic`` (Alg. 2): the ablation's kernels.
+
+``fit_im2win(spec, rows)`` lowers every case exactly as a prediction lowers it
+(``megasim.algorithms.im2win.lowering``), cuts the kind's launch out (``megasim.calibration.cases.kind_subgraph``),
+simulates it alone, and chooses the kind's free ``TaskCost`` fields (``FREE``) by the calibration's
+bounded least squares in log time (``megasim.calibration.fit.least_squares_cost``, the routine the
+Winograd and sparse fits use), each cost name on its own rows. The conv kinds fit compute efficiency,
+a block's share of its SM (``block_sm_share``), a latency per K step (``ns_per_step``, hidden by other
+resident blocks) and a fixed time per launch; the transform its time per element written
+(``ns_per_other_op``), its per-block DRAM rate and a fixed time per launch. Cases shorter than 1.5x the
+host's launch cost are host-bound and left out (as for the sparse kinds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from megasim.algorithms.im2win.lowering import conv_kind, lower_im2win
+from megasim.algorithms.im2win.tiling import DEFAULT_STAGING, NO_MICROKERNEL_TILE, Im2winTiling, default_m_b
+from megasim.errors import SpecError
+from megasim.hardware.spec import GPUSpec, TaskCost
+from megasim.workloads import parse_layer
+from megasim.workloads.problem import ConvProblem
+
+CAL_PROBLEMS = ("N=32,C=3,K=48,H=160,W=160,R=5,S=5,stride=2",
+                "N=16,C=32,K=96,H=64,W=64,R=3,S=3,padding=1",
+                "N=32,C=128,K=192,H=20,W=20,R=3,S=3,padding=1",
+                "N=8,C=64,K=256,H=40,W=40,R=1,S=1",
+                "N=64,C=192,K=384,H=13,W=13,R=3,S=3,padding=1",
+                "N=16,C=16,K=32,H=112,W=112,R=5,S=5,padding=2",
+                "N=32,C=48,K=128,H=28,W=28,R=5,S=5,padding=2",
+                "N=8,C=3,K=32,H=300,W=300,R=3,S=3,stride=2",
+                "N=32,C=320,K=320,H=9,W=9,R=3,S=3",
+                "N=4,C=512,K=1024,H=7,W=7,R=1,S=1",
+                "N=16,C=96,K=80,H=35,W=35,R=3,S=3",
+                "N=64,C=24,K=64,H=56,W=56,R=7,S=7,stride=2,padding=2",
+                "N=32,C=32,K=64,H=128,W=128,R=3,S=3,padding=1",
+                "N=16,C=64,K=160,H=78,W=78,R=3,S=3")
+CAL_TILES = (64, 128)
+HOST_BOUND_FACTOR = 1.5
+CONV_FREE = ("compute_efficiency", "block_sm_share", "ns_per_step", "launch_fixed_ns", "memory_overlap",
+             "block_dram_bw_gbps")
+TRANSFORM_FREE = ("ns_per_other_op", "block_dram_bw_gbps", "launch_fixed_ns")
+BOUNDS = {"compute_efficiency": (0.01, 1.0), "block_sm_share": (0.05, 1.0), "ns_per_step": (0.0, 20_000.0),
+          "launch_fixed_ns": (0.0, 100_000.0), "ns_per_other_op": (1e-7, 1.0), "block_dram_bw_gbps": (1.0, 1000.0),
+          "memory_overlap": (0.01, 1.0)}
+START = {"compute_efficiency": 0.4, "block_sm_share": 0.6, "ns_per_step": 100.0, "launch_fixed_ns": 2000.0,
+         "ns_per_other_op": 1e-4, "block_dram_bw_gbps": 50.0, "memory_overlap": 0.5}
+LINEAR = ("ns_per_step", "launch_fixed_ns")
+CASE_KEYS = ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t", "n_t", "staging", "max_registers")
+
+
+def calibration_cases() -> list[dict[str, Any]]:
+    """The cases the GPU side times (module docstring): dicts of CASE_KEYS (None: the default)."""
+    out = []
+    for text in CAL_PROBLEMS:
+        base = dict(problem=text, n_b=None, k_b=None, m_t=None, n_t=None, max_registers=None)
+        out.append({**base, "kind": "im2win_transform", "cost_name": "im2win_transform", "variant": "optimized",
+                    "m_b": None, "staging": None})
+        for m_b in CAL_TILES:
+            out.append({**base, "kind": "im2win_conv", "cost_name": "im2win_conv", "variant": "optimized",
+                        "m_b": m_b, "staging": None})
+        for variant in ("no_vector", "no_prefetch", "no_microkernel", "basic"):
+            out.append({**base, "kind": conv_kind(variant), "cost_name": f"im2win_conv@{variant}", "variant": variant,
+                        "m_b": None, "staging": None})
+    return out
+
+
+def _cost_name(variant: str, staging: str | None) -> str:
+    if variant != "optimized":
+        return f"im2win_conv@{variant}"
+    return "im2win_conv" if (staging or DEFAULT_STAGING) == DEFAULT_STAGING else f"im2win_conv@{staging}"
+
+
+def case_tiling(row: dict[str, Any], problem: ConvProblem) -> Im2winTiling:
+    """The tiling a measured row ran (its tile fields; None: the plug-in's defaults)."""
+    from megasim.algorithms.im2win.plugin import Im2winParams
+    variant = row.get("variant") or "optimized"
+    given = {k: int(row[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if row.get(k) not in (None, "")}
+    if variant == "no_microkernel":
+        given = {**NO_MICROKERNEL_TILE, **given}
+    params = Im2winParams(**{**given, "variant": variant})
+    if params.m_b is None:
+        params = dataclasses.replace(params, m_b=default_m_b(problem, variant))
+    return params.tiling
+
+
+def case_graph(row: dict[str, Any]):
+    """(graph, schedule) of the row's kind alone, lowered as a prediction lowers it."""
+    from megasim.calibration.cases import kind_subgraph
+    problem = parse_layer(row["problem"])
+    graph, schedule = lower_im2win(problem, case_tiling(row, problem), "im2win")
+    launch = next(l for l in schedule.launches if l.name == row["kind"])
+    return kind_subgraph(graph, row["kind"], launch.order)
+
+
+def simulated_us(spec: GPUSpec, name: str, cost: TaskCost, graphs) -> np.ndarray:
+    """Each graph's one launch simulated with ``cost`` as cost name ``name``, in us from its start."""
+    from megasim.calibration.sparse import launch_us
+    from megasim.sim import simulate
+    s = dataclasses.replace(spec, task_costs={**spec.task_costs, name: cost})
+    return np.array([launch_us(simulate(g, sch, s), sch) for g, sch in graphs])
+
+
+def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60) -> dict[str, Any]:
+    """The free fields of cost name ``name`` fitted on its graphs (see the module docstring)."""
+    from megasim.calibration.fit import least_squares_cost
+    free = TRANSFORM_FREE if name == "im2win_transform" else CONV_FREE
+    meas = np.asarray(measured_us, float)
+    base = TaskCost(compute_efficiency=1.0 if name == "im2win_transform" else 0.4)
+    evals = [0]
+
+    def residuals(cost: TaskCost) -> np.ndarray:
+        evals[0] += 1
+        return np.log(simulated_us(spec, name, cost, graphs) / meas)
+
+    best = least_squares_cost(base, free, BOUNDS, START, LINEAR, residuals, max_evals, diff_step=1e-3)
+    sim = simulated_us(spec, name, best, graphs)
+    return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(), "free": list(free),
+            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+
+
+def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that can be fitted: status ok, a finite time above the host-bound floor."""
+    floor_ms = HOST_BOUND_FACTOR * spec.kernel_launch_ns / 1e6
+    out = []
+    for r in rows:
+        t = float(r.get("median_ms") or math.nan)
+        if str(r.get("status", "ok")) == "ok" and math.isfinite(t) and t >= floor_ms:
+            name = "im2win_transform" if r["kind"] == "im2win_transform" else \
+                _cost_name(r.get("variant") or "optimized", r.get("staging") or None)
+            out.append({**r, "cost_name": name})
+    return out
+
+
+def fit_im2win(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str, max_evals: int = 60,
+               names: tuple[str, ...] | None = None, log=None) -> tuple[GPUSpec, dict[str, Any]]:
+    """``spec`` with the im2win cost names fitted to the measured rows, and a report per cost name."""
+    rows = usable_rows(spec, rows)
+    costs, sources = dict(spec.task_costs), dict(spec.sources)
+    report: dict[str, Any] = {"cost_names": {}}
+    for name in names or tuple(dict.fromkeys(r["cost_name"] for r in rows)):
+        mine = [r for r in rows if r["cost_name"] == name]
+        if not mine:
+            raise SpecError(f"im2win calibration: no usable measured rows for cost name {name!r}")
+        graphs = [case_graph(r) for r in mine]
+        fit = fit_cost(spec, name, graphs, [float(r["median_ms"]) * 1000.0 for r in mine], max_evals)
+        costs[name] = fit["cost"]
+        how = (f"measured {date[:10]} on {device} by experiments.benchmarks.im2win_calibration: {name}'s kernel alone "
+               f"on {len(mine)} calibration cases (megasim.algorithms.im2win.calibration, not the bench's 12 layers), "
+               f"fitted so that megasim's simulation matches the measured medians, rms log error "
+               f"{fit['rms_log_error']:.3f}")
+        for field in fit["free"]:
+            sources[f"task_costs.{name}.{field}"] = how
+        report["cost_names"][name] = {**dataclasses.asdict(fit["cost"]), **{k: v for k, v in fit.items() if k != "cost"},
+                                      "cases": [{k: r.get(k) for k in CASE_KEYS} for r in mine]}
+        if log:
+            log(f"{name}: {len(mine)} cases, rms log error {fit['rms_log_error']:.3f}, {fit['evaluations']} evaluations")
+    return dataclasses.replace(spec, task_costs=costs, sources=sources), report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fit the im2win cost names of a spec from a measured CSV (``experiments.benchmarks.im2win_calibration``)
+    and write the spec and a report (JSON: per cost name its fields, cases, simulated and measured times).
+
+        python -m megasim.algorithms.im2win.calibration --measurements CSV [--meta JSON] --spec IN --out OUT
+            --report REPORT.json [--max-evals 60]
+    """
+    import argparse
+    import json
+
+    from megasim.hardware.files import dump_spec, load_spec
+    import csv
+
+    ap = argparse.ArgumentParser(description="fit the im2win task kinds of a spec from kernels timed alone")
+    ap.add_argument("--measurements", required=True)
+    ap.add_argument("--meta", default=None, help="the measurements' JSON (device and date); default: beside the CSV")
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--report", required=True)
+    ap.add_argument("--max-evals", type=int, default=60)
+    args = ap.parse_args(argv)
+    with open(args.measurements, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    meta_path = args.meta or args.measurements.rsplit(".", 1)[0] + ".json"
+    with open(meta_path) as fh:
+        meta = json.load(fh).get("meta", {})
+    device, date = meta.get("device", "unknown GPU"), meta.get("date_utc", "")
+    spec = load_spec(args.spec)
+    new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=args.max_evals,
+                             log=lambda s: print(s, flush=True))
+    note = (f"; im2win kinds ({', '.join(report['cost_names'])}) fitted on {device} {date[:10]} from each kernel timed "
+            f"alone (megasim.algorithms.im2win.calibration, git {str(meta.get('git_sha'))[:7]})")
+    description = new.description.split("; im2win kinds")[0] + note
+    new = dataclasses.replace(new, description=description)
+    dump_spec(new, args.out)
+    with open(args.report, "w") as fh:
+        json.dump({"measurements": args.measurements, "measurements_meta": meta, "spec_in": args.spec,
+                   **report}, fh, indent=1, default=str)
+    print(f"wrote {args.out} and {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
