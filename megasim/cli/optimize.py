@@ -71,7 +71,7 @@ def add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
     p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: algorithm1 and full too)")
     p.add_argument("--seed", type=integer(0, 2 ** 32 - 1), default=0)
-    p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="worker processes (default: the usable CPUs, at most 8)")
+    p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="simulations at once, as threads of this process (default: the usable CPUs, at most 8)")
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
     p.add_argument("--landscape", help="write every evaluated point to this CSV")
     p.add_argument("--evaluator", default="simulator", choices=("simulator", "gpu"),
