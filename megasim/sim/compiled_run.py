@@ -46,7 +46,7 @@ def _classes(values: list, kind: np.ndarray) -> tuple[list, np.ndarray]:
 
 
 class _Output:
-    """What ``SimResult.from_run`` reads of a run."""
+    """What ``SimResult.from_run`` reads of a run (``megasim.sim.result.RunRecords``)."""
 
     def __init__(self, **fields) -> None:
         self.__dict__.update(fields)

@@ -6,13 +6,38 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from megasim.hardware.spec import GPUSpec
     from megasim.schedule import Schedule
-    from megasim.sim.engine import _Run
+    from megasim.taskgraph import TaskGraph
+
+
+class RunRecords(Protocol):
+    """What a finished run hands ``SimResult.from_run``: the SimPy engine's run (``megasim.sim.engine``)
+    and the compiled loop's output (``megasim.sim.compiled_run``) both have these. Per task: claim,
+    ready, claim_cost, mem_start, comp_start, end (ns), sm_of, slot_of; per tracked access (``tracked``
+    indexes the graph's accesses): miss_of, the bytes that went to DRAM."""
+
+    graph: "TaskGraph"
+    spec: "GPUSpec"
+    launch_log: list[dict]
+    claim: Sequence[float]
+    ready: Sequence[float]
+    claim_cost: Sequence[float]
+    mem_start: Sequence[float]
+    comp_start: Sequence[float]
+    end: Sequence[float]
+    sm_of: Sequence[int]
+    slot_of: Sequence[int]
+    tracked: np.ndarray
+    miss_of: Sequence[float]
+    mem_cap: Any
+    host_ns: float
+    events: int
 
 
 @dataclass(frozen=True)
@@ -61,7 +86,7 @@ class SimResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_run(cls, run: "_Run", schedule: "Schedule", wall_s: float) -> "SimResult":
+    def from_run(cls, run: RunRecords, schedule: "Schedule", wall_s: float) -> "SimResult":
         g, spec = run.graph, run.spec
         launches = tuple(LaunchRecord(**rec) for rec in run.launch_log)
         # (np.asarray: the run's records become the result's without a copy where they are arrays already)
@@ -81,7 +106,7 @@ class SimResult:
             gpu=spec.name, schedule=schedule.name, params=dict(schedule.params),
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
             predicted_ns=max(float(max(rec.end_ns for rec in launches)) if launches else 0.0,
-                             getattr(run, "host_ns", 0.0)),
+                             run.host_ns),
             launches=launches, kind_names=g.kind_names, tensor_names=g.tensor_names, kind=g.kind.copy(),
             claim_ns=claim, ready_ns=ready, mem_start_ns=np.asarray(run.mem_start, np.float64),
             compute_start_ns=np.asarray(run.comp_start, np.float64), end_ns=np.asarray(run.end, np.float64),
