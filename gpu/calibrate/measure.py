@@ -59,6 +59,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import cuda, float32
 
+from gpu.calibrate.runs import empty4, empty_megakernel_run, nonfused_workspaces, spin_kernel
 from gpu.runtime.fast_launch import FrozenLaunch
 from gpu.runtime.timing import time_cuda
 from gpu.kernels.common.vector_access import load4
@@ -71,12 +72,6 @@ log = logging.getLogger(__name__)
 
 
 # --- kernels (module level, so the CUDA simulator could run them) ----------------------------------
-@cuda.jit
-def _empty4(a, b, c, d):
-    """Grid/block: any. Does nothing (launch cost probe)."""
-    pass
-
-
 @cuda.jit
 def _empty_dyn(a):
     """Grid/block: any; dynamic shared memory set by the launch (occupancy). Does nothing."""
@@ -200,15 +195,6 @@ def _atomic_chain(ctr, steps, out):
         old = cuda.atomic.add(ctr, j, 1)
         j = (j + 1 + (old & 0x40000000)) & 63
     out[0] = j
-
-
-@cuda.jit
-def _spin(out, iters):
-    """One thread: a long dependent FMA chain (keeps the GPU busy while the host enqueues)."""
-    x = out[0]
-    for _ in range(iters):
-        x = x * float32(0.9999999) + float32(1e-7)
-    out[0] = x
 
 
 # --- probes -------------------------------------------------------------------------------------------
@@ -374,43 +360,11 @@ def probe_atomic() -> tuple[float, str]:
 
 def probe_launch() -> tuple[float, str]:
     a = cuda.device_array(16, np.float32)
-    _empty4[1, 32](a, a, a, a)
-    launch = FrozenLaunch(_empty4, 1, 32, 0, (a, a, a, a))
+    empty4[1, 32](a, a, a, a)
+    launch = FrozenLaunch(empty4, 1, 32, 0, (a, a, a, a))
     ms = _ms(launch, warmup=5, repeats=50)
     return ms * 1e6, ("CUDA events around one launch of an empty kernel with 4 array arguments, arguments packed "
                       "once as PreparedSchedule launches (gpu.runtime.fast_launch; median of 50)")
-
-
-def empty_megakernel_run(sm: int):
-    """run() doing what ``PreparedSchedule.run`` does for one megakernel launch, on a map of 0 tasks:
-    the counter and control reset, then the megakernel (``sm`` blocks), arguments packed once.
-    ``run.threads`` is its block size."""
-    from gpu.runtime import executor as ex
-    from gpu.kernels.winograd import megakernel as mk
-    from megasim.algorithms.winograd.lowering import WinogradConfig
-    from megasim.workloads import parse_layer
-    plan = ex.make_plan(parse_layer("N=1,C=8,K=8,H=8,W=8"), WinogradConfig())
-    ws = ex.workspace(plan, cuda.to_device(np.zeros((1, 8, 8, 8), np.float32)),
-                      cuda.to_device(np.zeros((8, 8, 3, 3), np.float32)))
-    table = cuda.to_device(np.full((1, mk.TABLE_COLS), -1, np.int32))
-    ctl = np.zeros(mk.CTL_SIZE, np.int32)
-    ctl[mk.CTL_POLL_LIMIT] = 1 << 20
-    d_ctl_init, d_ctl = cuda.to_device(ctl), cuda.to_device(ctl)
-    cnt_init = cuda.to_device(plan.graph.counter_init.astype(np.int32))
-    cnt = cuda.to_device(plan.graph.counter_init.astype(np.int32))
-    threads = max(plan.config.transform_threads, plan.config.gemm_threads)
-    restore = FrozenLaunch(mk.restore_kernel, -(-max(cnt.size, d_ctl.size) // mk.RESTORE_THREADS),
-                           mk.RESTORE_THREADS, 0, (cnt, cnt_init, d_ctl, d_ctl_init))
-    launch = FrozenLaunch(mk.kernels_for(plan.config.gemm_math, m=plan.config.m).megakernel,
-                          sm, threads, plan.shared_bytes,
-                          (table, d_ctl, cnt, cuda.to_device(plan.params), ws.x, ws.w, ws.U, ws.V, ws.M, ws.Y,
-                           ex.no_trace(), *mk.launch_scalars(ctl)))
-
-    def run():
-        restore()
-        launch()
-    run.threads = threads
-    return run
 
 
 def probe_megakernel_launch(sm: int) -> tuple[float, str]:
@@ -427,17 +381,17 @@ def probe_boundary(torch) -> tuple[float, str]:
     a = cuda.device_array(16, np.float32)
     spin_out = cuda.to_device(np.ones(1, np.float32))
     n = 200
-    _empty4[1, 32](a, a, a, a)
-    _spin[1, 1](spin_out, 10)
+    empty4[1, 32](a, a, a, a)
+    spin_kernel[1, 1](spin_out, 10)
     cuda.synchronize()
     samples = []
     stream = torch.cuda.current_stream()
     for _ in range(5):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        _spin[1, 1](spin_out, 10_000_000)           # ~20 ms of dependent FMAs on one thread
+        spin_kernel[1, 1](spin_out, 10_000_000)           # ~20 ms of dependent FMAs on one thread
         e0.record(stream)
         for _ in range(n):
-            _empty4[1, 32](a, a, a, a)
+            empty4[1, 32](a, a, a, a)
         e1.record(stream)
         torch.cuda.synchronize()
         samples.append(e0.elapsed_time(e1))
@@ -457,52 +411,6 @@ def probe_dispatch(sm: int) -> tuple[float, str]:
     return (t_big - t_small) * 1e6 * slots / (big - small), (
         f"empty kernels of {small} and {big} blocks x 128 threads with {smem} B dynamic shared memory "
         f"({per_sm} blocks/SM); (T_big - T_small) x {slots} slots / extra blocks")
-
-
-def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
-    """A calibration layer's non-fused schedule with 3 workspaces of fresh inputs, each run once
-    through every launch, so that any launch timed alone finds its inputs (U, V, M) written.
-    Returns (graph, schedule, wplan, workspaces)."""
-    from gpu.runtime import executor as ex
-    from gpu.runtime.prepared import PreparedSchedule
-    from megasim.plan import Plan, build
-    from megasim.workloads import parse_layer
-    problem = parse_layer(name)
-    graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
-    wplan = ex.make_plan(problem, plan.params.config, graph)
-    wss = []
-    for _ in range(3):
-        x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
-        w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
-        wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
-    full = PreparedSchedule(wplan, schedule, kernels="per_kind")
-    for ws in wss:
-        full.run(ws)
-    cuda.synchronize()
-    return graph, schedule, wplan, wss
-
-
-def launch_orders(graph, schedule) -> dict[str, np.ndarray]:
-    """Each launch of a non-fused schedule (one kind each): its kind's name -> its task order."""
-    return {graph.kind_names[int(graph.kind[int(la.order[0])])]: np.asarray(la.order, np.int64)
-            for la in schedule.launches}
-
-
-def traced_alone(wplan, wss, order, name: str, style: str = "per_task", blocks_per_sm: int | None = None,
-                 runs: int = 3) -> np.ndarray:
-    """The megakernel running only the tasks of ``order`` (counters at zero: their parents ran before),
-    traced: ``runs`` runs with the workspaces ``wss`` rotated, the last kept. Returns its trace as
-    float64, a row per map position (gpu.kernels.winograd.megakernel.TRACE_COLS: claim, ready, end, sm, done)."""
-    from gpu.runtime.prepared import PreparedSchedule
-    from megasim.schedule import Launch, Schedule
-    one = Schedule(name, (Launch(np.asarray(order, np.int64), name, style, "ticket", blocks_per_sm),))
-    prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False, trace=True)
-    prep.d_counters_init = cuda.to_device(np.zeros(wplan.graph.num_counters, np.int32))
-    for i in range(runs):
-        prep.run(wss[i % len(wss)])
-    cuda.synchronize()
-    prep.check()
-    return prep.traces()[0].astype(np.float64)
 
 
 def time_kinds(layers, plan_params: str, repeats: int = 20) -> list[dict[str, Any]]:

@@ -63,6 +63,7 @@ from numba import cuda
 
 from megasim.provenance import git_sha
 from gpu.runtime.timing import TimingError, TimingStats, summarize
+from gpu.calibrate.runs import empty4, empty_megakernel_run, launch_orders, nonfused_workspaces, spin_kernel, traced_alone
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,14 @@ class Spinner:
     """A single-thread spin kernel of about ``target_ms`` on the default stream."""
 
     def __init__(self, target_ms: float = SPIN_TARGET_MS) -> None:
-        from gpu.calibrate.measure import _spin
-        self._spin = _spin
+        self._spin = spin_kernel
         self.out = cuda.to_device(np.ones(1, np.float32))
         probe = 100_000
-        _spin[1, 1](self.out, 10)
+        spin_kernel[1, 1](self.out, 10)
         cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(3):
-            _spin[1, 1](self.out, probe)
+            spin_kernel[1, 1](self.out, probe)
         cuda.synchronize()
         per_iter_s = (time.perf_counter() - t0) / (3 * probe)
         self.iters = max(1000, int(target_ms * 1e-3 / max(per_iter_s, 1e-12)))
@@ -155,10 +155,9 @@ def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
 
 def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
     """Device-side start cost of a queued plain launch and of a queued megakernel launch (empty map)."""
-    from gpu.calibrate.measure import _empty4, empty_megakernel_run
     a = cuda.device_array(16, np.float32)
-    _empty4[1, 32](a, a, a, a)
-    plain, plain_host = time_queued(lambda i: _empty4[1, 32](a, a, a, a), spin, warmup=3, repeats=30)
+    empty4[1, 32](a, a, a, a)
+    plain, plain_host = time_queued(lambda i: empty4[1, 32](a, a, a, a), spin, warmup=3, repeats=30)
     empty = empty_megakernel_run(sm)
     empty()
     mega, mega_host = time_queued(lambda i: empty(), spin, warmup=3, repeats=30)
@@ -171,7 +170,6 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
     """Rows of every (layer, kind, variant), each tagged with ``plan_params``; ``kinds``: only these
     (default all). See the module docstring."""
     from gpu.runtime import executor as ex
-    from gpu.calibrate.measure import nonfused_workspaces
     from gpu.runtime.prepared import PreparedSchedule
     from gpu.runtime.timing import time_cuda
     from megasim.schedule import Launch, Schedule
@@ -261,7 +259,6 @@ def measure_megakernel_ticket(layers, plan_params: str = "", spin=None, repeats:
     (SMs x the driver's occupancy of the megakernel); the value is the median over the runs of at least
     ``TICKET_MIN_WAVES`` waves (the others are recorded, with ``used`` false). ``sm_count``: None = the
     driver's."""
-    from gpu.calibrate.measure import nonfused_workspaces
     from gpu.runtime.prepared import PreparedSchedule
     from megasim.schedule import Launch, Schedule
     spin = spin or Spinner()
@@ -343,7 +340,6 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
     interleaved (``megasim.calibration.cases.mixed_order``) in one per-task megakernel launch, counters zeroed
     (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
     kinds' single-kind megakernel runs, timed the same way, beside it."""
-    from gpu.calibrate.measure import launch_orders, nonfused_workspaces
     from gpu.runtime.prepared import PreparedSchedule
     from megasim.calibration.cases import MIXED_PAIRS, mixed_order
     from megasim.schedule import Launch, Schedule
@@ -380,7 +376,6 @@ def measure_block_end_order(layers, plan_params: str = "", kinds: tuple[str, ...
     """Rows of the order in which an SM's first-wave blocks end (``megasim.calibration.age``): each of
     ``kinds``' non-fused launch run alone by the megakernel per task (counters at zero, inputs rotated,
     the last of ``runs`` traced runs kept); ``end_us`` = ``block_end_order`` of its trace."""
-    from gpu.calibrate.measure import launch_orders, nonfused_workspaces, traced_alone
     from megasim.calibration.age import block_end_order
     rng = np.random.default_rng(9)
     rows = []

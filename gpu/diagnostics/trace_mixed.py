@@ -72,7 +72,7 @@ def summarise(layer: str, run: str, source: str, names, kind, start, ready, end,
 
 def main(argv: list[str] | None = None) -> int:
     from experiments.provenance import provenance, write_results
-    from gpu.calibrate.measure import launch_orders, nonfused_workspaces, traced_alone
+    from gpu.calibrate.runs import launch_orders, nonfused_workspaces, traced_alone
     from gpu.calibrate.validate import device_name
     from megasim.calibration.cases import kind_cases, mixed_case, mixed_order, variant_case
     from megasim.hardware import load_spec

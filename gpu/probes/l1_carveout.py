@@ -25,7 +25,7 @@ SHARED_PER_SM_BYTES = 228 * 1024      # H100 / H200: the largest shared-memory c
 def main(argv: list[str] | None = None) -> None:
     out_dir = out_dir_arg(argv, __doc__.splitlines()[0])
     from gpu.runtime import executor as ex
-    from gpu.calibrate.measure import nonfused_workspaces
+    from gpu.calibrate.runs import nonfused_workspaces
     from gpu.calibrate.occupancy import Spinner, _active_blocks, _opt_in, per_kind_launcher, time_queued
     spin = Spinner()
     rows = []

@@ -29,11 +29,11 @@ def _fill(a):
 def main(argv: list[str] | None = None) -> None:
     out_dir = out_dir_arg(argv, __doc__.splitlines()[0])
     from gpu.runtime import executor as ex
-    from gpu.calibrate.measure import _spin, nonfused_workspaces
+    from gpu.calibrate.runs import nonfused_workspaces, spin_kernel
     from gpu.calibrate.occupancy import per_kind_launcher
     big = cuda.device_array(400 * 2 ** 20 // 4, np.float32)
     spin_out = cuda.to_device(np.ones(1, np.float32))
-    _spin[1, 1](spin_out, 10)
+    spin_kernel[1, 1](spin_out, 10)
     rows = []
     for name in PROBLEMS:
         for params in ("", "pairs=4"):
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
                             _fill[(big.size + 255) // 256, 256](big)
                         else:
                             fn(wss[0])
-                        _spin[1, 1](spin_out, 40000)    # ~80 us on one thread: the host's issue of fn hides behind it
+                        spin_kernel[1, 1](spin_out, 40000)    # ~80 us on one thread: the host's issue of fn hides behind it
                         e0, e1 = cuda.event(), cuda.event()
                         e0.record()
                         fn(wss[0])
