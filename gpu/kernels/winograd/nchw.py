@@ -11,8 +11,8 @@ shared memory:
 
 - ``itrans_nchw(prm, x, V, CC, TX)``: block b takes a strip of TX consecutive tiles of one tile row of one
   image and a chunk of CC channels. Its threads copy the strip's (m + 2) input rows of (TX * m + 2) columns
-  of each channel into shared memory, row by row (consecutive threads on consecutive columns: contiguous
-  loads; zeros outside the image and past C), then thread (t, c), c fastest, transforms tile t of channel c
+  of each channel into shared memory (consecutive threads on consecutive columns: contiguous loads; zeros
+  outside the image and past C), then thread (t, c), c fastest, transforms tile t of channel c
   from shared memory and writes V[e, tile, c] (consecutive threads on consecutive channels: contiguous
   stores), exactly as the NHWC transform does.
 - ``otrans_nchw(prm, M, Y, KC, TX)``: block b takes TX tiles and KC output channels; thread (t, k), k
@@ -21,8 +21,11 @@ shared memory:
   the outputs inside the P x Q image only.
 
 CC * TX (KC * TX) <= ``NCHW_THREADS`` threads per block (``nchw_geometry``: few channels fill the block with
-tiles, narrow images with channels). The copies to and from shared memory walk rows, a thread on one column,
-so their index arithmetic is a division per thread and one by a compile-time constant per row. The shared planes
+tiles, narrow images with channels). In the copies to and from shared memory a thread keeps one column and
+every few channels of the chunk, and walks a channel's rows in a loop unrolled over the compile-time row
+count: a row's global and shared addresses are the channel's plus a multiple of the row length, so an element
+costs a few instructions (with a division and 64-bit products per element, the copies were issue-bound). The
+copy into shared memory is by cp.async: a thread's copies are all in flight at once. The shared planes
 are padded to an odd number of floats, so the threads of a warp, on consecutive channels, read and write
 distinct banks. Both kernels cover every (tile, channel) pair of their kind in one launch (the grid is the
 strips x chunks), so the non-fused schedule's itrans and otrans launches run on them whole
@@ -57,17 +60,26 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
+def _pow2_at_most(n: int) -> int:
+    p = 1
+    while 2 * p <= n:
+        p *= 2
+    return p
+
+
 def nchw_geometry(channels: int, m: int, tiles_x: int) -> tuple[int, int, int, int]:
     """(channel chunk CC, tiles per strip TX, padded columns of an input row, odd floats per channel plane)
     of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row; the
     otrans kernel uses the same chunk and strip with ``channels`` = K (its rows are TX * m wide:
     ``otrans_plane``). The chunk starts at the channels rounded up to a power of two, at most 32 (a warp's
     stores into V then cover whole 32-byte sectors); the strip takes the rest of NCHW_THREADS, at most the
-    tile row rounded up to a power of two; on narrow images the chunk grows back into the threads the strip
-    leaves. CC * TX <= NCHW_THREADS threads per block."""
+    tile row rounded up to a power of two, then evened out over as many strips (a row of 5 tiles in strips
+    of 3, not 4 with 3 idle in the second); on narrow images the chunk grows back into the threads the strip
+    leaves, as a power of two. CC * TX <= NCHW_THREADS threads per block."""
     chunk = min(_pow2_at_least(channels), MAX_CHUNK)
     tx = min(NCHW_THREADS // chunk, _pow2_at_least(tiles_x))
-    chunk = min(_pow2_at_least(channels), NCHW_THREADS // tx)
+    tx = -(-tiles_x // -(-tiles_x // tx))       # as many strips, evened out: 5 tiles as 3 + 2, not 4 + 1
+    chunk = min(_pow2_at_least(channels), _pow2_at_most(NCHW_THREADS // tx))
     cols = tx * m + 2
     return chunk, tx, cols, ((m + 2) * cols) | 1
 
@@ -180,11 +192,14 @@ def nchw_kernels_for(m: int) -> tuple:
         cols = TX * MT + 2
         plane = (A * cols) | 1
         s = cuda.shared.array(0, float32)
-        # rows (cc, i) of ``cols`` values each; a thread keeps one column (a division per thread, then
-        # only divisions by the compile-time A per row), or walks the columns of every row when a row is
-        # wider than the block. Every copy is a cp.async (no register, no wait per load): a thread issues
-        # all of its rows' copies back to back and waits once, so its loads are all in flight together
-        # (a load into a register per row waited on memory latency once per few rows).
+        # rows (cc, i) of ``cols`` values each. A thread keeps one column j and every per-th channel of the
+        # chunk, and copies that channel's A rows at j: the global and shared addresses of a row are the
+        # channel's plus i times a row (additions in the unrolled loop over the compile-time A), the row
+        # bounds are fixed per block, so a copied element costs a few instructions, where a division of the
+        # row index and a product of four 64-bit factors per element made the copy issue-bound (NCHW itrans
+        # at 2-2.3x the NHWC one on an H100). Every copy is a cp.async (no register, no wait per load): the
+        # thread's copies are all in flight together and it waits once. When a row is wider than the
+        # block, the threads walk its columns instead.
         if cols <= nthr:
             per = nthr // cols
             j = tid % cols
@@ -192,14 +207,21 @@ def nchw_kernels_for(m: int) -> tuple:
             if first < per:
                 xx = x0 + j
                 col_ok = 0 <= xx < W
-                for r in range(first, CC * A, per):
-                    q = r // A
-                    i = r - q * A
-                    yy = y0 + i
-                    if col_ok and c0 + q < C and 0 <= yy < H:
-                        cp_async4(s, q * plane + i * cols + j, x, ((n * C + c0 + q) * H + yy) * W + xx, 4)
+                i_lo = -y0 if y0 < 0 else 0                # rows y0 + i inside the image: i_lo <= i < i_hi
+                i_hi = H - y0 if H - y0 < A else A
+                for q in range(first, CC, per):
+                    sb = q * plane + j
+                    c = c0 + q
+                    if col_ok and c < C:
+                        gb = ((n * C + c) * H + y0) * W + xx
+                        for i in range(A):
+                            if i_lo <= i < i_hi:
+                                cp_async4(s, sb + i * cols, x, gb + i * W, 4)
+                            else:
+                                s[sb + i * cols] = ZERO
                     else:
-                        s[q * plane + i * cols + j] = ZERO
+                        for i in range(A):
+                            s[sb + i * cols] = ZERO
         else:
             for row in range(CC * A):
                 cc = row // A
@@ -250,19 +272,23 @@ def nchw_kernels_for(m: int) -> tuple:
         cuda.syncthreads()
         oy0 = MT * ty
         ox0 = MT * tx0
+        # the store: a thread keeps one column j and every per-th output channel of the chunk, and stores
+        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy)
         if width <= nthr:
             per = nthr // width
             j = tid % width
             first = tid // width
             xx = ox0 + j
             if first < per and xx < Q:
-                for row in range(first, KC * MT, per):
-                    kk = row // MT
-                    i = row - kk * MT
+                i_hi = P - oy0 if P - oy0 < MT else MT     # rows oy0 + i inside the output: i < i_hi
+                for kk in range(first, KC, per):
                     k = k0 + kk
-                    yy = oy0 + i
-                    if k < K and yy < P:
-                        store1(Y, ((n * K + k) * P + yy) * Q + xx, s[kk * plane + i * width + j])
+                    if k < K:
+                        gb = ((n * K + k) * P + oy0) * Q + xx
+                        sb = kk * plane + j
+                        for i in range(MT):
+                            if i < i_hi:
+                                store1(Y, gb + i * Q, s[sb + i * width])
         else:
             for row in range(KC * MT):
                 kk = row // MT
