@@ -25,7 +25,8 @@ tiles, narrow images with channels). In the copies to and from shared memory a t
 every few channels of the chunk, and walks a channel's rows in a loop unrolled over the compile-time row
 count: a row's global and shared addresses are the channel's plus a multiple of the row length, so an element
 costs a few instructions (with a division and 64-bit products per element, the copies were issue-bound). The
-copy into shared memory is by cp.async: a thread's copies are all in flight at once. The shared planes
+copy into shared memory is by cp.async: a thread's copies are all in flight at once. Shared memory is read
+and written by ``load1`` / ``store1`` as global memory is (no negative-index wraparound). The shared planes
 are padded to an odd number of floats, so the threads of a warp, on consecutive channels, read and write
 distinct banks. Both kernels cover every (tile, channel) pair of their kind in one launch (the grid is the
 strips x chunks), so the non-fused schedule's itrans and otrans launches run on them whole
@@ -117,7 +118,7 @@ def _gen_itrans_smem(m: int, consts: _Consts) -> str:
     lines = [f"def itrans_smem_m{m}(s, base, row, V, dst, plane):"]
 
     def load(i, j):
-        return f"    d{i}_{j} = s[base + {i} * row + {j}]"
+        return f"    d{i}_{j} = load1(s, base + {i} * row + {j})"
 
     def store(i, j):
         return f"    store1(V, dst + {i * a + j} * plane, v{i}_{j})"
@@ -135,7 +136,7 @@ def _gen_otrans_smem(m: int, consts: _Consts) -> str:
         return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
 
     def store_row(i):
-        return [f"    s[base + {i} * row + {j}] = y{i}_{j}" for j in range(m)]
+        return [f"    store1(s, base + {i} * row + {j}, y{i}_{j})" for j in range(m)]
 
     lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
     return "\n".join(lines) + "\n"
@@ -218,10 +219,10 @@ def nchw_kernels_for(m: int) -> tuple:
                             if i_lo <= i < i_hi:
                                 cp_async4(s, sb + i * cols, x, gb + i * W, 4)
                             else:
-                                s[sb + i * cols] = ZERO
+                                store1(s, sb + i * cols, ZERO)
                     else:
                         for i in range(A):
-                            s[sb + i * cols] = ZERO
+                            store1(s, sb + i * cols, ZERO)
         else:
             for row in range(CC * A):
                 cc = row // A
@@ -235,7 +236,7 @@ def nchw_kernels_for(m: int) -> tuple:
                     if row_ok and 0 <= xx < W:
                         cp_async4(s, cc * plane + i * cols + j, x, base + xx, 4)
                     else:
-                        s[cc * plane + i * cols + j] = ZERO
+                        store1(s, cc * plane + i * cols + j, ZERO)
         cp_async_commit()
         wait_all()
         cuda.syncthreads()
@@ -288,7 +289,7 @@ def nchw_kernels_for(m: int) -> tuple:
                         sb = kk * plane + j
                         for i in range(MT):
                             if i < i_hi:
-                                store1(Y, gb + i * Q, s[sb + i * width])
+                                store1(Y, gb + i * Q, load1(s, sb + i * width))
         else:
             for row in range(KC * MT):
                 kk = row // MT
@@ -300,6 +301,6 @@ def nchw_kernels_for(m: int) -> tuple:
                     for j in range(tid, width, nthr):
                         xx = ox0 + j
                         if xx < Q:
-                            store1(Y, base + xx, s[kk * plane + i * width + j])
+                            store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
     return itrans_nchw, otrans_nchw
