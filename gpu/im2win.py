@@ -12,9 +12,9 @@ memory, m_t x n_t register tile with an outer-product micro-kernel, 128-bit frag
 step's loads issued before this step's multiply-adds), ``basic`` (Alg. 2: 32 x 32 threads, one output
 each, straight from global memory), ``no_microkernel`` (1 x 1 register tiles; default tile 32 x 32),
 ``no_vector`` (32-bit fragment loads), ``no_prefetch`` (one stage buffer). Default tile (no tile
-argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` (64 for layers of at most 64
-filters, else 128), ``n_b = 128, k_b = 8, m_t = n_t = 8``, registers capped by ``register_cap`` (two
-blocks per SM). Layouts and grids are
+argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` on this device's SM count (64
+for layers of at most 64 filters or whose 128-row grid is one ill-filled wave, else 128),
+``n_b = 128, k_b = 16, m_t = n_t = 8``, registers capped by ``register_cap`` (two blocks per SM). Layouts and grids are
 ``megasim.algorithms.im2win.tiling``'s (the model's contract); the kernels are in
 ``gpu.kernels.im2win``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
 and Schedule (``megasim.plan.build``) through the GPU executor and the table of
@@ -38,7 +38,7 @@ from gpu.operands import check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from megasim.algorithms.im2win import Im2winParams
 from megasim.algorithms.im2win.lowering import footprint_bytes
-from megasim.algorithms.im2win.tiling import NO_MICROKERNEL_TILE, STAGINGS, VARIANTS
+from megasim.algorithms.im2win.tiling import NO_MICROKERNEL_TILE, STAGINGS, VARIANTS, default_m_b
 from megasim.errors import MegasimError
 from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
@@ -71,6 +71,11 @@ def _problem(x, w, stride, padding) -> ConvProblem:
         raise Im2winError(f"the im2win tensor of this problem has {window:,} elements: at most 2**31 - 1 are "
                           f"allowed (the kernels' 32-bit indices); use a smaller batch")
     return problem
+
+
+def _sm_count() -> int | None:
+    """The current device's SM count (None under the CUDA simulator, which has none)."""
+    return getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", None)
 
 
 def params_of(variant: str = "optimized", **tiles) -> Im2winParams:
@@ -137,6 +142,8 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
     x = check_tensor("x", x, on_device, Im2winError)
     w = check_tensor("w", w, on_device, Im2winError)
     problem = _problem(x, w, stride, padding)
+    if m_b is None and variant != "basic":     # the rule on this device's SM count
+        m_b = default_m_b(problem, variant, _sm_count())
     params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):

@@ -169,3 +169,19 @@ def test_cli_optimize_searches_the_tiles(capsys):
                  "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "best params" in out and "variant=optimized" in out
+
+
+def test_default_filter_tile_rule():
+    """64 rows for at most 64 filters, or when the 128-row grid is one ill-filled wave; else 128."""
+    from megasim.algorithms.im2win.tiling import default_m_b
+    layer = parse_layer
+    assert default_m_b(layer("im2win/conv7", batch=128)) == 64            # K = 64
+    assert default_m_b(layer("im2win/conv8", batch=128)) == 128           # K = 128, many waves
+    assert default_m_b(layer("im2win/conv12", batch=64)) == 64            # 52 blocks of 128 rows on 132 SMs
+    assert default_m_b(layer("im2win/conv6", batch=64)) == 128            # 200 blocks: 64 rows would make 400 on 396 slots
+    assert default_m_b(layer("im2win/conv12", batch=64), sm_count=16) == 128   # a small GPU: several waves
+    assert default_m_b(layer("im2win/conv8", batch=128), "no_microkernel") == 32
+    from megasim.algorithms.im2win import Im2winParams
+    from megasim.plan import Plan, build
+    _, _, plan = build(layer("im2win/conv12", batch=64), Plan("kernel", Im2winParams(), "im2win"))
+    assert plan.params.m_b == 64

@@ -7,13 +7,15 @@ From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV, default
 (``megasim.plan.predict`` of the ``im2win`` plug-in under each ``variant``, the plans of its
 ``validation_plans``: the default tile, and for ``no_microkernel`` the bench's 32 x 32 tile with 1 x 1
 register tiles) on a spec (default ``megasim/hardware/calibrated/h100_from_h200.json``: the H100's
-measured peak, bandwidth and L2; its im2win kinds are uncalibrated, the ``default`` entry, compute
-efficiency 0.5 for every variant). No GPU is used.
+measured peak, bandwidth and L2, and the im2win kinds fitted there from each kernel timed alone on
+calibration problems that are not these layers: ``im2win_transform``, ``im2win_conv`` and one
+``im2win_conv@VARIANT`` per variant). No GPU is used. The rows are also the model's validation: every
+(layer, batch, variant) point's ``time_error`` (predicted / measured - 1; ``time_errors`` summarises).
 
 Produces ``DIR/im2win_ablation.csv`` + ``.json`` (per layer, batch and variant: measured and predicted
 time and time / im2win's, with provenance) and ``DIR/im2win_ablation.png`` / ``.pdf`` (one panel per
 batch, log scale: bars measured ratios, black markers the model's), drawn from that CSV alone. About
-2 minutes on 2 shared cores (conv4's basic variant at batch 128 is 437,120 tasks); ``--plot-only``: 2 s.
+15 s on 2 shared cores (conv4's basic variant at batch 128 is 437,120 tasks); ``--plot-only``: 2 s.
 
     python -m experiments.figures.im2win_ablation [--bench CSV] [--spec FILE] [--out DIR]
     python -m experiments.figures.im2win_ablation --plot-only [--out DIR]
@@ -131,7 +133,7 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
             ax.bar(xs, col(impl, "measured_over_im2win"), width, color=style.OKABE_ITO[j % len(style.OKABE_ITO)],
                    label=f"{impl.removeprefix('im2win_')}, measured")
             ax.scatter(xs, col(impl, "predicted_over_im2win"), marker="_", s=60, color="black", zorder=3,
-                       label="model (uncalibrated variant costs)" if j == 0 else None)
+                       label="model (calibrated variant costs)" if j == 0 else None)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_yscale("log")
         ax.set_ylim(0.25, 200)
@@ -139,9 +141,9 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.set_ylabel("time / im2win's")
         ax.set_title(f"batch {batch}: ablation, time relative to im2win (bars measured on H100; markers: model)")
         ax.legend(fontsize=6, ncol=5, loc="upper left")
-    fig.text(0.01, 0.0, "Model: every variant priced by the spec's uncalibrated default cost (compute efficiency 0.5), "
-             "so it sees only each variant's tile shape, occupancy and L2 traffic,\nnot its instructions "
-             "(no im2win_conv@VARIANT costs are fitted yet).", fontsize=6, va="top")
+    fig.text(0.01, 0.0, "Model: each variant priced by its own im2win_conv@VARIANT cost, fitted on the variant's kernel timed "
+             "alone on 14 calibration problems that are not these layers\n(megasim.algorithms.im2win.calibration); "
+             "the transform by im2win_transform's.", fontsize=6, va="top")
     fig.tight_layout()
     png, _ = style.save_figure(fig, out_dir, NAME)
     return png

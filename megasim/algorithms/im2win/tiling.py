@@ -71,13 +71,33 @@ NO_MICROKERNEL_TILE = {"m_b": 32, "n_b": 32, "k_b": 8, "m_t": 1, "n_t": 1}    # 
 DEFAULT_M_B_CHOICES = ((64, 128), (32,))     # what default_m_b may pick: (micro-kernel variants, no_microkernel)
 
 
-def default_m_b(problem: ConvProblem, variant: str = "optimized") -> int:
+DEFAULT_SM_COUNT = 132         # the H100's and H200's SMs: default_m_b's SM count when none is given
+RULE_BLOCKS_PER_SM = {128: 2, 64: 3}   # blocks per SM of the default 128- and 64-row tiles (126 and 161
+                                       # registers under register_cap, measured on sm_90)
+
+
+def default_m_b(problem: ConvProblem, variant: str = "optimized", sm_count: int | None = None) -> int:
     """The filter tile ``m_b`` a plan gets when it names none (``Im2winParams(m_b=None)``, resolved by the
-    plug-in): 64 when the layer has at most 64 filters (a 128-row tile would leave half of every block
-    idle), else 128; 32 for ``no_microkernel`` (its 1 x 1 register tiles, 32 x 32 threads)."""
+    plug-in; ``gpu.im2win`` passes the device's SM count): 32 for ``no_microkernel`` (its 1 x 1 register
+    tiles, 32 x 32 threads); else 64 when the layer has at most 64 filters (a 128-row tile would leave half
+    of every block idle); else 64 when the 128-row grid (n_b 128) is at most one wave of
+    ``RULE_BLOCKS_PER_SM[128]`` blocks per SM and the 64-row grid fills its waves better (blocks over
+    waves x slots, ``RULE_BLOCKS_PER_SM[64]`` per SM); else 128."""
     if variant == "no_microkernel":
         return 32
-    return 64 if problem.k <= 64 else 128
+    if problem.k <= 64:
+        return 64
+    sms = sm_count or DEFAULT_SM_COUNT
+    _, n, _ = gemm_dims(problem)
+
+    def fill(m_b: int) -> tuple[int, float]:
+        blocks = -(-problem.k // m_b) * -(-n // 128)
+        slots = RULE_BLOCKS_PER_SM[m_b] * sms
+        return blocks, blocks / (-(-blocks // slots) * slots)
+    blocks128, fill128 = fill(128)
+    if blocks128 <= RULE_BLOCKS_PER_SM[128] * sms and fill(64)[1] > fill128:
+        return 64
+    return 128
 
 
 def k_offsets(problem: ConvProblem, k_b: int):
