@@ -12,8 +12,10 @@ Implementations (``IMPLS``):
   and staging), each timed here first (3 runs), as cuDNN's Find does for its algorithms (``detail``
   names the choice);
 - ``winograd_fused``, ``winograd_nonfused`` (3 x 3, stride-1 layers only: conv6 ... conv12): our Winograd
-  kernels through ``gpu.winograd.conv2d`` on device arrays (NHWC, ``padding`` of the layer, the layer's
-  default tile, the fused schedule at its default mapping); ``extra_bytes`` not recorded;
+  kernels at the plan the model ranks fastest for that schedule (``winograd_plan``: the tile and pairs
+  of ``megasim.algorithms.winograd.choice``'s best candidate, the fused mapping Algorithm 1's
+  recommended one), prepared once (``gpu.prepared_conv.prepare_conv2d``, NHWC, the layer's padding) and
+  run on a preallocated output; ``extra_bytes`` not recorded;
 - ``direct``: the naive direct convolution of ``gpu.kernels.im2win.direct`` (one thread per output);
 - ``im2col_cublas``: torch ``unfold`` + ``matmul`` (cuBLAS SGEMM, TF32 off), as the paper's PyTorch
   im2col + cuBLAS;
@@ -97,6 +99,26 @@ def _args(argv):
     return args
 
 
+WINOGRAD_SPEC = "megasim/hardware/calibrated/h100_from_h200.json"
+
+
+def winograd_plan(problem, schedule: str):
+    """The Winograd plan the model ranks fastest for ``schedule`` (``megasim.algorithms.winograd.choice``'s
+    candidates, layout NHWC, on ``WINOGRAD_SPEC``: the plan ``experiments.figures.algorithm_choice``
+    predicts), its fused mapping left to the full problem's recommended one (the candidate may have
+    been simulated at a smaller batch)."""
+    from dataclasses import replace
+
+    from megasim.algorithms.winograd.choice import choose
+    from megasim.hardware.files import load_spec
+    choice = choose(problem, load_spec(WINOGRAD_SPEC), layout="NHWC", spec_reason="bench")
+    best = min((c for c in choice.candidates if c.plan.schedule == schedule), key=lambda c: c.predicted_us)
+    plan = best.plan
+    if schedule == "fused":
+        plan = replace(plan, params=replace(plan.params, d_ig=None, d_go=None, m=None))
+    return plan
+
+
 def _cudnn_best(torch, conv, xt, wt, y, inner):
     """(algorithm, workspace bytes): of Find's successful algorithms within CUDNN_WITHIN of its fastest (at
     most CUDNN_CANDIDATES), the fastest by our own timing."""
@@ -142,15 +164,16 @@ def _impl(torch, cuda, impl, p, xt, wt, tile, inner):
         return (lambda _i: launch.run()), (lambda: torch.as_tensor(launch.output, device="cuda")), \
             launch.extra_bytes, detail, launch
     if impl in WINOGRAD_IMPLS:
-        from gpu import winograd
+        from dataclasses import replace
+
+        from gpu.prepared_conv import prepare_conv2d
+        plan = winograd_plan(p, WINOGRAD_IMPLS[impl])
         xh = xt.permute(0, 2, 3, 1).contiguous()
         xd, wd = cuda.as_cuda_array(xh), cuda.as_cuda_array(wt)
-        out = {}
-
-        def fn(_i):
-            out["y"] = winograd.conv2d(xd, wd, schedule=WINOGRAD_IMPLS[impl], layout="NHWC", padding=p.padding)
-        return fn, (lambda: torch.as_tensor(out["y"], device="cuda").permute(0, 3, 1, 2)), "", \
-            "gpu.winograd.conv2d, NHWC, default tile and mapping", xh
+        conv = prepare_conv2d(p, plan, layout="NHWC")
+        y = conv(xd, wd)
+        return (lambda _i: conv(xd, wd, out=y)), (lambda: torch.as_tensor(y, device="cuda").permute(0, 3, 1, 2)), \
+            "", f"{plan.schedule} {plan.param_string()} (prepared, NHWC)", (xh, conv)
     if impl == "direct":
         from gpu.kernels.im2win.direct import DIRECT_THREADS, direct_blocks, direct_kernel, direct_params
         y = torch.empty((p.n, p.k, p.out_h, p.out_w), device="cuda")
