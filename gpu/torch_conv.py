@@ -11,7 +11,10 @@ model chooses for this GPU, made once per shape and cached) on torch's current s
 and writing the output through their device pointers: no copy, no host synchronisation. A contiguous
 NCHW input runs the non-fused schedule whose transforms read and write NCHW themselves (the layout change
 costs no pass of its own); a channels_last input runs on the NHWC kernels, fused or not, and gives a
-channels_last output. The bias, when there is one, is added by torch after the convolution.
+channels_last output. The bias, when there is one, is added by torch after the convolution. After the
+first call on an input of a given (shape, strides, dtype, device), a call without autograd takes a short
+path: one dict lookup, the weight checked, the output allocated, and the prepared convolution's
+``launcher`` called with the three device pointers (``gpu.prepared_conv``).
 
 **Backward.** Gradients go through torch's own convolution backward
 (``torch.ops.aten.convolution_backward``, cuDNN): the forward is ours, the gradients with respect to input,

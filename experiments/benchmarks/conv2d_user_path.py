@@ -13,13 +13,16 @@ Per layer (default: the 13 Table-2 layers, batch 64, FP32):
 - ``torch_cudnn_ms``: ``torch.nn.functional.conv2d``, cuDNN, benchmark mode on, TF32 off;
 - ``rel_err``: normwise error of the user path's output against float64 (torch on float64, cuDNN off).
 
-Also measured: the host cost of one call on a tiny layer (N=1, C=K=8, 8x8; bursts of 100 calls enqueued
-back to back, the host time per call, median of 20 bursts), for the module, the prepared convolution and
-torch's conv2d; and whether the module's forward can be captured in a CUDA graph (replayed output equal
+Also measured: each launch of both paths alone (CUDA events around it, the same rotated inputs: columns
+``harness_<launch>_ms`` and ``user_<launch>_ms``, e.g. ``user_itrans_ms``; the user path's filter
+transform is skipped, as in its timing); the host cost of one call on a tiny layer (N=1, C=K=8, 8x8;
+bursts of 100 calls enqueued back to back, the host time per call, median of 20 bursts), for the module,
+the prepared convolution and torch's conv2d, and its parts (the launches alone, one launch,
+``torch.empty``); and whether the module's forward can be captured in a CUDA graph (replayed output equal
 to the eager one).
 
 Writes ``DIR/conv2d_user_path.csv`` (layer, harness_ms, user_ms, torch_cudnn_ms, rel_err, then schedule,
-tile, predicted_ms, user_over_harness, cudnn_over_user) and ``DIR/conv2d_user_path.json`` (rows, host
+tile, predicted_ms, user_over_harness, cudnn_over_user, the per-launch times) and ``DIR/conv2d_user_path.json`` (rows, host
 costs, the CUDA graph check, the choices, device and versions, git SHA, date). DIR defaults to
 ``experiments/results/<device>/`` (``nvidia-h100``, ``nvidia-h200``).
 
