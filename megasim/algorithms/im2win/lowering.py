@@ -57,7 +57,8 @@ class _Graph:
         self.kinds: list[tuple[str, int, int, int]] = []
         self.tensors: list[str] = []
         self.regions: list[tuple[int, int, float]] = []
-        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "group", "index", "flops", "other", "steps")}
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "group", "index", "flops", "other", "steps",
+                                                                  "replays")}
         self.acc: list[tuple[np.ndarray, ...]] = []
         self.tasks = 0
 
@@ -71,7 +72,7 @@ class _Graph:
         self.regions.append((self.tensors.index(tensor), int(parts), float(part_bytes)))
         return len(self.regions) - 1
 
-    def add_tasks(self, kind: int, group, index, flops, other, steps, accesses) -> np.ndarray:
+    def add_tasks(self, kind: int, group, index, flops, other, steps, accesses, replays=0.0) -> np.ndarray:
         """Tasks in the order given; ``accesses(first_task_id)`` returns (task, region, lo, hi, step, bytes,
         write) arrays. Returns their ids."""
         n = len(group)
@@ -79,7 +80,8 @@ class _Graph:
         for key, value in (("kind", np.full(n, kind, np.int16)), ("group", np.asarray(group, np.int32)),
                            ("index", np.asarray(index, np.int32)), ("flops", np.asarray(flops, np.float64)),
                            ("other", np.broadcast_to(np.asarray(other, np.float64), (n,))),
-                           ("steps", np.broadcast_to(np.asarray(steps, np.float64), (n,)))):
+                           ("steps", np.broadcast_to(np.asarray(steps, np.float64), (n,))),
+                           ("replays", np.broadcast_to(np.asarray(replays, np.float64), (n,)))):
             self.cols[key].append(value)
         self.acc.append(accesses(ids))
         self.tasks += n
@@ -106,7 +108,8 @@ class _Graph:
             kind_threads=np.array([k[1] for k in self.kinds], np.int32),
             kind_registers=np.array([k[2] for k in self.kinds], np.int32),
             kind_shared_bytes=np.array([k[3] for k in self.kinds], np.int32),
-            other_ops=cat["other"], serial_steps=cat["steps"], meta=meta)
+            other_ops=cat["other"], serial_steps=cat["steps"],
+            shared_replays=cat["replays"] if cat["replays"].any() else None, meta=meta)
         graph.validate()
         return graph
 
@@ -175,7 +178,23 @@ def _conv_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, kind_name
             parts.append(_acc(ids, cols_region, nt, nt + 1, n_here * kdim * FLOAT_BYTES, False))
         return _cat(*parts)
 
-    g.add_tasks(kid, nt, mt, executed_flops(tiling, kdim, m_here, n_here), 0.0, tiling.k_steps(p), accesses)
+    other, replays = basic_filter_loads(tiling, kdim)
+    g.add_tasks(kid, nt, mt, executed_flops(tiling, kdim, m_here, n_here), other, tiling.k_steps(p), accesses,
+                replays)
+
+
+def basic_filter_loads(tiling: Im2winTiling, kdim: int) -> tuple[float, float]:
+    """(other_ops, shared_replays) of one Alg. 2 block (0, 0 for the tiled kernels). Its warps hold 32
+    filters at one pixel, so each filter load of a warp touches 32 rows of w, ``C*R*S`` floats apart: an
+    L1 access of 32 sectors, one ``other_op`` per warp and k. When ``C*R*S`` is a multiple of 32 the 32
+    rows start at the same offset of their 128-byte lines (the same L1 set and banks) and the load costs
+    more (measured: 0.2 against 0.4-0.7 multiply-adds per ns on the calibration problems and the bench's
+    layers alike, whatever C, R and S): the same count again as ``shared_replays``, priced by its own
+    ``ns_per_replay``."""
+    if tiling.variant != "basic":
+        return 0.0, 0.0
+    loads = float(tiling.threads // 32 * kdim)
+    return loads, loads if kdim % 32 == 0 else 0.0
 
 
 def executed_flops(tiling: Im2winTiling, kdim: int, m_here, n_here):
