@@ -185,3 +185,37 @@ def test_default_filter_tile_rule():
     from megasim.plan import Plan, build
     _, _, plan = build(layer("im2win/conv12", batch=64), Plan("kernel", Im2winParams(), "im2win"))
     assert plan.params.m_b == 64
+
+
+def test_conv_cost_names_and_alg2_filter_loads():
+    """The 64-row optimized tiles and each variant have cost names of their own; Alg. 2's filter loads are
+    its other_ops, and again its replays when C*R*S is a multiple of 32 (rows at one L1 offset)."""
+    from megasim.algorithms.im2win.lowering import basic_filter_loads, conv_cost_name
+    assert conv_cost_name(Im2winTiling(64, 128, 16, 8, 8)) == "im2win_conv@m64"
+    assert conv_cost_name(Im2winTiling(128, 128, 16, 8, 8)) == "im2win_conv"
+    assert conv_cost_name(Im2winTiling(64, 128, 16, 8, 8, "no_vector")) == "im2win_conv@no_vector"
+    basic = Im2winTiling(variant="basic")
+    assert basic_filter_loads(basic, 27) == (32 * 27, 0.0)
+    assert basic_filter_loads(basic, 576) == (32 * 576, 32 * 576)
+    assert basic_filter_loads(Im2winTiling(), 576) == (0.0, 0.0)
+    problem = ConvProblem(1, 64, 40, 8, 8, 3, 3, 1, 1)          # C*R*S = 576
+    graph, _ = lower_im2win(problem, basic)
+    assert graph.shared_replays is not None and graph.shared_replays.max() == 32 * 576
+    graph, _ = lower_im2win(problem, Im2winTiling(64, 128, 16, 8, 8))
+    assert graph.cost_names[graph.kind_names.index("im2win_conv")] == "im2win_conv@m64"
+
+
+def test_k_offsets_and_division_magic_match_the_gemm_view():
+    from megasim.algorithms.im2win.tiling import k_offsets
+    p = ConvProblem(2, 3, 5, 9, 8, 3, 2, 2, 1)
+    off = k_offsets(p, 4)
+    kd = p.c * p.r * p.s
+    kdp = -(-kd // 4) * 4
+    assert off.shape == (2 * kdp,) and off.dtype == np.int32
+    ww = (p.w + 2 * p.padding) * p.r
+    for k in range(kd):
+        c, rem = divmod(k, p.r * p.s)
+        v, u = divmod(rem, p.r)
+        assert off[k] == c * p.r * p.s + u * p.s + v                 # w[m, c, u, v] within a filter row
+        assert off[kdp + k] == c * p.out_h * ww + v * p.r + u        # J[i, c, oh, q*stride*R + v*R + u] from the window start
+    assert not off[kd:kdp].any() and not off[kdp + kd:].any()

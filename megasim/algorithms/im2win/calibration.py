@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from megasim.algorithms.im2win.lowering import conv_kind, lower_im2win
+from megasim.algorithms.im2win.lowering import conv_cost_name, conv_kind, lower_im2win
 from megasim.algorithms.im2win.tiling import DEFAULT_STAGING, NO_MICROKERNEL_TILE, Im2winTiling, default_m_b
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
@@ -160,8 +160,12 @@ def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any
     for r in rows:
         t = float(r.get("median_ms") or math.nan)
         if str(r.get("status", "ok")) == "ok" and math.isfinite(t) and t >= floor_ms:
-            name = "im2win_transform" if r["kind"] == "im2win_transform" else \
-                _cost_name(r.get("variant") or "optimized", r.get("staging") or None)
+            if r["kind"] == "im2win_transform":
+                name = "im2win_transform"
+            elif (r.get("staging") or DEFAULT_STAGING) != DEFAULT_STAGING:
+                name = f"im2win_conv@{r['staging']}"       # another build: kept, priced by no plan
+            else:
+                name = conv_cost_name(case_tiling(r, parse_layer(r["problem"])))
             out.append({**r, "cost_name": name})
     return out
 

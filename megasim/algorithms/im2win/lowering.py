@@ -312,14 +312,26 @@ def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2w
     meta = {"method": method, "problem": p.spec_string(), "m_b": tiling.tile_m, "n_b": tiling.tile_n,
             "k_b": tiling.k_b, "m_t": tiling.m_t, "n_t": tiling.n_t, "variant": tiling.variant,
             "extra_bytes": footprint_bytes(p, method)}
-    if method == "im2win" and tiling.variant != "optimized":
-        meta["cost_names"] = {conv_kind(tiling.variant): f"im2win_conv@{tiling.variant}"}
+    if method == "im2win":
+        name = conv_cost_name(tiling)
+        if name != conv_kind(tiling.variant):
+            meta["cost_names"] = {conv_kind(tiling.variant): name}
     graph = g.build(meta)
     names = graph.kind_names
     schedule = Schedule(method, (Launch(np.arange(first_conv), name=names[0]),
                                  Launch(np.arange(first_conv, g.tasks), name=names[1])),
                         {"method": method, "variant": tiling.variant})
     return graph, schedule
+
+
+def conv_cost_name(tiling: Im2winTiling) -> str:
+    """The cost name of a tiling's conv kind: ``im2win_conv@VARIANT`` for a variant of the ablation;
+    ``im2win_conv@m64`` for the optimized kernel at 64-row tiles (its own calibration rows: a 64-row block
+    reuses each window value half as often as a 128-row one, which one cost cannot tell apart); else
+    ``im2win_conv``. Each falls back to ``im2win_conv``'s entry where the spec has none."""
+    if tiling.variant != "optimized":
+        return f"im2win_conv@{tiling.variant}"
+    return "im2win_conv@m64" if tiling.m_b == 64 else "im2win_conv"
 
 
 def conv_kind(variant: str) -> str:
