@@ -5,8 +5,7 @@ layers (how the default tile and staging were chosen; never fitted).
 
 **Kinds** (``--kinds``, default on): per problem of ``megasim.algorithms.im2win.calibration.CAL_PROBLEMS``
 and per case of ``calibration_cases`` (the transform; the optimized kernel at each filter tile of
-``CAL_TILES`` under each staging of ``CAL_STAGINGS``; every variant of the ablation at its default
-tile): the window tensor is written once, then ``--inner`` launches of the kind's kernel alone are
+``CAL_TILES``; every variant of the ablation at its default tile): the window tensor is written once, then ``--inner`` launches of the kind's kernel alone are
 enqueued back to back between CUDA events (``time_cuda_queued``), median of ``--repeats`` samples. The
 conv output is checked against torch's float64 convolution (``rel_err``; above 1e-4 the row is marked).
 Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,

@@ -9,7 +9,8 @@ length), M (filters), N*P*Q, C*R*S, filter tiles. Grids are 1-D (``conv_blocks``
 tile ``b % tiles_m`` of output tile ``b // tiles_m`` (the lowering's task order; a 2-D grid's y
 would stop at 65,535 output tiles, which the basic kernel's 32-pixel tiles pass at conv7, batch 128).
 
-**Tiled kernel** ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector, prefetch, prologue, epilogue)``:
+**Tiled kernel** ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector, prefetch, prologue, epilogue,
+max_registers, staging, stages)``, launched as ``conv(J, w, y, prm, koff)`` (``koff``: ``conv_offsets``):
 grid ceil(M/m_b) * ceil(NPQ/n_b), filter tile fastest; block ``NT = (m_b/m_t) * (n_b/n_t)`` threads (1-D).
 Thread ``tid`` holds the ``m_t x n_t`` outputs of rows ``row(i)`` and columns ``col(j)``: with
 ``tx = tid % (n_b/n_t)``, ``ty = tid // (n_b/n_t)``, in quads when the tile is a multiple of 4
@@ -17,11 +18,17 @@ Thread ``tid`` holds the ``m_t x n_t`` outputs of rows ``row(i)`` and columns ``
 consecutive 16-byte quads for B, no bank conflicts), else ``ty*m_t + i``. Per K step of ``k_b``:
 
 - *staging*: thread ``tid`` loads ``ceil(m_b*k_b/NT)`` filter values and ``ceil(k_b*n_b/NT)`` window
-  values, all at ``k = step*k_b + tid % k_b`` (NT a multiple of k_b), so one decomposition of k per
-  step serves every load; consecutive threads read consecutive k (a window run is contiguous in J).
-  Every load is bounds-checked (filter row < M, pixel < NPQ, k < C*R*S) and zero-filled, so any
+  values, all at ``k = step*k_b + tid % k_b`` (NT a multiple of k_b), so one pair of offsets per step
+  serves every load: ``koff[k]`` (the filter's, within a filter row) and ``koff[KDP + k]`` (the
+  window's, from a pixel's window start), read from the per-problem table instead of dividing k by R*S
+  and R; each thread keeps the int32 row bases of its filters and pixels (-1 outside). Consecutive
+  threads read consecutive k (a window run is contiguous in J). An interior tile (all its filters and
+  pixels in range) loads untested before its last K step (``stage_fast``); edge tiles and the last step
+  test every load (filter row < M, pixel < NPQ, k < C*R*S) and zero-fill (``stage_checked``), so any
   shape runs (the authors' kernel is wrong for C_out not a multiple of 128). Stored transposed into
   shared memory, ``As[kk][m]`` and ``Bs[kk][n]`` (rows of ``m_b + 4`` / ``n_b + 4`` floats);
+  ``staging="async"`` copies them straight there with 4-byte ``cp.async`` (zero-filled), a ring of
+  ``stages`` buffers, one barrier per step (no ``prologue``: the values bypass the registers);
 - *micro-kernel*: for each kk, the thread reads its A and B fragments (``vector``: 128-bit ``load4``
   per quad, else four 32-bit loads) and accumulates their outer product into ``m_t * n_t`` registers
   (``m_t = n_t = 1``: no micro-kernel, one output per thread);
@@ -31,6 +38,10 @@ consecutive 16-byte quads for B, no bank conflicts), else ``ty*m_t + i``. Per K 
   barrier. The register double buffer of Alg. 3 (lines 10-11) is left to the compiler: every loop
   over kk, i and j has compile-time bounds and is unrolled, and the scheduler hoists the next
   fragment's loads above the current FMAs.
+
+All index arithmetic is int32 (Numba types integer operations int64 unless each is cast back: at
+64 bits the default 128 x 128 kernel took 143 registers, one block per SM; at 32, 128). Registers are
+capped at ``register_cap(NT)`` unless ``max_registers`` says otherwise (two blocks per SM).
 
 Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static. Extension points:
 ``prologue(value, k)`` transforms every window value staged (k: its GEMM row; padding zeros included),

@@ -7,9 +7,9 @@ that are NOT the bench's 12 layers (the points the model is validated on): few a
 batch 4-64, so grids of under one wave to hundreds of waves. Its rows (``calibration_cases`` lists them):
 
 - ``im2win_transform``: the transform kernel;
-- ``im2win_conv``: the optimized kernel at each filter tile of ``CAL_TILES`` (the plug-in's defaults
-  otherwise: n_b 128, k_b 16, 8 x 8 register tiles, the register cap of ``tiling.register_cap``, the
-  staging ``tiling.DEFAULT_STAGING``);
+- ``im2win_conv`` and ``im2win_conv@m64``: the optimized kernel at each filter tile of ``CAL_TILES`` (the
+  plug-in's defaults otherwise: n_b 128, k_b 16, 8 x 8 register tiles, the register cap of
+  ``tiling.register_cap``, the staging ``tiling.DEFAULT_STAGING``);
 - ``im2win_conv@no_vector``, ``@no_prefetch`` (the default tile), ``@no_microkernel`` (32 x 32, 1 x 1),
   ``@basic`` (Alg. 2): the ablation's kernels.
 
@@ -25,8 +25,11 @@ the readiness of one block alone on its SM (``block_sm_ready``: blocks share an 
 (``fixed_ns``: the epilogue's 64 bounds-checked stores per thread, which weigh on layers of few K steps),
 a fixed time per launch, the fraction of the loads overlapped with the multiply-adds
 (``memory_overlap``) and one block's DRAM rate; the transform its time per element written
-(``ns_per_other_op``), its per-block DRAM rate and a fixed time per launch. Cases shorter than 1.5x the
-host's dispatch of a Numba launch (``HOST_BOUND_MS``) are host-bound and left out (as for the sparse kinds).
+(``ns_per_other_op``), its per-block DRAM rate and a fixed time per launch; Alg. 2 (``BASIC_FREE``) its
+filter loads' costs (``lowering.basic_filter_loads``) instead of its multiply-adds'. The optimized
+kernel's rows at 64-row tiles fit ``im2win_conv@m64`` (``lowering.conv_cost_name``). Cases shorter than
+``HOST_BOUND_MS`` (1.5x the host's dispatch of one Numba launch) are host-bound and left out (as for the
+sparse kinds).
 """
 
 from __future__ import annotations

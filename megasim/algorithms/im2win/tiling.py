@@ -30,7 +30,13 @@ values, all at the one ``k`` of its lane (``threads`` a multiple of ``k_b``). Th
 Sec. 4.4) are build parameters: ``basic`` is Alg. 2 (a ``BASIC_TILE x BASIC_TILE`` block, one output
 per thread, no shared memory); ``no_microkernel`` has 1 x 1 register tiles; ``no_vector`` reads
 its shared-memory fragments with 32-bit instead of 128-bit loads; ``no_prefetch`` has one stage
-buffer (load, barrier, multiply-add, barrier).
+buffer (load, barrier, multiply-add, barrier). The kernel reads its per-k offsets from
+``k_offsets`` (no division by R*S and R in its loop) and is built with ``register_cap(threads)``
+registers per thread (two blocks per SM).
+
+**The default tile** (what a plan gets without ``m_b``; ``gpu.im2win.conv2d`` without tile arguments):
+``default_m_b``'s rule for ``m_b`` (64 for at most 64 filters or a one-wave 128-row grid that 64-row
+tiles fill better, else 128), ``n_b = 128``, ``k_b = 16``, ``m_t = n_t = 8`` (the plug-in's defaults).
 
 **The transform kernel**: blocks of ``TRANSFORM_THREADS`` threads, each block writing
 ``TRANSFORM_ELEMENTS`` consecutive elements of J (flat order), one thread per element per pass.
