@@ -16,7 +16,9 @@ launches' x, w and y arguments at the caller's memory (``FrozenLaunch.rebind``) 
 on the caller's stream: no allocation (unless ``out`` is omitted), no host copy, no synchronisation, so a
 call can be captured in a CUDA graph. A launch that only transforms the filter (the non-fused ftrans) is
 skipped when w is the same torch tensor as the last call's and unmodified since (``_same_filter``: the
-module's weights between optimiser steps); a megakernel transforms the filter on every call.
+module's weights between optimiser steps); a megakernel transforms the filter on every call. A fused plan
+that sets none of D_IG, D_GO and M runs Algorithm 1's recommended mapping (``recommended_params``), the
+default of ``gpu.winograd.conv2d`` too, not the tightest one ``megasim.plan.build`` fills in for the model.
 
 Layouts: "NCHW" tensors run the non-fused schedule on the NCHW transforms (``gpu.kernels.winograd.nchw``:
 the layout change happens inside the input and output transforms, at no extra pass over memory); "NHWC"
@@ -30,6 +32,7 @@ reads it before launching anything: a failure surfaces as ``MegakernelError`` at
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 import numpy as np
@@ -40,6 +43,7 @@ from gpu.kernels.winograd import megakernel as mk
 from gpu.runtime import executor as ex
 from gpu.runtime.execute import PreparedRun
 from gpu.runtime.fast_launch import stream_from_handle
+from megasim.algorithms.winograd.algorithm1 import recommended_params
 from megasim.algorithms.winograd.choice import (DEFAULT_MAX_REL_ERR, LAYOUTS, Choice, ChoiceCache, device_spec)
 from megasim.algorithms.winograd.lowering import check_supported
 from megasim.plan import Plan, build, check_problem_size
@@ -126,6 +130,13 @@ class PreparedConv2d:
         check_problem_size(problem)
         self.problem, self.layout, self.choice = problem, layout, choice
         graph, schedule, self.plan = build(problem, plan)
+        p = plan.params
+        if plan.schedule == "fused" and p.d_ig is None and p.d_go is None and p.m is None:
+            # no mapping given: the GPU API's default (gpu.winograd.conv2d's), Algorithm 1's recommended
+            # parameters, not build's tightest ones (which measure 14-21% slower; docs/findings.md)
+            rec = recommended_params(graph)
+            graph, schedule, self.plan = build(problem, dataclasses.replace(
+                plan, params=dataclasses.replace(p, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)))
         self._run = PreparedRun(problem, self.plan, graph, schedule,
                                 options={"layout": layout, "poll_limit": poll_limit})
         p = problem

@@ -66,3 +66,12 @@ def test_winograd_layers_of_the_im2win_catalogue_are_conv6_to_conv12():
     layers = winograd_layers(network_layers("im2win"))
     assert [p.name for p in layers] == [f"im2win/conv{i}" for i in range(6, 13)]
     assert all(p.padding == 0 for p in layers)
+
+
+def test_measured_plan_reads_the_bench_detail_with_and_without_a_mapping():
+    from experiments.figures.algorithm_choice import measured_plan
+    bare = measured_plan("fused t=64,tile=5,gemm_k_tile=64,threads=128,pairs=4,gemm_threads=128 (prepared, NHWC)")
+    assert bare.schedule == "fused" and bare.params.tile == 5 and bare.params.d_ig is None
+    full = measured_plan("fused D_IG=96,D_GO=640,M=4,t=64,tile=4,pairs=2 (prepared, NHWC)")
+    assert (full.params.d_ig, full.params.d_go, full.params.m, full.params.transform_pairs_per_thread) == (96, 640, 4, 2)
+    assert measured_plan("nonfused t=64,tile=7,pairs=1 (prepared, NHWC)").schedule == "nonfused"

@@ -145,6 +145,30 @@ def test_choice_is_the_models_cached_and_overridable(tmp_path):
     assert conv.choice is None and conv.plan.params.tile == 2
 
 
+def test_a_fused_plan_without_a_mapping_runs_the_recommended_one():
+    """As gpu.winograd.conv2d does (not build's tightest mapping); a mapping given is kept."""
+    from dataclasses import replace
+
+    from megasim.algorithms.winograd.algorithm1 import default_params, recommended_params
+    from megasim.plan import build
+    problem = ConvProblem(2, 8, 16, 12, 12)
+    graph, _, tight = build(problem, _plan("fused", 2))
+    rec = recommended_params(graph)
+    assert (rec.d_ig, rec.d_go, rec.m) != (tight.params.d_ig, tight.params.d_go, tight.params.m)   # a real choice
+    conv = prepare_conv2d(problem, _plan("fused", 2), layout="NHWC")
+    assert (conv.plan.params.d_ig, conv.plan.params.d_go, conv.plan.params.m) == (rec.d_ig, rec.d_go, rec.m)
+    low = default_params(graph, 1)
+    given = _plan("fused", 2)
+    given = replace(given, params=replace(given.params, d_ig=low.d_ig, d_go=low.d_go, m=1))
+    conv = prepare_conv2d(problem, given, layout="NHWC")
+    assert (conv.plan.params.d_ig, conv.plan.params.d_go, conv.plan.params.m) == (low.d_ig, low.d_go, 1)
+    x = torch.randn(2, 8, 12, 12, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(16, 8, 3, 3, device=DEVICE)
+    y = conv(x, w)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+    assert _rel(torch.as_tensor(y) if not isinstance(y, torch.Tensor) else y, ref) < 1e-5
+
+
 def test_bad_calls_are_refused_in_one_line():
     problem = ConvProblem(1, 3, 4, 6, 6)
     conv = prepare_conv2d(problem, _plan("nonfused", 2))

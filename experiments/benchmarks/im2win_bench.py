@@ -15,7 +15,8 @@ Implementations (``IMPLS``):
   kernels at the plan the model ranks fastest for that schedule (``winograd_plan``: the tile and pairs
   of ``megasim.algorithms.winograd.choice``'s best candidate, the fused mapping Algorithm 1's
   recommended one), prepared once (``gpu.prepared_conv.prepare_conv2d``, NHWC, the layer's padding) and
-  run on a preallocated output; ``extra_bytes`` not recorded;
+  run on a preallocated output; ``detail`` is the plan that ran, its mapping included; ``extra_bytes``
+  not recorded;
 - ``direct``: the naive direct convolution of ``gpu.kernels.im2win.direct`` (one thread per output);
 - ``im2col_cublas``: torch ``unfold`` + ``matmul`` (cuBLAS SGEMM, TF32 off), as the paper's PyTorch
   im2col + cuBLAS;
@@ -173,7 +174,7 @@ def _impl(torch, cuda, impl, p, xt, wt, tile, inner):
         conv = prepare_conv2d(p, plan, layout="NHWC")
         y = conv(xd, wd)
         return (lambda _i: conv(xd, wd, out=y)), (lambda: torch.as_tensor(y, device="cuda").permute(0, 3, 1, 2)), \
-            "", f"{plan.schedule} {plan.param_string()} (prepared, NHWC)", (xh, conv)
+            "", f"{conv.plan.schedule} {conv.plan.param_string()} (prepared, NHWC)", (xh, conv)
     if impl == "direct":
         from gpu.kernels.im2win.direct import DIRECT_THREADS, direct_blocks, direct_kernel, direct_params
         y = torch.empty((p.n, p.k, p.out_h, p.out_w), device="cuda")

@@ -18,11 +18,17 @@ A layer whose tasks exceed ``--max-tasks`` is simulated at the largest batch tha
 scaled by the batch ratio (``simulated_batch`` says which; Winograd's candidates use ``choice``'s own
 rule and bound, ``CHOICE_MAX_TASKS`` = 250,000). Measured (from ``--bench``, default
 ``experiments/results/nvidia-h100/im2win_bench.csv``): ``im2win`` (default tile), ``winograd_fused`` and
-``winograd_nonfused`` (our kernels through ``gpu.winograd.conv2d`` at the layer's default tile, the fused
-schedule at its default mapping: not necessarily the candidate the model ranks), ``im2win_tuned`` and
-cuDNN's best FP32 (its algorithm named). Per (layer, batch): ``measured_fastest`` of the three measured
-algorithms, ``choice_regret`` (the measured time of the model's choice over the fastest's, minus 1) and
-``choice_ok`` (regret <= ``CHOICE_TOLERANCE``, the issue's 5%).
+``winograd_nonfused`` (our kernels, prepared, at the plan the bench names in ``detail``), ``im2win_tuned``
+and cuDNN's best FP32 (its algorithm named). Per (layer, batch): ``measured_fastest`` of the three
+measured algorithms, ``choice_regret`` (the measured time of the model's choice over the fastest's, minus
+1) and ``choice_ok`` (regret <= ``CHOICE_TOLERANCE``, the issue's 5%).
+
+The bench's Winograd rows need not be the plans the model ranked: a bench run whose ``detail`` gives no
+D_IG, D_GO and M ran the fused schedule at ``megasim.plan.build``'s tightest mapping (before
+``prepare_conv2d`` took Algorithm 1's recommended one). So each Winograd row also carries
+``measured_params`` (the plan that ran) and ``predicted_measured_plan_ms`` (the model's time for exactly
+that plan, at the same simulated batch), and ``choice_on_measured`` / ``regret_on_measured`` /
+``ok_on_measured`` are the model's choice among the three plans that were measured, judged the same way.
 
 Produces ``experiments/results/model/algorithm_choice/algorithm_choice.csv`` + ``.json`` (one row per
 layer, batch and algorithm: predicted time, rank, the measured references; provenance) and
@@ -88,6 +94,20 @@ def _predict_im2win(problem, spec, max_tasks: int):
     return resolved.algo.time_us(result) * problem.n / batch / 1e3, batch, resolved.param_string()
 
 
+def measured_plan(detail: str):
+    """The Plan a bench Winograd row ran: its ``detail`` is "SCHEDULE PARAMS (prepared, NHWC)"."""
+    from megasim.plan import Plan
+    schedule, params = detail.split(" ", 2)[:2]
+    return Plan.parse(schedule, params, algorithm="winograd")
+
+
+def _predict_plan_ms(problem, spec, plan, batch: int) -> float:
+    """The model's time of ``plan`` on ``problem`` (ms), simulated at ``batch`` and scaled to the problem's."""
+    from megasim.plan import predict, predicted_time_us
+    result, resolved = predict(problem.with_batch(batch), spec, plan)
+    return predicted_time_us(result, resolved) * problem.n / batch / 1e3
+
+
 def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks: int) -> list[dict]:
     from experiments.provenance import read_rows
     from megasim.algorithms.winograd.choice import choose
@@ -121,16 +141,26 @@ def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks:
             choice = min(ranks, key=ranks.get)
             fastest = min(known, key=known.get) if len(known) == len(ALGORITHMS) else ""
             regret = known[choice] / known[fastest] - 1 if fastest else ""
+            ran = {a: measured(a, "detail") for a in ALGORITHMS if a != "im2win"}
+            on_measured = {"im2win": predicted["im2win"]}
+            for a, detail in ran.items():
+                if detail:
+                    on_measured[a] = _predict_plan_ms(problem, spec, measured_plan(detail), sim_batch[a])
+            pick = min(on_measured, key=on_measured.get) if len(on_measured) == len(ALGORITHMS) else ""
+            regret_measured = known[pick] / known[fastest] - 1 if pick and fastest else ""
             for algo in ALGORITHMS:
                 rows.append({"layer": short, "batch": batch, "algorithm": algo, "params": params[algo],
                              "predicted_ms": predicted[algo], "simulated_batch": sim_batch[algo],
                              "rank": ranks[algo], "predicted_over_fastest": predicted[algo] / best,
                              "model_choice": choice, "measured_ms": meas[algo],
                              "measured_note": "im2win bench, H100: the default tile" if algo == "im2win" else
-                             "im2win bench, H100: gpu.winograd.conv2d at the layer's default tile (and, fused, "
-                             "its default mapping), NHWC",
+                             "im2win bench, H100: our kernels, prepared, NHWC, at measured_params",
+                             "measured_params": "" if algo == "im2win" else ran.get(algo, "").replace(" (prepared, NHWC)", ""),
+                             "predicted_measured_plan_ms": on_measured.get(algo, ""),
                              "measured_fastest": fastest, "choice_regret": regret,
                              "choice_ok": (regret <= CHOICE_TOLERANCE) if fastest else "",
+                             "choice_on_measured": pick, "regret_on_measured": regret_measured,
+                             "ok_on_measured": (regret_measured <= CHOICE_TOLERANCE) if regret_measured != "" else "",
                              "measured_im2win_tuned_ms": measured("im2win_tuned"),
                              "measured_cudnn_best_ms": measured("cudnn_best_fp32"),
                              "cudnn_best_algo": measured("cudnn_best_fp32", "detail")})
@@ -213,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         csv_path, _ = write_results(rows, args.out, NAME, provenance({
             "bench": str(args.bench), "gpu_spec": str(args.spec), "batches": args.batch, "max_tasks_im2win": args.max_tasks,
             "winograd": "megasim.algorithms.winograd.choice.choose, layout NHWC, max_rel_err 5e-5",
-            "measured_winograd": "im2win bench rows winograd_fused / winograd_nonfused (default tile and mapping)"}))
+            "measured_winograd": "im2win bench rows winograd_fused / winograd_nonfused (the plans in their detail)"}))
         for r in rows:
             print(f"{r['layer']:>7} b{r['batch']:<4} {r['algorithm']:<18} predicted {r['predicted_ms']:8.3f} ms "
                   f"(sim. batch {r['simulated_batch']}) rank {r['rank']}  measured {r['measured_ms'] or '-'}  "
-                  f"choice {r['model_choice']} regret {r['choice_regret']}")
+                  f"choice {r['model_choice']} regret {r['choice_regret']}; among the measured plans "
+                  f"{r['choice_on_measured']} regret {r['regret_on_measured']}")
     png = plot(csv_path, args.out)
     print(f"wrote {csv_path} and {png}")
     return 0
