@@ -126,6 +126,24 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
     return cost_of(res.x)
 
 
+def fit_log_times(start: TaskCost, free, bounds, starts, linear, simulate_us: Callable[[TaskCost], np.ndarray],
+                  measured_us, max_evals: int) -> dict[str, Any]:
+    """``least_squares_cost`` on log(simulated / measured) times: the fitted cost, its simulated and the
+    measured times, the rms log error and the evaluations. ``simulate_us(cost)``: the simulated times of
+    the runs, in the order of ``measured_us``. Shared by the sparse and im2win calibrations."""
+    meas = np.asarray(measured_us, float)
+    evals = [0]
+
+    def residuals(cost: TaskCost) -> np.ndarray:
+        evals[0] += 1
+        return np.log(simulate_us(cost) / meas)
+
+    best = least_squares_cost(start, free, bounds, starts, linear, residuals, max_evals, diff_step=1e-3)
+    sim = np.asarray(simulate_us(best), float)
+    return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(),
+            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+
+
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
              free: tuple[str, ...] = ("compute_efficiency", "fixed_ns"),
              simulate_cost: Callable[[TaskCost], list[float]] | None = None,

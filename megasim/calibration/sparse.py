@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from megasim.calibration.cases import kind_subgraph
-from megasim.calibration.fit import least_squares_cost
+from megasim.calibration.fit import fit_log_times
 from megasim.errors import MegasimError, SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.algorithms.sparse.lowering import lower_sparse
@@ -336,21 +336,12 @@ def fit_kind(spec: GPUSpec, kind: str, graphs, measured_us, max_evals: int = 200
     """Fit the free parameters of `kind` (log space for positive scales, linear in us for the ns
     fields); returns the TaskCost, simulated and measured times, the error."""
     free = free_fields(kind, sharing)
-    meas = np.asarray(measured_us, float)
     base = spec.task_cost(kind) if kind in spec.task_costs else TaskCost(compute_efficiency=1.0)
     if kind in CONV_KINDS:      # start from the other rule's neutral value, whichever the base spec used;
         # the per-block constant of specs fitted before 110e473 is not fitted any more
         base = dataclasses.replace(base, block_sm_share=1.0, block_sm_ready=None, fixed_ns=0.0)
-    evals = [0]
-
-    def residuals(cost: TaskCost) -> np.ndarray:
-        evals[0] += 1
-        return np.log(_simulated_us(spec, kind, cost, graphs) / meas)
-
-    best = least_squares_cost(base, free, BOUNDS, START, LINEAR, residuals, max_evals, diff_step=1e-3)
-    sim = _simulated_us(spec, kind, best, graphs)
-    return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(),
-            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+    return fit_log_times(base, free, BOUNDS, START, LINEAR, lambda cost: _simulated_us(spec, kind, cost, graphs),
+                         measured_us, max_evals)
 
 
 def run_dates(rows: list[dict[str, Any]], date: str) -> str:

@@ -139,21 +139,13 @@ def simulated_us(spec: GPUSpec, name: str, cost: TaskCost, graphs) -> np.ndarray
 
 def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60) -> dict[str, Any]:
     """The free fields of cost name ``name`` fitted on its graphs (see the module docstring)."""
-    from megasim.calibration.fit import least_squares_cost
+    from megasim.calibration.fit import fit_log_times
     free = {"im2win_transform": TRANSFORM_FREE, "im2win_conv@basic": BASIC_FREE}.get(name, CONV_FREE)
     starts = {**START, **(BASIC_START if name == "im2win_conv@basic" else {})}
-    meas = np.asarray(measured_us, float)
     base = TaskCost(compute_efficiency=1.0 if name == "im2win_transform" else 0.4)
-    evals = [0]
-
-    def residuals(cost: TaskCost) -> np.ndarray:
-        evals[0] += 1
-        return np.log(simulated_us(spec, name, cost, graphs) / meas)
-
-    best = least_squares_cost(base, free, BOUNDS, starts, LINEAR, residuals, max_evals, diff_step=1e-3)
-    sim = simulated_us(spec, name, best, graphs)
-    return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(), "free": list(free),
-            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+    fit = fit_log_times(base, free, BOUNDS, starts, LINEAR, lambda cost: simulated_us(spec, name, cost, graphs),
+                        measured_us, max_evals)
+    return {**fit, "free": list(free)}
 
 
 def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
