@@ -16,7 +16,7 @@ fitted there from the im2win kernels timed alone, ``megasim.algorithms.im2win.ca
 
 A layer whose tasks exceed ``--max-tasks`` is simulated at the largest batch that fits and its time
 scaled by the batch ratio (``simulated_batch`` says which; Winograd's candidates use ``choice``'s own
-rule and bound, ``CHOICE_MAX_TASKS`` = 250,000). Measured (from ``--bench``, default
+rule and bound, ``CHOICE_MAX_TASKS`` = 1,000,000). Measured (from ``--bench``, default
 ``experiments/results/nvidia-h100/im2win_bench.csv``): ``im2win`` (default tile), ``winograd_fused`` and
 ``winograd_nonfused`` (our kernels, prepared, at the plan the bench names in ``detail``), ``im2win_tuned``
 and cuDNN's best FP32 (its algorithm named). Per (layer, batch): ``measured_fastest`` of the three

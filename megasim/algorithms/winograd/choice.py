@@ -15,7 +15,7 @@ candidate the model predicts fastest on their GPU:
   8x and 4x their tightest values, 2 or 4 pairs per transform thread).
 - **The prediction.** Each candidate is simulated with the spec (``megasim.plan.predict``); the fastest
   wins, an earlier candidate on a tie. A layer larger than ``max_tasks`` tasks (default
-  ``CHOICE_MAX_TASKS``, so that a choice takes seconds, not minutes) is simulated at the largest batch
+  ``CHOICE_MAX_TASKS``, 1,000,000, so that a choice takes seconds, not minutes) is simulated at the largest batch
   that fits (``Choice.simulated_batch``) and its times scaled by the batch ratio: the candidates' costs
   all grow with the batch, so the ranking is that of the smaller batch; the scaled time leaves out the
   larger batch's smaller tail effects.
@@ -57,7 +57,11 @@ MEASURED_REL_ERR = {
 # Half the toolkit's acceptance bar of 1e-4: every measured tile passes it, F(7x7) with 3xTF32 only just.
 DEFAULT_MAX_REL_ERR = 5e-5
 PAIRS_FUSED = (2, 4)
-CHOICE_MAX_TASKS = 250_000
+# The largest candidate simulated at the problem's own batch. The compiled engine runs 0.4-0.66 M tasks/s
+# (docs/model.md), so the largest layers of the four networks at batch 64 choose in at most ~10 s (vgg16/conv1_2,
+# NHWC, 18 candidates; 2-core VM). A smaller batch scaled up over-counts its own waves' fill and drain: im2win/conv12
+# at batch 128 was predicted 0.258 ms from batch 92 against 0.193 ms simulated whole (measured 0.161 on the H100).
+CHOICE_MAX_TASKS = 1_000_000
 CALIBRATED_DIR = Path(__file__).resolve().parents[2] / "hardware" / "calibrated"
 # Device name fragment -> the calibrated spec of that GPU (FP32 GEMM).
 CALIBRATED_SPECS = {"H200": "h200.json", "H100": "h100_from_h200.json"}
