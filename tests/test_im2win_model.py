@@ -219,3 +219,61 @@ def test_k_offsets_and_division_magic_match_the_gemm_view():
         assert off[k] == c * p.r * p.s + u * p.s + v                 # w[m, c, u, v] within a filter row
         assert off[kdp + k] == c * p.out_h * ww + v * p.r + u        # J[i, c, oh, q*stride*R + v*R + u] from the window start
     assert not off[kd:kdp].any() and not off[kdp + kd:].any()
+
+
+# --- megasim calibrate --algo im2win ------------------------------------------------------------------------
+CAL_CSV = "experiments/results/nvidia-h100/im2win_calibration/im2win_calibration.csv"
+BASE_SPEC = "megasim/hardware/calibrated/h100_from_h200.json"
+
+
+def _cal_rows(tmp_path, edit=None, name="m.csv"):
+    import csv
+    with open(CAL_CSV, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    rows = [r for r in rows if r["kind"] == "im2win_transform"]
+    if edit:
+        edit(rows)
+    path = tmp_path / name
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return str(path)
+
+
+def test_calibrate_im2win_fits_the_transform_from_saved_runs(tmp_path, capsys):
+    out = tmp_path / "spec.json"
+    assert main(["calibrate", "--algo", "im2win", "--from-measurements", _cal_rows(tmp_path), "--spec", BASE_SPEC,
+                 "--out", str(out), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert list(k for k in answer if k.startswith("im2win")) == ["im2win_transform"]
+    spec = json.loads(out.read_text())
+    base = json.loads(open(BASE_SPEC).read())
+    fitted, committed = spec["task_costs"]["im2win_transform"], base["task_costs"]["im2win_transform"]
+    # the same rows as the committed fit's transform: the same costs
+    assert {f: e["value"] for f, e in fitted.items()} == pytest.approx({f: e["value"] for f, e in committed.items()})
+    assert any("kernel alone" in e["source"] for e in fitted.values())
+    assert all(e["source"] != "unknown" for e in fitted.values())
+    assert (tmp_path / "spec.im2win_fit.json").exists()
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda rows: rows[0].update(median_ms="fast"), "line 2: median_ms='fast' is not allowed"),
+    (lambda rows: rows[1].update(kind="im2win_gemm"), "line 3: kind='im2win_gemm' is not allowed"),
+    (lambda rows: rows[0].update(m_b="-4"), "line 2: m_b='-4' is not allowed"),
+    (lambda rows: rows[0].update(problem="N=0,C=1"), "line 2 problem"),
+])
+def test_calibrate_im2win_refuses_a_bad_row_in_one_line(tmp_path, capsys, edit, message):
+    assert main(["calibrate", "--algo", "im2win", "--from-measurements", _cal_rows(tmp_path, edit), "--spec", BASE_SPEC,
+                 "--out", str(tmp_path / "s.json")]) != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_im2win_needs_measurements_and_a_base_spec(tmp_path, capsys):
+    assert main(["calibrate", "--algo", "im2win", "--out", str(tmp_path / "s.json")]) != 0
+    assert "--from-measurements" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_text("a,b\n1,2\n")
+    assert main(["calibrate", "--algo", "im2win", "--from-measurements", str(tmp_path / "empty.csv"), "--spec",
+                 BASE_SPEC, "--out", str(tmp_path / "s.json")]) != 0
+    assert "must be im2win_calibration.csv" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """`megasim calibrate`: fit the task kinds of an algorithm and write a spec file.
 
 Winograd's kinds are timed on the GPU (``gpu.calibrate.measure``) or refitted from saved measurements;
-the sparse family's are fitted from ``gpu.calibrate.sparse``'s saved runs. Every input (layers,
+the sparse family's are fitted from ``gpu.calibrate.sparse``'s saved runs, im2win's from
+``experiments.benchmarks.im2win_calibration``'s. Every input (layers,
 --param, the files read, the path written) is checked before any measuring or fitting starts.
 """
 
@@ -23,7 +24,7 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     from megasim.calibration.measurements import CALIBRATION_LAYERS
     p.add_argument("--algo", default="winograd", metavar="NAME",
                    help="whose task kinds to calibrate (winograd; the sparse family shares one fit)")
-    p.add_argument("--spec", help="sparse family: the spec to extend with the fitted kinds")
+    p.add_argument("--spec", help="sparse family and im2win: the spec to extend with the fitted kinds")
     p.add_argument("--sharing", default="share", choices=("share", "ready"),
                    help="sparse family: how the convolution kinds' blocks share an SM: a per-block cap "
                         "(block_sm_share) or independent stalls (block_sm_ready)")
@@ -34,7 +35,8 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
                    help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
     p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
     p.add_argument("--from-measurements", help="refit from saved measurements (winograd: FILE.measurements.json; "
-                   "sparse family: sparse_calibration.json of gpu.calibrate.sparse; no GPU needed)")
+                   "sparse family: sparse_calibration.json of gpu.calibrate.sparse; im2win: im2win_calibration.csv "
+                   "of experiments.benchmarks.im2win_calibration; no GPU needed)")
     p.add_argument("--carry-kinds-from", metavar="SPEC",
                    help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
                         "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
@@ -188,4 +190,47 @@ def _calibrate_sparse(args: argparse.Namespace) -> int:
     return 0
 
 
-_CALIBRATIONS = {"megakernel_kinds": _calibrate_megakernel, "sparse_kinds": _calibrate_sparse}
+def _calibrate_im2win(args: argparse.Namespace) -> int:
+    """The im2win kinds, fitted to each kernel timed alone (measured by experiments.benchmarks.im2win_calibration)."""
+    import csv
+    from pathlib import Path
+    from megasim.algorithms.im2win.calibration import calibrate_im2win, check_rows
+    from megasim.hardware import dump_spec, load_spec
+    if not args.from_measurements or not args.spec:
+        raise InputError(f"--algo {args.algo} calibrates from measurements: time the kernels on the GPU with "
+                         "`python -m experiments.benchmarks.im2win_calibration`, then give --from-measurements "
+                         "im2win_calibration.csv and --spec BASE (the spec to extend)")
+    origin = f"--from-measurements {args.from_measurements!r}"
+    try:
+        with open(args.from_measurements, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"{origin} cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    needed = ("problem", "kind", "median_ms", "status")
+    if not rows or any(c not in rows[0] for c in needed):
+        raise InputError(f"{origin} is not allowed: it must be im2win_calibration.csv, with the columns "
+                         f"{', '.join(needed)} and one row per run")
+    check_rows(rows, origin)
+    meta_path = Path(args.from_measurements).with_suffix(".json")
+    meta = read_json(str(meta_path), "the measurements' JSON").get("meta", {}) if meta_path.exists() else {}
+    base = load_spec(args.spec)
+    with Progress() as progress:
+        progress(f"fitting the im2win kinds on {len(rows)} runs")
+        spec, report = calibrate_im2win(base, rows, meta if isinstance(meta, dict) else {}, log=progress)
+    dump_spec(spec, args.out)
+    report_path = Path(args.out).with_suffix(".im2win_fit.json")
+    report_path.write_text(json.dumps({"measurements": args.from_measurements, "measurements_meta": meta,
+                                       "spec_in": args.spec, **report}, indent=1, default=str) + "\n")
+    if args.json:
+        print(json.dumps({"out": args.out, "report": str(report_path),
+                          **{n: {"rms_log_error": f["rms_log_error"], "evaluations": f["evaluations"]}
+                             for n, f in report["cost_names"].items()}}))
+        return 0
+    print(f"wrote {args.out} and {report_path}")
+    for name, fit in report["cost_names"].items():
+        print(f"  {name:24s} {len(fit['cases']):3d} runs  rms log error {fit['rms_log_error']:.3f}")
+    return 0
+
+
+_CALIBRATIONS = {"megakernel_kinds": _calibrate_megakernel, "sparse_kinds": _calibrate_sparse,
+                 "im2win_kinds": _calibrate_im2win}

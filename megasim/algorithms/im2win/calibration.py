@@ -148,6 +148,34 @@ def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60)
     return {**fit, "free": list(free)}
 
 
+def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") -> None:
+    """One-line SpecError naming ``origin``, the CSV line and the field when a measured row cannot be fitted
+    (checked before the fit): a kind the fit knows, a problem that parses, a variant, tile fields empty or
+    positive integers, median_ms empty or a finite number > 0."""
+    from megasim.algorithms.im2win.tiling import VARIANTS
+    kinds = {"im2win_transform", *(conv_kind(v) for v in VARIANTS)}
+    for line, r in enumerate(rows, start=2):        # line 1 is the header
+        where = f"{origin} line {line}"
+        if r.get("kind") not in kinds:
+            raise SpecError(f"{where}: kind={r.get('kind')!r} is not allowed (allowed: {', '.join(sorted(kinds))})")
+        if (r.get("variant") or "optimized") not in VARIANTS:
+            raise SpecError(f"{where}: variant={r.get('variant')!r} is not allowed (allowed: {', '.join(VARIANTS)})")
+        parse_layer(str(r.get("problem")), source=f"{where} problem")
+        for key in ("m_b", "n_b", "k_b", "m_t", "n_t"):
+            v = r.get(key)
+            if v not in (None, "") and not (str(v).isdigit() and int(v) > 0):
+                raise SpecError(f"{where}: {key}={v!r} is not allowed: it must be empty or a positive integer")
+        v = r.get("median_ms")
+        if v not in (None, ""):
+            try:
+                t = float(v)
+            except ValueError:
+                t = math.nan
+            if not math.isfinite(t) or t <= 0:
+                raise SpecError(f"{where}: median_ms={v!r} is not allowed: it must be empty (a failed run) or a "
+                                f"finite number > 0")
+
+
 def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows that can be fitted: status ok, a finite time above the host-bound floor."""
     floor_ms = max(HOST_BOUND_MS, 1.5 * spec.kernel_launch_ns / 1e6)
@@ -184,6 +212,11 @@ def fit_im2win(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: 
                f"{fit['rms_log_error']:.3f}")
         for field in fit["free"]:
             sources[f"task_costs.{name}.{field}"] = how
+        for field in ("compute_efficiency", "fixed_ns"):       # the fit's fixed values, where it does not free them
+            if field not in fit["free"]:
+                sources[f"task_costs.{name}.{field}"] = (f"set to {getattr(fit['cost'], field)!r} by the im2win "
+                                                         f"calibration for {name}, not fitted (its time is in "
+                                                         f"{', '.join(fit['free'])})")
         report["cost_names"][name] = {**dataclasses.asdict(fit["cost"]), **{k: v for k, v in fit.items() if k != "cost"},
                                       "cases": [{k: r.get(k) for k in CASE_KEYS} for r in mine]}
         if log:
@@ -191,48 +224,14 @@ def fit_im2win(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: 
     return dataclasses.replace(spec, task_costs=costs, sources=sources), report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Fit the im2win cost names of a spec from a measured CSV (``experiments.benchmarks.im2win_calibration``)
-    and write the spec and a report (JSON: per cost name its fields, cases, simulated and measured times).
-
-        python -m megasim.algorithms.im2win.calibration --measurements CSV [--meta JSON] --spec IN --out OUT
-            --report REPORT.json [--max-evals 60]
-    """
-    import argparse
-    import json
-
-    from megasim.hardware.files import dump_spec, load_spec
-    import csv
-
-    ap = argparse.ArgumentParser(description="fit the im2win task kinds of a spec from kernels timed alone")
-    ap.add_argument("--measurements", required=True)
-    ap.add_argument("--meta", default=None, help="the measurements' JSON (device and date); default: beside the CSV")
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--report", required=True)
-    ap.add_argument("--max-evals", type=int, default=60)
-    args = ap.parse_args(argv)
-    with open(args.measurements, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    meta_path = args.meta or args.measurements.rsplit(".", 1)[0] + ".json"
-    with open(meta_path) as fh:
-        meta = json.load(fh).get("meta", {})
-    device, date = meta.get("device", "unknown GPU"), meta.get("date_utc", "")
-    spec = load_spec(args.spec)
-    new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=args.max_evals,
-                             log=lambda s: print(s, flush=True))
+def calibrate_im2win(spec: GPUSpec, rows: list[dict[str, Any]], meta: dict[str, Any], *, max_evals: int = 60,
+                     log=None) -> tuple[GPUSpec, dict[str, Any]]:
+    """``fit_im2win`` on the rows of ``experiments.benchmarks.im2win_calibration`` (its CSV's rows and its JSON's
+    ``meta``: device, date, kernels' commit), the spec's description noting what was fitted where. What
+    ``megasim calibrate --algo im2win --from-measurements CSV`` runs."""
+    device, date = str(meta.get("device", "unknown GPU")), str(meta.get("date_utc", ""))
+    new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=max_evals, log=log)
     note = (f"; im2win kinds ({', '.join(report['cost_names'])}) fitted on {device} {date[:10]} from each kernel timed "
             f"alone (megasim.algorithms.im2win.calibration, kernels of {str(meta.get('kernels_commit') or meta.get('git_sha'))[:7]})")
     description = new.description.split("; im2win kinds")[0] + note
-    new = dataclasses.replace(new, description=description)
-    dump_spec(new, args.out)
-    with open(args.report, "w") as fh:
-        json.dump({"measurements": args.measurements, "measurements_meta": meta, "spec_in": args.spec,
-                   **report}, fh, indent=1, default=str)
-    print(f"wrote {args.out} and {args.report}")
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-    sys.exit(main())
+    return dataclasses.replace(new, description=description), report

@@ -137,6 +137,7 @@ class _TiledConv(Algorithm):
 
 class Im2win(_TiledConv):
     name = "im2win"
+    calibration = "im2win_kinds"
     summary = "im2win: window-ordered input tensor, then a tiled GEMM-view convolution (Lu et al. 2023)"
     params_type = Im2winParams
     kinds = ("im2win_transform", *(conv_kind(v) for v in VARIANTS))
