@@ -164,9 +164,10 @@ class Algorithm:
         """Columns a search record of a resolved plan carries beside its --param string (default none)."""
         return {}
 
-    def footprint(self, problem: "ConvProblem", params: Any) -> dict[str, int] | None:
-        """Bytes of each tensor the algorithm allocates beyond input, filter and output, by name (None:
-        not modelled; ``megasim simulate`` reports it as extra memory)."""
+    def footprint(self, problem: "ConvProblem", params: Any, schedule: str | None = None) -> dict[str, int] | None:
+        """Bytes of each tensor the algorithm's GPU kernels allocate beyond input, filter and output, by
+        name, for ``schedule`` (None: the default schedule); an empty dict: nothing; None: not modelled.
+        ``megasim simulate`` reports it as extra memory."""
         return None
 
     def time_us(self, result: "SimResult") -> float:

@@ -73,7 +73,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "time_us": plan.algo.time_us(result),
                "megasim_version": __version__, "python": platform.python_version()}
-    extra = plan.algo.footprint(problem, plan.params)
+    extra = plan.algo.footprint(problem, plan.params, plan.schedule)
     if extra is not None:
         summary["extra_bytes"] = extra
     if args.json:

@@ -106,8 +106,8 @@ class _TiledConv(Algorithm):
         launches = tuple(Launch(np.flatnonzero(graph.kind == k), name=name) for k, name in enumerate(graph.kind_names))
         return Schedule(schedule, launches, {"method": self.method}), params
 
-    def footprint(self, problem: ConvProblem, params: Any) -> dict[str, int]:
-        """Bytes of each tensor allocated beyond input, filter and output."""
+    def footprint(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> dict[str, int]:
+        """Bytes of each tensor allocated beyond input, filter and output (one schedule)."""
         return footprint_bytes(problem, self.method)
 
     # -- search: tile sizes and threads ------------------------------------------------------------

@@ -132,6 +132,14 @@ class SparseConv(Algorithm):
                 launches.append(Launch(tasks, name=name))
         return Schedule(op, tuple(launches), {"op": op, "k_tile": params.k_tile}), params
 
+    def footprint(self, problem: ConvProblem, params: SparseParams, schedule: str | None = None) -> dict[str, int]:
+        """What the kernels allocate beyond input, filter and output (``gpu.runtime.sparse_kernels``): nothing,
+        but the unfused chain's convolution output and its ReLU before pooling (float32, N x K x P x Q each)."""
+        if (schedule or self.default_schedule) != "unfused":
+            return {}
+        plane = problem.n * problem.k * problem.out_h * problem.out_w * 4
+        return {"conv output": plane, "activated": plane}
+
     def param_string(self, params: SparseParams) -> str:
         items = param_items(params)
         if self.pooled:

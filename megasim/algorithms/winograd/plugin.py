@@ -19,7 +19,8 @@ from megasim.algorithms.base import Algorithm, check_params, param_items
 from megasim.algorithms.registry import register
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, algorithm1, default_params
 from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS,
-                                                  KINDS, WinogradConfig, gemm_kernel_order, lower_winograd)
+                                                  KINDS, WinogradConfig, gemm_kernel_order, lower_winograd,
+                                                  winograd_shape)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.errors import MappingError
 from megasim.orders import naive_fused, nonfused
@@ -116,6 +117,14 @@ class Winograd(Algorithm):
                              d_ig=params.d_ig if params.d_ig is not None else base.d_ig,
                              d_go=params.d_go if params.d_go is not None else base.d_go)
         return algorithm1(graph, Algorithm1Params(params.d_ig, params.d_go, params.m)), params
+
+    def footprint(self, problem: ConvProblem, params: WinogradParams, schedule: str | None = None) -> dict[str, int]:
+        """The transformed filter U, input V and products M (float32, ``gpu.runtime.executor.workspace``), which
+        every schedule allocates: alpha^2 x C x K, alpha^2 x tiles x C and alpha^2 x tiles x K. The task
+        tables and dependency counters (a few int32 per task) are not counted."""
+        cfg = params.config
+        a2, tiles = cfg.alpha ** 2, winograd_shape(problem, cfg).tiles
+        return {"U": a2 * problem.c * problem.k * 4, "V": a2 * tiles * problem.c * 4, "M": a2 * tiles * problem.k * 4}
 
     def param_string(self, params: WinogradParams) -> str:
         return ",".join(item for item in param_items(params)
