@@ -32,7 +32,6 @@ reads it before launching anything: a failure surfaces as ``MegakernelError`` at
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 import numpy as np
@@ -43,9 +42,9 @@ from gpu.kernels.winograd import megakernel as mk
 from gpu.runtime import executor as ex
 from gpu.runtime.execute import PreparedRun
 from gpu.runtime.fast_launch import stream_from_handle
-from megasim.algorithms.winograd.algorithm1 import recommended_params
+from megasim.algorithms.winograd.implementation import candidate_plan
 from megasim.algorithms.winograd.choice import (DEFAULT_MAX_REL_ERR, LAYOUTS, Choice, ChoiceCache, device_spec)
-from megasim.algorithms.winograd.lowering import check_supported
+from megasim.algorithms.winograd.lowering import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, check_supported
 from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
 
@@ -129,14 +128,12 @@ class PreparedConv2d:
         check_supported(problem)
         check_problem_size(problem)
         self.problem, self.layout, self.choice = problem, layout, choice
-        graph, schedule, self.plan = build(problem, plan)
-        p = plan.params
-        if plan.schedule == "fused" and p.d_ig is None and p.d_go is None and p.m is None:
+        if plan.schedule == "fused":
             # no mapping given: the GPU API's default (gpu.winograd.conv2d's), Algorithm 1's recommended
             # parameters, not build's tightest ones (which measure 14-21% slower; docs/findings.md)
-            rec = recommended_params(graph)
-            graph, schedule, self.plan = build(problem, dataclasses.replace(
-                plan, params=dataclasses.replace(p, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)))
+            plan = candidate_plan(problem, plan, plan.params.transform_pairs_per_thread
+                                  or DEFAULT_TRANSFORM_PAIRS_PER_THREAD["fused"])
+        graph, schedule, self.plan = build(problem, plan)
         self._run = PreparedRun(problem, self.plan, graph, schedule,
                                 options={"layout": layout, "poll_limit": poll_limit})
         p = problem

@@ -26,6 +26,20 @@ from megasim.errors import SpecError
 CALIBRATION_LAYERS = ("resnet-1", "vgg-3")   # small C / large C; the diagnose layers of issue 3
 
 
+def measured_time(text: Any) -> float | None:
+    """A measured time from a table cell: None for an empty cell (a failed run), else the number, which
+    must be finite and > 0 (ValueError otherwise)."""
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{text!r} is not a finite number > 0")
+    return value
+
+
 @dataclass
 class Measurements:
     """What `gpu.calibrate.measure` measured. ``values``: spec field -> {"value", "method"}; ``kind_times``:

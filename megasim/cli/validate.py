@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from megasim.cli.common import gpu_module, integer, layers_of, repo_relative
@@ -60,6 +59,7 @@ def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> 
     """The rows of `path` (a validation_measured.csv) for `layers` and `algorithm`, each checked: its layer, schedule and
     params readable as a plan, its measured_us empty (a failed run) or a finite number > 0."""
     import csv
+    from megasim.calibration.measurements import measured_time
     from megasim.calibration.validation import read_rows
     from megasim.plan import Plan
     from megasim.workloads import parse_layer
@@ -83,15 +83,11 @@ def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> 
             continue
         parse_layer(r["layer"], source=f"{where} layer")
         Plan.parse(r["schedule"] or None, r["params"], algorithm=algorithm)
-        value = r["measured_us"].strip()
-        if value:
-            try:
-                number = float(value)
-            except ValueError:
-                number = math.nan
-            if not math.isfinite(number) or number <= 0:
-                raise InputError(f"{where} measured_us={value!r} is not allowed: it must be a finite number > 0 "
-                                 f"(or empty for a failed run)")
+        try:
+            measured_time(r["measured_us"])
+        except ValueError:
+            raise InputError(f"{where} measured_us={r['measured_us'].strip()!r} is not allowed: it must be a finite "
+                             f"number > 0 (or empty for a failed run)") from None
         out.append(r)
     return out
 

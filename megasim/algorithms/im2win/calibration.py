@@ -42,6 +42,7 @@ import numpy as np
 
 from megasim.algorithms.im2win.lowering import conv_cost_name, conv_kind, lower_im2win
 from megasim.algorithms.im2win.tiling import DEFAULT_STAGING, NO_MICROKERNEL_TILE, Im2winTiling, default_m_b
+from megasim.calibration.measurements import measured_time
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
 from megasim.workloads import parse_layer
@@ -165,15 +166,11 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
             v = r.get(key)
             if v not in (None, "") and not (str(v).isdigit() and int(v) > 0):
                 raise SpecError(f"{where}: {key}={v!r} is not allowed: it must be empty or a positive integer")
-        v = r.get("median_ms")
-        if v not in (None, ""):
-            try:
-                t = float(v)
-            except ValueError:
-                t = math.nan
-            if not math.isfinite(t) or t <= 0:
-                raise SpecError(f"{where}: median_ms={v!r} is not allowed: it must be empty (a failed run) or a "
-                                f"finite number > 0")
+        try:
+            measured_time(r.get("median_ms"))
+        except ValueError:
+            raise SpecError(f"{where}: median_ms={r.get('median_ms')!r} is not allowed: it must be empty (a failed "
+                            f"run) or a finite number > 0") from None
 
 
 def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

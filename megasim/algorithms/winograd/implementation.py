@@ -18,7 +18,6 @@ import dataclasses
 
 from megasim.errors import MegasimError
 from megasim.hardware.spec import GPUSpec
-from megasim.algorithms.winograd.lowering import lower_winograd
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.algorithms.winograd.algorithm1 import recommended_params
 from megasim.plan import Plan, predict
@@ -65,6 +64,7 @@ def candidate_plan(problem: ConvProblem, plan: Plan, pairs: int) -> Plan:
     where ``plan`` sets none."""
     params = dataclasses.replace(plan.params, transform_pairs_per_thread=pairs)
     if params.d_ig is None and params.d_go is None and params.m is None:
-        rec = recommended_params(lower_winograd(problem, params.config))
+        from megasim.algorithms import get_algorithm      # the plug-in's lowering, cached: build() reuses it
+        rec = recommended_params(get_algorithm("winograd").lower(problem, params))
         params = dataclasses.replace(params, d_ig=rec.d_ig, d_go=rec.d_go, m=rec.m)
     return dataclasses.replace(plan, params=params)
