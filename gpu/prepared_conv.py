@@ -294,6 +294,11 @@ class PreparedConv2d:
         return self._launcher
 
     @property
+    def filter_shape(self) -> tuple[int, int, int, int]:
+        """The filter's shape this convolution was prepared for: (K, C, R, S)."""
+        return self._w.shape
+
+    @property
     def ready(self) -> bool:
         """Whether the launches are packed (after the first call): ``enqueue`` may be used."""
         return bool(self._launches)

@@ -136,9 +136,9 @@ class WinogradConv2d(nn.Conv2d):
         w = params["weight"]
         fast = self._fast.get((x.shape, x.stride(), x.dtype, x.get_device()))
         if (fast is not None and not (_grad_enabled() and (x.requires_grad or w.requires_grad))
-                and w.dtype is _F32 and w.is_contiguous() and w.get_device() == fast[4]):
+                and w.dtype is _F32 and w.is_contiguous() and w.get_device() == fast[4] and w.shape == fast[5]):
             # an input of a shape, layout and device seen before, no autograd: one lookup, then the launches
-            launch, shape, fmt, device, index = fast
+            launch, shape, fmt, device, index, _ = fast
             y = torch.empty(shape, dtype=_F32, device=device, memory_format=fmt)
             launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), w, _raw_stream(_current_device()))
             b = params["bias"]
@@ -154,7 +154,7 @@ class WinogradConv2d(nn.Conv2d):
         weight = self.weight if self.weight.is_contiguous() else self.weight.contiguous()
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             y = _WinogradFunction.apply(x, weight, run)
-        elif run.ready and not config.ENABLE_CUDASIM:     # checked by prepared(): pointers straight in
+        elif run.ready and not config.ENABLE_CUDASIM and weight.shape == run.filter_shape:   # x checked by prepared()
             y = run.new_output(x)
             run.enqueue((x.data_ptr(), weight.data_ptr(), y.data_ptr()), weight, _stream())
         else:
@@ -163,7 +163,7 @@ class WinogradConv2d(nn.Conv2d):
         if launcher is not None and _raw_stream is not None and _current_device is not None:       # later calls on this key take forward's short path
             fmt = torch.contiguous_format if run.layout == "NCHW" else torch.channels_last
             self._fast[(x.shape, x.stride(), x.dtype, x.get_device())] = (
-                launcher, tuple(y.shape), fmt, x.device, x.get_device())
+                launcher, tuple(y.shape), fmt, x.device, x.get_device(), weight.shape)
         if self.bias is not None:
             y = y + self.bias.view(1, -1, 1, 1)
         return y
