@@ -20,6 +20,16 @@ module's weights between optimiser steps); a megakernel transforms the filter on
 that sets none of D_IG, D_GO and M runs Algorithm 1's recommended mapping (``recommended_params``), the
 default of ``gpu.winograd.conv2d`` too, not the tightest one ``megasim.plan.build`` fills in for the model.
 
+On the GPU, the call on device pointers (``launcher``: the PyTorch module's forward, and ``__call__`` on
+a stream handle) replays the launches as one CUDA graph (``gpu.runtime.launch_graph.LaunchGraphs``: one
+``cuGraphLaunch`` instead of one ``cuLaunchKernel`` per kernel) once the same (x, w, y) pointers come a
+second time, as they do under torch's caching allocator; one set of graphs per sequence (with and without
+the filter transform), at most 16 graphs each, least recently used dropped. The graphs hold the same
+kernels with the same parameters, so results are the direct launches' bit for bit. Inside a CUDA graph
+capture of the caller's (torch's current stream capturing), the kernels are launched into it directly,
+the filter transform included, and the next call outside transforms the filter again (nothing ran during
+the capture).
+
 Layouts: "NCHW" tensors run the non-fused schedule on the NCHW transforms (``gpu.kernels.winograd.nchw``:
 the layout change happens inside the input and output transforms, at no extra pass over memory); "NHWC"
 (a channels_last torch tensor: logical NCHW, NHWC in memory) runs either schedule on the NHWC kernels.
@@ -42,6 +52,7 @@ from gpu.kernels.winograd import megakernel as mk
 from gpu.runtime import executor as ex
 from gpu.runtime.execute import PreparedRun
 from gpu.runtime.fast_launch import stream_from_handle
+from gpu.runtime.launch_graph import LaunchGraphs
 from megasim.algorithms.winograd.implementation import candidate_plan
 from megasim.algorithms.winograd.choice import (DEFAULT_MAX_REL_ERR, LAYOUTS, Choice, ChoiceCache, device_spec)
 from megasim.algorithms.winograd.lowering import DEFAULT_TRANSFORM_PAIRS_PER_THREAD, check_supported
@@ -151,6 +162,7 @@ class PreparedConv2d:
         self._last_w, self._last_key = None, None      # the filter U was last transformed from
         self._fast_last = [None, None, None]           # the same, as the raw launcher keeps it
         self._launcher = None
+        self._graphs = None                            # the launcher's LaunchGraphs per launch sequence
 
     def _first_call(self, x, w, y) -> None:
         def as_array(a, operand):
@@ -201,6 +213,21 @@ class PreparedConv2d:
         raise_pending, copy_errors = self._raise_pending, self._copy_errors
         last = self._fast_last             # the filter U holds: the tensor, its version, its address
 
+        def recorder(seq):
+            def record(stream):
+                for step in seq:
+                    step(stream)
+                if errors is not None:
+                    copy_errors(stream)
+            return record
+        record_every, record_no_filter = recorder(every), recorder(no_filter)
+        if LaunchGraphs.available():       # one CUDA graph per sequence and (x, w, y) pointers
+            graphs_every = LaunchGraphs(record_every)
+            graphs_no_filter = graphs_every if no_filter == every else LaunchGraphs(record_no_filter)
+            self._graphs = (graphs_every, graphs_no_filter)
+        else:
+            graphs_every = graphs_no_filter = None
+
         def launch(xp, wp, yp, w, stream):
             if errors is not None:
                 raise_pending()
@@ -212,16 +239,18 @@ class PreparedConv2d:
                 for slot in y_slots:
                     slot.value = yp
                 version = getattr(w, "_version", None)
-                if version is not None and w is last[0] and version == last[1] and wp == last[2] and not _capturing():
-                    seq = no_filter
+                if _capturing():           # a capture of the caller's: launched into it, the filter transformed
+                    last[:] = (None, None, None)     # nothing runs now, so U holds no new transform after it
+                    self._last_w, self._last_key = None, None
+                    record_every(stream)
+                elif version is not None and w is last[0] and version == last[1] and wp == last[2]:
+                    if graphs_no_filter is None or not graphs_no_filter.launch((xp, wp, yp), stream):
+                        record_no_filter(stream)
                 else:
-                    seq = every
                     last[:] = (w, version, wp) if version is not None else (None, None, None)
                     self._last_w, self._last_key = None, None
-                for step in seq:
-                    step(stream)
-                if errors is not None:
-                    copy_errors(stream)
+                    if graphs_every is None or not graphs_every.launch((xp, wp, yp), stream):
+                        record_every(stream)
         return launch
 
     def _stream(self, stream):
@@ -311,10 +340,10 @@ class PreparedConv2d:
         key = (target if not isinstance(target, np.ndarray) else id(target), version)
         same = version is not None and w is self._last_w and key == self._last_key
         self._last_w, self._last_key = (w, key) if version is not None else (None, None)
-        if same and not config.ENABLE_CUDASIM:
-            import torch
-            if torch.cuda.is_current_stream_capturing():    # a graph replays later, after weight updates
-                return False
+        if not config.ENABLE_CUDASIM and version is not None and _capturing():
+            # a graph replays later, after weight updates; nothing runs now, so U holds no new transform
+            self._last_w, self._last_key = None, None
+            return False
         return same
 
     def _copy_errors(self, s) -> None:

@@ -13,8 +13,9 @@ NCHW input runs the non-fused schedule whose transforms read and write NCHW them
 costs no pass of its own); a channels_last input runs on the NHWC kernels, fused or not, and gives a
 channels_last output. The bias, when there is one, is added by torch after the convolution. After the
 first call on an input of a given (shape, strides, dtype, device), a call without autograd takes a short
-path: one dict lookup, the weight checked, the output allocated, and the prepared convolution's
-``launcher`` called with the three device pointers (``gpu.prepared_conv``).
+path: one dict lookup, the weight checked, the output allocated (a new tensor every call), and the
+prepared convolution's ``launcher`` called with the three device pointers (``gpu.prepared_conv``), which
+replays its kernels as one CUDA graph where these pointers have been seen before.
 
 **Backward.** Gradients go through torch's own convolution backward
 (``torch.ops.aten.convolution_backward``, cuDNN): the forward is ours, the gradients with respect to input,
@@ -139,7 +140,8 @@ class WinogradConv2d(nn.Conv2d):
                 and w.dtype is _F32 and w.is_contiguous() and w.get_device() == fast[4] and w.shape == fast[5]):
             # an input of a shape, layout and device seen before, no autograd: one lookup, then the launches
             launch, shape, fmt, device, index, _ = fast
-            y = torch.empty(shape, dtype=_F32, device=device, memory_format=fmt)
+            y = (torch.empty(shape, dtype=_F32, device=device) if fmt is None
+                 else torch.empty(shape, dtype=_F32, device=device, memory_format=fmt))
             launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), w, _raw_stream(_current_device()))
             b = params["bias"]
             if b is not None:
@@ -161,7 +163,7 @@ class WinogradConv2d(nn.Conv2d):
             y = run(x, weight, stream=_stream())
         launcher = run.launcher
         if launcher is not None and _raw_stream is not None and _current_device is not None:       # later calls on this key take forward's short path
-            fmt = torch.contiguous_format if run.layout == "NCHW" else torch.channels_last
+            fmt = None if run.layout == "NCHW" else torch.channels_last      # None: contiguous, the default
             self._fast[(x.shape, x.stride(), x.dtype, x.get_device())] = (
                 launcher, tuple(y.shape), fmt, x.device, x.get_device(), weight.shape)
         if self.bias is not None:

@@ -201,16 +201,40 @@ def host_costs(torch, args) -> dict:
     costs["launches_per_call"] = sum(1 for f in run._filter_only if not f)      # the filter unchanged
     costs["launches_per_call_new_filter"] = len(run._launches)
     costs["plan"] = f"{run.plan.schedule} {run.plan.param_string()}"
-    # where the module's time goes: its launches alone (pointers patched, filter transform skipped), one
-    # of them, and torch's allocation of the output
+    # where the module's time goes: its launches alone (pointers patched, filter transform skipped: one CUDA
+    # graph, or the launches one by one with graphs off), one launch, and torch's allocation of the output
     xp, wp, yp = x.data_ptr(), w.data_ptr(), out.data_ptr()
     launcher = run.launcher
     raw = run._launches[-1].raw()
+    graphs = [g for g in (run._graphs or ()) if g is not None]
+    stream = torch.cuda.current_stream().cuda_stream
     with torch.no_grad():
         costs["launches_only_us"] = host_cost_us(torch, lambda: launcher(xp, wp, yp, w, 0)) if launcher else None
         costs["one_launch_us"] = host_cost_us(torch, lambda: raw[0](0)) if raw else None
-        costs["torch_empty_us"] = host_cost_us(torch, lambda: torch.empty((1, 8, 8, 8), dtype=torch.float32,
-                                                                          device=x.device))
+        alloc = {"torch.empty(shape, dtype, device, memory_format)":
+                 lambda: torch.empty((1, 8, 8, 8), dtype=torch.float32, device=x.device,
+                                     memory_format=torch.contiguous_format),
+                 "torch.empty(shape, dtype, device)":
+                 lambda: torch.empty((1, 8, 8, 8), dtype=torch.float32, device=x.device),
+                 "x.new_empty(shape)": lambda: x.new_empty((1, 8, 8, 8)),
+                 "torch.empty_like(x)": lambda: torch.empty_like(x)}
+        costs["alloc_us"] = {k: round(host_cost_us(torch, fn), 3) for k, fn in alloc.items()}
+        costs["torch_empty_us"] = costs["alloc_us"]["torch.empty(shape, dtype, device)"]
+        costs["graphs"] = [{"captures": g.captures, "kept": len(g.graphs), "enabled": g.enabled} for g in graphs]
+        y_graph = conv(x)
+        if graphs and graphs[-1].graphs:
+            key = next(iter(graphs[-1].graphs))
+            costs["one_graph_launch_us"] = host_cost_us(torch, lambda: graphs[-1].launch(key, stream))
+        # the same calls with the CUDA graphs off: the launches one by one
+        for g in graphs:
+            g.enabled = False
+            g.clear()
+        y_direct = conv(x)
+        costs["graph_output_equal_direct"] = bool(torch.equal(y_graph, y_direct))
+        costs["module_forward_no_graph_us"] = host_cost_us(torch, lambda: conv(x))
+        costs["launches_only_no_graph_us"] = host_cost_us(torch, lambda: launcher(xp, wp, yp, w, 0)) if launcher else None
+        for g in graphs:
+            g.enabled = True
     return costs
 
 
