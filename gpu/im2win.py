@@ -104,10 +104,11 @@ class Im2winLaunch:
     the simulator)."""
 
     def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None,
-                 staging: str | None = None) -> None:
+                 staging: str | None = None, unroll: bool | None = None) -> None:
         self.graph, self.schedule, self.plan = _build(problem, Plan("kernel", params, "im2win"))
         self.problem, self.params = problem, self.plan.params
-        options = {k: v for k, v in (("max_registers", max_registers), ("staging", staging)) if v is not None}
+        options = {k: v for k, v in (("max_registers", max_registers), ("staging", staging),
+                                                      ("unroll", unroll)) if v is not None}
         self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule, options=options)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
@@ -134,10 +135,12 @@ class Im2winLaunch:
 
 def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
             n_b: int | None = None, k_b: int | None = None, m_t: int | None = None,
-            n_t: int | None = None, max_registers: int | None = None, staging: str | None = None) -> Im2winLaunch:
+            n_t: int | None = None, max_registers: int | None = None, staging: str | None = None,
+            unroll: bool | None = None) -> Im2winLaunch:
     """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
     on the conv kernel's registers per thread (None: ``register_cap``'s rule, room for two blocks per SM;
-    255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``)."""
+    255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``). ``unroll``: the
+    micro-kernel's K loop written out (None: True; False: the rolled loop)."""
     on_device = is_device_array(x)
     x = check_tensor("x", x, on_device, Im2winError)
     w = check_tensor("w", w, on_device, Im2winError)
@@ -150,10 +153,12 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
         raise Im2winError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
     if staging is not None and staging not in STAGINGS:
         raise Im2winError(f"staging={staging!r} is not allowed (allowed: {', '.join(STAGINGS)})")
+    if unroll is not None and not isinstance(unroll, bool):
+        raise Im2winError(f"unroll={unroll!r} is not allowed: None, True or False")
     if not on_device:
         x = cuda.to_device(np.ascontiguousarray(x))
         w = cuda.to_device(np.ascontiguousarray(w))
-    return Im2winLaunch(x, w, problem, params, max_registers, staging)
+    return Im2winLaunch(x, w, problem, params, max_registers, staging, unroll)
 
 
 def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,

@@ -141,6 +141,18 @@ def test_tiled_kernel_variants_match_float64(p, layout):
     assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
 
 
+@pytest.mark.parametrize("p", [SHAPES[1], SHAPES[5]], ids=lambda p: p.spec_string())
+def test_rolled_micro_kernel_matches_float64(p):
+    """unroll=False (the K loop rolled, for comparison) on a P*Q multiple of 4 (128-bit output stores) and not."""
+    kernel, m_b, n_b, k_b = _build("optimized_8x8", unroll=False)
+    x, w = _inputs(p, 70 + SHAPES.index(p))
+    y = _nan((p.n, p.k, p.out_h, p.out_w))
+    kernel[conv_blocks(p, m_b, n_b), kernel.threads](_window(p, x), cuda.to_device(w), y,
+                                                     cuda.to_device(conv_params(p, m_b)),
+                                                     cuda.to_device(conv_offsets(p, k_b)))
+    assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
+
+
 @pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.spec_string())
 def test_basic_kernel_matches_float64(p):
     kernel = make_basic_kernel(4)

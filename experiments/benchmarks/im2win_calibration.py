@@ -12,9 +12,9 @@ Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max
 median_ms, rel_err, status``.
 
 **Tiles** (``--tiles``): per bench layer at ``--tile-batch``, the optimized kernel (transform +
-convolution, as the bench times it) at each build of ``TILE_BUILDS`` (tile, register cap, staging),
-with its ``rel_err``. Rows: ``layer, batch, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
-median_ms, tflops, rel_err, status``.
+convolution, as the bench times it) at each build of ``TILE_BUILDS`` (tile, register cap, staging, the
+micro-kernel's K loop written out or rolled), with its ``rel_err``. Rows: ``layer, batch, m_b, n_b, k_b,
+m_t, n_t, staging, unroll, max_registers, regs, median_ms, tflops, rel_err, status``.
 
 Writes ``DIR/im2win_calibration.csv`` / ``.json`` and ``DIR/im2win_tiles.csv`` / ``.json`` (device,
 versions, git SHA, date); DIR defaults to ``$OUT``.
@@ -34,12 +34,13 @@ from pathlib import Path
 import numpy as np
 
 TOL = 1e-4
-# (m_b, n_b, k_b, m_t, n_t, max_registers, staging); max_registers None: the rule (register_cap), 255: no cap
-TILE_BUILDS = ((128, 128, 8, 8, 8, 255, "registers"), (128, 128, 8, 8, 8, None, "registers"),
-               (64, 128, 8, 8, 8, None, "registers"), (128, 128, 8, 8, 8, None, "async"),
-               (64, 128, 8, 8, 8, None, "async"), (128, 128, 16, 8, 8, None, "registers"),
-               (64, 128, 16, 8, 8, None, "registers"), (128, 64, 8, 8, 8, None, "registers"),
-               (64, 64, 8, 8, 8, None, "registers"), (64, 128, 16, 8, 8, None, "async"))
+# (m_b, n_b, k_b, m_t, n_t, max_registers, staging, unroll); max_registers None: the rule (register_cap), 255:
+# no cap, 168: three 128-thread blocks per SM; unroll False: the micro-kernel's K loop rolled
+TILE_BUILDS = ((128, 128, 16, 8, 8, None, "registers", False), (64, 128, 16, 8, 8, None, "registers", False),
+               (128, 128, 16, 8, 8, None, "registers", True), (64, 128, 16, 8, 8, None, "registers", True),
+               (64, 128, 16, 8, 8, 168, "registers", True), (128, 128, 8, 8, 8, None, "registers", True),
+               (64, 128, 8, 8, 8, 168, "registers", True), (128, 128, 16, 8, 8, None, "async", True),
+               (64, 128, 16, 8, 8, 168, "async", True), (128, 128, 16, 8, 8, 255, "registers", True))
 
 
 def _inputs(p, seed):
@@ -111,13 +112,14 @@ def tile_rows(torch, cuda, batch, repeats, inner, log) -> list[dict]:
         del x, w
         ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
         xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
-        for m_b, n_b, k_b, m_t, n_t, regs, staging in TILE_BUILDS:
+        for m_b, n_b, k_b, m_t, n_t, regs, staging, unroll in TILE_BUILDS:
             row = {"layer": f"conv{i}", "batch": batch, "m_b": m_b, "n_b": n_b, "k_b": k_b, "m_t": m_t, "n_t": n_t,
-                   "staging": staging, "max_registers": regs if regs is not None else "rule", "regs": "",
+                   "staging": staging, "unroll": unroll, "max_registers": regs if regs is not None else "rule",
+                   "regs": "",
                    "median_ms": math.nan, "tflops": math.nan, "rel_err": math.nan, "status": "ok"}
             try:
                 launch = im2win.prepare(xd, wd, p.stride, p.padding, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t,
-                                        max_registers=regs, staging=staging)
+                                        max_registers=regs, staging=staging, unroll=unroll)
                 launch.run()
                 torch.cuda.synchronize()
                 row["rel_err"] = _err(torch, launch.output, ref)
@@ -130,7 +132,7 @@ def tile_rows(torch, cuda, batch, repeats, inner, log) -> list[dict]:
             except Exception as exc:  # noqa: BLE001
                 row["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
             rows.append(row)
-            log(f"conv{i:<3d} {m_b:4d}x{n_b:<4d}x{k_b:<3d} {staging:9s} cap {row['max_registers']!s:5s} regs "
+            log(f"conv{i:<3d} {m_b:4d}x{n_b:<4d}x{k_b:<3d} {staging:9s} {'unrolled' if unroll else 'rolled  '} cap {row['max_registers']!s:5s} regs "
                 f"{row['regs']!s:4s} {row['median_ms']:9.3f} ms {row['tflops']:6.2f} TFLOPS err {row['rel_err']:.1e} "
                 f"{row['status']}")
             torch.cuda.synchronize()

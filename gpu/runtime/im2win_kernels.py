@@ -11,7 +11,8 @@
 Run options (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=, staging=)``), build
 parameters of ``make_conv_kernel``: ``max_registers``, a cap on the conv kernel's registers per thread
 (default ``register_cap(threads)``: room for two blocks per SM); ``staging``, ``"registers"`` or
-``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``).
+``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``); ``unroll``, the
+micro-kernel's K loop written out (default True; False: the rolled loop, for comparison).
 
 Every kernel takes its block from blockIdx and the lowering (``megasim.algorithms.im2win.lowering``)
 lays each kind's tasks out in that grid order, so each runs one launch per kind in its natural order
@@ -39,17 +40,20 @@ from megasim.algorithms.im2win.tiling import (ASYNC_STAGES, BASIC_TILE, DEFAULT_
 
 
 @lru_cache(maxsize=None)
-def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None, staging: str | None = None):
+def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None, staging: str | None = None,
+                    unroll: bool | None = None):
     """The compiled conv kernel of a tiling (its variant picks the build parameters), with an optional
-    register cap (the run option ``max_registers``; None: ``register_cap``'s rule) and staging (the run
+    register cap (the run option ``max_registers``; None: ``register_cap``'s rule), staging (the run
     option ``staging``, "registers" or "async"; None: ``DEFAULT_STAGING``; ``no_prefetch`` always stages
-    through registers, one stage)."""
+    through registers, one stage) and the micro-kernel's K loop written out (the run option ``unroll``;
+    None: True)."""
     if tiling.variant == "basic":
         return make_basic_kernel(BASIC_TILE)
     staging = "registers" if tiling.variant == "no_prefetch" else (staging or DEFAULT_STAGING)
     return make_conv_kernel(tiling.m_b, tiling.n_b, tiling.k_b, tiling.m_t, tiling.n_t,
                             vector=tiling.variant != "no_vector", prefetch=tiling.variant != "no_prefetch",
-                            max_registers=max_registers, staging=staging, stages=ASYNC_STAGES)
+                            max_registers=max_registers, staging=staging, stages=ASYNC_STAGES,
+                            unroll=True if unroll is None else bool(unroll))
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +81,8 @@ def _state(problem, plan, graph, schedule, on_megakernel, options) -> Im2winStat
     if meta.get("method") != "im2win" or meta.get("variant") != tiling.variant:
         raise KernelInputError("the im2win kernels run graphs of lower_im2win(method='im2win') of the plan's tiling")
     koff = None if tiling.variant == "basic" else cuda.to_device(conv_offsets(problem, tiling.k_b))
-    return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers"), options.get("staging")),
+    return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers"), options.get("staging"),
+                                                          options.get("unroll")),
                        cuda.to_device(transform_params(problem)), cuda.to_device(transform_magic(problem)),
                        cuda.to_device(conv_params(problem, tiling.tile_m)), koff)
 
@@ -138,4 +143,4 @@ ENTRIES = {"im2win_transform": KindKernel("transform_kernel", _transform_prepare
 
 IM2WIN_KERNELS = register_kernels(KernelTable(algorithm="im2win", kinds=ENTRIES, state=_state, workspace=_workspace,
                                               output=lambda ws: ws.output, inputs=_inputs, input_layout="NCHW",
-                                              options=("max_registers", "staging")))
+                                              options=("max_registers", "staging", "unroll")))

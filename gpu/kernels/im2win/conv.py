@@ -60,11 +60,11 @@ from __future__ import annotations
 
 import numpy as np
 from numba import config as numba_config
-from numba import cuda, float32, int32
+from numba import cuda, float32, int32, int64
 
 from gpu.errors import KernelInputError
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
-from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1
+from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
 from megasim.algorithms.im2win.tiling import STAGINGS, k_offsets, register_cap
 
 ZERO = np.float32(0.0)
@@ -133,9 +133,37 @@ def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool
     return frag
 
 
+def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, frag_a, frag_b, outer, unroll: bool):
+    """The micro-kernel of one K step, ``multiply(smem, acc, fa, fb, buf, a_thr, b_thr)``: for each of the
+    ``k_b`` rows of stage ``buf``, the thread's A and B fragments and their outer product into ``acc``.
+    ``unroll``: the k_b rows written out one after another (generated source) from one 64-bit base per
+    operand, so every fragment load is a shared load at an immediate offset and nothing else (NVVM leaves
+    a 16-step loop of 64 FMAs rolled, with a 64-bit counter and 8 integer instructions of address
+    arithmetic per step); else the loop."""
+    if not unroll:
+        @cuda.jit(device=True)
+        def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
+            pa = int32(buf * A_ST + a_thr)
+            pb = int32(B0 + buf * B_ST + b_thr)
+            for kk in range(k_b):
+                frag_a(smem, fa, int32(pa + kk * AS))
+                frag_b(smem, fb, int32(pb + kk * BS))
+                outer(acc, fa, fb)
+        return multiply
+    lines = ["def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):",
+             f"    pa = int64(int32(buf * {A_ST} + a_thr))",
+             f"    pb = int64(int32({B0} + buf * {B_ST} + b_thr))"]
+    for kk in range(k_b):
+        lines += [f"    frag_a(smem, fa, pa + {kk * AS})", f"    frag_b(smem, fb, pb + {kk * BS})",
+                  "    outer(acc, fa, fb)"]
+    scope = {"int32": int32, "int64": int64, "frag_a": frag_a, "frag_b": frag_b, "outer": outer}
+    exec(compile("\n".join(lines), f"<im2win multiply k_b={k_b}>", "exec"), scope)     # noqa: S102 - generated above
+    return cuda.jit(device=True)(scope["multiply"])
+
+
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
                      prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None,
-                     staging: str = "registers", stages: int = 2):
+                     staging: str = "registers", stages: int = 2, unroll: bool = True):
     """The tiled im2win convolution kernel ``conv(J, w, y, prm, koff)`` (module docstring). ``max_registers``:
     a cap on the registers per thread the compiler may use (None: ``register_cap(threads)``, the rule that
     leaves room for two blocks per SM; 255: no cap; ignored by the CUDA simulator). ``staging``:
@@ -246,15 +274,12 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     frag_b = _make_fragment(NG, NSP, NQ, n_t, VEC)
 
     @cuda.jit(device=True)
-    def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
-        pa = IX(buf * A_ST + a_thr)
-        pb = IX(B0 + buf * B_ST + b_thr)
-        for kk in range(k_b):
-            frag_a(smem, fa, IX(pa + kk * AS))
-            frag_b(smem, fb, IX(pb + kk * BS))
-            for i in range(m_t):
-                for j in range(n_t):
-                    acc[i * n_t + j] += fa[i] * fb[j]
+    def outer(acc, fa, fb):
+        for i in range(m_t):
+            for j in range(n_t):
+                acc[i * n_t + j] += fa[i] * fb[j]
+
+    multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll)
 
     jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
 
@@ -367,13 +392,28 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                 img = IX(n // PQ)
                 ob = IX(IX(img * M) * PQ + (n - img * PQ))
             obase[j] = ob
+        # A quad of columns (n0 + col a multiple of 4) lies in one image and 16-byte aligned when P*Q is a
+        # multiple of 4: one 128-bit store when all four are in range.
+        quad_ok = NQ and (PQ & 3) == 0
         for i in range(m_t):
             row = IX((i // 4) * MSP + ty * 4 + (i % 4)) if MQ else IX(ty * m_t + i)
             m = IX(m0 + row)
             if m < M:
-                for j in range(n_t):
-                    if obase[j] >= 0:
-                        store1(y, IX(obase[j] + m * PQ), EPI(acc[i * n_t + j], m))
+                mo = IX(m * PQ)
+                if NQ:
+                    for g in range(NG):
+                        j0 = 4 * g
+                        if quad_ok and obase[j0 + 3] >= 0:
+                            store4(y, IX(obase[j0] + mo), EPI(acc[i * n_t + j0], m), EPI(acc[i * n_t + j0 + 1], m),
+                                   EPI(acc[i * n_t + j0 + 2], m), EPI(acc[i * n_t + j0 + 3], m))
+                        else:
+                            for h in range(4):
+                                if obase[j0 + h] >= 0:
+                                    store1(y, IX(obase[j0 + h] + mo), EPI(acc[i * n_t + j0 + h], m))
+                else:
+                    for j in range(n_t):
+                        if obase[j] >= 0:
+                            store1(y, IX(obase[j] + mo), EPI(acc[i * n_t + j], m))
 
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
