@@ -12,9 +12,9 @@ memory, m_t x n_t register tile with an outer-product micro-kernel, 128-bit frag
 step's loads issued before this step's multiply-adds), ``basic`` (Alg. 2: 32 x 32 threads, one output
 each, straight from global memory), ``no_microkernel`` (1 x 1 register tiles; default tile 32 x 32),
 ``no_vector`` (32-bit fragment loads), ``no_prefetch`` (one stage buffer). Default tile (no tile
-argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` on this device's SM count (64
-for layers of at most 64 filters or whose 128-row grid is one ill-filled wave, else 128),
-``n_b = 128, k_b = 16, m_t = n_t = 8``, registers capped by ``register_cap`` (two blocks per SM). Layouts and grids are
+argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` (64),
+``n_b = 128, k_b = 16, m_t = n_t = 8``, registers capped by ``register_cap`` (168 at its 128 threads:
+three blocks per SM). Layouts and grids are
 ``megasim.algorithms.im2win.tiling``'s (the model's contract); the kernels are in
 ``gpu.kernels.im2win``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
 and Schedule (``megasim.plan.build``) through the GPU executor and the table of
@@ -138,8 +138,8 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
             n_t: int | None = None, max_registers: int | None = None, staging: str | None = None,
             unroll: bool | None = None) -> Im2winLaunch:
     """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
-    on the conv kernel's registers per thread (None: ``register_cap``'s rule, room for two blocks per SM;
-    255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``). ``unroll``: the
+    on the conv kernel's registers per thread (None: ``register_cap``'s rule, room for at least two blocks
+    and 12 warps per SM; 255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``). ``unroll``: the
     micro-kernel's K loop written out (None: True; False: the rolled loop)."""
     on_device = is_device_array(x)
     x = check_tensor("x", x, on_device, Im2winError)

@@ -172,15 +172,14 @@ def test_cli_optimize_searches_the_tiles(capsys):
 
 
 def test_default_filter_tile_rule():
-    """64 rows for at most 64 filters, or when the 128-row grid is one ill-filled wave; else 128."""
-    from megasim.algorithms.im2win.tiling import default_m_b
+    """64 rows (32 for no_microkernel); the register cap leaves room for 2 blocks of 256 and 3 of 128 threads."""
+    from megasim.algorithms.im2win.tiling import default_m_b, register_cap
     layer = parse_layer
-    assert default_m_b(layer("im2win/conv7", batch=128)) == 64            # K = 64
-    assert default_m_b(layer("im2win/conv8", batch=128)) == 128           # K = 128, many waves
-    assert default_m_b(layer("im2win/conv12", batch=64)) == 64            # 52 blocks of 128 rows on 132 SMs
-    assert default_m_b(layer("im2win/conv6", batch=64)) == 128            # 200 blocks: 64 rows would make 400 on 396 slots
-    assert default_m_b(layer("im2win/conv12", batch=64), sm_count=16) == 128   # a small GPU: several waves
+    assert default_m_b(layer("im2win/conv7", batch=128)) == 64
+    assert default_m_b(layer("im2win/conv8", batch=128)) == 64
+    assert default_m_b(layer("im2win/conv12", batch=64), sm_count=16) == 64
     assert default_m_b(layer("im2win/conv8", batch=128), "no_microkernel") == 32
+    assert (register_cap(256), register_cap(128), register_cap(1024)) == (128, 168, 255)
     from megasim.algorithms.im2win import Im2winParams
     from megasim.plan import Plan, build
     _, _, plan = build(layer("im2win/conv12", batch=64), Plan("kernel", Im2winParams(), "im2win"))

@@ -3,9 +3,8 @@ paper's 12 layers (Table 2, ``im2win/conv1`` ... ``conv12``) at batch 128 (the p
 
 Implementations (``IMPLS``):
 
-- ``im2win``: ``gpu.im2win`` (transform + Alg. 3), its default tile (no tile argument: ``m_b`` 64 for
-  layers of at most 64 filters, else 128; ``n_b`` 128, ``k_b`` 16, 8 x 8 register tiles, registers capped
-  for two blocks per SM); ``im2win_basic`` (Alg. 2), ``im2win_no_microkernel`` (1 x 1 register tiles,
+- ``im2win``: ``gpu.im2win`` (transform + Alg. 3), its default tile (no tile argument: ``m_b`` 64,
+  ``n_b`` 128, ``k_b`` 16, 8 x 8 register tiles, registers capped at 168: three blocks per SM); ``im2win_basic`` (Alg. 2), ``im2win_no_microkernel`` (1 x 1 register tiles,
   32 x 32 block tile), ``im2win_no_vector``, ``im2win_no_prefetch``: the ablation, each a build parameter
   of the same kernel factory, at the default tile;
 - ``im2win_tuned``: the optimized kernel at the fastest, per layer and batch, of ``TUNE_BUILDS`` (tiles
@@ -13,8 +12,8 @@ Implementations (``IMPLS``):
   names the choice);
 - ``winograd_fused``, ``winograd_nonfused`` (3 x 3, stride-1 layers only: conv6 ... conv12): our Winograd
   kernels at the plan the model ranks fastest for that schedule (``winograd_plan``: the tile and pairs
-  of ``megasim.algorithms.winograd.choice``'s best candidate, the fused mapping Algorithm 1's
-  recommended one), prepared once (``gpu.prepared_conv.prepare_conv2d``, NHWC, the layer's padding) and
+  of ``megasim.algorithms.winograd.choice``'s best candidate on this GPU's calibrated spec,
+  ``winograd_spec_path``, the fused mapping Algorithm 1's recommended one), prepared once (``gpu.prepared_conv.prepare_conv2d``, NHWC, the layer's padding) and
   run on a preallocated output; ``detail`` is the plan that ran, its mapping included; ``extra_bytes``
   not recorded;
 - ``direct``: the naive direct convolution of ``gpu.kernels.im2win.direct`` (one thread per output);
@@ -59,9 +58,9 @@ WINOGRAD_IMPLS = {"winograd_fused": "fused", "winograd_nonfused": "nonfused"}
 IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "direct", "im2col_cublas", "cudnn_best_fp32", *WINOGRAD_IMPLS)
 # im2win_tuned's candidates, as cuDNN's Find: (m_b, n_b, k_b, m_t, n_t, staging), registers capped by the
 # kernel's rule (register_cap: two blocks per SM)
-TUNE_BUILDS = ((128, 128, 16, 8, 8, "registers"), (128, 128, 8, 8, 8, "registers"), (64, 128, 16, 8, 8, "registers"),
-               (64, 128, 8, 8, 8, "registers"), (64, 64, 8, 8, 8, "registers"), (128, 128, 8, 8, 8, "async"),
-               (64, 128, 8, 8, 8, "async"))
+TUNE_BUILDS = ((64, 128, 16, 8, 8, "registers"), (128, 128, 16, 8, 8, "registers"), (64, 128, 8, 8, 8, "registers"),
+               (128, 128, 8, 8, 8, "registers"), (64, 64, 8, 8, 8, "registers"), (64, 128, 16, 8, 8, "async"),
+               (128, 128, 16, 8, 8, "async"))
 LAYERS = tuple(f"im2win/conv{i}" for i in range(1, 13))
 TOL = 1e-4
 CUDNN_CANDIDATES = 4
@@ -100,19 +99,29 @@ def _args(argv):
     return args
 
 
-WINOGRAD_SPEC = "megasim/hardware/calibrated/h100_from_h200.json"
+WINOGRAD_SPEC = "megasim/hardware/calibrated/h100_from_h200.json"     # the Winograd plans' spec off an H100/H200
 
 
-def winograd_plan(problem, schedule: str):
+def winograd_spec_path(device_name: str) -> str:
+    """The calibrated spec the bench ranks Winograd plans on for this GPU (``choice.CALIBRATED_SPECS``: the
+    H200's own fit on an H200, the H100 transfer on an H100), else ``WINOGRAD_SPEC``."""
+    from megasim.algorithms.winograd.choice import CALIBRATED_SPECS
+    for fragment, file in CALIBRATED_SPECS.items():
+        if fragment in str(device_name).upper():
+            return f"megasim/hardware/calibrated/{file}"
+    return WINOGRAD_SPEC
+
+
+def winograd_plan(problem, schedule: str, spec_path: str = WINOGRAD_SPEC):
     """The Winograd plan the model ranks fastest for ``schedule`` (``megasim.algorithms.winograd.choice``'s
-    candidates, layout NHWC, on ``WINOGRAD_SPEC``: the plan ``experiments.figures.algorithm_choice``
-    predicts), its fused mapping left to the full problem's recommended one (the candidate may have
-    been simulated at a smaller batch)."""
+    candidates, layout NHWC, on ``spec_path``: the plan ``experiments.figures.algorithm_choice``
+    predicts on that spec), its fused mapping left to the full problem's recommended one (the candidate
+    may have been simulated at a smaller batch)."""
     from dataclasses import replace
 
     from megasim.algorithms.winograd.choice import choose
     from megasim.hardware.files import load_spec
-    choice = choose(problem, load_spec(WINOGRAD_SPEC), layout="NHWC", spec_reason="bench")
+    choice = choose(problem, load_spec(spec_path), layout="NHWC", spec_reason="bench")
     best = min((c for c in choice.candidates if c.plan.schedule == schedule), key=lambda c: c.predicted_us)
     plan = best.plan
     if schedule == "fused":
@@ -136,7 +145,7 @@ def _cudnn_best(torch, conv, xt, wt, y, inner):
     return algo, int(conv.workspace_size(algo) or 0)
 
 
-def _impl(torch, cuda, impl, p, xt, wt, tile, inner):
+def _impl(torch, cuda, impl, p, xt, wt, tile, inner, winograd_spec=WINOGRAD_SPEC):
     """(fn(i) enqueuing one run, output tensor getter, extra bytes, detail) of an implementation."""
     F = torch.nn.functional
     if impl in IM2WIN_IMPLS:
@@ -168,7 +177,7 @@ def _impl(torch, cuda, impl, p, xt, wt, tile, inner):
         from dataclasses import replace
 
         from gpu.prepared_conv import prepare_conv2d
-        plan = winograd_plan(p, WINOGRAD_IMPLS[impl])
+        plan = winograd_plan(p, WINOGRAD_IMPLS[impl], winograd_spec)
         xh = xt.permute(0, 2, 3, 1).contiguous()
         xd, wd = cuda.as_cuda_array(xh), cuda.as_cuda_array(wt)
         conv = prepare_conv2d(p, plan, layout="NHWC")
@@ -242,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     dmeta = device_meta(torch, cuda)
     out_dir = Path(args.out or os.environ.get("OUT") or f"experiments/results/{device_slug(dmeta['device'])}")
     meta = {**provenance(), **dmeta, "tolerance": TOL, "repeats": args.repeats, "warmup": args.warmup,
-            "inner": args.inner, "tile": args.tile,
+            "inner": args.inner, "tile": args.tile, "winograd_spec": winograd_spec_path(dmeta["device"]),
             "method": f"CUDA events around {args.inner} back-to-back runs, median per run of {args.repeats} samples; "
                       "fresh standard-normal inputs per (layer, batch); normwise error against torch float64"}
+    wspec = meta["winograd_spec"]
     rows: list[dict] = []
     started = time.time()
     for batch in args.batch:
@@ -265,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                        "extra_bytes": "", "rel_err": math.nan}
                 keep = None
                 try:
-                    fn, output, extra, detail, keep = _impl(torch, cuda, impl, p, xt, wt, args.tile, args.inner)
+                    fn, output, extra, detail, keep = _impl(torch, cuda, impl, p, xt, wt, args.tile, args.inner,
+                                                            wspec)
                     fn(0)
                     torch.cuda.synchronize()
                     err = float(torch.linalg.vector_norm(output().double() - ref)) / ref_norm

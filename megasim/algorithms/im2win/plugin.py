@@ -144,8 +144,7 @@ class Im2win(_TiledConv):
     method = "im2win"
 
     def resolve(self, problem: ConvProblem, params: Im2winParams, schedule: str, spec: Any) -> Im2winParams:
-        """m_b=None: the rule of ``tiling.default_m_b`` on the spec's SM count (64 filters per block for layers
-        of at most 64, or when a 128-row grid would be one ill-filled wave)."""
+        """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block; 32 for ``no_microkernel``)."""
         if params.m_b is not None:
             return params
         return replace(params, m_b=default_m_b(problem, params.variant, getattr(spec, "sm_count", None)))

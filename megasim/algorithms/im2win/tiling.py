@@ -32,11 +32,11 @@ per thread, no shared memory); ``no_microkernel`` has 1 x 1 register tiles; ``no
 its shared-memory fragments with 32-bit instead of 128-bit loads; ``no_prefetch`` has one stage
 buffer (load, barrier, multiply-add, barrier). The kernel reads its per-k offsets from
 ``k_offsets`` (no division by R*S and R in its loop) and is built with ``register_cap(threads)``
-registers per thread (two blocks per SM).
+registers per thread (at least two blocks and 12 warps per SM).
 
 **The default tile** (what a plan gets without ``m_b``; ``gpu.im2win.conv2d`` without tile arguments):
-``default_m_b``'s rule for ``m_b`` (64 for at most 64 filters or a one-wave 128-row grid that 64-row
-tiles fill better, else 128), ``n_b = 128``, ``k_b = 16``, ``m_t = n_t = 8`` (the plug-in's defaults).
+``default_m_b``'s rule for ``m_b`` (64; 32 for ``no_microkernel``), ``n_b = 128``, ``k_b = 16``,
+``m_t = n_t = 8`` (the plug-in's defaults).
 
 **The transform kernel**: blocks of ``TRANSFORM_THREADS`` threads, each block writing
 ``TRANSFORM_ELEMENTS`` consecutive elements of J (flat order), one thread per element per pass.
@@ -60,50 +60,42 @@ STAGINGS = ("registers", "async")
 DEFAULT_STAGING = "registers"   # the optimized kernel's staging (gpu.runtime.im2win_kernels)
 ASYNC_STAGES = 3                # the cp.async ring's stages
 REGISTER_FILE = 65536           # 32-bit registers per SM (every GPU megasim models: sm_70 .. sm_90)
-BLOCKS_PER_SM_GOAL = 2          # the register cap's goal (register_cap)
+BLOCKS_PER_SM_GOAL = 2          # the register cap's goal (register_cap): at least this many blocks ...
+WARPS_PER_SM_GOAL = 12          # ... and at least this many warps per SM
 
 
 def register_cap(threads: int) -> int:
     """The registers per thread the tiled kernel is built with unless told otherwise: as many as leave room
-    for ``BLOCKS_PER_SM_GOAL`` blocks of ``threads`` on an SM, rounded down to 8, at most 255 (so 128 at
-    256 threads, 255, no cap, at 128 or fewer). One block per SM (8 warps at the 128 x 128 tile) cannot
-    hide its own shared-memory and FMA latencies. Below 64 (blocks of more than 256 threads, which hold
-    small register tiles) no cap: 255."""
-    cap = REGISTER_FILE // (BLOCKS_PER_SM_GOAL * threads) // 8 * 8
+    for ``max(BLOCKS_PER_SM_GOAL, ceil(WARPS_PER_SM_GOAL * 32 / threads))`` blocks of ``threads`` on an SM,
+    rounded down to 8, at most 255: 128 at 256 threads (2 blocks), 168 at 128 (3 blocks). One block of 8
+    warps per SM cannot hide its own shared-memory and FMA latencies, nor can two of 4 (the 64 x 128 tile
+    with its K loop written out takes 189 registers uncapped: 2 blocks per SM, measured 1.17x slower than at
+    168 over the 12 bench layers, H200). Below 64 (blocks of more than 256 threads, which hold small register
+    tiles) no cap: 255."""
+    blocks = max(BLOCKS_PER_SM_GOAL, -(-WARPS_PER_SM_GOAL * 32 // threads))
+    cap = REGISTER_FILE // (blocks * threads) // 8 * 8
     return 255 if cap < 64 else min(255, cap)
 
 
 NO_MICROKERNEL_TILE = {"m_b": 32, "n_b": 32, "k_b": 8, "m_t": 1, "n_t": 1}    # that variant's default tile
-DEFAULT_M_B_CHOICES = ((64, 128), (32,))     # what default_m_b may pick: (micro-kernel variants, no_microkernel)
+DEFAULT_M_B_CHOICES = ((64,), (32,))     # what default_m_b may pick: (micro-kernel variants, no_microkernel)
 
 
-DEFAULT_SM_COUNT = 132         # the H100's and H200's SMs: default_m_b's SM count when none is given
-RULE_BLOCKS_PER_SM = {128: 2, 64: 3}   # blocks per SM of the default 128- and 64-row tiles (126 and 161
-                                       # registers under register_cap, measured on sm_90)
+DEFAULT_SM_COUNT = 132         # the H100's and H200's SMs (callers pass a device's; the rule does not use it)
 
 
 def default_m_b(problem: ConvProblem, variant: str = "optimized", sm_count: int | None = None) -> int:
     """The filter tile ``m_b`` a plan gets when it names none (``Im2winParams(m_b=None)``, resolved by the
-    plug-in; ``gpu.im2win`` passes the device's SM count): 32 for ``no_microkernel`` (its 1 x 1 register
-    tiles, 32 x 32 threads); else 64 when the layer has at most 64 filters (a 128-row tile would leave half
-    of every block idle); else 64 when the 128-row grid (n_b 128) is at most one wave of
-    ``RULE_BLOCKS_PER_SM[128]`` blocks per SM and the 64-row grid fills its waves better (blocks over
-    waves x slots, ``RULE_BLOCKS_PER_SM[64]`` per SM); else 128."""
+    plug-in; ``gpu.im2win`` passes the device's SM count, which this rule does not need): 32 for
+    ``no_microkernel`` (its 1 x 1 register tiles, 32 x 32 threads), else 64. The 64 x 128 tile of 128
+    threads at ``register_cap``'s 168 registers (3 blocks per SM) was within 2% of the best of 10 builds on
+    11 of the 12 bench layers and 1.8% over all 12 (geomean; conv7, C*R*S = 27: 17% behind k_b = 8), the
+    128 x 128 tile of 256 threads (2 blocks per SM) 1.24x behind
+    (``experiments/results/nvidia-h200/im2win_calibration/im2win_tiles.csv``,
+    ``experiments/results/nvidia-h200/im2win_calibration/im2win_tiles.json``)."""
     if variant == "no_microkernel":
         return 32
-    if problem.k <= 64:
-        return 64
-    sms = sm_count or DEFAULT_SM_COUNT
-    _, n, _ = gemm_dims(problem)
-
-    def fill(m_b: int) -> tuple[int, float]:
-        blocks = -(-problem.k // m_b) * -(-n // 128)
-        slots = RULE_BLOCKS_PER_SM[m_b] * sms
-        return blocks, blocks / (-(-blocks // slots) * slots)
-    blocks128, fill128 = fill(128)
-    if blocks128 <= RULE_BLOCKS_PER_SM[128] * sms and fill(64)[1] > fill128:
-        return 64
-    return 128
+    return 64
 
 
 def k_offsets(problem: ConvProblem, k_b: int):
