@@ -223,6 +223,8 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["calibrate", "--out", "/no/such/dir/x.json"], "/no/such/dir/x.json"),
     (["calibrate", "--out", "{dir}/c.json", "--layers", "resnet-9"], "'resnet-9'"),
     (["calibrate", "--out", "{dir}/c.json", "--param", "tile=3"], "tile=3"),
+    (["calibrate", "--out", "{dir}/c.json", "--layers", "vgg-1", "--from-measurements",
+      str(REPO / "megasim/hardware/calibrated/h200.measurements.json")], "'vgg-1'"),
     (["calibrate", "--out", "{dir}/c.json", "--from-measurements", "{m_median_text.json}"], "kind_times[3].median_ms"),
     (["calibrate", "--out", "{dir}/c.json", "--algo", "ecr"], "--from-measurements"),
     (["calibrate", "--out", "{dir}/c.json", "--algo", "ecr", "--spec", CALIBRATED, "--from-measurements",

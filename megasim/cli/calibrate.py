@@ -31,8 +31,9 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ready-kinds", nargs="+", default=[], metavar="KIND", type=text("a task kind"),
                    help="sparse family: convolution kinds fitted with block_sm_ready whatever --sharing says")
     p.add_argument("--out", required=True, help="the spec file to write (JSON, the presets' format)")
-    p.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS),
-                   help=f"calibration layers for the per-kind costs (default {' '.join(CALIBRATION_LAYERS)})")
+    p.add_argument("--layers", nargs="+",
+                   help=f"calibration layers for the per-kind costs (default: measuring, {' '.join(CALIBRATION_LAYERS)}; "
+                        f"--from-measurements, every layer the file has runs of)")
     p.add_argument("--param", help="implementation parameters of the per-kind kernels (default: the defaults)")
     p.add_argument("--from-measurements", help="refit from saved measurements (winograd: FILE.measurements.json; "
                    "sparse family: sparse_calibration.json of gpu.calibrate.sparse; im2win: im2win_calibration.csv "
@@ -116,22 +117,28 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def _calibrate_megakernel(args: argparse.Namespace) -> int:
     """The Winograd task kinds, each timed alone on the calibration layers (gpu.calibrate.measure)."""
+    from megasim.calibration.measurements import CALIBRATION_LAYERS
     from megasim.calibration.winograd import calibrated_spec
     from megasim.hardware import dump_spec, get_gpu, load_spec
     from megasim.plan import Plan
-    layers = tuple(layers_of(args.layers, "--layers"))
+    layers = tuple(layers_of(args.layers, "--layers")) if args.layers else None
     Plan.parse("nonfused", args.param, algorithm=args.algo)   # bad --param: one-line error before any measuring
     carry = load_spec(args.carry_kinds_from) if args.carry_kinds_from else None
     with Progress() as progress:
         report_progress = FitReport(progress)
         if args.from_measurements:
             m = read_measurements(args.from_measurements, "--from-measurements")
+            measured = tuple(dict.fromkeys(r["layer"] for r in m.kind_times))
+            missing = [name for name in layers or () if name not in measured]
+            if missing:
+                raise InputError(f"--layers {missing[0]!r} is not allowed: {args.from_measurements} has no runs of it "
+                                 f"(its layers: {', '.join(measured)})")
             spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
                                            progress=report_progress)
             dump_spec(_carry_kinds(spec, carry), args.out)
         else:
             calibrate = gpu_module("measure")
-            report = calibrate.calibrate(args.out, layers=layers, plan_params=args.param or "",
+            report = calibrate.calibrate(args.out, layers=layers or CALIBRATION_LAYERS, plan_params=args.param or "",
                                          workers=args.workers, progress=report_progress)
             if carry is not None:
                 dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
