@@ -65,6 +65,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda, int32
 
+from gpu.kernels.cache import persist
 from gpu.kernels.common.memory_fence import dependency_fence, load_acquire, red_add
 from gpu.kernels.common.trace import globaltimer, smid
 from gpu.kernels.winograd.device import (BIG_TILES, FAST_B, FTRANS, GEMM, ITRANS, OTRANS, ftrans_task, gemm_task_for, itrans_task, make_transform_tasks, otrans_task)
@@ -437,7 +438,10 @@ def build_kernels(gemm_math: str, specialised: bool = False, gemm_kernel=None, m
             b = cuda.blockIdx.x
             gemm_task(table[b, T_GROUP], table[b, T_INDEX], prm, V, U, M)
 
-    return MathKernels(gemm_math, megakernel, megakernel_persistent, gemm_kernel)
+        persist(gemm_kernel, gemm_math, gemm_kernel_max_registers)
+    build = (gemm_math, specialised, m_fixed)
+    return MathKernels(gemm_math, persist(megakernel, *build, max_registers),
+                       persist(megakernel_persistent, *build, persistent_max_registers), gemm_kernel)
 
 
 def _build_all(gemm_math: str) -> dict:
@@ -493,6 +497,9 @@ def restore_kernel(dst_a, src_a, dst_b, src_b):
         dst_b[i] = src_b[i]
 
 
+persist(restore_kernel)
+
+
 @dataclass(frozen=True)
 class TransformKernels:
     """The non-fused transform kernels of one build (``transform_kernels_for``)."""
@@ -529,7 +536,8 @@ def _build_transform_kernels(m_fixed: int = 0) -> TransformKernels:
         b = cuda.blockIdx.x
         k_otrans_task(table[b, T_GROUP], table[b, T_INDEX], prm, M, Y)
 
-    return TransformKernels(ftrans_kernel, itrans_kernel, otrans_kernel)
+    return TransformKernels(persist(ftrans_kernel, m_fixed), persist(itrans_kernel, m_fixed),
+                            persist(otrans_kernel, m_fixed))
 
 
 _TRANSFORM_KERNELS = {0: _build_transform_kernels(), **{m: _build_transform_kernels(m) for m in OWN_BUILD_TILES}}

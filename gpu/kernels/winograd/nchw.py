@@ -43,6 +43,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
+from gpu.kernels.cache import persist
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
 from gpu.kernels.common.vector_access import load1, py_load1, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
@@ -303,4 +304,4 @@ def nchw_kernels_for(m: int) -> tuple:
                         if xx < Q:
                             store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
-    return itrans_nchw, otrans_nchw
+    return persist(itrans_nchw, m), persist(otrans_nchw, m)
