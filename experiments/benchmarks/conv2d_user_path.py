@@ -17,9 +17,11 @@ Also measured: each launch of both paths alone (CUDA events around it, the same 
 ``harness_<launch>_ms`` and ``user_<launch>_ms``, e.g. ``user_itrans_ms``; the user path's filter
 transform is skipped, as in its timing); the host cost of one call on a tiny layer (N=1, C=K=8, 8x8;
 bursts of 100 calls enqueued back to back, the host time per call, median of 20 bursts), for the module,
-the prepared convolution and torch's conv2d, and its parts (the launches alone, one launch,
-``torch.empty``); and whether the module's forward can be captured in a CUDA graph (replayed output equal
-to the eager one).
+the prepared convolution and torch's conv2d, and its parts (the launcher's call, one ``cuGraphLaunch``, one
+``cuLaunchKernel``, four ways to allocate the output); the module and the launcher again with the
+prepared convolution's CUDA graphs off (the kernels launched one by one), and whether the graph's output
+equals the direct launches'; and whether the module's forward can be captured in a CUDA graph of the
+caller's (replayed output equal to the eager one).
 
 Writes ``DIR/conv2d_user_path.csv`` (layer, harness_ms, user_ms, torch_cudnn_ms, rel_err, then schedule,
 tile, predicted_ms, user_over_harness, cudnn_over_user, the per-launch times) and ``DIR/conv2d_user_path.json`` (rows, host
