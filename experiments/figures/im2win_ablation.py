@@ -2,14 +2,14 @@
 (Alg. 3 at its default tile), measured, with the model's predicted ratio marked.
 
 From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV, default
-``experiments/results/nvidia-h100/im2win_bench.csv``: ``im2win`` and ``im2win_basic``,
+``experiments/results/nvidia-h200/im2win_bench.csv``: ``im2win`` and ``im2win_basic``,
 ``im2win_no_microkernel``, ``im2win_no_vector``, ``im2win_no_prefetch``) and the model
 (``megasim.plan.predict`` of the ``im2win`` plug-in under each ``variant``, the plans of its
 ``validation_plans``: the default tile, and for ``no_microkernel`` the bench's 32 x 32 tile with 1 x 1
-register tiles) on a spec (default ``megasim/hardware/calibrated/h100_from_h200.json``: the H100's
-measured peak, bandwidth and L2, and the im2win kinds fitted there from each kernel timed alone on
-calibration problems that are not these layers: ``im2win_transform``, ``im2win_conv`` and one
-``im2win_conv@VARIANT`` per variant). No GPU is used. The rows are also the model's validation: every
+register tiles) on a spec (default ``experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json``:
+``megasim/hardware/calibrated/h200.json`` with the im2win kinds fitted on the H200 from each kernel timed
+alone on calibration problems that are not these layers: ``im2win_transform``, ``im2win_conv``,
+``im2win_conv@m64`` and one ``im2win_conv@VARIANT`` per variant). No GPU is used. The rows are also the model's validation: every
 (layer, batch, variant) point's ``time_error`` (predicted / measured - 1; ``time_errors`` summarises).
 
 Produces ``DIR/im2win_ablation.csv`` + ``.json`` (per layer, batch and variant: measured and predicted
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DIR = Path("experiments/results/nvidia-h100")
-DEFAULT_SPEC = Path("megasim/hardware/calibrated/h100_from_h200.json")
+DEFAULT_DIR = Path("experiments/results/nvidia-h200")
+DEFAULT_SPEC = Path("experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json")
 NAME = "im2win_ablation"
 BASE = "im2win"
 VARIANTS = {"im2win_basic": "basic", "im2win_no_microkernel": "no_microkernel", "im2win_no_vector": "no_vector",
@@ -139,7 +139,7 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.set_ylim(0.25, 200)
         ax.set_xticks(x, layers)
         ax.set_ylabel("time / im2win's")
-        ax.set_title(f"batch {batch}: ablation, time relative to im2win (bars measured on H100; markers: model)")
+        ax.set_title(f"batch {batch}: ablation, time relative to im2win (bars: measured; markers: model)")
         ax.legend(fontsize=6, ncol=5, loc="upper left")
     fig.text(0.01, 0.0, "Model: each variant priced by its own im2win_conv@VARIANT cost, fitted on the variant's kernel timed "
              "alone on 14 calibration problems that are not these layers\n(megasim.algorithms.im2win.calibration); "

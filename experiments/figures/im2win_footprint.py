@@ -2,7 +2,7 @@
 the model's footprint marked beside it.
 
 From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV, default
-``experiments/results/nvidia-h100/im2win_bench.csv``: its ``extra_bytes`` column, the bytes each
+``experiments/results/nvidia-h200/im2win_bench.csv``: its ``extra_bytes`` column, the bytes each
 implementation allocates beyond input, filter and output) and the model's footprint hook
 (``Algorithm.footprint``, what ``megasim simulate ... --json`` reports as ``extra_bytes``): the
 ``im2win`` plug-in's window tensor for ``im2win`` and the ``im2col_gemm`` plug-in's im2col matrix for
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DIR = Path("experiments/results/nvidia-h100")
+DEFAULT_DIR = Path("experiments/results/nvidia-h200")
 NAME = "im2win_footprint"
 SHOWN = ("im2win", "im2col_cublas", "cudnn_best_fp32", "direct")
 LABELS = {"im2win": "im2win (window tensor)", "im2col_cublas": "im2col + cuBLAS (im2col matrix)",
@@ -105,7 +105,7 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.set_ylim(floor, 2e11)
         ax.set_xticks(x, layers)
         ax.set_ylabel("extra bytes (beyond in/filter/out)")
-        ax.set_title(f"batch {batch}: extra device memory per layer (bars measured on H100; markers: model)")
+        ax.set_title(f"batch {batch}: extra device memory per layer (bars: measured; markers: model)")
         ax.legend(fontsize=6, ncol=3, loc="upper left")
     fig.tight_layout()
     png, _ = style.save_figure(fig, out_dir, NAME)

@@ -1,9 +1,9 @@
 """The im2win paper's Fig. 2 on our GPU: TFLOPS per layer and implementation, with the model's predictions.
 
 From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV; default
-``experiments/results/nvidia-h100/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a spec
-file, default ``megasim/hardware/calibrated/h100_from_h200.json``, whose im2win kinds are fitted from the
-kernels timed alone; or a preset with ``--gpu``) for ``im2win`` at its default tile and ``im2col_gemm``
+``experiments/results/nvidia-h200/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a spec
+file, default ``experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json``, whose im2win kinds
+are fitted from the kernels timed alone on the H200; or a preset with ``--gpu``) for ``im2win`` at its default tile and ``im2col_gemm``
 (uncalibrated: the spec's ``default`` cost), at every (layer, batch) of the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
 point, with provenance) and ``DIR/im2win_tflops.png`` / ``.pdf``, drawn from the two CSVs alone: bars
 of measured TFLOPS (direct-convolution FLOPs / time) at one batch, predictions as black markers.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DIR = Path("experiments/results/nvidia-h100")
-DEFAULT_SPEC = Path("megasim/hardware/calibrated/h100_from_h200.json")
+DEFAULT_DIR = Path("experiments/results/nvidia-h200")
+DEFAULT_SPEC = Path("experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json")
 NAME, PRED = "im2win_tflops", "im2win_predictions"
 SHOWN = ("im2win", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
          "im2col_cublas", "cudnn_best_fp32")
