@@ -57,7 +57,7 @@ IM2WIN_IMPLS = {"im2win": "optimized", "im2win_basic": "basic", "im2win_no_micro
 WINOGRAD_IMPLS = {"winograd_fused": "fused", "winograd_nonfused": "nonfused"}
 IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "direct", "im2col_cublas", "cudnn_best_fp32", *WINOGRAD_IMPLS)
 # im2win_tuned's candidates, as cuDNN's Find: (m_b, n_b, k_b, m_t, n_t, staging), registers capped by the
-# kernel's rule (register_cap: two blocks per SM)
+# kernel's rule (register_cap: at least two blocks and 12 warps per SM)
 TUNE_BUILDS = ((64, 128, 16, 8, 8, "registers"), (128, 128, 16, 8, 8, "registers"), (64, 128, 8, 8, 8, "registers"),
                (128, 128, 8, 8, 8, "registers"), (64, 64, 8, 8, 8, "registers"), (64, 128, 16, 8, 8, "async"),
                (128, 128, 16, 8, 8, "async"))

@@ -10,7 +10,7 @@
 
 Run options (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=, staging=)``), build
 parameters of ``make_conv_kernel``: ``max_registers``, a cap on the conv kernel's registers per thread
-(default ``register_cap(threads)``: room for two blocks per SM); ``staging``, ``"registers"`` or
+(default ``register_cap(threads)``: room for at least two blocks and 12 warps per SM); ``staging``, ``"registers"`` or
 ``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``); ``unroll``, the
 micro-kernel's K loop written out (default True; False: the rolled loop, for comparison).
 

@@ -10,7 +10,7 @@ tile ``b % tiles_m`` of output tile ``b // tiles_m`` (the lowering's task order;
 would stop at 65,535 output tiles, which the basic kernel's 32-pixel tiles pass at conv7, batch 128).
 
 **Tiled kernel** ``make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector, prefetch, prologue, epilogue,
-max_registers, staging, stages)``, launched as ``conv(J, w, y, prm, koff)`` (``koff``: ``conv_offsets``):
+max_registers, staging, stages, unroll)``, launched as ``conv(J, w, y, prm, koff)`` (``koff``: ``conv_offsets``):
 grid ceil(M/m_b) * ceil(NPQ/n_b), filter tile fastest; block ``NT = (m_b/m_t) * (n_b/n_t)`` threads (1-D).
 Thread ``tid`` holds the ``m_t x n_t`` outputs of rows ``row(i)`` and columns ``col(j)``: with
 ``tx = tid % (n_b/n_t)``, ``ty = tid // (n_b/n_t)``, in quads when the tile is a multiple of 4
@@ -31,13 +31,14 @@ consecutive 16-byte quads for B, no bank conflicts), else ``ty*m_t + i``. Per K 
   ``stages`` buffers, one barrier per step (no ``prologue``: the values bypass the registers);
 - *micro-kernel*: for each kk, the thread reads its A and B fragments (``vector``: 128-bit ``load4``
   per quad, else four 32-bit loads) and accumulates their outer product into ``m_t * n_t`` registers
-  (``m_t = n_t = 1``: no micro-kernel, one output per thread);
+  (``m_t = n_t = 1``: no micro-kernel, one output per thread); the k_b rows are written out one after
+  another (``unroll``, default) or looped over;
 - *prefetch*: with ``prefetch`` the shared memory holds two stages: the next step's global loads
   are issued into registers before this step's multiply-adds and stored into the other stage after
   them, one barrier per step (Alg. 3, lines 13-16); without, one stage: load, barrier, multiply-add,
-  barrier. The register double buffer of Alg. 3 (lines 10-11) is left to the compiler: every loop
-  over kk, i and j has compile-time bounds and is unrolled, and the scheduler hoists the next
-  fragment's loads above the current FMAs.
+  barrier. The register double buffer of Alg. 3 (lines 10-11) is left to the compiler: with the kk
+  rows written out and the loops over i and j unrolled (compile-time bounds), the scheduler hoists the
+  next fragment's loads above the current FMAs.
 
 All index arithmetic is int32 (Numba types integer operations int64 unless each is cast back: at
 64 bits the 128 x 128 kernel took 143 registers, one block per SM; at 32, 128), except the micro-kernel's
