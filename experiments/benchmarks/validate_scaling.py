@@ -9,8 +9,11 @@ plans), 30 timed runs per mapping and round, 6 rounds round-robin, 4 mappings pe
 chunks while other layers are left); the same sweep as
 ``megasim validate table2 --gpus all --mappings 32 --repeats 30 --rounds 6 --mappings-per-task 4``.
 Before each timed sweep every worker measures the warm-up layer's plans once (``warm_up``: kernels
-compiled, CUDA context open), timed apart: ``sweep_s`` is the sweep alone, ``total_s`` from asking
-for the cluster until the sweep ends (start, warm-up and sweep).
+loaded or compiled, CUDA context open), timed apart; before both, with ``--kernel-cache warm`` (the default),
+a worker of its own compiles those kernels into the on-disk kernel cache (``gpu.kernels.cache``:
+``cache_fill_s``), as any earlier command on the host would have (``--kernel-cache off``: every worker
+compiles). ``sweep_s`` is the sweep alone, ``total_s`` from asking for the cluster until the sweep ends
+(start, warm-up and sweep).
 
 Agreement: per (layer, mapping), the ratio of its median time on the many-GPU run to that on the
 one-GPU run (median, mean and max of |ratio - 1|). Noise: per mapping of each run, the median of its
@@ -32,10 +35,10 @@ Runs on: a host with several CUDA GPUs (``bash gpu/on_device.sh python3 -m
 experiments.benchmarks.validate_scaling``, dask and distributed carried as wheels). Under Numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, no GPU) ``--quick`` runs the same code on two simulated
 devices with the host's clock (``gpu.runtime.timing.time_host``): a check of the script, not a timing.
-Takes: 225 s with 1 GPU and 98 s with 4 on 4x H200 (2026-11-28, starts and warm-ups included; 338 s for
+Takes: 106 s with 1 GPU and 35 s with 4 on 4x H200 (2026-11-28, starts and warm-ups included; 196 s for
 the whole command; results and discussion in docs/sweeps.md); --quick on the simulator ~7 s.
 
-    python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--out DIR]
+    python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--kernel-cache warm|off] [--out DIR]
 """
 
 from __future__ import annotations

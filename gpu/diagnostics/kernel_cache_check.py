@@ -72,8 +72,21 @@ def main(argv: list[str] | None = None) -> int:
             reports.append(report)
             print(json.dumps(report))
     if args.out:
+        import datetime as dt
+        import platform
+
+        import numba_cuda
+        from numba import cuda
+
+        from megasim.provenance import git_sha
+        dev = cuda.get_current_device()
+        meta = {"device": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
+                "compute_capability": list(dev.compute_capability), "git_sha": git_sha(),
+                "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "python": platform.python_version(), "numba_cuda": numba_cuda.__version__,
+                "command": "python -m gpu.diagnostics.kernel_cache_check"}
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"shape_nckhw": SHAPE, "reports": reports}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"meta": meta, "shape_nckhw": SHAPE, "reports": reports}, indent=1) + "\n")
     return 0
 
 
