@@ -221,3 +221,14 @@ def test_validate_scaling_quick_runs_on_the_simulator(tmp_path, capsys):
     assert all(float(r["end_s"]) > float(r["start_s"]) >= 0 for r in timeline)
     idle = meta["workers_idle"]
     assert [w["device"] for w in idle["1_gpu"]] == ["0"] and sum(w["tasks"] for w in idle["2_gpu"]) == 2
+
+
+def test_validate_scaling_without_warm_up_times_the_sweep_as_users_run_it(tmp_path):
+    from experiments.benchmarks import validate_scaling
+    assert validate_scaling.main(["--quick", "--warm-mappings", "0", "--kernel-cache", "off", "--out", str(tmp_path)]) == 0
+    rows = _rows(tmp_path / "validate_scaling.csv")
+    assert [float(r["warm_up_s"]) < 0.05 for r in rows] == [True, True]
+    meta = json.loads((tmp_path / "validate_scaling.json").read_text())["meta"]
+    assert meta["summary"]["kernel_cache"] == "off" and meta["summary"]["cache_fill_s"] is None
+    with pytest.raises(SystemExit, match="--warm-mappings -1"):
+        validate_scaling.main(["--quick", "--warm-mappings", "-1", "--out", str(tmp_path)])

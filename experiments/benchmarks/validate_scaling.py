@@ -38,7 +38,8 @@ devices with the host's clock (``gpu.runtime.timing.time_host``): a check of the
 Takes: 106 s with 1 GPU and 35 s with 4 on 4x H200 (2026-11-28, starts and warm-ups included; 196 s for
 the whole command; results and discussion in docs/sweeps.md); --quick on the simulator ~7 s.
 
-    python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--kernel-cache warm|off] [--out DIR]
+    python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--kernel-cache warm|off]
+        [--warm-mappings N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def run_sweep(devices: tuple[str, ...], layers: list[str], cfg: dict[str, Any], 
             client.run(cache.set_directory, None)
         ready = time.perf_counter()
         workers = [info for _, info in map_on_gpus(client, validate.warm_up, [cfg["warm_layer"]] * len(devices),
-                                                    cfg["warm_mappings"], algorithm=cfg["algo"], timer=timer)]
+                                                    cfg["warm_mappings"], algorithm=cfg["algo"], timer=timer)
+                   ] if cfg["warm_mappings"] else []
         warm, warm_wall = time.perf_counter(), time.time()
         rows = validate.measure_on_gpus(client, layers, cfg["mappings"], per_task=cfg["per_task"],
                                         algorithm=cfg["algo"], repeats=cfg["repeats"], rounds=cfg["rounds"],
@@ -254,15 +256,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, help=f"timed runs per mapping and round (default {DEFAULTS['repeats']})")
     ap.add_argument("--rounds", type=int, help=f"rounds (default {DEFAULTS['rounds']})")
     ap.add_argument("--per-task", type=int, dest="per_task", help=f"mappings per GPU task (default {DEFAULTS['per_task']})")
+    ap.add_argument("--warm-mappings", type=int, dest="warm_mappings",
+                    help=f"the warm-up layer's mappings each worker measures before its timed sweep (default "
+                         f"{DEFAULTS['warm_mappings']}; 0: no warm-up, the sweep as `megasim validate --gpus` runs it, its "
+                         f"first tasks loading the kernels)")
     ap.add_argument("--kernel-cache", choices=("warm", "off"), default="warm",
                     help="warm (default): compile the warm-up layer's kernels once into the on-disk kernel cache before "
                          "the timed runs, whose workers load them (cache_fill_s); off: every worker compiles")
     ap.add_argument("--out", type=Path, help="results folder (default experiments/results/<device-slug>/validate_scaling)")
     args = ap.parse_args(argv)
     cfg = dict(QUICK if args.quick else DEFAULTS)
-    for name in ("layers", "mappings", "repeats", "rounds", "per_task"):
+    for name in ("layers", "mappings", "repeats", "rounds", "per_task", "warm_mappings"):
         if getattr(args, name) is not None:
             cfg[name] = getattr(args, name)
+    if cfg["warm_mappings"] < 0:
+        raise SystemExit(f"validate_scaling: --warm-mappings {cfg['warm_mappings']} is not allowed: give an integer >= 0")
     for name in ("mappings", "repeats", "rounds", "per_task"):
         if cfg[name] < 1:
             raise SystemExit(f"validate_scaling: --{name.replace('_', '-')} {cfg[name]} is not allowed: give an integer >= 1")
@@ -293,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     from megasim.calibration.validation import write_rows
     runs = []
     warm = args.kernel_cache == "warm"
-    cache_fill_s = round(fill_kernel_cache(devices[0], cfg, timer), 3) if warm else None
+    cache_fill_s = round(fill_kernel_cache(devices[0], {**cfg, "warm_mappings": cfg["warm_mappings"] or
+                                                        DEFAULTS["warm_mappings"]}, timer), 3) if warm else None
     if warm:
         print(f"validate_scaling: kernel cache filled in {cache_fill_s:.1f} s", flush=True)
     for group in ((devices[0],), devices):
