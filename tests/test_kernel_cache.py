@@ -80,11 +80,11 @@ def test_an_entry_is_written_then_read_back(tmp_path, monkeypatch):
         store = cache.SourceKeyedCache(_Dispatcher(), ("fp32", 4))
         assert store.load_overload("(int32,)", _Context()) is None
         store.save_overload("(int32,)", _Compiled(name="k", signature="(int32,)"))
-        assert len(list((tmp_path / "kernels").glob("*.nbk"))) == 1
+        assert len(list((tmp_path / "kernels").glob("*/*.nbk"))) == 1
         back = cache.SourceKeyedCache(_Dispatcher(), ("fp32", 4)).load_overload("(int32,)", _Context())
         assert back.states == {"name": "k", "signature": "(int32,)"}
         assert cache.SourceKeyedCache(_Dispatcher(), ("fp32", 5)).load_overload("(int32,)", _Context()) is None
-        (next((tmp_path / "kernels").glob("*.nbk"))).write_bytes(b"torn")
+        (next((tmp_path / "kernels").glob("*/*.nbk"))).write_bytes(b"torn")
         assert store.load_overload("(int32,)", _Context()) is None        # unreadable: compiled again
         cache.set_directory(None)
         assert store.load_overload("(int32,)", _Context()) is None        # off
@@ -102,3 +102,16 @@ def test_under_the_simulator_a_dispatcher_is_left_as_it_is():
         a[0] = 1
 
     assert cache.persist(k, "x") is k
+
+
+def test_old_source_versions_are_removed_and_the_current_one_kept(tmp_path):
+    import os
+    folder = tmp_path / "kernels"
+    for i in range(7):
+        (folder / f"v{i}").mkdir(parents=True)
+        (folder / f"v{i}" / "k.nbk").write_bytes(b"x")
+        os.utime(folder / f"v{i}", (1000 + i, 1000 + i))        # v6 most recently written
+    cache.prune(folder, keep="v0", versions=3)
+    assert sorted(p.name for p in folder.iterdir()) == ["v0", "v5", "v6"]
+    cache.prune(folder, keep="v6", versions=1)
+    assert sorted(p.name for p in folder.iterdir()) == ["v6"]

@@ -49,7 +49,7 @@ def one_process(folder: str) -> dict:
                mk.kernels_for("fp32").gemm_kernel, mk.restore_kernel]
     out["cache_hits"] = sum(sum(getattr(d, "_cache_hits", {}).values()) for d in kernels)
     out["cache_misses"] = sum(sum(getattr(d, "_cache_misses", {}).values()) for d in kernels)
-    out["entries"] = len(list(Path(folder).glob("*.nbk")))
+    out["entries"] = len(list(Path(folder).glob("*/*.nbk")))
     return out
 
 

@@ -18,7 +18,9 @@ ever matches in another process (and generated kernels have no source file for i
 
 An entry is the compiled kernel as numba-cuda serialises it for its own cache (``_Kernel._reduce_states``:
 PTX and cubin, entry name, signature, options), written to a temporary file and renamed into place, so
-workers compiling the same kernel at once never read a torn entry. An entry that cannot be read or
+workers compiling the same kernel at once never read a torn entry. Entries sit in one folder per source
+digest; the first write of a process keeps the ``KEPT_SOURCE_VERSIONS`` most recently written folders (its
+own among them) and removes older ones, so the cache stays bounded as the sources change. An entry that cannot be read or
 rebuilt is compiled again (and rewritten). The default folder is ``~/.cache/megasim/kernels``;
 ``set_directory`` moves it or turns the cache off (None). Under Numba's CUDA simulator nothing is
 compiled and ``persist`` returns the dispatcher unchanged. This relies on numba-cuda 0.30's dispatcher
@@ -30,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 from functools import lru_cache
@@ -37,11 +40,16 @@ from pathlib import Path
 
 from numba import config
 
-__all__ = ["DEFAULT_DIRECTORY", "SOURCES", "SourceKeyedCache", "directory", "kernel_key", "persist", "set_directory", "source_digest"]
+__all__ = ["DEFAULT_DIRECTORY", "KEPT_SOURCE_VERSIONS", "SOURCES", "SourceKeyedCache", "directory", "kernel_key", "persist",
+           "prune", "set_directory", "source_digest"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SOURCES = ("gpu/kernels", "megasim/algorithms/winograd")
 DEFAULT_DIRECTORY = Path.home() / ".cache" / "megasim" / "kernels"
+# Entries live in one folder per source digest; a process that writes keeps the most recently written
+# KEPT_SOURCE_VERSIONS folders (its own among them) and removes the rest, so edits do not grow the cache without end.
+KEPT_SOURCE_VERSIONS = 4
+_pruned: set[Path] = set()
 _directory: Path | None = DEFAULT_DIRECTORY
 
 
@@ -98,7 +106,7 @@ class SourceKeyedCache:
             return None
         key = kernel_key(f"{self._module}.{self._qualname}", self._args, self._options, str(sig),
                          self._compute_capability())
-        return _directory / f"{key}.nbk"
+        return _directory / source_digest()[:16] / f"{key}.nbk"
 
     def load_overload(self, sig, target_context):
         path = self._path(sig)
@@ -116,6 +124,7 @@ class SourceKeyedCache:
         if path is None or getattr(kernel, "launch_config_sensitive", False):
             return
         from numba.cuda.serialize import dumps
+        tmp = None
         try:
             data = dumps(kernel._reduce_states())
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +133,24 @@ class SourceKeyedCache:
                 fh.write(data)
             os.replace(tmp, path)
         except Exception:  # noqa: BLE001 - a cache that cannot be written (read-only home, full disk): compile next time
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             return
+        if path.parent.parent not in _pruned:
+            _pruned.add(path.parent.parent)
+            prune(path.parent.parent, keep=path.parent.name)
+
+
+def prune(folder: Path, keep: str, versions: int = KEPT_SOURCE_VERSIONS) -> None:
+    """Remove the source-version folders of ``folder`` beyond the ``versions`` most recently written, never ``keep``."""
+    try:
+        found = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    kept = [p for p in found if p.name == keep] + [p for p in found if p.name != keep][:max(versions - 1, 0)]
+    for p in found:
+        if p not in kept:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def persist(dispatcher, *factory_args):
