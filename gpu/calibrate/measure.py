@@ -32,7 +32,7 @@ default stream; what it measures and how a spec value follows from it:
   46 KiB of dynamic shared memory each (4 blocks per SM); per slot,
   (T_big - T_small) x slots / (blocks_big - blocks_small).
 - per-kind ``TaskCost``: each launch of the non-fused schedule (the per-kind kernels, default
-  implementation parameters unless --param) timed alone on the calibration layers (resnet-1, vgg-3),
+  implementation parameters unless --param) timed alone on the calibration layers (CALIBRATION_LAYERS),
   inputs rotated over 3 workspaces, then fitted by ``megasim.calibration.winograd`` (simulation of that launch
   alone matches the median). Never fused runs.
 - ``queued_launch_ns`` and each kind's tasks alone at several occupancies (its kernel with unused
