@@ -7,7 +7,9 @@ matched to its shape's row (a network repeats shapes; the sweep evaluated each o
 one row label: Winograd fused (the optimiser's best mapping), Winograd non-fused (the four-kernel
 pipeline), the direct convolution, im2win, im2col+GEMM (each at the optimiser's best mapping).
 
-Produces ``DIR/network_study.csv`` (per network, GPU and algorithm: layers, layers it can run, summed
+Only the rows of the points the sweep file has now are used (``--sweep``, default
+``experiments/sweeps/<the table's sweep name>.toml``): a table keeps the rows of points that a changed spec
+file replaced. Produces ``DIR/network_study.csv`` (per network, GPU and algorithm: layers, layers it can run, summed
 predicted time over them, layers and share of time it wins) and its JSON (the table's sweep hash,
 commit and batch), then ``DIR/network_study.png``/``.pdf`` drawn from that CSV alone. Top row: each
 network's predicted time per GPU for every algorithm that runs all its layers (Winograd cannot take
@@ -51,6 +53,16 @@ def label_of(row: dict[str, Any]) -> str | None:
 def shape_key(spec_string: str) -> str:
     """A problem's shape without its batch (the table's problems carry the sweep's batch)."""
     return re.sub(r"^N=\d+,", "", spec_string)
+
+
+def current_rows(rows: list[dict[str, Any]], sweep_file: Path) -> list[dict[str, Any]]:
+    """The rows of the points ``sweep_file`` has now. A table keeps the rows of points a sweep no longer has
+    (a spec file that changed gives new point keys; the old rows stay, after the current ones), and
+    ``summarise`` lets a later row of a (GPU, shape, algorithm) override an earlier one."""
+    from megasim.sweep.points import expand
+    from megasim.sweep.spec import load_sweep
+    keys = {p.key for p in expand(load_sweep(sweep_file))}
+    return [r for r in rows if r["point_key"] in keys]
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -141,6 +153,8 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--table", type=Path, help="the sweep table (.parquet or .csv) of a network_study sweep")
+    ap.add_argument("--sweep", type=Path, help="the sweep file whose current points are shown (default: "
+                    "experiments/sweeps/<the table's sweep name>.toml); the table's rows of other points are left out")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     ap.add_argument("--plot-only", action="store_true", help="redraw from DIR/network_study.csv")
     args = ap.parse_args(argv)
@@ -156,9 +170,21 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"network_study: error: {err}") from None
         if not rows:
             raise SystemExit(f"network_study: {args.table} has no rows: run the sweep first")
+        sweep_file = args.sweep or Path("experiments/sweeps") / f"{rows[0]['sweep']}.toml"
+        if not sweep_file.is_file():
+            raise SystemExit(f"network_study: --sweep {sweep_file} does not exist: give the sweep file of {args.table}")
+        try:
+            table_rows = len(rows)
+            rows = current_rows(rows, sweep_file)
+        except MegasimError as err:
+            raise SystemExit(f"network_study: error: {err}") from None
+        if not rows:
+            raise SystemExit(f"network_study: {args.table} has no rows of {sweep_file}'s points: run that sweep first")
         summary = summarise(rows)
         meta = provenance({"script": "experiments.figures.network_study", "device": "model (no GPU)",
-                           "table": str(args.table), "sweep": sorted({r["sweep"] for r in rows}),
+                           "table": str(args.table), "sweep_file": str(sweep_file),
+                           "table_rows_of_other_points": table_rows - len(rows),
+                           "sweep": sorted({r["sweep"] for r in rows}),
                            "sweep_hash": sorted({r["sweep_hash"] for r in rows}),
                            "table_git_sha": sorted({r["git_sha"] for r in rows}),
                            "batch": sorted({r["batch"] for r in rows}),
