@@ -143,4 +143,3 @@ def test_mixed_checks_over_processes_match_one_process():
     rows = [{"layer": LAYER, "kind": "+".join(pair), "median_ms": 1.0} for pair in MIXED_PAIRS]
     with _scalar_pool(2) as map_fn:
         assert mixed_checks(spec, rows, map_fn=map_fn) == mixed_checks(spec, rows)
-

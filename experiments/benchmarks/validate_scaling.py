@@ -87,16 +87,23 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def warm_up(client, workers: int, mappings: int, cfg: dict[str, Any], timer) -> list[dict[str, Any]]:
+    """Each of ``workers`` GPU workers measures ``mappings`` of the warm-up layer's plans once (kernels loaded
+    or compiled, CUDA context open); their device reports."""
+    from gpu.calibrate import validate
+    from megasim.sweep.gpus import map_on_gpus
+    return [info for _, info in map_on_gpus(client, validate.warm_up, [cfg["warm_layer"]] * workers, mappings,
+                                            algorithm=cfg["algo"], timer=timer)]
+
+
 def fill_kernel_cache(device: str, cfg: dict[str, Any], timer) -> float:
     """Seconds for one worker of its own to compile the warm-up layer's kernels, which it writes to the
     on-disk kernel cache (``gpu.kernels.cache``, shared by the host's processes) for the timed runs'
     workers to load."""
-    from gpu.calibrate import validate
-    from megasim.sweep.gpus import gpu_client, map_on_gpus
+    from megasim.sweep.gpus import gpu_client
     start = time.perf_counter()
     with gpu_client((device,)) as client:
-        list(map_on_gpus(client, validate.warm_up, [cfg["warm_layer"]], cfg["warm_mappings"], algorithm=cfg["algo"],
-                         timer=timer))
+        warm_up(client, 1, cfg["warm_mappings"] or DEFAULTS["warm_mappings"], cfg, timer)
     return time.perf_counter() - start
 
 
@@ -106,16 +113,14 @@ def run_sweep(devices: tuple[str, ...], layers: list[str], cfg: dict[str, Any], 
     False: the workers compile every kernel, the on-disk cache turned off in them)."""
     from gpu.calibrate import validate
     from gpu.kernels import cache
-    from megasim.sweep.gpus import gpu_client, map_on_gpus
+    from megasim.sweep.gpus import gpu_client
     start = time.perf_counter()
     timeline: list[dict[str, Any]] = []
     with gpu_client(devices) as client:
         if not kernel_cache:
             client.run(cache.set_directory, None)
         ready = time.perf_counter()
-        workers = [info for _, info in map_on_gpus(client, validate.warm_up, [cfg["warm_layer"]] * len(devices),
-                                                    cfg["warm_mappings"], algorithm=cfg["algo"], timer=timer)
-                   ] if cfg["warm_mappings"] else []
+        workers = warm_up(client, len(devices), cfg["warm_mappings"], cfg, timer) if cfg["warm_mappings"] else []
         warm, warm_wall = time.perf_counter(), time.time()
         rows = validate.measure_on_gpus(client, layers, cfg["mappings"], per_task=cfg["per_task"],
                                         algorithm=cfg["algo"], repeats=cfg["repeats"], rounds=cfg["rounds"],
@@ -301,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     from megasim.calibration.validation import write_rows
     runs = []
     warm = args.kernel_cache == "warm"
-    cache_fill_s = round(fill_kernel_cache(devices[0], {**cfg, "warm_mappings": cfg["warm_mappings"] or
-                                                        DEFAULTS["warm_mappings"]}, timer), 3) if warm else None
+    cache_fill_s = round(fill_kernel_cache(devices[0], cfg, timer), 3) if warm else None
     if warm:
         print(f"validate_scaling: kernel cache filled in {cache_fill_s:.1f} s", flush=True)
     for group in ((devices[0],), devices):

@@ -30,6 +30,7 @@ graph capture of its own (launch directly there).
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 
 from numba import config
 
@@ -94,16 +95,13 @@ def _check(err: int, what: str) -> None:
         raise RuntimeError(f"{what} failed: CUresult {err}")
 
 
-_DRIVER: list = []
-
-
+@lru_cache(maxsize=1)
 def _cuda_driver():
-    if not _DRIVER:
-        try:
-            _DRIVER.append(CudaGraphDriver())
-        except (OSError, AttributeError):
-            _DRIVER.append(None)
-    return _DRIVER[0]
+    """The process's CudaGraphDriver, or None where libcuda or its graph calls cannot be loaded."""
+    try:
+        return CudaGraphDriver()
+    except (OSError, AttributeError):
+        return None
 
 
 class LaunchGraphs:

@@ -61,6 +61,11 @@ class Measurements:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The layers ``kind_times`` has runs of, in the order of their first run."""
+        return tuple(dict.fromkeys(r["layer"] for r in self.kind_times))
+
     @classmethod
     def from_dict(cls, data: Any, origin: str = "measurements") -> "Measurements":
         """Measurements from parsed JSON, every field checked (one-line SpecError naming `origin` and the

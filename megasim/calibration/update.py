@@ -65,7 +65,7 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), and a
     report: per kind, each changed field before and after, and the fit's rms log error."""
     check_refit(spec, refit)
-    layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
+    layers = tuple(layers or m.layers)
     natural_of, params_of = natural_cases(m, layers)
     sources = dict(spec.sources)
     report: dict[str, Any] = {"layers": list(layers), "refit": list(refit), "kinds": {}}

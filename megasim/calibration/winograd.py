@@ -272,7 +272,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
             progress(CalibrationProgress(stage, **kw))
 
     base = measured_base(preset, m)
-    layers = tuple(layers or dict.fromkeys(r["layer"] for r in m.kind_times))
+    layers = tuple(layers or m.layers)
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
         raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate.occupancy)")
     natural_of, params_of = natural_cases(m, layers)

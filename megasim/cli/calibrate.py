@@ -128,11 +128,10 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
         report_progress = FitReport(progress)
         if args.from_measurements:
             m = read_measurements(args.from_measurements, "--from-measurements")
-            measured = tuple(dict.fromkeys(r["layer"] for r in m.kind_times))
-            missing = [name for name in layers or () if name not in measured]
+            missing = [name for name in layers or () if name not in m.layers]
             if missing:
                 raise InputError(f"--layers {missing[0]!r} is not allowed: {args.from_measurements} has no runs of it "
-                                 f"(its layers: {', '.join(measured)})")
+                                 f"(its layers: {', '.join(m.layers)})")
             spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
                                            progress=report_progress)
             dump_spec(_carry_kinds(spec, carry), args.out)
