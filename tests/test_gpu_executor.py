@@ -227,10 +227,10 @@ def test_sparse_validation_inputs_are_the_map_the_model_counts():
     from megasim.workloads.sparse import zero_mask
     problem = ConvProblem(2, 8, 12, 10, 11, 3, 3, 1, 1)
     (_, plan), = [lp for lp in validation_plans(problem, 40, algorithm="ecr") if lp[1].params.sparsity == 0.8][:1]
-    x, w = kernel_table("ecr").inputs(problem, plan, 0)
+    x, w = (a.copy_to_host() for a in kernel_table("ecr").inputs(problem, plan, 0))
     assert x.dtype == np.float32 and w.dtype == np.float32 and w.shape == (12, 8, 3, 3)
     assert np.array_equal(x == 0, zero_mask(x.shape, plan.params.sparsity_spec))
-    assert np.array_equal(kernel_table("ecr").inputs(problem, plan, 1)[0], x)          # one map for every set
+    assert np.array_equal(kernel_table("ecr").inputs(problem, plan, 1)[0].copy_to_host(), x)          # one map for every set
 
 
 def test_summarize_of_no_points_meets_no_target():

@@ -69,14 +69,14 @@ def _inputs_of(table, problem, plan, ikey, sets: int, reuse: bool) -> list:
     """The `sets` device input tuples of a plan with input key `ikey`: drawn and uploaded, or with `reuse`
     those kept from an earlier unit of the same (algorithm, problem, sets)."""
     if not reuse:
-        return [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+        return [table.inputs(problem, plan, i) for i in range(sets)]
     owner = (table.algorithm, problem, sets)
     if _SHARED_INPUTS["owner"] != owner:
         release_inputs()               # free the last layer's device memory first
         _SHARED_INPUTS["owner"] = owner
     kept = _SHARED_INPUTS["inputs"]
     if ikey not in kept:
-        kept[ikey] = [tuple(cuda.to_device(a) for a in table.inputs(problem, plan, i)) for i in range(sets)]
+        kept[ikey] = [table.inputs(problem, plan, i) for i in range(sets)]
     return kept[ikey]
 
 

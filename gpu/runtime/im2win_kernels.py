@@ -31,6 +31,7 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.kernels.common.random_fill import device_normal
 from gpu.kernels.im2win.conv import conv_blocks, conv_offsets, conv_params, make_basic_kernel, make_conv_kernel
 from gpu.kernels.im2win.transform import transform_kernel, transform_magic, transform_params
 from gpu.runtime.table import KernelTable, KindKernel, register_kernels
@@ -131,11 +132,10 @@ def _conv_prepare(state: Im2winState, launch, index: int):
     return _GridLaunch(launch, lambda ws: conv_launch(state, ws.window, ws.w, ws.output), tiles_m * tiles_n)
 
 
-def _inputs(problem, plan, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """Standard normal x and w, seeded by the set index."""
-    rng = np.random.default_rng([44, index])
-    x = rng.standard_normal((problem.n, problem.c, problem.h, problem.w), dtype=np.float32)
-    return x, rng.standard_normal((problem.k, problem.c, problem.r, problem.s), dtype=np.float32)
+def _inputs(problem, plan, index: int):
+    """Standard-normal device x and w, drawn on the device, seeded by the set index."""
+    return (device_normal((problem.n, problem.c, problem.h, problem.w), 4400 + 2 * index),
+            device_normal((problem.k, problem.c, problem.r, problem.s), 4401 + 2 * index))
 
 
 ENTRIES = {"im2win_transform": KindKernel("transform_kernel", _transform_prepare, grid_order=True),

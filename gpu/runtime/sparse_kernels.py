@@ -31,6 +31,7 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.kernels.common.random_fill import device_normal
 from gpu.kernels.sparse import kernels as sk
 from gpu.runtime.table import KernelTable, KindKernel, register_kernels
 from megasim.algorithms.registry import get_algorithm
@@ -158,12 +159,12 @@ ENTRIES = {**{kind: _conv_entry(kind) for kind in CONV_KINDS + FUSED_KINDS},
            "maxpool": KindKernel("maxpool_kernel", _maxpool_prepare, grid_order=True)}
 
 
-def _inputs(problem, plan, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """x: the map whose zeros the plan's parameters describe (``sparse_feature_map``, the map the model
-    counts its costs from), the same for every set; w: standard normal, seeded by the set index."""
+def _inputs(problem, plan, index: int):
+    """Device x: the map whose zeros the plan's parameters describe (``sparse_feature_map``, the map the
+    model counts its costs from; drawn on the host), the same for every set; w: standard normal, drawn on
+    the device, seeded by the set index."""
     x = sparse_feature_map((problem.n, problem.c, problem.h, problem.w), plan.params.sparsity_spec)
-    w = np.random.default_rng([1000, index]).standard_normal((problem.k, problem.c, problem.r, problem.s))
-    return x, w.astype(np.float32)
+    return cuda.to_device(x), device_normal((problem.k, problem.c, problem.r, problem.s), 10000 + index)
 
 
 def _table(name: str) -> KernelTable:

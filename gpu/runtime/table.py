@@ -10,7 +10,8 @@ is a ``KernelTable``, registered under the algorithm's name (the names of ``mega
 - ``state``: what every launch of one (graph, schedule) shares, made once (parameters, dependency
   counters, compiled kernels); ``workspace``: the device tensors of one run (allocated once, reused by
   every run); ``output``: where a workspace's result lands;
-- ``inputs``: host inputs for a measurement of a plan (``megasim validate``), in ``input_layout``.
+- ``inputs``: device inputs for a measurement of a plan (``megasim validate``), in ``input_layout``, drawn on
+  the device where they are plain random values (``gpu.kernels.common.random_fill``).
 
 A ``KindKernel`` prepares one Launch (``prepare(state, launch, index)``: task tables uploaded, grid
 fixed) into a ``PreparedLaunch`` whose ``steps(workspace)`` are the ``(configured kernel, args)`` pairs
@@ -91,7 +92,7 @@ class KernelTable:
     state: Callable[..., Any]        # (problem, plan, graph, schedule, on_megakernel, options) -> state
     workspace: Callable[[Any, Any, Any], Any]      # (state, x, w) -> workspace
     output: Callable[[Any], Any]                   # workspace -> output device array
-    inputs: Callable[..., tuple[np.ndarray, np.ndarray]]   # (problem, plan, set index) -> host (x, w)
+    inputs: Callable[..., tuple[Any, Any]]         # (problem, plan, set index) -> device (x, w)
     input_layout: str = "NCHW"
     input_key: Callable[[Any], Any] = lambda plan: None    # plans with one key share their inputs
     megakernel: KindKernel | None = None

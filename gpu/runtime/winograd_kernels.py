@@ -25,6 +25,7 @@ import numpy as np
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.kernels.common.random_fill import device_normal
 from gpu.kernels.winograd import device as dev
 from gpu.kernels.winograd import megakernel as mk
 from gpu.kernels.winograd import nchw
@@ -155,11 +156,10 @@ def _kind_kernel(kind: int) -> KindKernel:
     return KindKernel(name, prepare)
 
 
-def _inputs(problem, plan, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """Standard-normal x (N, H, W, C) and w (K, C, 3, 3), seeded by the set index."""
-    rng = np.random.default_rng([11, index])
-    return (rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32),
-            rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32))
+def _inputs(problem, plan, index: int):
+    """Standard-normal device x (N, H, W, C) and w (K, C, 3, 3), drawn on the device, seeded by the set index."""
+    return (device_normal((problem.n, problem.h, problem.w, problem.c), 1100 + 2 * index),
+            device_normal((problem.k, problem.c, 3, 3), 1101 + 2 * index))
 
 
 WINOGRAD_KERNELS = register_kernels(KernelTable(
