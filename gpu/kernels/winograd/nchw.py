@@ -45,13 +45,15 @@ from numba import cuda, float32
 
 from gpu.kernels.cache import persist
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
-from gpu.kernels.common.vector_access import load1, py_load1, py_store1, store1
+from gpu.kernels.common.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, matrices
 
 NCHW_THREADS = 128
 MAX_CHUNK = 32
+# Numba launches dynamic shared memory up to the default 48 KiB per block (more needs an opt-in attribute).
+MAX_SHARED_BYTES = 48 * 1024
 PY_FUNCS: dict = {}
 
 
@@ -69,7 +71,7 @@ def _pow2_at_most(n: int) -> int:
     return p
 
 
-def nchw_geometry(channels: int, m: int, tiles_x: int) -> tuple[int, int, int, int]:
+def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int]:
     """(channel chunk CC, tiles per strip TX, padded columns of an input row, odd floats per channel plane)
     of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row; the
     otrans kernel uses the same chunk and strip with ``channels`` = K (its rows are TX * m wide:
@@ -77,13 +79,17 @@ def nchw_geometry(channels: int, m: int, tiles_x: int) -> tuple[int, int, int, i
     stores into V then cover whole 32-byte sectors); the strip takes the rest of NCHW_THREADS, at most the
     tile row rounded up to a power of two, then evened out over as many strips (a row of 5 tiles in strips
     of 3, not 4 with 3 idle in the second); on narrow images the chunk grows back into the threads the strip
-    leaves, as a power of two. CC * TX <= NCHW_THREADS threads per block."""
+    leaves, as a power of two. CC * TX <= ``threads`` threads per block; the chunk is halved while either
+    kernel's shared planes would exceed MAX_SHARED_BYTES."""
     chunk = min(_pow2_at_least(channels), MAX_CHUNK)
-    tx = min(NCHW_THREADS // chunk, _pow2_at_least(tiles_x))
+    tx = min(threads // chunk, _pow2_at_least(tiles_x))
     tx = -(-tiles_x // -(-tiles_x // tx))       # as many strips, evened out: 5 tiles as 3 + 2, not 4 + 1
-    chunk = min(_pow2_at_least(channels), _pow2_at_most(NCHW_THREADS // tx))
+    chunk = min(_pow2_at_least(channels), _pow2_at_most(threads // tx))
     cols = tx * m + 2
-    return chunk, tx, cols, ((m + 2) * cols) | 1
+    plane = ((m + 2) * cols) | 1
+    while chunk > 1 and 4 * chunk * max(plane, otrans_plane(m, tx)) > MAX_SHARED_BYTES:
+        chunk //= 2
+    return chunk, tx, cols, plane
 
 
 def otrans_plane(m: int, tx: int) -> int:
@@ -95,15 +101,15 @@ def _tiles_x(problem, m: int) -> int:
     return -(-problem.out_w // m)
 
 
-def itrans_launch(problem, m: int) -> tuple[int, int, int, int, int]:
+def itrans_launch(problem, m: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int, int]:
     """(blocks, threads per block, dynamic shared bytes, CC, TX) of the itrans kernel's launch."""
-    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m))
+    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m), threads)
     return _blocks(problem, m, problem.c, chunk, tx), chunk * tx, 4 * chunk * plane, chunk, tx
 
 
-def otrans_launch(problem, m: int) -> tuple[int, int, int, int, int]:
+def otrans_launch(problem, m: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int, int]:
     """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch."""
-    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m))
+    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m), threads)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
 
 
@@ -128,10 +134,12 @@ def _gen_itrans_smem(m: int, consts: _Consts) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _gen_otrans_smem(m: int, consts: _Consts) -> str:
+def _gen_otrans_smem(m: int, consts: _Consts, opaque: bool = True) -> str:
     _, _, at = matrices(m)
     a = m + 2
     lines = [f"def otrans_smem_m{m}(M, src, plane, s, base, row):"]
+    if opaque:
+        lines += ["    plane = opaque_index(plane)", "    row = opaque_index(row)"]
 
     def load(i, j):
         return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
@@ -146,7 +154,8 @@ def _gen_otrans_smem(m: int, consts: _Consts) -> str:
 def _compile(gen, m: int):
     consts = _Consts()
     name, py_fn, dev_fn = compile_generated(gen(m, consts), consts, "gpu.kernels.winograd.nchw",
-                                            dict(load1=py_load1, store1=py_store1), dict(load1=load1, store1=store1))
+                                            dict(load1=py_load1, store1=py_store1, opaque_index=py_opaque_index),
+                                            dict(load1=load1, store1=store1, opaque_index=opaque_index))
     PY_FUNCS[name] = py_fn
     return dev_fn
 
@@ -166,18 +175,19 @@ def _block_strip(b, channels, chunk, tiles_x, tiles_y, TX):
 
 
 @lru_cache(maxsize=None)
-def nchw_kernels_for(m: int) -> tuple:
+def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = None) -> tuple:
     """(itrans_nchw, otrans_nchw) kernels of tile m (compiled for that m alone, on first use)."""
     if m not in SUPPORTED_TILES:
         raise ValueError(f"tile m={m!r} is not allowed: want one of {SUPPORTED_TILES}")
     itrans_pair = _compile(_gen_itrans_smem, m)
-    otrans_pair = _compile(_gen_otrans_smem, m)
+    otrans_pair = _compile(lambda mm, consts: _gen_otrans_smem(mm, consts, opaque), m)
+    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)
     MT = m
     A = m + 2
     ZERO = np.float32(0.0)
     wait_all = cp_async_wait_group(0)
 
-    @cuda.jit
+    @jit
     def itrans_nchw(prm, x, V, CC, TX):
         """x (N, C, H, W) -> V (alpha^2, tiles, C); see the module docstring. Block: CC * TX threads;
         dynamic shared memory as ``itrans_launch`` gives."""
@@ -249,7 +259,7 @@ def nchw_kernels_for(m: int) -> tuple:
             tile = (n * tiles_y + ty) * tiles_x + tx
             itrans_pair(s, cc * plane + t * MT, cols, V, tile * C + c, prm[P_TILES] * C)
 
-    @cuda.jit
+    @jit
     def otrans_nchw(prm, M, Y, KC, TX):
         """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: CC * TX threads;
         dynamic shared memory as ``otrans_launch`` gives."""
@@ -304,4 +314,4 @@ def nchw_kernels_for(m: int) -> tuple:
                         if xx < Q:
                             store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
-    return persist(itrans_nchw, m), persist(otrans_nchw, m)
+    return persist(itrans_nchw, m, opaque, max_registers), persist(otrans_nchw, m, opaque, max_registers)

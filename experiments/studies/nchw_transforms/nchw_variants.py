@@ -1,0 +1,215 @@
+"""The NCHW Winograd transforms (``gpu.kernels.winograd.nchw``) against the NHWC ones the benchmark harness
+runs, per launch, with their memory floors; variants of the NCHW kernels side by side.
+
+Per layer (default: the 13 Table-2 layers, batch 64, FP32; the tile is the model's choice for NCHW from
+``--choices``):
+- ``floor_*_ms``: the launch's compulsory DRAM bytes (otrans: M read and Y written; itrans: x read and V
+  written) at ``COPY_TBPS`` (the H200's measured device-to-device copy, shared/DEVICE.md);
+- ``nhwc_*_ms``: the harness's non-fused NHWC kernel of the same plan (``gpu.runtime.execute.PreparedRun``);
+- one column per NCHW variant (``VARIANTS``: the kernel build, i.e. ``nchw_kernels_for``'s opaque strides
+  and register cap, and the block size ``threads`` given to ``nchw_geometry``), with its registers per
+  thread and its normwise error against a float64 transform of the same input (otrans: Y = A^T M A per
+  tile; itrans: V = B^T d B per tile, from the padded input).
+Each time is the median over ``--repeats`` launches (CUDA events around each, after ``--warmup``), inputs
+rotated over up to 3 sets so that no launch finds its operands in L2; M, x are fresh standard-normal data.
+
+Writes ``DIR/nchw_transforms.csv`` and ``.json`` (rows, device, versions, git SHA, date); DIR defaults to
+``experiments/results/<device>/``. About a minute on an H200, most of it compiling the kernels.
+
+    bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from experiments.provenance import provenance, write_results
+
+NAME = "nchw_transforms"
+REPO = Path(__file__).resolve().parents[3]
+COPY_TBPS = 4.2
+# name -> (kernel build: opaque strides in the otrans product, register cap; threads per block)
+VARIANTS = {
+    "base": ((False, None), 128),
+    "opaque": ((True, None), 128),
+    "opaque_cap80": ((True, 80), 128),
+    "base_t256": ((False, None), 256),
+    "opaque_t256": ((True, None), 256),
+    "opaque_cap80_t256": ((True, 80), 256),
+}
+# the itrans kernel does not depend on the opaque flag: its variants are the register cap and the block size
+ITRANS_VARIANTS = {"base": ((True, None), 128), "cap80": ((True, 80), 128), "base_t256": ((True, None), 256),
+                   "cap80_t256": ((True, 80), 256)}
+
+
+def median_launch_ms(torch, launches: list, warmup: int, repeats: int) -> float:
+    """Median ms of ``launches[r % len(launches)]()`` between CUDA events around each call."""
+    stream = torch.cuda.current_stream()
+    pairs = []
+    for r in range(warmup + repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        launches[r % len(launches)]()
+        b.record(stream)
+        if r >= warmup:
+            pairs.append((a, b))
+    stream.synchronize()
+    return round(statistics.median(a.elapsed_time(b) for a, b in pairs), 4)
+
+
+def otrans_reference(torch, M, p, m: int):
+    """Y (N, K, P, Q) in float64 from M (alpha^2, tiles, K): A^T M A per tile, cropped to P x Q."""
+    from megasim.algorithms.winograd.winograd_math import matrices
+    a = m + 2
+    ty, tx = -(-p.out_h // m), -(-p.out_w // m)
+    at = torch.as_tensor(matrices(m)[2], device=M.device)
+    mt = M.double().view(a, a, p.n, ty, tx, p.k)
+    y = torch.einsum("ia,jb,abnyxk->nkyixj", at, at, mt).reshape(p.n, p.k, ty * m, tx * m)
+    return y[:, :, :p.out_h, :p.out_w]
+
+
+def itrans_reference(torch, x, p, m: int):
+    """V (alpha^2, tiles, C) in float64 from x (N, C, H, W): B^T d B per tile of the zero-padded input."""
+    from megasim.algorithms.winograd.winograd_math import matrices
+    a = m + 2
+    ty, tx = -(-p.out_h // m), -(-p.out_w // m)
+    bt = torch.as_tensor(matrices(m)[0], device=x.device)
+    right, bottom = max(0, tx * m + 2 - p.w - p.padding), max(0, ty * m + 2 - p.h - p.padding)
+    xp = torch.nn.functional.pad(x.double(), (p.padding, right, p.padding, bottom))
+    d = xp.unfold(2, a, m).unfold(3, a, m)[:, :, :ty, :tx]          # (N, C, ty, tx, a, a)
+    v = torch.einsum("ia,jb,ncyxab->ijnyxc", bt, bt, d)
+    return v.reshape(a * a, p.n * ty * tx, p.c)
+
+
+def _rel(torch, got, ref) -> float:
+    return float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref))
+
+
+def _regs(dispatcher):
+    try:
+        r = dispatcher.get_regs_per_thread()
+    except Exception:  # noqa: BLE001 - a numba-cuda without the query: leave it out
+        return None
+    return next(iter(r.values())) if isinstance(r, dict) else r
+
+
+def bench_layer(torch, name: str, batch: int, args) -> dict:
+    from numba import cuda
+
+    from gpu.kernels.winograd import device as dev
+    from gpu.kernels.winograd import nchw
+    from gpu.prepared_conv import choose_plan
+    from gpu.runtime.execute import PreparedRun
+    from gpu.runtime.fast_launch import FrozenLaunch
+    from gpu.runtime.timing import rotation_sets
+    from megasim.plan import build
+    from megasim.workloads.catalogue import parse_layer
+
+    p = parse_layer(name, batch=batch)
+    plan = choose_plan(p, layout="NCHW", cache_path=args.choices).plan
+    m = plan.params.tile
+    graph, schedule, bplan = build(p, plan)
+    run = PreparedRun(p, bplan, graph, schedule)          # NHWC: the harness's kernels
+    a2, tiles = (m + 2) ** 2, run.state.plan.shape.tiles
+    x_bytes, y_bytes = 4 * p.n * p.c * p.h * p.w, 4 * p.n * p.k * p.out_h * p.out_w
+    v_bytes, m_bytes = 4 * a2 * tiles * p.c, 4 * a2 * tiles * p.k
+    free, _ = torch.cuda.mem_get_info()
+    sets = rotation_sets(2 * (x_bytes + y_bytes + v_bytes + m_bytes), free, wanted=3)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    xs = [torch.randn(p.n, p.c, p.h, p.w, device="cuda", generator=gen) for _ in range(sets)]
+    Ms = [torch.randn(a2, tiles, p.k, device="cuda", generator=gen) for _ in range(sets)]
+    Vs = [torch.empty(a2, tiles, p.c, device="cuda") for _ in range(sets)]
+    Ys = [torch.empty(p.n, p.k, p.out_h, p.out_w, device="cuda") for _ in range(sets)]
+    w = cuda.as_cuda_array(torch.randn(p.k, p.c, 3, 3, device="cuda", generator=gen))
+    row = {"layer": name, "tile": m, "tiles": tiles, "otrans_mb": round((m_bytes + y_bytes) / 1e6, 1),
+           "itrans_mb": round((x_bytes + v_bytes) / 1e6, 1),
+           "floor_otrans_ms": round((m_bytes + y_bytes) / COPY_TBPS / 1e9, 4),
+           "floor_itrans_ms": round((x_bytes + v_bytes) / COPY_TBPS / 1e9, 4)}
+    # the harness's NHWC launches on workspaces whose M (and x) are the same random data
+    wss = []
+    for i in range(sets):
+        ws = run.workspace(cuda.as_cuda_array(xs[i].permute(0, 2, 3, 1).contiguous()), w)
+        torch.as_tensor(ws.M, device="cuda").copy_(Ms[i])
+        wss.append(ws)
+    for kind, label in ((dev.OTRANS, "otrans"), (dev.ITRANS, "itrans")):
+        pl = next(pl for pl in run.launches if getattr(pl, "kind", None) == kind)
+        steps = [pl.steps(ws)[0][0] for ws in wss]
+        row[f"nhwc_{label}_ms"] = median_launch_ms(torch, steps, args.warmup, args.repeats)
+    del wss
+    d_prm = run.state.d_prm
+    ref = otrans_reference(torch, Ms[0], p, m)
+    for vname, ((opaque, cap), threads) in VARIANTS.items():
+        _, otrans = nchw.nchw_kernels_for(m, opaque, cap)
+        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, threads)
+        launches = [FrozenLaunch(otrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(Ms[i]),
+                                                               cuda.as_cuda_array(Ys[i]), chunk, tx))
+                    for i in range(sets)]
+        Ys[0].fill_(float("nan"))
+        launches[0]()
+        torch.cuda.synchronize()
+        row[f"otrans_{vname}_rel_err"] = f"{_rel(torch, Ys[0], ref):.3g}"
+        row[f"otrans_{vname}_ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
+        row[f"otrans_{vname}_regs"] = _regs(otrans)
+        row[f"otrans_{vname}_block"] = f"{chunk}x{tx}"
+    del ref
+    ref = itrans_reference(torch, xs[0], p, m)
+    for vname, ((opaque, cap), threads) in ITRANS_VARIANTS.items():
+        itrans, _ = nchw.nchw_kernels_for(m, opaque, cap)
+        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, threads)
+        launches = [FrozenLaunch(itrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(xs[i]),
+                                                               cuda.as_cuda_array(Vs[i]), chunk, tx))
+                    for i in range(sets)]
+        Vs[0].fill_(float("nan"))
+        launches[0]()
+        torch.cuda.synchronize()
+        row[f"itrans_{vname}_rel_err"] = f"{_rel(torch, Vs[0], ref):.3g}"
+        row[f"itrans_{vname}_ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
+        row[f"itrans_{vname}_regs"] = _regs(itrans)
+        row[f"itrans_{vname}_block"] = f"{chunk}x{tx}"
+    del ref, xs, Ms, Vs, Ys
+    torch.cuda.empty_cache()
+    return row
+
+
+def main(argv=None) -> int:
+    from megasim.workloads.catalogue import TABLE2_NAMES
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", nargs="+", default=list(TABLE2_NAMES))
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--choices", default=None, help="choice cache (JSON) to read and extend")
+    ap.add_argument("--out", default=None, help="results folder (default experiments/results/<device>/)")
+    args = ap.parse_args(argv)
+    import torch
+    from numba import cuda
+
+    from experiments.benchmarks.conv2d_user_path import device_dir, fp32_flags
+    from experiments.benchmarks.winograd_bench import device_meta
+    fp32_flags(torch)
+    dmeta = device_meta(torch, cuda)
+    out = Path(args.out) if args.out else REPO / "experiments" / "results" / device_dir(dmeta["device"])
+    rows = []
+    for name in args.layers:
+        rows.append(bench_layer(torch, name, args.batch, args))
+        r = rows[-1]
+        print(f"{name:<11} m={r['tile']} otrans floor {r['floor_otrans_ms']:.4f} nhwc {r['nhwc_otrans_ms']:.4f} "
+              + " ".join(f"{v} {r[f'otrans_{v}_ms']:.4f}" for v in VARIANTS)
+              + f" | itrans floor {r['floor_itrans_ms']:.4f} nhwc {r['nhwc_itrans_ms']:.4f} "
+              + " ".join(f"{v} {r[f'itrans_{v}_ms']:.4f}" for v in ITRANS_VARIANTS), file=sys.stderr, flush=True)
+    meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
+                       "variants": {k: {"opaque": o, "max_registers": c, "threads": t}
+                                    for k, ((o, c), t) in VARIANTS.items()},
+                       "itrans_variants": {k: {"max_registers": c, "threads": t}
+                                           for k, ((_, c), t) in ITRANS_VARIANTS.items()},
+                       "choices_file": args.choices})
+    write_results(rows, out, NAME, meta)
+    print(f"wrote {out / (NAME + '.csv')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
