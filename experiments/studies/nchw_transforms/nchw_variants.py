@@ -28,21 +28,24 @@ from pathlib import Path
 
 from experiments.provenance import provenance, write_results
 
-NAME = "nchw_transforms"
+NAME = "nchw_transforms_2"
 REPO = Path(__file__).resolve().parents[3]
 COPY_TBPS = 4.2
-# name -> (kernel build: opaque strides in the otrans product, register cap; threads per block)
+OPT_IN_SHARED = 227 * 1024      # the H200's largest dynamic shared memory per block, opted in
+# name -> (kernel build: opaque strides in the otrans product, register cap; geometry: threads per block, largest
+# channel chunk, shared bytes per block)
 VARIANTS = {
-    "base": ((False, None), 128),
-    "opaque": ((True, None), 128),
-    "opaque_cap80": ((True, 80), 128),
-    "base_t256": ((False, None), 256),
-    "opaque_t256": ((True, None), 256),
-    "opaque_cap80_t256": ((True, 80), 256),
+    "base": ((False, None), (128, 32, 48 * 1024)),
+    "cap80": ((True, 80), (128, 32, 48 * 1024)),
+    "cap64": ((True, 64), (128, 32, 48 * 1024)),
+    "cap80_c64": ((True, 80), (128, 64, 48 * 1024)),
+    "cap64_c64": ((True, 64), (128, 64, 48 * 1024)),
+    "cap80_t256_c64": ((True, 80), (256, 64, OPT_IN_SHARED)),
+    "cap64_t256_c64": ((True, 64), (256, 64, OPT_IN_SHARED)),
 }
-# the itrans kernel does not depend on the opaque flag: its variants are the register cap and the block size
-ITRANS_VARIANTS = {"base": ((True, None), 128), "cap80": ((True, 80), 128), "base_t256": ((True, None), 256),
-                   "cap80_t256": ((True, 80), 256)}
+# the itrans kernel does not depend on the opaque flag: its variants are the block geometry
+ITRANS_VARIANTS = {"base": ((True, None), (128, 32, 48 * 1024)), "c64": ((True, None), (128, 64, 48 * 1024)),
+                   "t256": ((True, None), (256, 32, 48 * 1024)), "t256_c64": ((True, None), (256, 64, OPT_IN_SHARED))}
 
 
 def median_launch_ms(torch, launches: list, warmup: int, repeats: int) -> float:
@@ -99,6 +102,7 @@ def _regs(dispatcher):
 def bench_layer(torch, name: str, batch: int, args) -> dict:
     from numba import cuda
 
+    from gpu.calibrate.occupancy import _opt_in
     from gpu.kernels.winograd import device as dev
     from gpu.kernels.winograd import nchw
     from gpu.prepared_conv import choose_plan
@@ -141,12 +145,15 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
     del wss
     d_prm = run.state.d_prm
     ref = otrans_reference(torch, Ms[0], p, m)
-    for vname, ((opaque, cap), threads) in VARIANTS.items():
+    for vname, ((opaque, cap), geometry) in VARIANTS.items():
         _, otrans = nchw.nchw_kernels_for(m, opaque, cap)
-        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, threads)
+        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, *geometry)
         launches = [FrozenLaunch(otrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(Ms[i]),
                                                                cuda.as_cuda_array(Ys[i]), chunk, tx))
                     for i in range(sets)]
+        if shared > 48 * 1024:
+            _opt_in(otrans, shared)
+        row[f"otrans_{vname}_shared"] = shared
         Ys[0].fill_(float("nan"))
         launches[0]()
         torch.cuda.synchronize()
@@ -156,12 +163,15 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
         row[f"otrans_{vname}_block"] = f"{chunk}x{tx}"
     del ref
     ref = itrans_reference(torch, xs[0], p, m)
-    for vname, ((opaque, cap), threads) in ITRANS_VARIANTS.items():
+    for vname, ((opaque, cap), geometry) in ITRANS_VARIANTS.items():
         itrans, _ = nchw.nchw_kernels_for(m, opaque, cap)
-        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, threads)
+        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, *geometry)
         launches = [FrozenLaunch(itrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(xs[i]),
                                                                cuda.as_cuda_array(Vs[i]), chunk, tx))
                     for i in range(sets)]
+        if shared > 48 * 1024:
+            _opt_in(itrans, shared)
+        row[f"itrans_{vname}_shared"] = shared
         Vs[0].fill_(float("nan"))
         launches[0]()
         torch.cuda.synchronize()
@@ -201,10 +211,10 @@ def main(argv=None) -> int:
               + f" | itrans floor {r['floor_itrans_ms']:.4f} nhwc {r['nhwc_itrans_ms']:.4f} "
               + " ".join(f"{v} {r[f'itrans_{v}_ms']:.4f}" for v in ITRANS_VARIANTS), file=sys.stderr, flush=True)
     meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
-                       "variants": {k: {"opaque": o, "max_registers": c, "threads": t}
-                                    for k, ((o, c), t) in VARIANTS.items()},
-                       "itrans_variants": {k: {"max_registers": c, "threads": t}
-                                           for k, ((_, c), t) in ITRANS_VARIANTS.items()},
+                       "variants": {k: {"opaque": o, "max_registers": c, "threads": g[0], "max_chunk": g[1],
+                                        "max_shared": g[2]} for k, ((o, c), g) in VARIANTS.items()},
+                       "itrans_variants": {k: {"max_registers": c, "threads": g[0], "max_chunk": g[1],
+                                               "max_shared": g[2]} for k, ((_, c), g) in ITRANS_VARIANTS.items()},
                        "choices_file": args.choices})
     write_results(rows, out, NAME, meta)
     print(f"wrote {out / (NAME + '.csv')}")

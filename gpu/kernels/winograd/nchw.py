@@ -41,7 +41,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import config, cuda, float32
 
 from gpu.kernels.cache import persist
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
@@ -71,7 +71,8 @@ def _pow2_at_most(n: int) -> int:
     return p
 
 
-def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int]:
+def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
+                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int]:
     """(channel chunk CC, tiles per strip TX, padded columns of an input row, odd floats per channel plane)
     of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row; the
     otrans kernel uses the same chunk and strip with ``channels`` = K (its rows are TX * m wide:
@@ -80,14 +81,14 @@ def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREA
     tile row rounded up to a power of two, then evened out over as many strips (a row of 5 tiles in strips
     of 3, not 4 with 3 idle in the second); on narrow images the chunk grows back into the threads the strip
     leaves, as a power of two. CC * TX <= ``threads`` threads per block; the chunk is halved while either
-    kernel's shared planes would exceed MAX_SHARED_BYTES."""
-    chunk = min(_pow2_at_least(channels), MAX_CHUNK)
+    kernel's shared planes would exceed ``max_shared`` bytes."""
+    chunk = min(_pow2_at_least(channels), max_chunk)
     tx = min(threads // chunk, _pow2_at_least(tiles_x))
     tx = -(-tiles_x // -(-tiles_x // tx))       # as many strips, evened out: 5 tiles as 3 + 2, not 4 + 1
     chunk = min(_pow2_at_least(channels), _pow2_at_most(threads // tx))
     cols = tx * m + 2
     plane = ((m + 2) * cols) | 1
-    while chunk > 1 and 4 * chunk * max(plane, otrans_plane(m, tx)) > MAX_SHARED_BYTES:
+    while chunk > 1 and 4 * chunk * max(plane, otrans_plane(m, tx)) > max_shared:
         chunk //= 2
     return chunk, tx, cols, plane
 
@@ -101,15 +102,17 @@ def _tiles_x(problem, m: int) -> int:
     return -(-problem.out_w // m)
 
 
-def itrans_launch(problem, m: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int, int]:
+def itrans_launch(problem, m: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
+                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int, int]:
     """(blocks, threads per block, dynamic shared bytes, CC, TX) of the itrans kernel's launch."""
-    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m), threads)
+    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m), threads, max_chunk, max_shared)
     return _blocks(problem, m, problem.c, chunk, tx), chunk * tx, 4 * chunk * plane, chunk, tx
 
 
-def otrans_launch(problem, m: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int, int]:
+def otrans_launch(problem, m: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
+                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int, int]:
     """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch."""
-    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m), threads)
+    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m), threads, max_chunk, max_shared)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
 
 
@@ -181,7 +184,8 @@ def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = No
         raise ValueError(f"tile m={m!r} is not allowed: want one of {SUPPORTED_TILES}")
     itrans_pair = _compile(_gen_itrans_smem, m)
     otrans_pair = _compile(lambda mm, consts: _gen_otrans_smem(mm, consts, opaque), m)
-    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)
+    # (the CUDA simulator's jit takes no register cap)
+    jit = cuda.jit if max_registers is None or config.ENABLE_CUDASIM else cuda.jit(max_registers=max_registers)
     MT = m
     A = m + 2
     ZERO = np.float32(0.0)
