@@ -107,10 +107,13 @@ def first_violation(graph: TaskGraph, schedule: Schedule) -> str | None:
         if order.size and (order.min() < 0 or order.max() >= t):
             return f"launch {li} lists a task id outside [0, {t})"
         seen = position[order] >= 0
-        if seen.any() or np.unique(order).size != order.size:
-            dup = order[seen][0] if seen.any() else order[np.flatnonzero(np.bincount(order) > 1)[0]]
+        if seen.any():
+            return f"task {int(order[seen][0])} appears more than once"
+        here = offset + np.arange(order.size)
+        position[order] = here
+        if (position[order] != here).any():        # a task listed twice in the launch: its last place won
+            dup = order[np.flatnonzero(np.bincount(order) > 1)[0]]
             return f"task {int(dup)} appears more than once"
-        position[order] = offset + np.arange(order.size)
         launch_of[order] = li
         offset += order.size
     if (position < 0).any():
