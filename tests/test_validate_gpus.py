@@ -230,5 +230,7 @@ def test_validate_scaling_without_warm_up_times_the_sweep_as_users_run_it(tmp_pa
     assert [float(r["warm_up_s"]) < 0.05 for r in rows] == [True, True]
     meta = json.loads((tmp_path / "validate_scaling.json").read_text())["meta"]
     assert meta["summary"]["kernel_cache"] == "off" and meta["summary"]["cache_fill_s"] is None
+    assert [len(w) for w in meta["workers"].values()] == [1, 2]          # each worker's device, asked after the sweep
+    assert meta["summary"]["target_speedup"] == 1.75                    # 2 GPUs: the 4-GPU bar's efficiency
     with pytest.raises(SystemExit, match="--warm-mappings -1"):
         validate_scaling.main(["--quick", "--warm-mappings", "-1", "--out", str(tmp_path)])

@@ -8,12 +8,14 @@ plans), 30 timed runs per mapping and round, 6 rounds round-robin, 4 mappings pe
 (``gpu.calibrate.validate.measure_on_gpus``: the largest layers first, a worker staying on a layer's
 chunks while other layers are left); the same sweep as
 ``megasim validate table2 --gpus all --mappings 32 --repeats 30 --rounds 6 --mappings-per-task 4``.
-Before each timed sweep every worker measures the warm-up layer's plans once (``warm_up``: kernels
-loaded or compiled, CUDA context open), timed apart; before both, with ``--kernel-cache warm`` (the default),
-a worker of its own compiles those kernels into the on-disk kernel cache (``gpu.kernels.cache``:
-``cache_fill_s``), as any earlier command on the host would have (``--kernel-cache off``: every worker
-compiles). ``sweep_s`` is the sweep alone, ``total_s`` from asking for the cluster until the sweep ends
-(start, warm-up and sweep).
+By default the timed sweeps are what ``megasim validate --gpus`` runs: no warm-up, each worker's first
+tasks open its CUDA context and load the kernels; ``--warm-mappings N`` makes every worker first measure N
+of the warm-up layer's plans once, timed apart (``warm_up_s``). Before both runs, with ``--kernel-cache warm``
+(the default), a worker of its own compiles the warm-up layer's kernels (16 plans: every kernel variant the
+sweep launches) into the on-disk kernel cache (``gpu.kernels.cache``: ``cache_fill_s``), as any earlier
+command on the host would have (``--kernel-cache off``: every worker compiles). ``sweep_s`` is the sweep
+alone, ``total_s`` from asking for the cluster until the sweep ends (start, warm-up if any, and sweep).
+The bar on G GPUs is the 4-GPU bar's efficiency, 3.5 * G / 4 (``target_speedup``).
 
 Agreement: per (layer, mapping), the ratio of its median time on the many-GPU run to that on the
 one-GPU run (median, mean and max of |ratio - 1|). Noise: per mapping of each run, the median of its
@@ -56,9 +58,10 @@ from typing import Any
 
 from experiments.provenance import provenance, write_results
 
-TARGET_SPEEDUP = 3.5
+TARGET_SPEEDUP = 3.5        # issue 45's bar on 4 GPUs; on G GPUs the same efficiency, 3.5 * G / 4
 DEFAULTS = {"layers": "table2", "mappings": 32, "repeats": 30, "rounds": 6, "per_task": 4, "algo": "winograd",
-            "warm_layer": "resnet-4", "warm_mappings": 16}
+            "warm_layer": "resnet-4", "warm_mappings": 0}
+FILL_MAPPINGS = 16    # the warm-up layer's plans whose kernels fill the on-disk cache (every kernel variant of the sweep)
 QUICK = {"layers": "N=1,C=4,K=4,H=4,W=4", "mappings": 2, "repeats": 1, "rounds": 2,
          "per_task": 1, "algo": "direct", "warm_layer": "N=1,C=4,K=4,H=4,W=4", "warm_mappings": 1}
 SIMULATED_DEVICES = 2
@@ -103,7 +106,7 @@ def fill_kernel_cache(device: str, cfg: dict[str, Any], timer) -> float:
     from megasim.sweep.gpus import gpu_client
     start = time.perf_counter()
     with gpu_client((device,)) as client:
-        warm_up(client, 1, cfg["warm_mappings"] or DEFAULTS["warm_mappings"], cfg, timer)
+        warm_up(client, 1, cfg["warm_mappings"] or FILL_MAPPINGS, cfg, timer)
     return time.perf_counter() - start
 
 
@@ -126,6 +129,9 @@ def run_sweep(devices: tuple[str, ...], layers: list[str], cfg: dict[str, Any], 
                                         algorithm=cfg["algo"], repeats=cfg["repeats"], rounds=cfg["rounds"],
                                         timer=timer, timeline=timeline)
         done, done_wall = time.perf_counter(), time.time()
+        if not workers:               # no warm-up: each worker's device, asked after the timed sweep
+            from gpu.calibrate.validate import device_info
+            workers = list(client.run(device_info).values())
     per_device: dict[str, int] = {}
     for r in rows:
         per_device[r["cuda_device"]] = per_device.get(r["cuda_device"], 0) + 1
@@ -325,11 +331,12 @@ def main(argv: list[str] | None = None) -> int:
         s["speedup_total"] = round(base["total_s"] / s["total_s"], 3) if s["total_s"] > 0 else None
     points, agreement = compare(runs[0]["rows"], runs[-1]["rows"])
     many = runs[-1]["summary"]
+    target = round(TARGET_SPEEDUP * many["gpus"] / 4, 3)
     summary = {"kernel_cache": args.kernel_cache, "cache_fill_s": cache_fill_s,
                "speedup_sweep": many["speedup_sweep"], "speedup_total": many["speedup_total"],
-               "target_speedup": TARGET_SPEEDUP, "gpus": many["gpus"],
-               "met_on_sweep": bool(many["speedup_sweep"] and many["speedup_sweep"] >= TARGET_SPEEDUP),
-               "met_on_total": bool(many["speedup_total"] and many["speedup_total"] >= TARGET_SPEEDUP),
+               "target_speedup": target, "gpus": many["gpus"],
+               "met_on_sweep": bool(many["speedup_sweep"] and many["speedup_sweep"] >= target),
+               "met_on_total": bool(many["speedup_total"] and many["speedup_total"] >= target),
                **agreement}
     meta = provenance({"script": "experiments.benchmarks.validate_scaling", "device": name, "simulator": simulator,
                        "timer": "time_host (host clock)" if simulator else "time_cuda (CUDA events)",
