@@ -54,6 +54,7 @@ def _run(problem: ConvProblem, m: int, layout: str, x_nchw: np.ndarray, w: np.nd
     (5, ConvProblem(1, 1, 3, 12, 8, padding=2)),
     (6, ConvProblem(1, 34, 2, 8, 9, padding=1)),
     (7, ConvProblem(2, 2, 4, 10, 13, padding=1)),
+    (2, ConvProblem(1, 20, 18, 5, 13, padding=1)),      # wide blocks (32 channels x 7 tiles), K below the chunk
 ])
 def test_nchw_pipeline_matches_reference_and_nhwc(m, problem):
     rng = np.random.default_rng([m, problem.c, problem.k])
@@ -79,7 +80,44 @@ def test_geometry_fits_the_block_and_pads_planes_odd():
                 assert chunk * tx <= nchw.NCHW_THREADS and plane % 2 == 1 and cols == tx * m + 2
                 assert chunk >= min(c, nchw.MAX_CHUNK) or tx >= tiles_x
                 p = ConvProblem(1, c, c, tiles_x * m, tiles_x * m)
-                assert nchw.itrans_launch(p, m)[2] <= 48 * 1024 and nchw.otrans_launch(p, m)[2] <= 48 * 1024
+                for launch in (nchw.itrans_launch(p, m), nchw.otrans_launch(p, m)):
+                    blocks, threads, shared, chunk, tx = launch
+                    assert shared <= nchw.MAX_SHARED_BYTES and chunk * tx == threads <= nchw.WIDE_THREADS
+
+
+def test_wide_blocks_where_the_rule_takes_them():
+    """256-thread blocks where a strip gets more tiles at the same chunk (the otrans kernel: only when the
+    strip then covers the tile row); 128 where the wide block would need a narrower chunk or more shared memory."""
+    p = ConvProblem(1, 20, 18, 5, 13, padding=1)          # m = 2: 7 tiles a row
+    assert nchw.itrans_launch(p, 2)[3:] == (32, 7) and nchw.otrans_launch(p, 2)[3:] == (32, 7)
+    p = ConvProblem(64, 32, 64, 128, 128)                  # yolov3-1 at m = 7: 32 x 7 needs 58 KiB (itrans)
+    assert nchw.itrans_launch(p, 7)[3:] == (32, 4) and nchw.otrans_launch(p, 7)[3:] == (32, 4)
+    p = ConvProblem(64, 64, 128, 64, 64)                   # yolov3-2 at m = 6: 11 tiles, in 2 strips of 6
+    assert nchw.itrans_launch(p, 6)[3:] == (32, 6) and nchw.otrans_launch(p, 6)[3:] == (32, 4)
+    p = ConvProblem(64, 128, 256, 32, 32)                  # yolov3-3 at m = 7: the row's 5 tiles in one strip
+    assert nchw.itrans_launch(p, 7)[3:] == (32, 5) and nchw.otrans_launch(p, 7)[3:] == (32, 5)
+
+
+def test_otrans_builds_agree():
+    """The otrans kernel's builds (prefetch, register cap, opaque strides) write the same outputs."""
+    problem, m = ConvProblem(1, 3, 40, 9, 11, padding=1), 7
+    graph, schedule, plan = build(problem, Plan("nonfused", algorithm="winograd", params=_params(m)))
+    run = PreparedRun(problem, plan, graph, schedule, options={"layout": "NCHW"})
+    rng = np.random.default_rng(5)
+    M = rng.standard_normal(((m + 2) ** 2, run.state.plan.shape.tiles, problem.k), dtype=np.float32)
+    blocks, threads, shared, chunk, tx = nchw.otrans_launch(problem, m)
+    outs = []
+    for build_args in ((True, None, True), (False, None, False)):
+        _, otrans = nchw.nchw_kernels_for(m, *build_args)
+        y = np.full((problem.n, problem.k, problem.out_h, problem.out_w), np.nan, np.float32)
+        d_y = cuda.to_device(y)
+        otrans[blocks, threads, 0, shared](run.state.d_prm, cuda.to_device(M), d_y, chunk, tx)
+        outs.append(d_y.copy_to_host())
+    assert np.isfinite(outs[0]).all()
+    if numba.config.ENABLE_CUDASIM:
+        np.testing.assert_array_equal(outs[0], outs[1])
+    else:
+        assert np.linalg.norm(outs[0] - outs[1]) / np.linalg.norm(outs[1]) < 1e-6
 
 
 def test_nchw_refuses_the_megakernel_and_a_split_kind():

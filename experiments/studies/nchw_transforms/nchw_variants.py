@@ -6,15 +6,19 @@ Per layer (default: the 13 Table-2 layers, batch 64, FP32; the tile is the model
 - ``floor_*_ms``: the launch's compulsory DRAM bytes (otrans: M read and Y written; itrans: x read and V
   written) at ``COPY_TBPS`` (the H200's measured device-to-device copy, shared/DEVICE.md);
 - ``nhwc_*_ms``: the harness's non-fused NHWC kernel of the same plan (``gpu.runtime.execute.PreparedRun``);
-- one column per NCHW variant (``VARIANTS``: the kernel build, i.e. ``nchw_kernels_for``'s opaque strides
-  and register cap, and the block size ``threads`` given to ``nchw_geometry``), with its registers per
-  thread and its normwise error against a float64 transform of the same input (otrans: Y = A^T M A per
-  tile; itrans: V = B^T d B per tile, from the padded input).
+- one column per NCHW variant (``VARIANTS``: the otrans kernel's build, i.e. ``nchw_kernels_for``'s opaque
+  strides, register cap and L2 prefetch, and the block size, ``threads`` or the runtime's rule; the itrans
+  kernel's block size), with its registers per thread, its block (channels x tiles) and its normwise error
+  against a float64 transform of the same input (otrans: Y = A^T M A per tile; itrans: V = B^T d B per tile,
+  from the padded input).
 Each time is the median over ``--repeats`` launches (CUDA events around each, after ``--warmup``), inputs
 rotated over up to 3 sets so that no launch finds its operands in L2; M, x are fresh standard-normal data.
 
-Writes ``DIR/nchw_transforms.csv`` and ``.json`` (rows, device, versions, git SHA, date); DIR defaults to
-``experiments/results/<device>/``. About a minute on an H200, most of it compiling the kernels.
+Writes ``DIR/NAME.csv`` and ``.json`` (``--name``, default ``nchw_transforms``: rows, device, versions, git
+SHA, date); DIR defaults to ``experiments/results/<device>/``. About a minute on an H200 for the 13 layers,
+most of it compiling the kernels. The variants measured before (the commits in their files' metadata):
+experiments/results/nvidia-h200/nchw_transforms/set1.csv (opaque strides, a cap of 80, 256-thread blocks)
+and set2.csv (caps 80 and 64, channel chunks of 64, 256-thread blocks with opted-in shared memory).
 
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """
@@ -28,24 +32,18 @@ from pathlib import Path
 
 from experiments.provenance import provenance, write_results
 
-NAME = "nchw_transforms_2"
+NAME = "nchw_transforms"
 REPO = Path(__file__).resolve().parents[3]
 COPY_TBPS = 4.2
-OPT_IN_SHARED = 227 * 1024      # the H200's largest dynamic shared memory per block, opted in
-# name -> (kernel build: opaque strides in the otrans product, register cap; geometry: threads per block, largest
-# channel chunk, shared bytes per block)
+# name -> (the otrans kernel's build: opaque strides in its product, register cap, L2 prefetch of M; threads per
+# block, None: the runtime's rule, ``gpu.kernels.winograd.nchw._pick``)
 VARIANTS = {
-    "base": ((False, None), (128, 32, 48 * 1024)),
-    "cap80": ((True, 80), (128, 32, 48 * 1024)),
-    "cap64": ((True, 64), (128, 32, 48 * 1024)),
-    "cap80_c64": ((True, 80), (128, 64, 48 * 1024)),
-    "cap64_c64": ((True, 64), (128, 64, 48 * 1024)),
-    "cap80_t256_c64": ((True, 80), (256, 64, OPT_IN_SHARED)),
-    "cap64_t256_c64": ((True, 64), (256, 64, OPT_IN_SHARED)),
+    "base": ((False, None, False), 128),        # the kernel before the prefetch and the cap
+    "cap80": ((True, 80, False), 128),
+    "default": ((True, 80, True), None),        # what the runtime runs (nchw_kernels_for's defaults)
 }
-# the itrans kernel does not depend on the opaque flag: its variants are the block geometry
-ITRANS_VARIANTS = {"base": ((True, None), (128, 32, 48 * 1024)), "c64": ((True, None), (128, 64, 48 * 1024)),
-                   "t256": ((True, None), (256, 32, 48 * 1024)), "t256_c64": ((True, None), (256, 64, OPT_IN_SHARED))}
+# the itrans kernel has one build: its variants are the block geometry
+ITRANS_VARIANTS = {"base": 128, "default": None}
 
 
 def median_launch_ms(torch, launches: list, warmup: int, repeats: int) -> float:
@@ -102,7 +100,6 @@ def _regs(dispatcher):
 def bench_layer(torch, name: str, batch: int, args) -> dict:
     from numba import cuda
 
-    from gpu.calibrate.occupancy import _opt_in
     from gpu.kernels.winograd import device as dev
     from gpu.kernels.winograd import nchw
     from gpu.prepared_conv import choose_plan
@@ -145,15 +142,12 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
     del wss
     d_prm = run.state.d_prm
     ref = otrans_reference(torch, Ms[0], p, m)
-    for vname, ((opaque, cap), geometry) in VARIANTS.items():
-        _, otrans = nchw.nchw_kernels_for(m, opaque, cap)
-        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, *geometry)
+    for vname, (build_args, threads) in VARIANTS.items():
+        _, otrans = nchw.nchw_kernels_for(m, *build_args)
+        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, threads)
         launches = [FrozenLaunch(otrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(Ms[i]),
                                                                cuda.as_cuda_array(Ys[i]), chunk, tx))
                     for i in range(sets)]
-        if shared > 48 * 1024:
-            _opt_in(otrans, shared)
-        row[f"otrans_{vname}_shared"] = shared
         Ys[0].fill_(float("nan"))
         launches[0]()
         torch.cuda.synchronize()
@@ -163,15 +157,12 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
         row[f"otrans_{vname}_block"] = f"{chunk}x{tx}"
     del ref
     ref = itrans_reference(torch, xs[0], p, m)
-    for vname, ((opaque, cap), geometry) in ITRANS_VARIANTS.items():
-        itrans, _ = nchw.nchw_kernels_for(m, opaque, cap)
-        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, *geometry)
+    for vname, threads in ITRANS_VARIANTS.items():
+        itrans, _ = nchw.nchw_kernels_for(m)
+        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, threads)
         launches = [FrozenLaunch(itrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(xs[i]),
                                                                cuda.as_cuda_array(Vs[i]), chunk, tx))
                     for i in range(sets)]
-        if shared > 48 * 1024:
-            _opt_in(itrans, shared)
-        row[f"itrans_{vname}_shared"] = shared
         Vs[0].fill_(float("nan"))
         launches[0]()
         torch.cuda.synchronize()
@@ -193,6 +184,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--choices", default=None, help="choice cache (JSON) to read and extend")
     ap.add_argument("--out", default=None, help="results folder (default experiments/results/<device>/)")
+    ap.add_argument("--name", default=NAME, help=f"the results' file name, without suffix (default {NAME})")
     args = ap.parse_args(argv)
     import torch
     from numba import cuda
@@ -211,13 +203,12 @@ def main(argv=None) -> int:
               + f" | itrans floor {r['floor_itrans_ms']:.4f} nhwc {r['nhwc_itrans_ms']:.4f} "
               + " ".join(f"{v} {r[f'itrans_{v}_ms']:.4f}" for v in ITRANS_VARIANTS), file=sys.stderr, flush=True)
     meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
-                       "variants": {k: {"opaque": o, "max_registers": c, "threads": g[0], "max_chunk": g[1],
-                                        "max_shared": g[2]} for k, ((o, c), g) in VARIANTS.items()},
-                       "itrans_variants": {k: {"max_registers": c, "threads": g[0], "max_chunk": g[1],
-                                               "max_shared": g[2]} for k, ((_, c), g) in ITRANS_VARIANTS.items()},
+                       "variants": {k: {"opaque": b[0], "max_registers": b[1], "prefetch": b[2], "threads": t}
+                                    for k, (b, t) in VARIANTS.items()},
+                       "itrans_variants": {k: {"threads": t} for k, t in ITRANS_VARIANTS.items()},
                        "choices_file": args.choices})
-    write_results(rows, out, NAME, meta)
-    print(f"wrote {out / (NAME + '.csv')}")
+    write_results(rows, out, args.name, meta)
+    print(f"wrote {out / (args.name + '.csv')}")
     return 0
 
 

@@ -45,15 +45,20 @@ from numba import config, cuda, float32
 
 from gpu.kernels.cache import persist
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
+from gpu.kernels.common.prefetch import prefetch_l2
 from gpu.kernels.common.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES, matrices
 
 NCHW_THREADS = 128
+WIDE_THREADS = 256
 MAX_CHUNK = 32
-# Numba launches dynamic shared memory up to the default 48 KiB per block (more needs an opt-in attribute).
+# Dynamic shared memory per block without the opt-in attribute.
 MAX_SHARED_BYTES = 48 * 1024
+# The otrans kernel's register cap: 6 blocks of 128 threads per SM, no spills (ptxas sm_90; uncapped 128
+# registers, 4 blocks). Measured on the H200: experiments/results/nvidia-h200/nchw_transforms*.csv.
+OTRANS_MAX_REGISTERS = 80
 PY_FUNCS: dict = {}
 
 
@@ -71,26 +76,21 @@ def _pow2_at_most(n: int) -> int:
     return p
 
 
-def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
-                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int]:
+def nchw_geometry(channels: int, m: int, tiles_x: int, threads: int = NCHW_THREADS) -> tuple[int, int, int, int]:
     """(channel chunk CC, tiles per strip TX, padded columns of an input row, odd floats per channel plane)
-    of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row; the
-    otrans kernel uses the same chunk and strip with ``channels`` = K (its rows are TX * m wide:
-    ``otrans_plane``). The chunk starts at the channels rounded up to a power of two, at most 32 (a warp's
-    stores into V then cover whole 32-byte sectors); the strip takes the rest of NCHW_THREADS, at most the
-    tile row rounded up to a power of two, then evened out over as many strips (a row of 5 tiles in strips
-    of 3, not 4 with 3 idle in the second); on narrow images the chunk grows back into the threads the strip
-    leaves, as a power of two. CC * TX <= ``threads`` threads per block; the chunk is halved while either
-    kernel's shared planes would exceed ``max_shared`` bytes."""
-    chunk = min(_pow2_at_least(channels), max_chunk)
+    of the itrans kernel for ``channels`` input channels, tile m and ``tiles_x`` tiles per tile row, in blocks
+    of at most ``threads``; the otrans kernel uses the same rule with ``channels`` = K (its rows are TX * m
+    wide: ``otrans_plane``). The chunk starts at the channels rounded up to a power of two, at most 32 (a
+    warp's loads from M and stores into V then cover whole 128-byte lines); the strip takes the rest of the
+    threads, at most the tile row rounded up to a power of two, then evened out over as many strips (a row
+    of 5 tiles in strips of 3, not 4 with 3 idle in the second); on narrow images the chunk grows back into
+    the threads the strip leaves, as a power of two. CC * TX <= ``threads``."""
+    chunk = min(_pow2_at_least(channels), MAX_CHUNK)
     tx = min(threads // chunk, _pow2_at_least(tiles_x))
     tx = -(-tiles_x // -(-tiles_x // tx))       # as many strips, evened out: 5 tiles as 3 + 2, not 4 + 1
     chunk = min(_pow2_at_least(channels), _pow2_at_most(threads // tx))
     cols = tx * m + 2
-    plane = ((m + 2) * cols) | 1
-    while chunk > 1 and 4 * chunk * max(plane, otrans_plane(m, tx)) > max_shared:
-        chunk //= 2
-    return chunk, tx, cols, plane
+    return chunk, tx, cols, ((m + 2) * cols) | 1
 
 
 def otrans_plane(m: int, tx: int) -> int:
@@ -102,17 +102,30 @@ def _tiles_x(problem, m: int) -> int:
     return -(-problem.out_w // m)
 
 
-def itrans_launch(problem, m: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
-                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int, int]:
-    """(blocks, threads per block, dynamic shared bytes, CC, TX) of the itrans kernel's launch."""
-    chunk, tx, _, plane = nchw_geometry(problem.c, m, _tiles_x(problem, m), threads, max_chunk, max_shared)
+def _pick(channels: int, m: int, tiles_x: int, plane_of, whole_row: bool, threads: int | None):
+    """The geometry of a launch: ``threads`` given, ``nchw_geometry``'s for it; None, the wider block
+    (WIDE_THREADS) where it takes more tiles per strip with a chunk no narrower and shared memory within
+    MAX_SHARED_BYTES (for the otrans kernel also only where one strip then covers the whole tile row),
+    else NCHW_THREADS (the rule the H200 measurements chose: module docstring)."""
+    if threads is not None:
+        return nchw_geometry(channels, m, tiles_x, threads)
+    base = nchw_geometry(channels, m, tiles_x, NCHW_THREADS)
+    wide = nchw_geometry(channels, m, tiles_x, WIDE_THREADS)
+    if (wide[1] > base[1] and wide[0] >= base[0] and 4 * wide[0] * plane_of(wide) <= MAX_SHARED_BYTES
+            and (not whole_row or wide[1] >= tiles_x)):
+        return wide
+    return base
+
+
+def itrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int, int, int, int]:
+    """(blocks, threads per block, dynamic shared bytes, CC, TX) of the itrans kernel's launch (``_pick``)."""
+    chunk, tx, _, plane = _pick(problem.c, m, _tiles_x(problem, m), lambda g: g[3], False, threads)
     return _blocks(problem, m, problem.c, chunk, tx), chunk * tx, 4 * chunk * plane, chunk, tx
 
 
-def otrans_launch(problem, m: int, threads: int = NCHW_THREADS, max_chunk: int = MAX_CHUNK,
-                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int, int, int, int]:
-    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch."""
-    chunk, tx, _, _ = nchw_geometry(problem.k, m, _tiles_x(problem, m), threads, max_chunk, max_shared)
+def otrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int, int, int, int]:
+    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch (``_pick``)."""
+    chunk, tx, _, _ = _pick(problem.k, m, _tiles_x(problem, m), lambda g: otrans_plane(m, g[1]), True, threads)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
 
 
@@ -178,20 +191,25 @@ def _block_strip(b, channels, chunk, tiles_x, tiles_y, TX):
 
 
 @lru_cache(maxsize=None)
-def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = None) -> tuple:
-    """(itrans_nchw, otrans_nchw) kernels of tile m (compiled for that m alone, on first use)."""
+def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | None = OTRANS_MAX_REGISTERS,
+                     prefetch: bool = True) -> tuple:
+    """(itrans_nchw, otrans_nchw) kernels of tile m (compiled for that m alone, on first use). The otrans
+    kernel's build: ``opaque`` strides in its product, its register cap, its L2 prefetch of M (module
+    docstring); the defaults are what the runtime runs."""
     if m not in SUPPORTED_TILES:
         raise ValueError(f"tile m={m!r} is not allowed: want one of {SUPPORTED_TILES}")
     itrans_pair = _compile(_gen_itrans_smem, m)
     otrans_pair = _compile(lambda mm, consts: _gen_otrans_smem(mm, consts, opaque), m)
     # (the CUDA simulator's jit takes no register cap)
-    jit = cuda.jit if max_registers is None or config.ENABLE_CUDASIM else cuda.jit(max_registers=max_registers)
+    capped = otrans_max_registers is not None and not config.ENABLE_CUDASIM
+    ojit = cuda.jit(max_registers=otrans_max_registers) if capped else cuda.jit
     MT = m
     A = m + 2
+    PREFETCH = prefetch
     ZERO = np.float32(0.0)
     wait_all = cp_async_wait_group(0)
 
-    @jit
+    @cuda.jit
     def itrans_nchw(prm, x, V, CC, TX):
         """x (N, C, H, W) -> V (alpha^2, tiles, C); see the module docstring. Block: CC * TX threads;
         dynamic shared memory as ``itrans_launch`` gives."""
@@ -263,7 +281,7 @@ def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = No
             tile = (n * tiles_y + ty) * tiles_x + tx
             itrans_pair(s, cc * plane + t * MT, cols, V, tile * C + c, prm[P_TILES] * C)
 
-    @jit
+    @ojit
     def otrans_nchw(prm, M, Y, KC, TX):
         """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: CC * TX threads;
         dynamic shared memory as ``otrans_launch`` gives."""
@@ -278,12 +296,26 @@ def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = No
         width = TX * MT
         plane = (MT * width) | 1
         s = cuda.shared.array(0, float32)
+        tile0 = (n * tiles_y + ty) * tiles_x + tx0
+        if PREFETCH:
+            # the block's whole M (A^2 planes x TX tiles x KC values) asked of L2 at once: a line every 32 floats
+            # of a tile's chunk and its last float (a chunk may straddle lines), a few prefetches per thread
+            k_end = min(k0 + KC, K)
+            lines = KC // 32 + 1
+            per_e = TX * lines
+            for q in range(tid, A * A * per_e, nthr):
+                e = q // per_e
+                r = q - e * per_e
+                t = r // lines
+                kq = min(k0 + (r - t * lines) * 32, k_end - 1)
+                if tx0 + t < tiles_x:
+                    prefetch_l2(M, (e * prm[P_TILES] + tile0 + t) * K + kq)
         kk = tid % KC
         t = tid // KC
         k = k0 + kk
         tx = tx0 + t
         if k < K and t < TX and tx < tiles_x:
-            tile = (n * tiles_y + ty) * tiles_x + tx
+            tile = tile0 + t
             otrans_pair(M, tile * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
         cuda.syncthreads()
         oy0 = MT * ty
@@ -318,4 +350,4 @@ def nchw_kernels_for(m: int, opaque: bool = True, max_registers: int | None = No
                         if xx < Q:
                             store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
-    return persist(itrans_nchw, m, opaque, max_registers), persist(otrans_nchw, m, opaque, max_registers)
+    return persist(itrans_nchw, m), persist(otrans_nchw, m, opaque, otrans_max_registers, prefetch)
