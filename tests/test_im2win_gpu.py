@@ -54,19 +54,12 @@ LAYOUTS = {"optimized": (8, 8, 4, 4, 4, True, True, "registers"),
            "scalar_2x2": (8, 4, 2, 2, 2, True, True, "registers"),
            "inexact": (12, 4, 4, 4, 1, True, True, "registers"),
            "async2": (8, 8, 4, 4, 4, True, True, "async2"), "async3": (16, 16, 4, 8, 8, True, True, "async3"),
-           "async_inexact": (12, 4, 4, 4, 1, True, True, "async3"),
-           # k_b = 16 with whole-quad staging steps: rows 8-15 stored swizzled (swizzle=True)
-           "swizzled": (32, 32, 16, 4, 4, True, True, "registers"),
-           "swizzled_no_vector": (32, 32, 16, 4, 4, False, True, "registers"),
-           "swizzled_async": (32, 32, 16, 4, 4, True, True, "async3")}
-SWIZZLED = {"swizzled", "swizzled_no_vector", "swizzled_async"}
+           "async_inexact": (12, 4, 4, 4, 1, True, True, "async3")}
 
 
 def _build(layout, **kw):
     m_b, n_b, k_b, m_t, n_t, vector, prefetch, staging = LAYOUTS[layout]
     extra = dict(staging="async", stages=int(staging[-1])) if staging.startswith("async") else {}
-    if layout in SWIZZLED:
-        extra["swizzle"] = True
     return make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch, **extra, **kw), m_b, n_b, k_b
 
 
@@ -146,20 +139,6 @@ def test_tiled_kernel_variants_match_float64(p, layout):
     kernel[conv_blocks(p, m_b, n_b), kernel.threads](J, cuda.to_device(w), y, cuda.to_device(conv_params(p, m_b)),
                                                      cuda.to_device(conv_offsets(p, k_b)))
     assert _rel_err(y.copy_to_host(), reference_conv2d(x, w, p.stride, p.padding)) <= TOL
-
-
-def test_swizzle_is_on_where_it_applies():
-    """The swizzled layouts store rows 8-15 swizzled (both operands quad-tiled, staging steps of whole quads);
-    k_b = 4 has no such rows, and a rolled K loop cannot undo the swizzle."""
-    from gpu.errors import KernelInputError
-    from gpu.kernels.im2win.conv import swizzle_of
-    assert [swizzle_of(kk) for kk in range(18)] == [0] * 8 + [2] * 8 + [0] * 2
-    for layout in SWIZZLED:
-        assert _build(layout)[0].layout["swizzle"] is True
-    assert _build("optimized")[0].layout["swizzle"] is False
-    assert _build("no_microkernel", swizzle=True)[0].layout["swizzle"] is False      # 1 x 1 tiles: no quads
-    with pytest.raises(KernelInputError, match="swizzle=True with unroll=False"):
-        _build("swizzled", unroll=False)
 
 
 @pytest.mark.parametrize("p", [SHAPES[1], SHAPES[5]], ids=lambda p: p.spec_string())

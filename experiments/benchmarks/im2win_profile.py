@@ -21,6 +21,11 @@ launched once in the range, for ``ncu --set full``.
         python3 -m experiments.benchmarks.im2win_profile --conv conv9:128 --out DIR
 
 A few seconds per point plus the kernels' compilation; without ncu it runs the same (a check).
+
+At commit 7c813ad this script also had ``--swizzle-ab`` (the conv kernel at the default build against the same
+build with its staging stores swizzled, ``make_conv_kernel(swizzle=True)``; results
+``experiments/results/nvidia-h200/im2win_profile/im2win_swizzle_ab.json``): the swizzle lost (0.952x at batch
+128) and was removed with it.
 """
 
 from __future__ import annotations
@@ -130,75 +135,11 @@ def conv_alone(torch, cuda, point, build) -> dict:
             "regs": launch.regs_per_thread, "shared_bytes": launch.shared_bytes}
 
 
-def swizzle_ab(torch, cuda, points, inner: int, repeats: int, rounds: int, profile: str | None) -> list[dict]:
-    """Per point: the conv kernel alone at the default build and the same build with ``swizzle=True``
-    (``make_conv_kernel``), on the same window tensor, filter and grid; both checked against float64; timed in
-    ``rounds`` alternating rounds (CUDA events around ``inner`` back-to-back launches, median of ``repeats``),
-    the median over rounds kept. ``profile`` (a LAYER:BATCH among them): both launched once more inside the
-    profiler range."""
-    from gpu import im2win
-    from gpu.kernels.im2win.conv import make_conv_kernel
-    from gpu.runtime.timing import time_cuda_queued
-    rows, ranged = [], []
-    builds = {}
-    for i, (layer, batch, p) in enumerate(points):
-        xt, wt = _inputs(torch, p, [44, 11, i])
-        ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
-        launch = im2win.prepare(cuda.as_cuda_array(xt), cuda.as_cuda_array(wt), p.stride, p.padding)
-        launch.run()
-        cf, cargs = launch.steps[1]
-        t = launch.plan.params
-        key = (t.m_b, t.n_b, t.k_b, t.m_t, t.n_t)
-        if key not in builds:
-            builds[key] = make_conv_kernel(*key, max_registers=None, swizzle=True)
-        kern = builds[key]
-        swz = kern[cf.griddim, cf.blockdim, 0, cf.sharedmem]
-        y = torch.as_tensor(launch.output, device="cuda")
-        errs = {}
-        for name, fn in (("default", cf), ("swizzle", swz)):
-            y.fill_(float("nan"))
-            fn(*cargs)
-            torch.cuda.synchronize()
-            errs[name] = _err(torch, y, ref)
-        times = {"default": [], "swizzle": []}
-        for _ in range(rounds):
-            for name, fn in (("default", cf), ("swizzle", swz)):
-                times[name].append(time_cuda_queued(lambda _i, fn=fn: fn(*cargs), inner=inner, warmup=2,
-                                                    repeats=repeats).median_ms)
-        regs = int(kern.compile(tuple(kern.typeof_pyval(a) for a in cargs)).regs_per_thread)
-        flops = 2.0 * p.k * p.c * p.r * p.s * p.n * p.out_h * p.out_w
-        row = {"layer": layer, "batch": batch, "plan": launch.plan.param_string(),
-               "default_ms": float(np.median(times["default"])), "swizzle_ms": float(np.median(times["swizzle"])),
-               "default_regs": launch.regs_per_thread, "swizzle_regs": regs,
-               "default_rel_err": errs["default"], "swizzle_rel_err": errs["swizzle"], "direct_flops": flops,
-               "rounds_default_ms": times["default"], "rounds_swizzle_ms": times["swizzle"]}
-        row["speedup"] = row["default_ms"] / row["swizzle_ms"]
-        rows.append(row)
-        print(f"{layer:>6} b{batch:<4} default {row['default_ms']:8.4f} ms swizzle {row['swizzle_ms']:8.4f} ms "
-              f"x{row['speedup']:.3f} regs {row['default_regs']}/{regs} err {errs['default']:.1e}/{errs['swizzle']:.1e}",
-              flush=True)
-        if profile == f"{layer}:{batch}":
-            ranged = [(cf, cargs), (swz, cargs)]
-            keep_for_profile = (launch, xt, wt)     # noqa: F841 - the arrays the ranged launches read
-        del ref
-    if ranged:
-        torch.cuda.synchronize()
-        cuda.profile_start()
-        for fn, args in ranged:
-            fn(*args)
-            torch.cuda.synchronize()
-        cuda.profile_stop()
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", nargs="*", default=[], help="LAYER:BATCH points (im2win layers)")
     ap.add_argument("--conv", default=None, help="LAYER:BATCH: one im2win conv launch alone")
     ap.add_argument("--build", default=None, help="m_b,n_b,k_b,m_t,n_t,max_registers,staging for --conv")
-    ap.add_argument("--swizzle-ab", nargs="*", default=[], help="LAYER:BATCH points: default vs swizzle=True")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--profile", default=None, help="with --swizzle-ab: LAYER:BATCH launched in the profiler range")
     ap.add_argument("--bench", default=BENCH)
     ap.add_argument("--inner", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
@@ -218,10 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         (out / "im2win_profile_kinds.json").write_text(json.dumps({**meta, **result}, indent=1, default=str))
         for r in result["totals"]:
             print(f"{r['layer']:>6} b{r['batch']:<4} {r['impl']:<18} {r['median_ms']:8.4f} ms err {r['rel_err']:.1e}")
-    if args.swizzle_ab:
-        rows = swizzle_ab(torch, cuda, [_point(t) for t in args.swizzle_ab], args.inner, args.repeats, args.rounds,
-                          args.profile)
-        (out / "im2win_swizzle_ab.json").write_text(json.dumps({**meta, "rows": rows}, indent=1, default=str))
     if args.conv:
         result = conv_alone(torch, cuda, _point(args.conv), args.build)
         name = f"im2win_profile_conv_{args.conv.replace(':', '_b')}.json"

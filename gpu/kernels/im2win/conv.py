@@ -114,20 +114,10 @@ def _fragment(m_t: int, tile: int):
     return 1, 0, False
 
 
-def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool, sw: int = 0):
+def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool):
     """A device function ``frag(smem, f, base)``: ``count`` values of a stage row from ``base`` into ``f``,
-    as quads ``spacing`` apart (128-bit loads when ``vec``, else four 32-bit loads), or one run. ``sw``
-    (quads only): the row is stored swizzled, value h of a quad at position ``h ^ sw`` (``swizzle_of``)."""
-    if quads and vec and sw:
-        @cuda.jit(device=True)
-        def frag(smem, f, base):
-            for g in range(groups):
-                f0, f1, f2, f3 = load4(smem, base + g * spacing)      # positions 0..3 hold values 2, 3, 0, 1
-                f[4 * g] = f2
-                f[4 * g + 1] = f3
-                f[4 * g + 2] = f0
-                f[4 * g + 3] = f1
-    elif quads and vec:
+    as quads ``spacing`` apart (128-bit loads when ``vec``, else four 32-bit loads), or one run."""
+    if quads and vec:
         @cuda.jit(device=True)
         def frag(smem, f, base):
             for g in range(groups):
@@ -141,7 +131,7 @@ def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool
         def frag(smem, f, base):
             for g in range(groups):
                 for h in range(4):
-                    f[4 * g + h] = load1(smem, base + g * spacing + (h ^ sw))
+                    f[4 * g + h] = load1(smem, base + g * spacing + h)
     else:
         @cuda.jit(device=True)
         def frag(smem, f, base):
@@ -150,25 +140,13 @@ def _make_fragment(groups: int, spacing: int, quads: bool, count: int, vec: bool
     return frag
 
 
-def swizzle_of(kk):
-    """Where a swizzled stage row ``kk`` keeps value h of each quad: at ``h ^ swizzle_of(kk)`` (0 for rows 0-7,
-    2 for rows 8-15, ...). A stage row is ``m_b + 4`` (``n_b + 4``) floats, 4 banks mod 32, so rows kk and
-    kk + 8 start in the same bank: a warp's staging stores (16 rows x 2 columns at k_b = 16, 128 threads) hit
-    16 banks twice (ncu: a 2-way conflict on every store). Swapping the halves of each quad in rows 8-15
-    puts their two columns on the other two banks of the quad; quads stay whole, so the fragment loads stay
-    128-bit and conflict-free, and the micro-kernel undoes the swap in registers (its rows are written out)."""
-    return ((kk >> 3) & 1) * 2
-
-
-def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, frag_a, frag_b, outer, unroll: bool,
-                   frag_a_sw=None, frag_b_sw=None):
+def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, frag_a, frag_b, outer, unroll: bool):
     """The micro-kernel of one K step, ``multiply(smem, acc, fa, fb, buf, a_thr, b_thr)``: for each of the
     ``k_b`` rows of stage ``buf``, the thread's A and B fragments and their outer product into ``acc``.
     ``unroll``: the k_b rows written out one after another (generated source) from one 64-bit base per
     operand, so every fragment load is a shared load at an immediate offset and nothing else (NVVM leaves
     a 16-step loop of 64 FMAs rolled, with a 64-bit counter and 8 integer instructions of address
-    arithmetic per step); else the loop. ``frag_a_sw`` / ``frag_b_sw`` (written-out rows only): the
-    fragment loads of the swizzled rows (``swizzle_of(kk)`` != 0); None: the rows are not swizzled."""
+    arithmetic per step); else the loop."""
     if not unroll:
         @cuda.jit(device=True)
         def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
@@ -183,27 +161,23 @@ def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, fr
              f"    pa = int64(int32(buf * {A_ST} + a_thr))",
              f"    pb = int64(int32({B0} + buf * {B_ST} + b_thr))"]
     for kk in range(k_b):
-        fa_name = "frag_a_sw" if frag_a_sw is not None and swizzle_of(kk) else "frag_a"
-        fb_name = "frag_b_sw" if frag_b_sw is not None and swizzle_of(kk) else "frag_b"
-        lines += [f"    {fa_name}(smem, fa, pa + {kk * AS})", f"    {fb_name}(smem, fb, pb + {kk * BS})",
+        lines += [f"    frag_a(smem, fa, pa + {kk * AS})", f"    frag_b(smem, fb, pb + {kk * BS})",
                   "    outer(acc, fa, fb)"]
-    scope = {"int32": int32, "int64": int64, "frag_a": frag_a, "frag_b": frag_b, "outer": outer,
-             "frag_a_sw": frag_a_sw, "frag_b_sw": frag_b_sw}
+    scope = {"int32": int32, "int64": int64, "frag_a": frag_a, "frag_b": frag_b, "outer": outer}
     exec(compile("\n".join(lines), f"<im2win multiply k_b={k_b}>", "exec"), scope)     # noqa: S102 - generated above
     return cuda.jit(device=True)(scope["multiply"])
 
 
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
                      prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None,
-                     staging: str = "registers", stages: int = 2, unroll: bool = True, swizzle: bool = False):
+                     staging: str = "registers", stages: int = 2, unroll: bool = True):
     """The tiled im2win convolution kernel ``conv(J, w, y, prm, koff)`` (module docstring). ``max_registers``:
     a cap on the registers per thread the compiler may use (None: ``register_cap(threads)``, the rule that
     leaves room for at least two blocks and 12 warps per SM; 255: no cap; ignored by the CUDA simulator).
     ``unroll``: the micro-kernel's K loop written out (``_make_multiply``; False: rolled, for comparison). ``staging``:
     ``"registers"`` (global -> registers -> shared, ``prefetch``: two stages) or ``"async"`` (cp.async
-    straight into a ring of ``stages`` (2-4) shared stages; no ``prologue``). ``swizzle``: the stage rows of a
-    quad-tiled operand stored swizzled (``swizzle_of``: no bank conflict on the staging stores; needs
-    ``unroll``). Raises KernelInputError (one line) for a layout it cannot tile."""
+    straight into a ring of ``stages`` (2-4) shared stages; no ``prologue``). Raises KernelInputError (one
+    line) for a layout it cannot tile."""
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise KernelInputError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
@@ -214,9 +188,6 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}: m_b must be a multiple of m_t and n_b of n_t")
     if staging not in STAGINGS:
         raise KernelInputError(f"staging={staging!r} is not allowed (allowed: {', '.join(STAGINGS)})")
-    if swizzle and not unroll:
-        raise KernelInputError("swizzle=True with unroll=False is not allowed: the swizzled rows' fragments are "
-                               "undone in the written-out micro-kernel")
     ASYNC = staging == "async"
     if ASYNC and (prologue is not None or not prefetch or stages not in (2, 3, 4)):
         raise KernelInputError(f"staging='async' with stages={stages}, prefetch={prefetch}, prologue="
@@ -309,10 +280,6 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
 
     frag_a = _make_fragment(MG, MSP, MQ, m_t, VEC)
     frag_b = _make_fragment(NG, NSP, NQ, n_t, VEC)
-    # quad-tiled operands whose staged columns step by whole quads (RSTEP a multiple of 4) only
-    SW_A, SW_B = bool(swizzle and MQ and RSTEP % 4 == 0), bool(swizzle and NQ and RSTEP % 4 == 0)
-    frag_a_sw = _make_fragment(MG, MSP, MQ, m_t, VEC, 2) if SW_A else None
-    frag_b_sw = _make_fragment(NG, NSP, NQ, n_t, VEC, 2) if SW_B else None
 
     @cuda.jit(device=True)
     def outer(acc, fa, fb):
@@ -320,7 +287,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             for j in range(n_t):
                 acc[i * n_t + j] += fa[i] * fb[j]
 
-    multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll, frag_a_sw, frag_b_sw)
+    multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll)
 
     jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
 
@@ -353,11 +320,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             acc[q] = ZERO
         kk_lane = IX(tid % k_b)
         r0 = IX(tid // k_b)
-        # this thread's first staged slot in a stage (A, then B); swizzled rows: the column's position in its
-        # quad XOR swizzle_of(kk) (RSTEP is a multiple of 4, so the later slots keep it)
-        sw = IX(((kk_lane >> 3) & 1) * 2)     # swizzle_of(kk_lane)
-        a_dst = IX(kk_lane * AS + (r0 ^ sw)) if SW_A else IX(kk_lane * AS + r0)
-        b_dst = IX(kk_lane * BS + (r0 ^ sw)) if SW_B else IX(kk_lane * BS + r0)
+        a_dst = IX(kk_lane * AS + r0)          # this thread's first staged slot in a stage (A, then B)
+        b_dst = IX(kk_lane * BS + r0)
         # Per staged filter row: w's flat index of its row (-1: outside the tile or M); per staged pixel:
         # J's flat index of its window start at channel 0 (-1: outside the tile or N*P*Q).
         for ll in range(IX(LA)):
@@ -462,7 +426,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
     conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch),
-                       max_registers=max_registers, staging=staging, stages=STAGES, swizzle=SW_A or SW_B)
+                       max_registers=max_registers, staging=staging, stages=STAGES)
     return conv
 
 
