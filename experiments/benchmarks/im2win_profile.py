@@ -8,7 +8,9 @@ kernel launched once, one after another, between ``cuda.profile_start()`` and ``
 Under ``ncu --metrics gpu__time_duration.sum`` that gives each kernel's device time (what the model's
 launches are compared with: ``megasim.sim``'s per-launch span); ``DIR/im2win_profile_kinds.json`` lists
 the launches in the order they ran (point, implementation, kind). Each whole implementation is also timed
-as the bench times it (CUDA events around back-to-back runs), so the kernels' sum can be set beside it.
+as the bench times it (CUDA events around back-to-back runs; ``totals``), a check that it ran: under ncu
+the host's launches are slower, so a run shorter than its launches' host cost (conv11's Winograd, ~0.1 ms)
+is host-bound there; the bench's own times are the reference.
 
 **Conv** (``--conv LAYER:BATCH``): the im2win conv kernel (transform run before, outside the range) at the
 default build, or at ``--build`` ``m_b,n_b,k_b,m_t,n_t,max_registers,staging`` (empty fields: defaults),

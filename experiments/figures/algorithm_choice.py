@@ -108,6 +108,17 @@ def _predict_plan_ms(problem, spec, plan, batch: int) -> float:
     return predicted_time_us(result, resolved) * problem.n / batch / 1e3
 
 
+def bench_device(bench_csv: Path) -> str:
+    """The device the bench ran on (its JSON's meta), short ("H200"), or "GPU" where the JSON does not say."""
+    import json
+    try:
+        meta = json.loads(bench_csv.with_suffix(".json").read_text()).get("meta", {})
+    except (OSError, ValueError):
+        return "GPU"
+    name = str(meta.get("device") or "GPU")
+    return name.removeprefix("NVIDIA ").split()[0] if name != "GPU" else name
+
+
 def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks: int) -> list[dict]:
     from experiments.provenance import read_rows
     from megasim.algorithms.winograd.choice import choose
@@ -115,6 +126,7 @@ def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks:
     from megasim.workloads import parse_layer
     from megasim.workloads.catalogue import network_layers
     spec = load_spec(spec_path)
+    device = bench_device(bench_csv)
     bench = {(r["layer"], int(r["batch"]), r["impl"]): r for r in read_rows(bench_csv) if r["impl"] in MEASURED}
     layers = [p.name for p in winograd_layers(network_layers("im2win"))]
     rows = []
@@ -124,7 +136,7 @@ def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks:
             problem = parse_layer(name, batch=batch)
             predicted, sim_batch, params = {}, {}, {}
             predicted["im2win"], sim_batch["im2win"], params["im2win"] = _predict_im2win(problem, spec, max_tasks)
-            choice = choose(problem, spec, layout="NHWC", spec_reason="calibrated H100 spec")
+            choice = choose(problem, spec, layout="NHWC", spec_reason=f"calibrated spec {spec_path}")
             for schedule, c in best_by_schedule(choice.candidates).items():
                 if schedule in ("fused", "nonfused"):
                     key = f"winograd_{schedule}"
@@ -153,8 +165,8 @@ def choice_rows(bench_csv: Path, spec_path: Path, batches: list[int], max_tasks:
                              "predicted_ms": predicted[algo], "simulated_batch": sim_batch[algo],
                              "rank": ranks[algo], "predicted_over_fastest": predicted[algo] / best,
                              "model_choice": choice, "measured_ms": meas[algo],
-                             "measured_note": "im2win bench, H100: the default tile" if algo == "im2win" else
-                             "im2win bench, H100: our kernels, prepared, NHWC, at measured_params",
+                             "measured_note": f"im2win bench, {device}: the default tile" if algo == "im2win" else
+                             f"im2win bench, {device}: our kernels, prepared, NHWC, at measured_params",
                              "measured_params": "" if algo == "im2win" else ran.get(algo, "").replace(" (prepared, NHWC)", ""),
                              "predicted_measured_plan_ms": on_measured.get(algo, ""),
                              "measured_fastest": fastest, "choice_regret": regret,
@@ -171,6 +183,7 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
     from experiments.figures import style
     from experiments.provenance import read_rows
     rows = read_rows(csv_path)
+    device = rows[0]["measured_note"].split(",")[0].removeprefix("im2win bench").strip() or "GPU" if rows else "GPU"
     batches = sorted({int(r["batch"]) for r in rows}, reverse=True)
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     style.apply()
@@ -196,7 +209,7 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
             colour = style.OKABE_ITO[(j % 3) if kind == "predicted" else (j % 3 if name != "cudnn_best_fp32" else 5)]
             ax.bar(xs, [value(lay, kind, name) for lay in layers], width, color=colour,
                    hatch="//" if kind == "predicted" else None, edgecolor="white" if kind == "predicted" else None,
-                   label=f"{name}, {kind}" + (" (model)" if kind == "predicted" else " (H100)"))
+                   label=f"{name}, {kind}" + (" (model)" if kind == "predicted" else f" ({device})"))
         for i, layer in enumerate(layers):
             choice = cell[(layer, ALGORITHMS[0])]["model_choice"]
             scaled: dict[int, list[str]] = {}     # simulated batch -> who (Winograd's two schedules share one)
@@ -216,9 +229,10 @@ def plot(csv_path: Path, out_dir: Path) -> Path:
         ax.set_title(f"batch {batch}: 3x3 stride-1 im2win layers (padding 0); top: the model's choice", fontsize=9)
         ax.set_ylim(top=ax.get_ylim()[1] * 6)
         ax.legend(fontsize=6, ncol=3, loc="upper left", bbox_to_anchor=(0.0, 0.9))
-    fig.text(0.01, 0.0, "Hatched: predicted (megasim, h100_from_h200 spec, im2win kinds calibrated from kernels timed alone; "
-             "Winograd: the best candidate per schedule). Solid: measured on H100 (im2win bench; our Winograd at its "
-             "default tile and mapping).\nTop: the model's choice, 'ok' when measured within 5% of the fastest of the "
+    fig.text(0.01, 0.0, "Hatched: predicted (megasim, the calibrated spec the JSON names, im2win kinds calibrated from kernels "
+             "timed alone; Winograd: the best candidate per schedule). "
+             f"Solid: measured on {device} (im2win bench; our Winograd at the plans in measured_params)."
+             "\nTop: the model's choice, 'ok' when measured within 5% of the fastest of the "
              "three measured. 'W sim. b=25': Winograd (W) simulated at batch 25, its time scaled to the panel's batch.",
              fontsize=6, va="top")
     fig.tight_layout()

@@ -61,7 +61,14 @@ CAL_PROBLEMS = ("N=32,C=3,K=48,H=160,W=160,R=5,S=5,stride=2",
                 "N=16,C=96,K=80,H=35,W=35,R=3,S=3",
                 "N=64,C=24,K=64,H=56,W=56,R=7,S=7,stride=2,padding=2",
                 "N=32,C=32,K=64,H=128,W=128,R=3,S=3,padding=1",
-                "N=16,C=64,K=160,H=78,W=78,R=3,S=3")
+                "N=16,C=64,K=160,H=78,W=78,R=3,S=3",
+                # grids of tens of waves: few K steps and many outputs per block (2 and 3 steps of 16: the
+                # per-block costs against the per-step ones), and transforms of 100-200 MB (above the host's
+                # dispatch of one launch, which bounds the small cases' transforms)
+                "N=32,C=3,K=96,H=192,W=192,R=3,S=3,padding=1",
+                "N=64,C=4,K=64,H=160,W=160,R=3,S=3",
+                "N=64,C=16,K=64,H=120,W=120,R=3,S=3,padding=1",
+                "N=32,C=32,K=64,H=96,W=96,R=5,S=5,padding=2")
 CAL_TILES = (64, 128)
 # A case whose kernel takes less than this is host-bound, not fitted: the smallest transform case (1.1 MB)
 # times 37 us on the H100, the host's dispatch of one Numba launch of 4-5 arguments; 1.5x that.

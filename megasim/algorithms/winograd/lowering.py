@@ -13,7 +13,8 @@ megakernel whose per-task claim, counter reads and fences are a fixed cost; docs
   and writing alpha^2 values into V_g[e, tile, c].
 - ``gemm`` (group = g, index = j = e * k_tiles + kt): M_g[e, :, kt] = V_g[e] @ U[e, :, kt], a
   (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last);
-  its flops are the kernel's issued work (the specialised paths compute the full t x gemm_k_tile tile).
+  its flops are the kernel's issued work (the specialised paths compute the full t x gemm_k_tile tile
+  over C rounded up to whole stages of gemm_k_step channels).
   Column j is the paper's "j-th filter matrix"; the M GEMM tasks of one column share it (reuse b).
 - ``otrans`` (group = g, index = s): inverse-transforms P (tile, k) pairs (k fastest),
   reading alpha^2 products each and writing the m x m outputs.
@@ -391,10 +392,13 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     group = np.concatenate([f_kt, i_g, gg, o_g])
     index = np.concatenate([f_idx, i_s, gj, o_s])
     # The GEMM's work is what its kernel issues: a specialised path computes its whole t x gemm_k_tile
-    # tile, zero-filled at the edges (a last group of fewer tiles, K not a multiple of gemm_k_tile:
-    # densenet-1's K = 48 runs 64 columns); the generic path is counted by its useful work.
+    # tile over whole stages of gemm_k_step channels, zero-filled at the edges (a last group of fewer
+    # tiles; K not a multiple of gemm_k_tile: densenet-1's K = 48 runs 64 columns; C not a multiple of
+    # gemm_k_step: a C = 3 layer's one stage multiplies 16 channels, 13 of them zeros); the generic path
+    # is counted by its useful work.
     if cfg.gemm_key in GEMM_FAST_PATHS:
-        gemm_flops = 2.0 * t * c * np.full(n_gemm, gk, np.float64)
+        c_issued = -(-c // cfg.gemm_k_step) * cfg.gemm_k_step
+        gemm_flops = 2.0 * t * c_issued * np.full(n_gemm, gk, np.float64)
     else:
         gemm_flops = 2.0 * grows * c * gw
     flops = np.concatenate([f_pairs * tflops["ftrans"], i_pairs * tflops["itrans"],
