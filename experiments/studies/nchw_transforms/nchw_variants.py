@@ -7,7 +7,7 @@ Per layer (default: the 13 Table-2 layers, batch 64, FP32; the tile is the model
   written) at ``COPY_TBPS`` (the H200's measured device-to-device copy, shared/DEVICE.md);
 - ``nhwc_*_ms``: the harness's non-fused NHWC kernel of the same plan (``gpu.runtime.execute.PreparedRun``);
 - one column per NCHW variant (``VARIANTS``: the otrans kernel's build, i.e. ``nchw_kernels_for``'s opaque
-  strides, register cap and L2 prefetch, and the block size, ``threads`` or the runtime's rule; the itrans
+  strides and register cap, and the block size, ``threads`` or the runtime's rule; the itrans
   kernel's block size), with its registers per thread, its block (channels x tiles) and its normwise error
   against a float64 transform of the same input (otrans: Y = A^T M A per tile; itrans: V = B^T d B per tile,
   from the padded input).
@@ -16,9 +16,11 @@ rotated over up to 3 sets so that no launch finds its operands in L2; M, x are f
 
 Writes ``DIR/NAME.csv`` and ``.json`` (``--name``, default ``nchw_transforms``: rows, device, versions, git
 SHA, date); DIR defaults to ``experiments/results/<device>/``. About a minute on an H200 for the 13 layers,
-most of it compiling the kernels. The variants measured before (the commits in their files' metadata):
-experiments/results/nvidia-h200/nchw_transforms/set1.csv (opaque strides, a cap of 80, 256-thread blocks)
-and set2.csv (caps 80 and 64, channel chunks of 64, 256-thread blocks with opted-in shared memory).
+most of it compiling the kernels. The variants measured, with this script at the commits in their files'
+metadata (experiments/results/nvidia-h200/nchw_transforms/): set1.csv (d5799c0: opaque strides, a cap of
+80, 256-thread blocks), set2.csv (03ca03f: caps 80 and 64, channel chunks of 64, 256-thread blocks with
+opted-in shared memory) and final.csv (3b913a2, three layers; its JSON did not come back from the device:
+H200, 2026-11-28): there ``default`` was the build with an L2 prefetch of M, since removed (slower).
 
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """
@@ -35,12 +37,12 @@ from experiments.provenance import provenance, write_results
 NAME = "nchw_transforms"
 REPO = Path(__file__).resolve().parents[3]
 COPY_TBPS = 4.2
-# name -> (the otrans kernel's build: opaque strides in its product, register cap, L2 prefetch of M; threads per
-# block, None: the runtime's rule, ``gpu.kernels.winograd.nchw._pick``)
+# name -> (the otrans kernel's build: opaque strides in its product, register cap; threads per block, None: the
+# runtime's rule, ``gpu.kernels.winograd.nchw._pick``)
 VARIANTS = {
-    "base": ((False, None, False), 128),        # the kernel before the prefetch and the cap
-    "cap80": ((True, 80, False), 128),
-    "default": ((True, 80, True), None),        # what the runtime runs (nchw_kernels_for's defaults)
+    "base": ((False, None), 128),               # the kernel before the opaque strides and the cap
+    "cap80": ((True, 80), 128),
+    "default": ((True, 80), None),              # what the runtime runs (nchw_kernels_for's defaults)
 }
 # the itrans kernel has one build: its variants are the block geometry
 ITRANS_VARIANTS = {"base": 128, "default": None}
@@ -203,7 +205,7 @@ def main(argv=None) -> int:
               + f" | itrans floor {r['floor_itrans_ms']:.4f} nhwc {r['nhwc_itrans_ms']:.4f} "
               + " ".join(f"{v} {r[f'itrans_{v}_ms']:.4f}" for v in ITRANS_VARIANTS), file=sys.stderr, flush=True)
     meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
-                       "variants": {k: {"opaque": b[0], "max_registers": b[1], "prefetch": b[2], "threads": t}
+                       "variants": {k: {"opaque": b[0], "max_registers": b[1], "threads": t}
                                     for k, (b, t) in VARIANTS.items()},
                        "itrans_variants": {k: {"threads": t} for k, t in ITRANS_VARIANTS.items()},
                        "choices_file": args.choices})

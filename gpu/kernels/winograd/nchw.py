@@ -21,7 +21,11 @@ shared memory:
   the outputs inside the P x Q image only.
 
 CC * TX (KC * TX) <= ``NCHW_THREADS`` threads per block (``nchw_geometry``: few channels fill the block with
-tiles, narrow images with channels). In the copies to and from shared memory a thread keeps one column and
+tiles, narrow images with channels), or ``WIDE_THREADS`` where that puts more tiles in a strip at the same
+channel chunk within 48 KiB of shared memory (the otrans kernel: only where one strip then covers the whole
+tile row, so its row stores are whole rows): on the H200 the wide blocks took yolov3-2's input transform
+from 78 to 72 us and yolov3-3's from 49 to 45 us and its output transform from 81 to 78 us, while wide blocks
+that needed a narrower chunk (yolov3-1, vgg-1) were 4-17% slower (``_pick``). In the copies to and from shared memory a thread keeps one column and
 every few channels of the chunk, and walks a channel's rows in a loop unrolled over the compile-time row
 count: a row's global and shared addresses are the channel's plus a multiple of the row length, so an element
 costs a few instructions (with a division and 64-bit products per element, the copies were issue-bound). The
@@ -34,6 +38,21 @@ strips x chunks), so the non-fused schedule's itrans and otrans launches run on 
 
 The transforms' arithmetic is the generated straight-line code of ``gpu.kernels.winograd.transforms``
 (``product_lines`` with the same matrices), so their results equal the NHWC transforms' bit for bit.
+
+Speed against the NHWC kernels (H200, each launch alone; experiments/results/nvidia-h200/nchw_transforms/:
+set1.csv, set2.csv and final.csv). The output transform moves the same bytes as the NHWC one (M read, Y
+written: yolov3-1 747 MB, a floor of 178 us at the 4.2 TB/s of a device-to-device copy), which runs at 188 us;
+the NCHW kernel ran at 252 us. Its product is generated with opaque strides (``opaque_index``: without them,
+ptxas kept the 81 offsets of M and the 49 of the shared stores in registers, 128 per thread at F(7x7), 4
+blocks per SM) and capped at ``OTRANS_MAX_REGISTERS`` (80, no spills: 6 blocks per SM): 233 us, and 6-9%
+faster on yolov3-2, yolov3-3, yolov3-4 and yolov3-5, densenet-1 5-7%, vgg-3 3%, but 1-6% slower on the
+ResNet layers and vgg-1 and vgg-2. What was tried and lost: opaque strides uncapped (90 registers, 5 blocks:
+no faster than 128 registers), a cap of 64 (spills: 5-22% slower), channel chunks of 64 (strips of 2 tiles:
+56-byte row stores, 8-48% slower), 256-thread blocks of 64 channels x 4 tiles with opted-in shared memory
+(0-3.5% faster than the cap alone: not worth the opt-in), and an L2 prefetch of the block's whole M at its
+start (``prefetch.global.L2``, a few per thread: 11-18% slower; git 3b913a2). The remaining gap (yolov3-1:
+233 against 188 us) is not explained: candidates are the store pattern (a block writes 224 row segments of
+112 bytes, the NHWC kernel 7 runs of 3.5 KB) and the barrier between the two phases; not measured apart.
 """
 
 from __future__ import annotations
@@ -45,7 +64,6 @@ from numba import config, cuda, float32
 
 from gpu.kernels.cache import persist
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
-from gpu.kernels.common.prefetch import prefetch_l2
 from gpu.kernels.common.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from gpu.kernels.winograd.device import (P_C, P_H, P_K, P_P, P_PAD, P_Q, P_TILES, P_TILES_X, P_TILES_Y, P_W)
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
@@ -56,8 +74,8 @@ WIDE_THREADS = 256
 MAX_CHUNK = 32
 # Dynamic shared memory per block without the opt-in attribute.
 MAX_SHARED_BYTES = 48 * 1024
-# The otrans kernel's register cap: 6 blocks of 128 threads per SM, no spills (ptxas sm_90; uncapped 128
-# registers, 4 blocks). Measured on the H200: experiments/results/nvidia-h200/nchw_transforms*.csv.
+# The otrans kernel's register cap: 6 blocks of 128 threads per SM, no spills (ptxas sm_90; uncapped with
+# opaque strides 90 registers, without them 128; the module docstring says what it gained on the H200).
 OTRANS_MAX_REGISTERS = 80
 PY_FUNCS: dict = {}
 
@@ -191,11 +209,10 @@ def _block_strip(b, channels, chunk, tiles_x, tiles_y, TX):
 
 
 @lru_cache(maxsize=None)
-def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | None = OTRANS_MAX_REGISTERS,
-                     prefetch: bool = True) -> tuple:
+def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | None = OTRANS_MAX_REGISTERS) -> tuple:
     """(itrans_nchw, otrans_nchw) kernels of tile m (compiled for that m alone, on first use). The otrans
-    kernel's build: ``opaque`` strides in its product, its register cap, its L2 prefetch of M (module
-    docstring); the defaults are what the runtime runs."""
+    kernel's build: ``opaque`` strides in its product and its register cap (module docstring); the defaults
+    are what the runtime runs, ``opaque=False, otrans_max_registers=None`` the build before them."""
     if m not in SUPPORTED_TILES:
         raise ValueError(f"tile m={m!r} is not allowed: want one of {SUPPORTED_TILES}")
     itrans_pair = _compile(_gen_itrans_smem, m)
@@ -205,7 +222,6 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
     ojit = cuda.jit(max_registers=otrans_max_registers) if capped else cuda.jit
     MT = m
     A = m + 2
-    PREFETCH = prefetch
     ZERO = np.float32(0.0)
     wait_all = cp_async_wait_group(0)
 
@@ -297,19 +313,6 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
         plane = (MT * width) | 1
         s = cuda.shared.array(0, float32)
         tile0 = (n * tiles_y + ty) * tiles_x + tx0
-        if PREFETCH:
-            # the block's whole M (A^2 planes x TX tiles x KC values) asked of L2 at once: a line every 32 floats
-            # of a tile's chunk and its last float (a chunk may straddle lines), a few prefetches per thread
-            k_end = min(k0 + KC, K)
-            lines = KC // 32 + 1
-            per_e = TX * lines
-            for q in range(tid, A * A * per_e, nthr):
-                e = q // per_e
-                r = q - e * per_e
-                t = r // lines
-                kq = min(k0 + (r - t * lines) * 32, k_end - 1)
-                if tx0 + t < tiles_x:
-                    prefetch_l2(M, (e * prm[P_TILES] + tile0 + t) * K + kq)
         kk = tid % KC
         t = tid // KC
         k = k0 + kk
@@ -350,4 +353,4 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
                         if xx < Q:
                             store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
-    return persist(itrans_nchw, m), persist(otrans_nchw, m, opaque, otrans_max_registers, prefetch)
+    return persist(itrans_nchw, m), persist(otrans_nchw, m, opaque, otrans_max_registers)
