@@ -11,6 +11,15 @@ conv output is checked against torch's float64 convolution (``rel_err``; above 1
 Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
 median_ms, rel_err, status``.
 
+**Kernel boundary** (``--gap``; alone with ``--no-kinds``): the gap between two real kernels queued back to
+back on one stream (``launch_gap``). A one-wave kernel of dependent FMA chains (~20 us) is launched 200
+times back to back (packed launches, ``gpu.runtime.fast_launch.FrozenLaunch``: the host's ~3 us per launch
+stays behind the device), against the same kernel at twice the chain launched 100 times: the same work
+with 100 boundaries fewer, so the gap is the difference / 100. The two alternate (after 0.5 s of warm-up
+at the same load, so the clocks are where they settle), median of ``GAP_ROUNDS`` pairs. Writes
+``DIR/im2win_launch_gap.json``: a check of the spec's ``kernel_boundary_ns``, which ``megasim calibrate``
+measures on empty kernels queued back to back (H200: 1.35 us there, 1.73 us here); nothing is fitted to it.
+
 **Tiles** (``--tiles``): per bench layer at ``--tile-batch``, the optimized kernel (transform +
 convolution, as the bench times it) at each build of ``TILE_BUILDS`` (tile, register cap, staging, the
 micro-kernel's K loop written out or rolled), with its ``rel_err``. Rows: ``layer, batch, m_b, n_b, k_b,
@@ -100,6 +109,68 @@ def kind_rows(torch, cuda, repeats, inner, log) -> list[dict]:
     return rows
 
 
+GAP_THREADS = 128
+GAP_BLOCKS_PER_SM = 4           # one wave, 16 warps per SM (the kernel takes few registers)
+GAP_KERNEL_US = 20.0            # the short kernel's length; the host's packed launch is ~3 us
+GAP_LAUNCHES = 200              # short kernels per sequence (the long one: half as many)
+GAP_ROUNDS = 9
+
+
+def _fma_chain_kernel(cuda):
+    from numba import float32
+
+    @cuda.jit
+    def fma_chain(out, prm):
+        i = cuda.grid(1)
+        a = float32(i) * float32(1e-7)
+        for _ in range(prm[0]):
+            a = a * float32(0.999999) + float32(1e-7)
+        out[i] = a
+    return fma_chain
+
+
+def launch_gap(torch, cuda, log) -> dict:
+    """The gap between two real kernels queued back to back (module docstring)."""
+    from gpu.runtime.fast_launch import FrozenLaunch
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks = sms * GAP_BLOCKS_PER_SM
+    out = cuda.device_array(blocks * GAP_THREADS, dtype=np.float32)
+    kernel = _fma_chain_kernel(cuda)
+    stream = torch.cuda.current_stream()
+
+    def seq_ms(launch, count: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(count):
+            launch()
+        end.record(stream)
+        stream.synchronize()
+        return start.elapsed_time(end)
+    def chain(iters: int) -> FrozenLaunch:        # (all arguments arrays: the packed launch takes them)
+        return FrozenLaunch(kernel, blocks, GAP_THREADS, 0, (out, cuda.to_device(np.array([iters], np.int32))))
+    probe = chain(20_000)
+    seq_ms(probe, 10)
+    iters = max(500, int(20_000 * GAP_KERNEL_US / (seq_ms(probe, 20) / 20 * 1e3)))
+    short, long_ = chain(iters), chain(2 * iters)
+    warm = 0.0
+    while warm < 500.0:                      # the clocks settle under this load
+        warm += seq_ms(short, GAP_LAUNCHES)
+    pairs = [(seq_ms(short, GAP_LAUNCHES), seq_ms(long_, GAP_LAUNCHES // 2)) for _ in range(GAP_ROUNDS)]
+    gaps_ns = sorted((a - b) * 1e6 / (GAP_LAUNCHES - GAP_LAUNCHES // 2) for a, b in pairs)
+    gap_ns = float(np.median(gaps_ns))
+    log(f"kernel boundary: {iters} iterations, {GAP_LAUNCHES} x {pairs[0][0] / GAP_LAUNCHES * 1e3:.2f} us against "
+        f"{GAP_LAUNCHES // 2} x {pairs[0][1] / (GAP_LAUNCHES // 2) * 1e3:.2f} us: gap {gap_ns:.0f} ns "
+        f"(rounds {gaps_ns[0]:.0f} .. {gaps_ns[-1]:.0f})")
+    return {"kernel_boundary_ns": max(0.0, gap_ns), "gap_ns_rounds": gaps_ns, "iterations": iters,
+            "short_sequence_ms": [a for a, _ in pairs], "long_sequence_ms": [b for _, b in pairs],
+            "blocks": blocks, "threads": GAP_THREADS,
+            "method": f"a one-wave FMA-chain kernel ({blocks} x {GAP_THREADS}, {iters} dependent FMAs per thread, "
+                      f"~{GAP_KERNEL_US:.0f} us) launched {GAP_LAUNCHES} times back to back (packed launches) against "
+                      f"twice the chain {GAP_LAUNCHES // 2} times, CUDA events around each sequence, alternating "
+                      f"after 0.5 s of warm-up; median over {GAP_ROUNDS} pairs of the difference / "
+                      f"{GAP_LAUNCHES - GAP_LAUNCHES // 2}"}
+
+
 def tile_rows(torch, cuda, batch, repeats, inner, log) -> list[dict]:
     from gpu import im2win
     from gpu.runtime.timing import time_cuda_queued
@@ -146,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", action="store_true", help="also time TILE_BUILDS on the bench layers")
     ap.add_argument("--no-kinds", action="store_true", help="skip the calibration cases")
+    ap.add_argument("--gap", action="store_true", help="measure the gap between real kernels back to back")
     ap.add_argument("--tile-batch", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--inner", type=int, default=3)
@@ -166,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.time() - started:7.1f}s {text}", flush=True)
 
     bad = 0
+    if args.gap:
+        import json
+        out_dir.mkdir(parents=True, exist_ok=True)
+        gap = launch_gap(torch, cuda, log)
+        (out_dir / "im2win_launch_gap.json").write_text(json.dumps({"meta": meta, **gap}, indent=1, default=str) + "\n")
     if not args.no_kinds:
         rows = kind_rows(torch, cuda, args.repeats, args.inner, log)
         write_results(rows, out_dir, "im2win_calibration",
