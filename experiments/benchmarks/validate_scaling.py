@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{many['gpus']}-GPU median {a['noise_many_gpu_split_half_median_abs_dev']}, p95 "
           f"{a['noise_many_gpu_split_half_p95_abs_dev']}, max {a['noise_many_gpu_split_half_max_abs_dev']}")
     print(f"validate_scaling: speedup {summary['speedup_sweep']} on the sweep, {summary['speedup_total']} in total "
-          f"(target {target} on {many["gpus"]} GPUs); wrote {csv_path}, {json_path}, {out / 'validate_scaling_points.csv'}, "
+          f"(target {target} on {many['gpus']} GPUs); wrote {csv_path}, {json_path}, {out / 'validate_scaling_points.csv'}, "
           f"{out / 'validate_scaling_timeline.csv'} and the measured rows")
     return 0
 
