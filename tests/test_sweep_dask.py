@@ -76,6 +76,23 @@ def test_a_small_sweep_fills_its_table_records_failures_and_a_rerun_adds_nothing
     _check_complete(out, sweep)
 
 
+def test_rows_of_another_model_version_are_counted_and_redone_on_request(client, tmp_path):
+    from megasim.search.cache import model_fingerprint
+    from megasim.sweep.table import write_table
+    sweep = parse_sweep({**SWEEP, "problems": SWEEP["problems"][:1], "gpus": ["H100"]})
+    out = tmp_path / "model.csv"
+    first = run_sweep(sweep, client, out=out)
+    rows = read_table(out)
+    old = next(r for r in rows if r["status"] == "ok")
+    write_table(out, [{**r, "model_fingerprint": "0ldm0de1", "predicted_us": -1.0} if r is old else r for r in rows])
+    kept = run_sweep(sweep, client, out=out)
+    assert kept.evaluated == 0 and kept.skipped == first.points and kept.stale == 1
+    redone = run_sweep(sweep, client, out=out, redo_stale=True)
+    assert redone.evaluated == 1 and redone.stale == 0 and redone.skipped == first.points - 1
+    new = next(r for r in _check_complete(out, sweep) if r["point_key"] == old["point_key"])
+    assert new["model_fingerprint"] == model_fingerprint() and new["predicted_us"] == old["predicted_us"]
+
+
 def test_an_interrupted_sweep_resumes_where_it_stopped(client, tmp_path):
     sweep = parse_sweep(SWEEP)
     out = tmp_path / "small.parquet" if _parquet() else tmp_path / "small.csv"

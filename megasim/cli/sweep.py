@@ -32,6 +32,9 @@ def add_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=integer(1, 100_000),
                    help="points per Dask task (default: about 8 tasks per worker, at most 64 points each)")
     p.add_argument("--retry-failed", action="store_true", help="run the points the table records as failed again")
+    p.add_argument("--redo-stale", action="store_true",
+                   help="evaluate again the points whose rows another model version computed (their model_fingerprint "
+                        "is not this checkout's), replacing those rows")
     p.add_argument("--dry-run", action="store_true", help="count the points and those still to do; run nothing")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -68,14 +71,19 @@ def run_sweep(args: argparse.Namespace) -> int:
     path = runner.table_path(sweep, args.out)
     if args.dry_run:
         points = expand(sweep)
-        have = ResultsTable(path).keys(include_failed=not args.retry_failed)
+        from megasim.search.cache import model_fingerprint
+        table = ResultsTable(path)
+        have = table.keys(include_failed=not args.retry_failed)
+        stale = table.stale_keys(model_fingerprint()) & {p.key for p in points}
+        if args.redo_stale:
+            have -= stale
         todo = sum(p.key not in have for p in points)
         modes = {m: sum(p.mode == m for p in points) for m in ("params", "space", "optimize")}
         summary = {"sweep": sweep.name, "sweep_hash": sweep.hash, "table": str(path), "points": len(points),
-                   "to_do": todo, "by_mode": modes}
+                   "to_do": todo, "stale": len(stale), "by_mode": modes}
         print(json.dumps(summary) if args.json else
               f"{sweep.name}: {len(points):,} points ({', '.join(f'{v:,} {k}' for k, v in modes.items() if v)}), "
-              f"{todo:,} not in {path}")
+              f"{todo:,} not in {path}; {len(stale):,} in it from another model version")
         return 0
     if path.parent.is_dir() or not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,12 +91,13 @@ def run_sweep(args: argparse.Namespace) -> int:
     line = _ProgressLine() if not args.json and sys.stderr.isatty() else None
     try:
         result = runner.run_sweep(sweep, scheduler=args.scheduler, workers=args.workers, out=path,
-                                  batch_size=args.batch_size, retry_failed=args.retry_failed, progress=line)
+                                  batch_size=args.batch_size, retry_failed=args.retry_failed,
+                                  redo_stale=args.redo_stale, progress=line)
     finally:
         if line:
             line.close()
     summary = {"sweep": sweep.name, "sweep_hash": sweep.hash, "table": result.table, "points": result.points,
-               "skipped": result.skipped, "evaluated": result.evaluated, "failed": result.failed,
+               "skipped": result.skipped, "stale": result.stale, "evaluated": result.evaluated, "failed": result.failed,
                "batches": result.batches, "workers": result.workers, "wall_s": round(result.wall_s, 3)}
     if args.json:
         print(json.dumps(summary))
@@ -97,4 +106,7 @@ def run_sweep(args: argparse.Namespace) -> int:
           f"{result.evaluated:,} evaluated ({result.failed:,} failed) in {result.batches:,} batches on "
           f"{result.workers} workers, {result.wall_s:.1f} s")
     print(f"  table  {result.table}")
+    if result.stale:
+        print(f"  {result.stale:,} of the points skipped have rows another model version computed (model_fingerprint "
+              f"not this checkout's); --redo-stale evaluates them again")
     return 0

@@ -2,7 +2,10 @@
 
 1. The sweep is expanded into points (``megasim.sweep.points``); every name is checked first.
 2. The table (``megasim.sweep.table``) is read; points whose key is there are skipped (failed ones too,
-   unless ``retry_failed``), so a rerun or a resumed run adds only what is missing.
+   unless ``retry_failed``), so a rerun or a resumed run adds only what is missing. A point's key names
+   what it computes, not the model's code, so a row another model version wrote (its
+   ``model_fingerprint`` differs from this checkout's) still answers its point: the summary counts those
+   (``stale``), and ``redo_stale`` evaluates them again, replacing their rows.
 3. The rest go to the cluster in batches (``megasim.sweep.evaluate.evaluate_batch``): a simulation
    takes 1-50 ms and a Dask task costs about a millisecond to schedule, so a batch holds up to
    ``MAX_BATCH`` points, sized so that each worker gets about ``BATCHES_PER_WORKER`` of them (enough
@@ -49,6 +52,7 @@ class SweepSummary:
     table: str
     points: int            # in the sweep
     skipped: int           # already in the table
+    stale: int             # of those, rows of another model version (model_fingerprint)
     evaluated: int         # rows added by this run
     failed: int            # of those, failed
     batches: int
@@ -104,9 +108,11 @@ def _describe(p: SweepPoint) -> dict[str, Any]:
 
 def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: str | None = None,
               workers: int | None = None, out: str | Path | None = None, batch_size: int | None = None,
-              retry_failed: bool = False, progress: Progress | None = None) -> SweepSummary:
+              retry_failed: bool = False, redo_stale: bool = False,
+              progress: Progress | None = None) -> SweepSummary:
     """Evaluate the sweep's missing points (see the module's docstring) on `client`, or on the cluster
     at `scheduler`, or on a LocalCluster of `workers` processes (default: the available CPUs)."""
+    from megasim.search.cache import model_fingerprint
     from megasim.sweep.cluster import check_workers, open_client, worker_count
     start = time.perf_counter()
     if not isinstance(sweep, SweepSpec):
@@ -119,13 +125,19 @@ def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: s
     table = ResultsTable(table_path(sweep, out))
     if retry_failed:
         table.drop(table.keys() - table.keys(include_failed=False))
+    wanted = {p.key for p in points}
+    stale = table.stale_keys(model_fingerprint()) & wanted
+    if redo_stale:
+        table.drop(stale)
+        stale = set()
     done = table.keys()
     order = {p.key: p.index for p in points}
     todo = [p for p in points if p.key not in done]
     skipped = len(points) - len(todo)
     if not todo:
         table.flush(order)
-        return SweepSummary(str(table.path), len(points), skipped, 0, 0, 0, 0, time.perf_counter() - start)
+        return SweepSummary(str(table.path), len(points), skipped, len(stale), 0, 0, 0, 0,
+                            time.perf_counter() - start)
     meta = _provenance(sweep)
     with open_client(client, scheduler, workers) as c:
         n_workers = worker_count(c)
@@ -136,8 +148,8 @@ def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: s
             failed = _collect(c, groups, table, meta, progress, len(todo), order)
         finally:
             table.flush(order)
-    return SweepSummary(str(table.path), len(points), skipped, table.added, failed, len(groups), n_workers,
-                        time.perf_counter() - start)
+    return SweepSummary(str(table.path), len(points), skipped, len(stale), table.added, failed, len(groups),
+                        n_workers, time.perf_counter() - start)
 
 
 def _collect(client: Any, groups: list[list[SweepPoint]], table: ResultsTable, meta: dict[str, Any],

@@ -126,6 +126,11 @@ class ResultsTable:
             return set(self._keys)
         return {r["point_key"] for r in self.rows if r["status"] == "ok"}
 
+    def stale_keys(self, fingerprint: str) -> set[str]:
+        """The keys whose rows another model version computed (their ``model_fingerprint`` is not
+        `fingerprint`: ``megasim.search.cache.model_fingerprint``, a hash of the model's source)."""
+        return {r["point_key"] for r in self.rows if r.get("model_fingerprint") not in (None, "", fingerprint)}
+
     def drop(self, keys: set[str]) -> None:
         """Forget the rows of `keys` (a failed point to be run again)."""
         if keys & self._keys:
