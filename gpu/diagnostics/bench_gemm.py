@@ -14,7 +14,7 @@ times with CUDA events (median of ``--repeats``):
   global loads, ``aN`` B by cp.async through an N-stage ring (A as ``v``), ``cN`` A and B by cp.async
   (N-stage ring, A untransposed); ``a`` / ``c`` need sm_80+; after a ``v`` or ``a`` staging, ``uU`` writes
   the k-steps of a stage out U at a time (``make_gemm_staged(unroll=U)``), and ``i32`` runs its index
-  arithmetic in 32 bits (``index_bits=32``; experiments/results/h200_gemm/index32/), and ``w`` gives each
+  arithmetic in 32 bits (``index_bits=32``; h200_gemm/index32/ (in git at 871d7d7)), and ``w`` gives each
   thread 8 x 16 outputs instead of 8 x 8 (``thread_cols=16``);
 - ``tc_TxGKxKSxNTxS[t]``: ``gpu.kernels.winograd.gemm_tc.make_gemm_tc(T, GK, KS, NT, S)`` (``--tc-variants``): tensor
   cores, FP32-accurate by the 3xTF32 split, S-stage cp.async ring (sm_80+); suffix ``t``: the truncating

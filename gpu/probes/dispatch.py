@@ -9,7 +9,7 @@ best mapping (``fused_sweep_best`` of a ``winograd_bench`` JSON) with ticket dis
 paper: no atomic; safe here because a block waits only on earlier positions and the bounded waits turn
 a stall into an error), and the non-fused pipeline, round-robin (``gpu.calibrate.validate.measure_plans``).
 (At commit 970b425 it also timed where a block reads its task's row, re-read by every thread or broadcast by
-thread 0: broadcast won, ``experiments/results/nvidia-h200/probe_dispatch/probe_dispatch_*_{reload,broadcast}.csv``,
+thread 0: broadcast won, ``nvidia-h200/probe_dispatch/probe_dispatch_*_{reload,broadcast}.csv`` (in git at 871d7d7),
 and is the only path now.)
 
     bash gpu/on_device.sh python -m gpu.probes.dispatch [--bench FILE] [--layers ...] [--tag T]

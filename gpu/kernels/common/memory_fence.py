@@ -36,7 +36,7 @@ def dependency_fence():
 # needs no fence; the fence stays after a wait (the megakernel's ``_wait_zero`` polls with relaxed atomics).
 # It replaced a relaxed ``atomic.add(counters, c, 0)`` per counter always followed by ``dependency_fence()``:
 # H200, the 13 layers at their best mappings, 0.9% (FP32 GEMM) / 1.4% (3xTF32) faster, the non-fused control
-# 0.1% (experiments/results/nvidia-h200/probe_dispatch/acquire/). Under the CUDA simulator it is an atomic read.
+# 0.1% (nvidia-h200/probe_dispatch/acquire/ (in git at 871d7d7)). Under the CUDA simulator it is an atomic read.
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
     def load_acquire(arr, i):
@@ -76,7 +76,7 @@ else:
 # (``fence.acq_rel.gpu; red.relaxed.gpu.global.add``), the fence before it making it the release. Against
 # ``cuda.atomic.sub`` (whose old value thread 0, its block and the slot waited an L2 round trip for), H200, the
 # 13 best mappings: 0.5% faster (FP32 and 3xTF32, ticket and blockIdx; every layer with FP32), non-fused control
-# +0.1% / -0.2% (experiments/results/nvidia-h200/probe_dispatch/signal/): the release fence before it, not the
+# +0.1% / -0.2% (nvidia-h200/probe_dispatch/signal/ (in git at 871d7d7)): the release fence before it, not the
 # atomic's reply, is what a signal waits for. Under the CUDA simulator it is the atomic.
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)

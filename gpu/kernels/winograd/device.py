@@ -302,7 +302,7 @@ def gemm_generic(g, j, prm, V, U, M):
 # share an SM, which made the best fused mappings 6-14% faster on four layers and the non-fused GEMM kernel no
 # slower (docs/findings.md; experiments/results/nvidia-h200/register_cap/). At
 # 32-bit indices the other stagings measured alone stay at or below the default (c3 83.2%, a 3-deep ring 82.5%,
-# against 85.0%; experiments/results/h200_gemm/index32/). make_gemm_staged keeps the other stagings
+# against 85.0%; h200_gemm/index32/ (in git at 871d7d7)). make_gemm_staged keeps the other stagings
 # (``staging``, ``stages``) for gpu.diagnostics.bench_gemm's variants.
 FAST_A = (32, 64, 16, 128, 4, "a", 4)
 FAST_B = (64, 64, 16, 128, 2, "a", 4)
@@ -312,7 +312,7 @@ FAST_B = (64, 64, 16, 128, 2, "a", 4)
 # 64-bit index arithmetic (Numba types every integer operation int64) the 128-register kernels that compile every
 # path spilled (gemm_kernel 24 -> 116 bytes, megakernel 68 -> 144; non-fused 3.9% slower). With its indices in
 # int32 (0 B spilled in gemm_kernel at 1, 4 B at 2; megakernel 68 -> 36 / 44 B), H200, one device call
-# (experiments/results/h200_gemm/index32/):
+# (h200_gemm/index32/ (in git at 871d7d7)):
 #   unroll 1, 64-bit: gemm_kernel 77.3% of cuBLAS; the A/B's reference;
 #   unroll 1, 32-bit: 79.0% (both paths 32-bit); fused best and non-fused 0.5% / 0.9% slower;
 #   unroll 2, 32-bit: 84.9%; fused best 5.9% faster, non-fused 6.9% faster (adopted);

@@ -13,7 +13,7 @@ through dynamic shared memory (``shared_bytes``); every thread of the block call
   GEMM math "3xtf32" runs) splits with an ``and`` and a ``sub``; "rna" with two ``cvt.rna``,
   which on the H200 made the GEMM 1.2x slower (the conversions' pipe, not the MMAs, was the limit).
 - Measured (H200, ``gpu.diagnostics.bench_gemm --tc-variants 64x64x16x128x3t``;
-  experiments/results/nvidia-h200/gemm_3xtf32/variants/): 116-117% of cuBLAS FP32
+  nvidia-h200/gemm_3xtf32/variants/ (in git at 871d7d7)): 116-117% of cuBLAS FP32
   SGEMM on the 13 Table-2 GEMM phases (geometric mean; 99-132%), rel err <= 4e-6 against float64 (the
   FP32-pipe kernels: <= 3e-7; the tensor cores' FP32 accumulation rounds less carefully). Tried and not
   kept: bigger block tiles (128 x 64, 64 x 128, 128 x 128: slower), KS 24 / 32 (slower), a pass-major MMA

@@ -290,8 +290,8 @@ def make_gemm_staged(T: int, GK: int, KS: int, NT: int, SK: int, staging: str = 
     ``index_bits`` (64 or 32): the width of the task's index arithmetic. Numba types every integer
     operation int64, so a stage's offsets, bounds tests and loop counters are 64-bit in the PTX; 32 wraps
     each index expression in ``int32(...)`` (LLVM then narrows the arithmetic) and runs the loops on int32
-    counters. ptxas had narrowed most of it already (1.9% fewer SASS instructions; experiments/results/h200_gemm/
-    index32/); what 32
+    counters. ptxas had narrowed most of it already (1.9% fewer SASS instructions; h200_gemm/
+    index32/, in git at 871d7d7); what 32
     bits buys is registers (the production kernels' spills 24 -> 0 and 68 -> 36 bytes), which is what lets
     ``unroll=2`` fit. Contract at 32: every flat index of V, U and M below 2**31 (``gpu.runtime.executor.make_plan``
     refuses larger tensors).

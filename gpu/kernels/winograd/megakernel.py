@@ -98,7 +98,7 @@ DISPATCH_TICKET, DISPATCH_BLOCKIDX, DISPATCH_READY = 0, 1, 2
 # counter, and whether the launch uses the ready queue. Thread 0 reads the whole row beside its counters,
 # before the acquire fence, and broadcasts it, folding "the map is used up" into ok, so that no thread reads
 # ``table`` or ``ctl`` from global memory between the acquire and the signal (the acquire drops L1's lines,
-# so each such read was an L2 round trip). H200, best mappings (experiments/results/nvidia-h200/probe_dispatch/):
+# so each such read was an L2 round trip). H200, best mappings (nvidia-h200/probe_dispatch/ (in git at 871d7d7)):
 # broadcasting the kind, group and index instead of every thread re-reading them made the fused runs 0.6% /
 # 1.8% faster (FP32 / 3xTF32 GEMM); broadcasting the signal counter and the dispatch too, another 1.1% /
 # 1.1-1.4% (probe_dispatch/tail/).
@@ -254,8 +254,8 @@ def _claim_and_wait(table, ctl, counters, first, ntasks_arg, dispatch_arg):
 MEGAKERNEL_MAX_REGISTERS = 128
 # The persistent megakernel: uncapped (210 registers: 2 blocks per SM). Capped at 128 (4 blocks per SM; ptxas
 # spills 336 / 1,228 bytes of stores / loads with the FP32 GEMM and 164 / 496 with 3xTF32) it ran 0.913x /
-# 0.895x the per-task ticket time at the best mappings (H200, experiments/results/nvidia-h200/probe_dispatch/
-# persistent/), so persistent launches were not built further.
+# 0.895x the per-task ticket time at the best mappings (H200, nvidia-h200/probe_dispatch/
+# persistent/, in git at 871d7d7), so persistent launches were not built further.
 PERSISTENT_MAX_REGISTERS = None
 # The non-fused GEMM kernel compiles every GEMM path (gemm_task's run-time dispatch); uncapped, ptxas
 # takes 154 registers for them (3 blocks per SM): capped like the megakernel at 128, 4 blocks of 128

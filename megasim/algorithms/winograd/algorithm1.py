@@ -221,7 +221,7 @@ def default_params(graph: TaskGraph, m: int = 4) -> Algorithm1Params:
 # The GPU API's default mapping (``gpu.winograd.conv2d(mapping=None)``): M = 8 (at most N_G), D_IG = the
 # smallest valid one plus 7 units, D_GO = 4x the smallest valid one (``scaled_params``'s multiples). Chosen
 # on the H200 3xTF32 bench sweep of 2026-11-26 (the optimiser's 60-point space on the 13 Table-2 layers,
-# experiments/results/nvidia-h200/gemm_3xtf32/winograd_bench.json, 244dde8) as the fixed point with the
+# nvidia-h200/gemm_3xtf32/winograd_bench.json in git at 871d7d7, 244dde8) as the fixed point with the
 # least time over each layer's best: +1.0% geometric mean, at most +3.2%. On the sweeps it was not chosen
 # on: H200 FP32 +0.9% (max 2.5%), H100 (2b51f5e) 3xTF32 +2.1% (4.3%), FP32 +1.5% (4.4%). The tightest
 # parameters (``default_params``, M = 4, the model's default) measure +14% to +21% there (max +69%).
