@@ -71,19 +71,13 @@ def run_sweep(args: argparse.Namespace) -> int:
     path = runner.table_path(sweep, args.out)
     if args.dry_run:
         points = expand(sweep)
-        from megasim.search.cache import model_fingerprint
-        table = ResultsTable(path)
-        have = table.keys(include_failed=not args.retry_failed)
-        stale = table.stale_keys(model_fingerprint()) & {p.key for p in points}
-        if args.redo_stale:
-            have -= stale
-        todo = sum(p.key not in have for p in points)
+        todo, stale = runner.points_to_do(points, ResultsTable(path), args.retry_failed, args.redo_stale)
         modes = {m: sum(p.mode == m for p in points) for m in ("params", "space", "optimize")}
         summary = {"sweep": sweep.name, "sweep_hash": sweep.hash, "table": str(path), "points": len(points),
-                   "to_do": todo, "stale": len(stale), "by_mode": modes}
+                   "to_do": len(todo), "stale": stale, "by_mode": modes}
         print(json.dumps(summary) if args.json else
               f"{sweep.name}: {len(points):,} points ({', '.join(f'{v:,} {k}' for k, v in modes.items() if v)}), "
-              f"{todo:,} not in {path}; {len(stale):,} in it from another model version")
+              f"{len(todo):,} not in {path}; {stale:,} in it from another model version")
         return 0
     if path.parent.is_dir() or not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

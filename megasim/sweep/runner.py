@@ -106,13 +106,28 @@ def _describe(p: SweepPoint) -> dict[str, Any]:
             "point": json.dumps(dict(p.point), sort_keys=True) if p.point else ""}
 
 
+def points_to_do(points: list[SweepPoint], table: ResultsTable, retry_failed: bool = False,
+                 redo_stale: bool = False) -> tuple[list[SweepPoint], int]:
+    """The points a run evaluates (those without a row in `table`, after dropping its failed rows with
+    ``retry_failed`` and its rows of another model version with ``redo_stale``), and how many of the
+    points left to skip have rows of another model version."""
+    from megasim.search.cache import model_fingerprint
+    if retry_failed:
+        table.drop(table.keys() - table.keys(include_failed=False))
+    stale = table.stale_keys(model_fingerprint()) & {p.key for p in points}
+    if redo_stale:
+        table.drop(stale)
+        stale = set()
+    done = table.keys()
+    return [p for p in points if p.key not in done], len(stale)
+
+
 def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: str | None = None,
               workers: int | None = None, out: str | Path | None = None, batch_size: int | None = None,
               retry_failed: bool = False, redo_stale: bool = False,
               progress: Progress | None = None) -> SweepSummary:
     """Evaluate the sweep's missing points (see the module's docstring) on `client`, or on the cluster
     at `scheduler`, or on a LocalCluster of `workers` processes (default: the available CPUs)."""
-    from megasim.search.cache import model_fingerprint
     from megasim.sweep.cluster import check_workers, open_client, worker_count
     start = time.perf_counter()
     if not isinstance(sweep, SweepSpec):
@@ -123,21 +138,12 @@ def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: s
         check_workers(workers)
     points = expand(sweep)
     table = ResultsTable(table_path(sweep, out))
-    if retry_failed:
-        table.drop(table.keys() - table.keys(include_failed=False))
-    wanted = {p.key for p in points}
-    stale = table.stale_keys(model_fingerprint()) & wanted
-    if redo_stale:
-        table.drop(stale)
-        stale = set()
-    done = table.keys()
+    todo, stale = points_to_do(points, table, retry_failed, redo_stale)
     order = {p.key: p.index for p in points}
-    todo = [p for p in points if p.key not in done]
     skipped = len(points) - len(todo)
     if not todo:
         table.flush(order)
-        return SweepSummary(str(table.path), len(points), skipped, len(stale), 0, 0, 0, 0,
-                            time.perf_counter() - start)
+        return SweepSummary(str(table.path), len(points), skipped, stale, 0, 0, 0, 0, time.perf_counter() - start)
     meta = _provenance(sweep)
     with open_client(client, scheduler, workers) as c:
         n_workers = worker_count(c)
@@ -148,7 +154,7 @@ def run_sweep(sweep: SweepSpec | str | Path, client: Any = None, *, scheduler: s
             failed = _collect(c, groups, table, meta, progress, len(todo), order)
         finally:
             table.flush(order)
-    return SweepSummary(str(table.path), len(points), skipped, len(stale), table.added, failed, len(groups),
+    return SweepSummary(str(table.path), len(points), skipped, stale, table.added, failed, len(groups),
                         n_workers, time.perf_counter() - start)
 
 

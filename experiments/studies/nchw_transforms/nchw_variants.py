@@ -99,6 +99,26 @@ def _regs(dispatcher):
     return next(iter(r.values())) if isinstance(r, dict) else r
 
 
+def _time_variant(torch, row: dict, prefix: str, kernel, geometry, d_prm, sources, outputs, ref, args) -> None:
+    """One transform build on every rotation set (``sources[i]`` -> ``outputs[i]``): its error against
+    ``ref`` on the first set (the output filled with NaN first), its median launch time, registers and
+    block shape, into ``row`` under ``prefix``."""
+    from numba import cuda
+
+    from gpu.runtime.fast_launch import FrozenLaunch
+    blocks, threads, shared, chunk, tx = geometry
+    launches = [FrozenLaunch(kernel, blocks, threads, shared, (d_prm, cuda.as_cuda_array(src), cuda.as_cuda_array(out),
+                                                               chunk, tx))
+                for src, out in zip(sources, outputs)]
+    outputs[0].fill_(float("nan"))
+    launches[0]()
+    torch.cuda.synchronize()
+    row[f"{prefix}_rel_err"] = f"{_rel(torch, outputs[0], ref):.3g}"
+    row[f"{prefix}_ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
+    row[f"{prefix}_regs"] = _regs(kernel)
+    row[f"{prefix}_block"] = f"{chunk}x{tx}"
+
+
 def bench_layer(torch, name: str, batch: int, args) -> dict:
     from numba import cuda
 
@@ -106,7 +126,6 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
     from gpu.kernels.winograd import nchw
     from gpu.prepared_conv import choose_plan
     from gpu.runtime.execute import PreparedRun
-    from gpu.runtime.fast_launch import FrozenLaunch
     from gpu.runtime.timing import rotation_sets
     from megasim.plan import build
     from megasim.workloads.catalogue import parse_layer
@@ -146,32 +165,14 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
     ref = otrans_reference(torch, Ms[0], p, m)
     for vname, (build_args, threads) in VARIANTS.items():
         _, otrans = nchw.nchw_kernels_for(m, *build_args)
-        blocks, thr, shared, chunk, tx = nchw.otrans_launch(p, m, threads)
-        launches = [FrozenLaunch(otrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(Ms[i]),
-                                                               cuda.as_cuda_array(Ys[i]), chunk, tx))
-                    for i in range(sets)]
-        Ys[0].fill_(float("nan"))
-        launches[0]()
-        torch.cuda.synchronize()
-        row[f"otrans_{vname}_rel_err"] = f"{_rel(torch, Ys[0], ref):.3g}"
-        row[f"otrans_{vname}_ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
-        row[f"otrans_{vname}_regs"] = _regs(otrans)
-        row[f"otrans_{vname}_block"] = f"{chunk}x{tx}"
+        geometry = nchw.otrans_launch(p, m, threads)
+        _time_variant(torch, row, f"otrans_{vname}", otrans, geometry, d_prm, Ms, Ys, ref, args)
     del ref
     ref = itrans_reference(torch, xs[0], p, m)
     for vname, threads in ITRANS_VARIANTS.items():
         itrans, _ = nchw.nchw_kernels_for(m)
-        blocks, thr, shared, chunk, tx = nchw.itrans_launch(p, m, threads)
-        launches = [FrozenLaunch(itrans, blocks, thr, shared, (d_prm, cuda.as_cuda_array(xs[i]),
-                                                               cuda.as_cuda_array(Vs[i]), chunk, tx))
-                    for i in range(sets)]
-        Vs[0].fill_(float("nan"))
-        launches[0]()
-        torch.cuda.synchronize()
-        row[f"itrans_{vname}_rel_err"] = f"{_rel(torch, Vs[0], ref):.3g}"
-        row[f"itrans_{vname}_ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
-        row[f"itrans_{vname}_regs"] = _regs(itrans)
-        row[f"itrans_{vname}_block"] = f"{chunk}x{tx}"
+        geometry = nchw.itrans_launch(p, m, threads)
+        _time_variant(torch, row, f"itrans_{vname}", itrans, geometry, d_prm, xs, Vs, ref, args)
     del ref, xs, Ms, Vs, Ys
     torch.cuda.empty_cache()
     return row

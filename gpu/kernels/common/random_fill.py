@@ -60,10 +60,11 @@ def _normal_fill(out, key):
 _normal_fill = persist(cuda.jit(_normal_fill))      # compiled once per host, not per process (gpu.kernels.cache)
 
 
-def _lowbias32_host(x: int) -> int:
-    x ^= x >> 16
+def _lowbias32_host(x):
+    """``_lowbias32`` on the host: a Python int or a uint64 NumPy array of 32-bit words."""
+    x = x ^ (x >> 16)
     x = (x * 0x7FEB352D) & _MASK32
-    x ^= x >> 15
+    x = x ^ (x >> 15)
     x = (x * 0x846CA68B) & _MASK32
     return x ^ (x >> 16)
 
@@ -97,15 +98,6 @@ def normal_values(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """The values ``device_normal(shape, seed)`` draws, computed on the host in float64 (vectorised)."""
     key = np.uint64(_key(seed))
     c = np.arange(_size(shape), dtype=np.uint64) * np.uint64(2)
-    mask = np.uint64(_MASK32)
-
-    def hash32(x):
-        x = x ^ (x >> np.uint64(16))
-        x = (x * np.uint64(0x7FEB352D)) & mask
-        x = x ^ (x >> np.uint64(15))
-        x = (x * np.uint64(0x846CA68B)) & mask
-        return x ^ (x >> np.uint64(16))
-
-    u1 = (hash32(c ^ key).astype(np.float64) + 1.0) * _INV_2_32
-    u2 = hash32((c + np.uint64(1)) ^ key).astype(np.float64) * _INV_2_32
+    u1 = (_lowbias32_host(c ^ key).astype(np.float64) + 1.0) * _INV_2_32
+    u2 = _lowbias32_host((c + np.uint64(1)) ^ key).astype(np.float64) * _INV_2_32
     return (np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * u2)).reshape(shape)
