@@ -36,3 +36,9 @@ def test_bad_seed_is_refused_in_one_line(seed):
 def test_too_many_elements_are_refused():
     with pytest.raises(ValueError, match="at most 2\\*\\*31"):
         device_normal((MAX_ELEMENTS + 1,), 1)
+
+
+@pytest.mark.parametrize("shape", [(3, -1), [4, 4], (2.0,), (True,), (2 ** 40, 2 ** 40), (2 ** 31, 2 ** 31, 4)])
+def test_bad_shape_is_refused_in_one_line(shape):
+    with pytest.raises(ValueError, match="shape="):
+        device_normal(shape, 1)

@@ -76,7 +76,10 @@ def _key(seed: int) -> int:
 
 
 def _size(shape: tuple[int, ...]) -> int:
-    size = int(np.prod(shape, dtype=np.int64))
+    if not isinstance(shape, tuple) or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                                               for d in shape):
+        raise ValueError(f"shape={shape!r} is not allowed: it must be a tuple of integers >= 0")
+    size = math.prod(int(d) for d in shape)       # exact: no int64 wrap-around
     if size > MAX_ELEMENTS:
         raise ValueError(f"shape={tuple(shape)!r} has {size} elements: at most 2**31 are allowed")
     return size
