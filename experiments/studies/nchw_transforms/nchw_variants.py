@@ -178,6 +178,124 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
     return row
 
 
+def _geometries(p, m: int, channels: int, itrans: bool) -> dict:
+    """name -> (CC or KC, TX) of the launches the experiments set compares: the runtime's rule (``default``)
+    and strips of the whole tile row with the widest power-of-two chunk of at least 8 channels in 128 or 256
+    threads (``row128``, ``row256``), and for rows of more than 8 tiles strips of 8 tiles (sector-aligned
+    row stores at F(7x7)) of 16 channels (``x8``)."""
+    from gpu.kernels.winograd import nchw
+    tiles_x = -(-p.out_w // m)
+    g = (nchw.itrans_launch if itrans else nchw.otrans_launch)(p, m)
+    out = {"default": (g[3], g[4])}
+    for thr in (128, 256):
+        chunk = min(nchw._pow2_at_least(channels), nchw._pow2_at_most(max(1, thr // tiles_x)))
+        if chunk >= 8 and chunk * tiles_x <= thr and (chunk, tiles_x) not in out.values():
+            out[f"row{thr}"] = (chunk, tiles_x)
+    if tiles_x > 8 and (16, 8) not in out.values():
+        out["x8"] = (16, 8)
+    return out
+
+
+def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
+    """The experiments set (``otrans_kernels``' modes at the runtime's geometry; the runtime build and the
+    staged build at every ``_geometries`` launch; the itrans kernel at those launches): one row per launch."""
+    from numba import cuda
+
+    from experiments.studies.nchw_transforms import otrans_kernels as ok
+    from gpu.calibrate.occupancy import _active_blocks, _opt_in
+    from gpu.kernels.winograd import device as dev
+    from gpu.kernels.winograd import nchw
+    from gpu.prepared_conv import choose_plan
+    from gpu.runtime.execute import PreparedRun
+    from gpu.runtime.fast_launch import FrozenLaunch
+    from gpu.runtime.timing import rotation_sets
+    from megasim.plan import build
+    from megasim.workloads.catalogue import parse_layer
+
+    p = parse_layer(name, batch=batch)
+    plan = choose_plan(p, layout="NCHW", cache_path=args.choices).plan
+    m = plan.params.tile
+    graph, schedule, bplan = build(p, plan)
+    run = PreparedRun(p, bplan, graph, schedule)
+    a2, tiles = (m + 2) ** 2, run.state.plan.shape.tiles
+    x_bytes, y_bytes = 4 * p.n * p.c * p.h * p.w, 4 * p.n * p.k * p.out_h * p.out_w
+    v_bytes, m_bytes = 4 * a2 * tiles * p.c, 4 * a2 * tiles * p.k
+    free, _ = torch.cuda.mem_get_info()
+    sets = rotation_sets(2 * (x_bytes + y_bytes + v_bytes + m_bytes) + 2 * y_bytes, free, wanted=3)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    xs = [torch.randn(p.n, p.c, p.h, p.w, device="cuda", generator=gen) for _ in range(sets)]
+    Ms = [torch.randn(a2, tiles, p.k, device="cuda", generator=gen) for _ in range(sets)]
+    Vs = [torch.empty(a2, tiles, p.c, device="cuda") for _ in range(sets)]
+    Ys = [torch.empty(p.n, p.k, p.out_h, p.out_w, device="cuda") for _ in range(sets)]
+    w = cuda.as_cuda_array(torch.randn(p.k, p.c, 3, 3, device="cuda", generator=gen))
+    common = {"layer": name, "tile": m, "floor_otrans_ms": round((m_bytes + y_bytes) / COPY_TBPS / 1e9, 4),
+              "floor_itrans_ms": round((x_bytes + v_bytes) / COPY_TBPS / 1e9, 4)}
+    wss = []
+    for i in range(sets):
+        ws = run.workspace(cuda.as_cuda_array(xs[i].permute(0, 2, 3, 1).contiguous()), w)
+        torch.as_tensor(ws.M, device="cuda").copy_(Ms[i])
+        wss.append(ws)
+    for kind, label in ((dev.OTRANS, "otrans"), (dev.ITRANS, "itrans")):
+        pl = next(pl for pl in run.launches if getattr(pl, "kind", None) == kind)
+        steps = [pl.steps(ws)[0][0] for ws in wss]
+        common[f"nhwc_{label}_ms"] = median_launch_ms(torch, steps, args.warmup, args.repeats)
+    del wss
+    d_prm = run.state.d_prm
+    rows = []
+
+    def timed(kind, mode, gname, kernel, kc, tx, shared, sources, outputs, ref):
+        threads = kc * tx
+        blocks = nchw._blocks(p, m, p.k if kind == "otrans" else p.c, kc, tx)
+        launches = [FrozenLaunch(kernel, blocks, threads, shared, (d_prm, cuda.as_cuda_array(src),
+                                                                   cuda.as_cuda_array(out), kc, tx))
+                    for src, out in zip(sources, outputs)]
+        if shared > nchw.MAX_SHARED_BYTES:
+            _opt_in(kernel, shared)
+        row = dict(common, kind=kind, mode=mode, geometry=gname, block=f"{kc}x{tx}", threads=threads,
+                   shared=shared, regs=_regs(kernel), blocks_per_sm=_active_blocks(kernel, threads, shared))
+        if ref is not None:
+            outputs[0].fill_(float("nan"))
+            launches[0]()
+            torch.cuda.synchronize()
+            row["rel_err"] = f"{_rel(torch, outputs[0], ref):.3g}"
+        row["ms"] = median_launch_ms(torch, launches, args.warmup, args.repeats)
+        row["vs_nhwc"] = round(row["ms"] / common[f"nhwc_{kind}_ms"], 3)
+        rows.append(row)
+        print(f"{name:<11} {kind} {mode:<8} {gname:<8} {row['block']:<6} regs {row['regs']} bps "
+              f"{row['blocks_per_sm']} {row['ms']:.4f} ms ({row['vs_nhwc']:.3f}x nhwc {common[f'nhwc_{kind}_ms']:.4f}) "
+              f"err {row.get('rel_err')}", file=sys.stderr, flush=True)
+
+    ref = otrans_reference(torch, Ms[0], p, m)
+    geos = _geometries(p, m, p.k, False)
+    for gname, (kc, tx) in geos.items():
+        for mode in (ok.MODES if gname == "default" else ("default", "staged")):
+            if mode not in args.modes:
+                continue
+            kernel = ok.otrans_variant(m, mode)
+            shared = ok.staged_shared(m, kc, tx) if mode == "staged" else 4 * kc * nchw.otrans_plane(m, tx)
+            outs = Ys
+            if mode == "dummy":
+                outs = [torch.empty(nchw._blocks(p, m, p.k, kc, tx) * kc * m * tx * m, device="cuda")] * len(Ms)
+            exact = mode in ("default", "stcs", "ldcs", "staged")
+            try:
+                timed("otrans", mode, gname, kernel, kc, tx, shared, Ms, outs, ref if exact else None)
+            except Exception as err:  # noqa: BLE001 - one failed variant must not lose the run
+                print(f"{name} otrans {mode} {gname}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+            del outs
+    del ref
+    ref = itrans_reference(torch, xs[0], p, m)
+    itrans, _ = nchw.nchw_kernels_for(m)
+    for gname, (cc, tx) in _geometries(p, m, p.c, True).items():
+        shared = 4 * cc * (((m + 2) * (tx * m + 2)) | 1)
+        try:
+            timed("itrans", "default", gname, itrans, cc, tx, shared, xs, Vs, ref)
+        except Exception as err:  # noqa: BLE001
+            print(f"{name} itrans {gname}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+    del ref, xs, Ms, Vs, Ys
+    torch.cuda.empty_cache()
+    return rows
+
+
 def main(argv=None) -> int:
     from megasim.workloads.catalogue import TABLE2_NAMES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -187,6 +305,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--choices", default=None, help="choice cache (JSON) to read and extend")
     ap.add_argument("--out", default=None, help="results folder (default experiments/results/<device>/)")
+    ap.add_argument("--set", choices=("variants", "experiments"), default="variants",
+                    help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments")
+    ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
     ap.add_argument("--name", default=NAME, help=f"the results' file name, without suffix (default {NAME})")
     args = ap.parse_args(argv)
     import torch
@@ -198,6 +319,16 @@ def main(argv=None) -> int:
     dmeta = device_meta(torch, cuda)
     out = Path(args.out) if args.out else REPO / "experiments" / "results" / device_dir(dmeta["device"])
     rows = []
+    if args.set == "experiments":
+        from experiments.studies.nchw_transforms.otrans_kernels import MODES
+        args.modes = args.modes or list(MODES)
+        for name in args.layers:
+            rows += bench_experiments(torch, name, args.batch, args)
+        meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
+                           "set": "experiments", "modes": args.modes, "choices_file": args.choices})
+        write_results(rows, out, args.name, meta)
+        print(f"wrote {out / (args.name + '.csv')}")
+        return 0
     for name in args.layers:
         rows.append(bench_layer(torch, name, args.batch, args))
         r = rows[-1]

@@ -1,0 +1,207 @@
+"""Experimental builds of the NCHW output transform (``gpu.kernels.winograd.nchw.otrans_nchw``), to find
+where its time goes against the NHWC kernel (``nchw_variants --set experiments``).
+
+``otrans_variant(m, mode)`` gives a kernel with the runtime kernel's signature ``(prm, M, Y, KC, TX)`` and
+launch geometry; ``mode``:
+
+- ``default``: the runtime kernel's code (phase 1: thread (t, k) loads M, transforms, writes its m x m outputs
+  to shared memory; barrier; phase 2: the strip's rows stored to Y);
+- ``dummy``: phase 2 stores the same elements from the same threads, but to a contiguous layout (block b's
+  channel rows one after another: Y must hold ``blocks * KC * m * TX * m`` floats): the store pattern apart;
+- ``nobar``: no barrier between the phases (wrong results: the time of the phase barrier apart);
+- ``nostore``: phase 1 only (M read, product, shared stores): the time of the loads and the product;
+- ``stcs``: phase 2's stores as ``st.global.cs`` (evict-first);
+- ``ldcs``: phase 1's loads of M as ``ld.global.cs``;
+- ``staged``: phase 1 copies the block's whole M slice (alpha^2 x threads floats) into shared memory by
+  cp.async, so that all of a thread's alpha^2 loads are in flight at once (the runtime kernel's product
+  loads M a column of alpha at a time: at most alpha loads of a thread in flight); after a barrier every thread
+  transforms its tile from shared memory, with a second barrier between its last read and its first output
+  store (the outputs alias the input stage); then phase 2 as ``default``. Shared memory: ``staged_shared``.
+
+Under the CUDA simulator the inline-PTX loads and stores are plain ones.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import config, cuda, float32, types
+
+from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
+from gpu.kernels.common.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
+from gpu.kernels.winograd import nchw
+from gpu.kernels.winograd.device import P_K, P_P, P_Q, P_TILES, P_TILES_X, P_TILES_Y
+from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
+from megasim.algorithms.winograd.winograd_math import matrices
+
+MODES = ("default", "dummy", "nobar", "nostore", "stcs", "ldcs", "staged")
+
+if config.ENABLE_CUDASIM:
+    st_cs, ld_cs = py_store1, py_load1
+else:
+    from llvmlite import ir
+    from numba.cuda.extending import intrinsic
+
+    from gpu.kernels.common.async_copy import element_address
+
+    _F32 = ir.FloatType()
+    _I64 = ir.IntType(64)
+
+    @intrinsic
+    def st_cs(typingctx, a, i, v):
+        """st.global.cs.f32 of v to a.flat[i]."""
+        def codegen(context, builder, sig, args):
+            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _I64)
+            val = context.cast(builder, args[2], sig.args[2], types.float32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_I64, _F32]), "st.global.cs.f32 [$0], $1;",
+                               "l,f,~{memory}", side_effect=True)
+            builder.call(asm, [addr, val])
+            return context.get_dummy_value()
+        return types.void(a, i, v), codegen
+
+    @intrinsic
+    def ld_cs(typingctx, a, i):
+        """ld.global.cs.f32 of a.flat[i]."""
+        def codegen(context, builder, sig, args):
+            addr = element_address(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1, _I64)
+            asm = ir.InlineAsm(ir.FunctionType(_F32, [_I64]), "ld.global.cs.f32 $0, [$1];", "=f,l",
+                               side_effect=False)
+            return builder.call(asm, [addr])
+        return types.float32(a, i), codegen
+
+
+def staged_shared(m: int, kc: int, tx: int) -> int:
+    """Dynamic shared bytes of the staged kernel: the larger of the M stage and the output planes."""
+    return 4 * max((m + 2) ** 2 * kc * tx, kc * nchw.otrans_plane(m, tx))
+
+
+def _gen(m: int, consts: _Consts, sync_before_store: bool) -> str:
+    _, _, at = matrices(m)
+    a = m + 2
+    lines = [f"def otrans_x_m{m}{'_sync' if sync_before_store else ''}(M, src, plane, s, base, row):",
+             "    plane = opaque_index(plane)", "    row = opaque_index(row)"]
+
+    def load(i, j):
+        return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
+
+    def store_row(i):
+        pre = ["    cuda.syncthreads()"] if (sync_before_store and i == 0) else []
+        return pre + [f"    store1(s, base + {i} * row + {j}, y{i}_{j})" for j in range(m)]
+
+    lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
+    return "\n".join(lines) + "\n"
+
+
+def _pair(m: int, sync: bool, loader):
+    consts = _Consts()
+    src = _gen(m, consts, sync)
+    _, _, dev_fn = compile_generated(src, consts, "experiments.studies.nchw_transforms.otrans_kernels",
+                                     dict(load1=py_load1, store1=py_store1, opaque_index=py_opaque_index, cuda=cuda),
+                                     dict(load1=loader, store1=store1, opaque_index=opaque_index, cuda=cuda))
+    return dev_fn
+
+
+@lru_cache(maxsize=None)
+def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+    """The otrans kernel of tile m built as ``mode`` (module docstring)."""
+    if mode not in MODES:
+        raise ValueError(mode)
+    if mode == "default":
+        return nchw.nchw_kernels_for(m)[1]
+    pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
+    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
+    MT = m
+    A2 = (m + 2) ** 2
+    ZERO = np.float32(0.0)
+    BARRIER = mode != "nobar"
+    STORE = mode != "nostore"
+    DUMMY = mode == "dummy"
+    CS = mode == "stcs"
+    STAGED = mode == "staged"
+    wait_all = cp_async_wait_group(0)
+    block_strip = nchw._block_strip
+
+    @jit
+    def otrans_x(prm, M, Y, KC, TX):
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        K = prm[P_K]
+        P = prm[P_P]
+        Q = prm[P_Q]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        n, ty, tx0, k0 = block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
+        width = TX * MT
+        plane = (MT * width) | 1
+        s = cuda.shared.array(0, float32)
+        tile0 = (n * tiles_y + ty) * tiles_x + tx0
+        kk = tid % KC
+        t = tid // KC
+        k = k0 + kk
+        tx = tx0 + t
+        ok = k < K and t < TX and tx < tiles_x
+        if STAGED:
+            if ok:
+                src = (tile0 + t) * K + k
+                stride = prm[P_TILES] * K
+                for e in range(A2):
+                    cp_async4(s, e * nthr + tid, M, src + e * stride, 4)
+            else:
+                for e in range(A2):
+                    store1(s, e * nthr + tid, ZERO)
+            cp_async_commit()
+            wait_all()
+            cuda.syncthreads()
+            pair(s, tid, nthr, s, kk * plane + t * MT, width)
+        elif ok:
+            pair(M, (tile0 + t) * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
+        if BARRIER:
+            cuda.syncthreads()
+        if STORE:
+            oy0 = MT * ty
+            ox0 = MT * tx0
+            if width <= nthr:
+                per = nthr // width
+                j = tid % width
+                first = tid // width
+                xx = ox0 + j
+                if first < per and xx < Q:
+                    i_hi = P - oy0 if P - oy0 < MT else MT
+                    for kk in range(first, KC, per):
+                        k = k0 + kk
+                        if k < K:
+                            if DUMMY:
+                                gb = (cuda.blockIdx.x * KC + kk) * MT * width + j
+                                rs = width
+                            else:
+                                gb = ((n * K + k) * P + oy0) * Q + xx
+                                rs = Q
+                            sb = kk * plane + j
+                            for i in range(MT):
+                                if i < i_hi:
+                                    if CS:
+                                        st_cs(Y, gb + i * rs, load1(s, sb + i * width))
+                                    else:
+                                        store1(Y, gb + i * rs, load1(s, sb + i * width))
+            else:
+                for row in range(KC * MT):
+                    kk = row // MT
+                    i = row - kk * MT
+                    k = k0 + kk
+                    yy = oy0 + i
+                    if k < K and yy < P:
+                        if DUMMY:
+                            base = ((cuda.blockIdx.x * KC + kk) * MT + i) * width - ox0
+                        else:
+                            base = ((n * K + k) * P + yy) * Q
+                        for j in range(tid, width, nthr):
+                            xx = ox0 + j
+                            if xx < Q:
+                                if CS:
+                                    st_cs(Y, base + xx, load1(s, kk * plane + i * width + j))
+                                else:
+                                    store1(Y, base + xx, load1(s, kk * plane + i * width + j))
+
+    return otrans_x
