@@ -243,15 +243,16 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
     d_prm = run.state.d_prm
     rows = []
 
-    def timed(kind, mode, gname, kernel, kc, tx, shared, sources, outputs, ref):
+    def timed(kind, mode, gname, kernel, kc, tx, shared, sources, outputs, ref, grid=None):
         threads = kc * tx
-        blocks = nchw._blocks(p, m, p.k if kind == "otrans" else p.c, kc, tx)
+        blocks = grid or nchw._blocks(p, m, p.k if kind == "otrans" else p.c, kc, tx)
+        extra = (grid,) if grid else ()
         launches = [FrozenLaunch(kernel, blocks, threads, shared, (d_prm, cuda.as_cuda_array(src),
-                                                                   cuda.as_cuda_array(out), kc, tx))
+                                                                   cuda.as_cuda_array(out), kc, tx) + extra)
                     for src, out in zip(sources, outputs)]
         if shared > nchw.MAX_SHARED_BYTES:
             _opt_in(kernel, shared)
-        row = dict(common, kind=kind, mode=mode, geometry=gname, block=f"{kc}x{tx}", threads=threads,
+        row = dict(common, kind=kind, mode=mode, geometry=gname, block=f"{kc}x{tx}", grid=blocks, threads=threads,
                    shared=shared, regs=_regs(kernel), blocks_per_sm=_active_blocks(kernel, threads, shared))
         if ref is not None:
             outputs[0].fill_(float("nan"))
@@ -268,8 +269,28 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
     ref = otrans_reference(torch, Ms[0], p, m)
     geos = _geometries(p, m, p.k, False)
     for gname, (kc, tx) in geos.items():
-        for mode in (ok.MODES if gname == "default" else ("default", "staged")):
+        for mode in (ok.MODES if gname == "default" else ("default", "staged", "loop")):
             if mode not in args.modes:
+                continue
+            if mode == "loop":
+                kernel = ok.otrans_variant(m, mode)
+                total = ok.strips_total(p, m, kc, tx)
+                shared = 4 * kc * nchw.otrans_plane(m, tx)
+                for per in args.loop_strips:
+                    grid = -(-total // per)
+                    try:
+                        timed("otrans", f"loop{per}", gname, kernel, kc, tx, shared, Ms, Ys, ref, grid)
+                    except Exception as err:  # noqa: BLE001
+                        print(f"{name} otrans loop{per} {gname}: {type(err).__name__}: {err}", file=sys.stderr,
+                              flush=True)
+                bps = max(1, _active_blocks(kernel, kc * tx, shared))
+                for waves in args.loop_waves:
+                    try:
+                        timed("otrans", f"loopP{waves}", gname, kernel, kc, tx, shared, Ms, Ys, ref,
+                              min(total, waves * bps * cuda.get_current_device().MULTIPROCESSOR_COUNT))
+                    except Exception as err:  # noqa: BLE001
+                        print(f"{name} otrans loopP{waves} {gname}: {type(err).__name__}: {err}", file=sys.stderr,
+                              flush=True)
                 continue
             kernel = ok.otrans_variant(m, mode)
             shared = ok.staged_shared(m, kc, tx) if mode == "staged" else 4 * kc * nchw.otrans_plane(m, tx)
@@ -308,6 +329,10 @@ def main(argv=None) -> int:
     ap.add_argument("--set", choices=("variants", "experiments"), default="variants",
                     help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments")
     ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
+    ap.add_argument("--loop-strips", type=int, nargs="+", default=[2, 4],
+                    help="the loop build's strips per block (grid = strips / this)")
+    ap.add_argument("--loop-waves", type=int, nargs="+", default=[1, 2],
+                    help="the loop build's persistent grids: this many full waves of blocks")
     ap.add_argument("--name", default=NAME, help=f"the results' file name, without suffix (default {NAME})")
     args = ap.parse_args(argv)
     import torch

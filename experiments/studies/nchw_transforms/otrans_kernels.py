@@ -16,7 +16,13 @@ launch geometry; ``mode``:
   cp.async, so that all of a thread's alpha^2 loads are in flight at once (the runtime kernel's product
   loads M a column of alpha at a time: at most alpha loads of a thread in flight); after a barrier every thread
   transforms its tile from shared memory, with a second barrier between its last read and its first output
-  store (the outputs alias the input stage); then phase 2 as ``default``. Shared memory: ``staged_shared``.
+  store (the outputs alias the input stage); then phase 2 as ``default``. Shared memory: ``staged_shared``;
+- ``loop``: signature ``(prm, M, Y, KC, TX, G)``: block b takes the strips b, b + G, b + 2G, ... in turn
+  (``loop_kernel``), so that a thread's loads of its next strip follow its stores of the last one at once
+  (stores do not wait) and the blocks of an SM do not run their loads and their stores in step; the
+  product's barrier before its first output store keeps the next strip's outputs from overwriting the
+  shared plane that the last strip's stores still read; every thread runs the product (lanes without a tile
+  or channel on clamped inputs, their outputs never stored).
 
 Under the CUDA simulator the inline-PTX loads and stores are plain ones.
 """
@@ -31,11 +37,11 @@ from numba import config, cuda, float32, types
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
 from gpu.kernels.common.vector_access import load1, opaque_index, py_load1, py_opaque_index, py_store1, store1
 from gpu.kernels.winograd import nchw
-from gpu.kernels.winograd.device import P_K, P_P, P_Q, P_TILES, P_TILES_X, P_TILES_Y
+from gpu.kernels.winograd.device import P_K, P_N, P_P, P_Q, P_TILES, P_TILES_X, P_TILES_Y
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import matrices
 
-MODES = ("default", "dummy", "nobar", "nostore", "stcs", "ldcs", "staged")
+MODES = ("default", "dummy", "nobar", "nostore", "stcs", "ldcs", "staged", "loop")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -109,6 +115,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         raise ValueError(mode)
     if mode == "default":
         return nchw.nchw_kernels_for(m)[1]
+    if mode == "loop":
+        return loop_kernel(m, max_registers)
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
     capped = max_registers is not None and not config.ENABLE_CUDASIM
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
@@ -205,3 +213,75 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
                                     store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
     return otrans_x
+
+
+def strips_total(p, m: int, kc: int, tx: int) -> int:
+    """Strips x chunks of a problem: the runtime kernel's blocks (``nchw._blocks``), the loop kernel's work items."""
+    return nchw._blocks(p, m, p.k, kc, tx)
+
+
+@lru_cache(maxsize=None)
+def loop_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+    """The ``loop`` build (module docstring)."""
+    pair = _pair(m, True, load1)
+    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
+    MT = m
+    block_strip = nchw._block_strip
+
+    @jit
+    def otrans_loop(prm, M, Y, KC, TX, G):
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        K = prm[P_K]
+        P = prm[P_P]
+        Q = prm[P_Q]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        total = prm[P_N] * tiles_y * ((tiles_x + TX - 1) // TX) * ((K + KC - 1) // KC)
+        width = TX * MT
+        plane = (MT * width) | 1
+        stride = prm[P_TILES] * K
+        s = cuda.shared.array(0, float32)
+        kq = tid % KC
+        t = tid // KC
+        per = nthr // width
+        j = tid % width
+        first = tid // width
+        for b in range(cuda.blockIdx.x, total, G):
+            n, ty, tx0, k0 = block_strip(b, K, KC, tiles_x, tiles_y, TX)
+            k = k0 + kq
+            tx = tx0 + t
+            src = 0
+            if k < K and t < TX and tx < tiles_x:
+                src = ((n * tiles_y + ty) * tiles_x + tx) * K + k
+            pair(M, src, stride, s, kq * plane + t * MT, width)
+            cuda.syncthreads()
+            oy0 = MT * ty
+            ox0 = MT * tx0
+            if width <= nthr:
+                xx = ox0 + j
+                if first < per and xx < Q:
+                    i_hi = P - oy0 if P - oy0 < MT else MT
+                    for kk in range(first, KC, per):
+                        kg = k0 + kk
+                        if kg < K:
+                            gb = ((n * K + kg) * P + oy0) * Q + xx
+                            sb = kk * plane + j
+                            for i in range(MT):
+                                if i < i_hi:
+                                    store1(Y, gb + i * Q, load1(s, sb + i * width))
+            else:
+                for row in range(KC * MT):
+                    kk = row // MT
+                    i = row - kk * MT
+                    kg = k0 + kk
+                    yy = oy0 + i
+                    if kg < K and yy < P:
+                        base = ((n * K + kg) * P + yy) * Q
+                        for jj in range(tid, width, nthr):
+                            xx = ox0 + jj
+                            if xx < Q:
+                                store1(Y, base + xx, load1(s, kk * plane + i * width + jj))
+
+    return otrans_loop
