@@ -193,6 +193,8 @@ def _geometries(p, m: int, channels: int, itrans: bool) -> dict:
             out[f"row{thr}"] = (chunk, tiles_x)
     if tiles_x > 8 and (16, 8) not in out.values():
         out["x8"] = (16, 8)
+    if not itrans and channels >= 64 and (64, g[4]) not in out.values():
+        out["k64"] = (64, g[4])                 # 64 channels of the runtime's strip (opted-in shared memory)
     return out
 
 
@@ -268,8 +270,10 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
 
     ref = otrans_reference(torch, Ms[0], p, m)
     geos = _geometries(p, m, p.k, False)
+    if args.geometries:
+        geos = {k: v for k, v in geos.items() if k in args.geometries}
     for gname, (kc, tx) in geos.items():
-        for mode in (ok.MODES if gname == "default" else ("default", "staged", "loop")):
+        for mode in (ok.MODES if gname == "default" else ("default", "staged", "loop", "cap72", "cap88")):
             if mode not in args.modes:
                 continue
             if mode == "loop":
@@ -297,7 +301,7 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
             outs = Ys
             if mode == "dummy":
                 outs = [torch.empty(nchw._blocks(p, m, p.k, kc, tx) * kc * m * tx * m, device="cuda")] * len(Ms)
-            exact = mode in ("default", "stcs", "ldcs", "staged")
+            exact = mode in ("default", "stcs", "ldcs", "staged", "cap72", "cap88")
             try:
                 timed("otrans", mode, gname, kernel, kc, tx, shared, Ms, outs, ref if exact else None)
             except Exception as err:  # noqa: BLE001 - one failed variant must not lose the run
@@ -307,6 +311,8 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
     ref = itrans_reference(torch, xs[0], p, m)
     itrans, _ = nchw.nchw_kernels_for(m)
     for gname, (cc, tx) in _geometries(p, m, p.c, True).items():
+        if args.geometries and gname not in args.geometries:
+            continue
         shared = 4 * cc * (((m + 2) * (tx * m + 2)) | 1)
         try:
             timed("itrans", "default", gname, itrans, cc, tx, shared, xs, Vs, ref)
@@ -329,6 +335,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", choices=("variants", "experiments"), default="variants",
                     help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments")
     ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
+    ap.add_argument("--geometries", nargs="+", default=None, help="the experiments set's geometries (default all)")
     ap.add_argument("--loop-strips", type=int, nargs="+", default=[2, 4],
                     help="the loop build's strips per block (grid = strips / this)")
     ap.add_argument("--loop-waves", type=int, nargs="+", default=[1, 2],

@@ -10,6 +10,8 @@ launch geometry; ``mode``:
   channel rows one after another: Y must hold ``blocks * KC * m * TX * m`` floats): the store pattern apart;
 - ``nobar``: no barrier between the phases (wrong results: the time of the phase barrier apart);
 - ``nostore``: phase 1 only (M read, product, shared stores): the time of the loads and the product;
+- ``noload``: phase 2 only (each thread writes zeros for its outputs to shared memory, barrier, the stores);
+- ``cap72``, ``cap88``: the runtime kernel with another register cap;
 - ``stcs``: phase 2's stores as ``st.global.cs`` (evict-first);
 - ``ldcs``: phase 1's loads of M as ``ld.global.cs``;
 - ``staged``: phase 1 copies the block's whole M slice (alpha^2 x threads floats) into shared memory by
@@ -41,7 +43,7 @@ from gpu.kernels.winograd.device import P_K, P_N, P_P, P_Q, P_TILES, P_TILES_X, 
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import matrices
 
-MODES = ("default", "dummy", "nobar", "nostore", "stcs", "ldcs", "staged", "loop")
+MODES = ("default", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -117,6 +119,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         return nchw.nchw_kernels_for(m)[1]
     if mode == "loop":
         return loop_kernel(m, max_registers)
+    if mode.startswith("cap"):
+        return nchw.nchw_kernels_for(m, True, int(mode[3:]))[1]
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
     capped = max_registers is not None and not config.ENABLE_CUDASIM
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
@@ -128,6 +132,7 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
     DUMMY = mode == "dummy"
     CS = mode == "stcs"
     STAGED = mode == "staged"
+    NOLOAD = mode == "noload"
     wait_all = cp_async_wait_group(0)
     block_strip = nchw._block_strip
 
@@ -163,6 +168,10 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
             wait_all()
             cuda.syncthreads()
             pair(s, tid, nthr, s, kk * plane + t * MT, width)
+        elif NOLOAD:
+            for i in range(MT):
+                for jj in range(MT):
+                    store1(s, kk * plane + t * MT + i * width + jj, ZERO)
         elif ok:
             pair(M, (tile0 + t) * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
         if BARRIER:
