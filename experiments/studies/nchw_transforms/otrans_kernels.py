@@ -6,6 +6,8 @@ launch geometry; ``mode``:
 
 - ``default``: the runtime kernel's code (phase 1: thread (t, k) loads M, transforms, writes its m x m outputs
   to shared memory; barrier; phase 2: the strip's rows stored to Y);
+- ``old``: the runtime kernel's code before its store loop was made lean (a test per row, addresses formed
+  per channel: git e45827b);
 - ``dummy``: phase 2 stores the same elements from the same threads, but to a contiguous layout (block b's
   channel rows one after another: Y must hold ``blocks * KC * m * TX * m`` floats): the store pattern apart;
 - ``nobar``: no barrier between the phases (wrong results: the time of the phase barrier apart);
@@ -43,7 +45,7 @@ from gpu.kernels.winograd.device import P_K, P_N, P_P, P_Q, P_TILES, P_TILES_X, 
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import matrices
 
-MODES = ("default", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88")
+MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1

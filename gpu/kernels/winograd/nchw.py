@@ -250,28 +250,46 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
         # at 2-2.3x the NHWC one on an H100). Every copy is a cp.async (no register, no wait per load): the
         # thread's copies are all in flight together and it waits once. When a row is wider than the
         # block, the threads walk its columns instead.
+        # The channel loop steps its addresses by additions, and a thread whose column and rows all lie inside
+        # the image copies them without a test per row (as otrans_nchw's store; a range(first, CC, per) cost
+        # a 64-bit division and every row a branch of its own).
         if cols <= nthr:
             per = nthr // cols
             j = tid % cols
             first = tid // cols
             if first < per:
                 xx = x0 + j
-                col_ok = 0 <= xx < W
-                i_lo = -y0 if y0 < 0 else 0                # rows y0 + i inside the image: i_lo <= i < i_hi
-                i_hi = H - y0 if H - y0 < A else A
-                for q in range(first, CC, per):
-                    sb = q * plane + j
-                    c = c0 + q
-                    if col_ok and c < C:
-                        gb = ((n * C + c) * H + y0) * W + xx
+                nc = C - c0 if C - c0 < CC else CC         # channels of the chunk inside C
+                gstep = per * H * W
+                sstep = per * plane
+                gb = ((n * C + c0 + first) * H + y0) * W + xx
+                sb = first * plane + j
+                q = first
+                if 0 <= xx < W and y0 >= 0 and y0 + A <= H:
+                    while q < nc:
                         for i in range(A):
-                            if i_lo <= i < i_hi:
+                            cp_async4(s, sb + i * cols, x, gb + i * W, 4)
+                        q += per
+                        gb += gstep
+                        sb += sstep
+                else:
+                    col_ok = 0 <= xx < W
+                    i_lo = -y0 if y0 < 0 else 0            # rows y0 + i inside the image: i_lo <= i < i_hi
+                    i_hi = H - y0 if H - y0 < A else A
+                    while q < nc:
+                        for i in range(A):
+                            if col_ok and i_lo <= i < i_hi:
                                 cp_async4(s, sb + i * cols, x, gb + i * W, 4)
                             else:
                                 store1(s, sb + i * cols, ZERO)
-                    else:
-                        for i in range(A):
-                            store1(s, sb + i * cols, ZERO)
+                        q += per
+                        gb += gstep
+                        sb += sstep
+                while q < CC:                              # channels past C: zeros
+                    for i in range(A):
+                        store1(s, sb + i * cols, ZERO)
+                    q += per
+                    sb += sstep
         else:
             for row in range(CC * A):
                 cc = row // A
@@ -324,22 +342,40 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
         oy0 = MT * ty
         ox0 = MT * tx0
         # the store: a thread keeps one column j and every per-th output channel of the chunk, and stores
-        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy)
+        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy).
+        # The channel loop steps its global and shared addresses by additions (a range(first, KC, per) cost a
+        # 64-bit division for its trip count, and the addresses were formed anew per channel), and a block
+        # whose m rows all lie inside the output stores them without a test per row (with one, every row
+        # was a branch of its own with its 64-bit address formed again: about 18 instructions per element,
+        # the store phase more instructions than the loads and the transform together; ncu, H200).
         if width <= nthr:
             per = nthr // width
             j = tid % width
             first = tid // width
             xx = ox0 + j
             if first < per and xx < Q:
-                i_hi = P - oy0 if P - oy0 < MT else MT     # rows oy0 + i inside the output: i < i_hi
-                for kk in range(first, KC, per):
-                    k = k0 + kk
-                    if k < K:
-                        gb = ((n * K + k) * P + oy0) * Q + xx
-                        sb = kk * plane + j
+                nk = K - k0 if K - k0 < KC else KC         # channels of the chunk inside K
+                gstep = per * P * Q
+                sstep = per * plane
+                gb = ((n * K + k0 + first) * P + oy0) * Q + xx
+                sb = first * plane + j
+                kk = first
+                if P - oy0 >= MT:
+                    while kk < nk:
+                        for i in range(MT):
+                            store1(Y, gb + i * Q, load1(s, sb + i * width))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
+                else:
+                    i_hi = P - oy0                         # rows oy0 + i inside the output: i < i_hi
+                    while kk < nk:
                         for i in range(MT):
                             if i < i_hi:
                                 store1(Y, gb + i * Q, load1(s, sb + i * width))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
         else:
             for row in range(KC * MT):
                 kk = row // MT
