@@ -98,6 +98,17 @@ def test_wide_blocks_where_the_rule_takes_them():
     assert nchw.itrans_launch(p, 7)[3:] == (32, 5) and nchw.otrans_launch(p, 7)[3:] == (32, 5)
 
 
+def test_otrans_takes_sector_aligned_strips_where_the_row_splits_into_8_tiles():
+    """F(7x7) rows of 16, 24, ... tiles: strips of 8 tiles x 16 channels (224-byte rows); elsewhere the rule above."""
+    p = ConvProblem(64, 128, 128, 112, 112)                # vgg-1: 16 tiles a row
+    assert nchw.otrans_launch(p, 7)[1:] == (128, 4 * 16 * nchw.otrans_plane(7, 8), 16, 8)
+    assert nchw.otrans_launch(p, 7, threads=128)[3:] == (32, 4)
+    assert nchw.itrans_launch(p, 7)[3:] == (32, 4)
+    # 8 tiles a row (resnet-1), 19 (yolov3-1), K below 16
+    for p in (ConvProblem(64, 64, 64, 56, 56), ConvProblem(64, 32, 64, 128, 128), ConvProblem(1, 3, 8, 112, 112)):
+        assert nchw.otrans_launch(p, 7)[3:] != (16, nchw.ALIGNED_TILES)
+
+
 def test_otrans_builds_agree():
     """The otrans kernel's builds (register cap, opaque strides) write the same outputs."""
     problem, m = ConvProblem(1, 3, 40, 9, 11, padding=1), 7

@@ -179,8 +179,8 @@ def bench_layer(torch, name: str, batch: int, args) -> dict:
 
 
 def _geometries(p, m: int, channels: int, itrans: bool) -> dict:
-    """name -> (CC or KC, TX) of the launches the experiments set compares: the runtime's rule (``default``)
-    and strips of the whole tile row with the widest power-of-two chunk of at least 8 channels in 128 or 256
+    """name -> (CC or KC, TX) of the launches the experiments set compares: the runtime's rule (``default``),
+    the 128-thread rule where it differs (``t128``), strips of the whole tile row with the widest power-of-two chunk of at least 8 channels in 128 or 256
     threads (``row128``, ``row256``), and for rows of more than 8 tiles strips of 8 tiles (sector-aligned
     row stores at F(7x7)) of 16 channels (``x8``)."""
     from gpu.kernels.winograd import nchw
@@ -191,6 +191,9 @@ def _geometries(p, m: int, channels: int, itrans: bool) -> dict:
         chunk = min(nchw._pow2_at_least(channels), nchw._pow2_at_most(max(1, thr // tiles_x)))
         if chunk >= 8 and chunk * tiles_x <= thr and (chunk, tiles_x) not in out.values():
             out[f"row{thr}"] = (chunk, tiles_x)
+    t128 = (nchw.itrans_launch if itrans else nchw.otrans_launch)(p, m, 128)[3:]
+    if t128 not in out.values():
+        out["t128"] = t128                      # the 128-thread rule alone (otrans: without _aligned_strips)
     if tiles_x > 8 and (16, 8) not in out.values():
         out["x8"] = (16, 8)
     if not itrans and channels >= 64 and (64, g[4]) not in out.values():

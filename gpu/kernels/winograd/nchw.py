@@ -77,6 +77,8 @@ MAX_SHARED_BYTES = 48 * 1024
 # The otrans kernel's register cap: 6 blocks of 128 threads per SM, no spills (ptxas sm_90; uncapped with
 # opaque strides 90 registers, without them 128; the module docstring says what it gained on the H200).
 OTRANS_MAX_REGISTERS = 80
+# Tiles per strip of the otrans kernel's sector-aligned launch (``_aligned_strips``).
+ALIGNED_TILES = 8
 PY_FUNCS: dict = {}
 
 
@@ -141,8 +143,24 @@ def itrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int
     return _blocks(problem, m, problem.c, chunk, tx), chunk * tx, 4 * chunk * plane, chunk, tx
 
 
+def _aligned_strips(problem, m: int) -> tuple[int, int] | None:
+    """(KC, TX) = (16, ``ALIGNED_TILES``) where the otrans kernel's rows split into strips of 8 tiles exactly
+    (at least two), at F(7x7) and K >= 16, else None. A strip's row is then 8 * 7 floats = 224 bytes, whole
+    32-byte sectors, which no two blocks share (4-tile strips write 112-byte rows, half a sector at an end of
+    every other one); measured at F(7x7) only (vgg-1: module docstring)."""
+    tiles_x = _tiles_x(problem, m)
+    if m == 7 and problem.k >= 16 and tiles_x % ALIGNED_TILES == 0 and tiles_x >= 2 * ALIGNED_TILES:
+        return 16, ALIGNED_TILES
+    return None
+
+
 def otrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int, int, int, int]:
-    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch (``_pick``)."""
+    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch (``_pick``, or
+    ``_aligned_strips`` where it applies and ``threads`` is not given)."""
+    aligned = _aligned_strips(problem, m) if threads is None else None
+    if aligned is not None:
+        chunk, tx = aligned
+        return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
     chunk, tx, _, _ = _pick(problem.k, m, _tiles_x(problem, m), lambda g: otrans_plane(m, g[1]), True, threads)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
 
