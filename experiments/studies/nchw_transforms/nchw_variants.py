@@ -22,6 +22,14 @@ metadata (experiments/results/nvidia-h200/nchw_transforms/): set1.csv (d5799c0: 
 opted-in shared memory) and final.csv (3b913a2, three layers; its JSON did not come back from the device:
 H200, 2026-11-28): there ``default`` was the build with an L2 prefetch of M, since removed (slower).
 
+``--set experiments`` (``bench_experiments``) times instead, one row per launch, the output transform's
+experimental builds (``otrans_kernels``' modes: phases apart, cache hints, M staged in shared memory, a loop
+over strips, register caps, the store loop before it was made lean) at the runtime's geometry, the runtime
+build at other geometries (``_geometries``), and the input transform at those geometries.
+experiments/results/nvidia-h200/nchw_transforms/experiments.csv holds five such runs (column ``run``: exp1,
+exp2, exp3 at 5a2c7e4, e45827b and 43939c0; lean_copies at 1b18811, aligned_vgg1 at 0297659), their metadata
+experiments.json; ``profile_otrans`` launches them once each for Nsight Compute (ncu_yolov3_1.csv).
+
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """
 

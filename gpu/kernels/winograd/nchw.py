@@ -40,19 +40,32 @@ The transforms' arithmetic is the generated straight-line code of ``gpu.kernels.
 (``product_lines`` with the same matrices), so their results equal the NHWC transforms' bit for bit.
 
 Speed against the NHWC kernels (H200, each launch alone; experiments/results/nvidia-h200/nchw_transforms/:
-set1.csv, set2.csv and final.csv). The output transform moves the same bytes as the NHWC one (M read, Y
-written: yolov3-1 747 MB, a floor of 178 us at the 4.2 TB/s of a device-to-device copy), which runs at 188 us;
-the NCHW kernel ran at 252 us. Its product is generated with opaque strides (``opaque_index``: without them,
-ptxas kept the 81 offsets of M and the 49 of the shared stores in registers, 128 per thread at F(7x7), 4
-blocks per SM) and capped at ``OTRANS_MAX_REGISTERS`` (80, no spills: 6 blocks per SM): 233 us, and 6-9%
-faster on yolov3-2, yolov3-3, yolov3-4 and yolov3-5, densenet-1 5-7%, vgg-3 3%, but 1-6% slower on the
-ResNet layers and vgg-1 and vgg-2. What was tried and lost: opaque strides uncapped (90 registers, 5 blocks:
-no faster than 128 registers), a cap of 64 (spills: 5-22% slower), channel chunks of 64 (strips of 2 tiles:
-56-byte row stores, 8-48% slower), 256-thread blocks of 64 channels x 4 tiles with opted-in shared memory
-(0-3.5% faster than the cap alone: not worth the opt-in), and an L2 prefetch of the block's whole M at its
-start (``prefetch.global.L2``, a few per thread: 11-18% slower; git 3b913a2). The remaining gap (yolov3-1:
-233 against 188 us) is not explained: candidates are the store pattern (a block writes 224 row segments of
-112 bytes, the NHWC kernel 7 runs of 3.5 KB) and the barrier between the two phases; not measured apart.
+set1.csv, set2.csv, final.csv, experiments.csv with its runs' provenance in experiments.json, and ncu_yolov3_1.csv).
+The output transform moves the same bytes as the NHWC one (M read, Y written: yolov3-1 747 MB, a floor of
+178 us at the 4.2 TB/s of a device-to-device copy), which runs at 188 us; the NCHW kernel ran at 252 us. Its
+product is generated with opaque strides (``opaque_index``: without them, ptxas kept the 81 offsets of M and
+the 49 of the shared stores in registers, 128 per thread at F(7x7), 4 blocks per SM) and capped at
+``OTRANS_MAX_REGISTERS`` (80, no spills: 6 blocks per SM): 233 us. The rest was instructions, not the store
+pattern: split into its phases, yolov3-1's output transform took 135 us for the loads and the product alone
+and 113 us for the stores alone, and ncu counted 145 M warp instructions against the NHWC kernel's 86 M, 92 M
+of them in the store phase (about 18 per element: a 64-bit division for the channel loop's trip count, the
+address formed anew and a branch per row). The copy loops of both kernels now step their addresses by
+additions and copy a channel's rows without a test per row where they all lie inside the image (about 6
+instructions per element): yolov3-1's output transform 216 us and input transform 129-130 us (134 before),
+the output transform 4-17% faster on 11 of the 13 Table-2 layers (vgg-2 -1%, vgg-1 +2%). Where an F(7x7)
+row splits into strips of 8 tiles exactly (vgg-1's 16 tiles; ``_aligned_strips``), the otrans kernel takes
+strips of 8 tiles x 16 channels: rows of 224 bytes, whole sectors (4-tile strips store 112-byte rows, half a
+sector at an end of every other one, and L2 saw 24% more write sectors than the NHWC kernel's on yolov3-1):
+vgg-1's output transform 369 -> 330 us; on a row that does not split so (yolov3-1, 19 tiles) 8-tile strips
+were 14% slower. What was tried and lost: opaque strides uncapped (90 registers, 5 blocks: no faster than 128
+registers), caps of 64 (spills: 5-22% slower), 72 (7 blocks: 5-13% slower) and 88, channel chunks of 64
+(strips of 2 tiles: 56-byte row stores, 8-48% slower; of 4 tiles with opted-in shared memory: 0-3.5% faster,
+not worth the opt-in), an L2 prefetch of the block's whole M at its start (``prefetch.global.L2``: 11-18%
+slower; git 3b913a2), stores to a contiguous dummy layout (no faster: the 112-byte rows are not what cost),
+no barrier between the phases (no faster), ``st.global.cs`` stores and ``ld.global.cs`` loads (slower), M staged
+in shared memory by cp.async with all 81 loads of a thread in flight (up to 33% slower), and blocks looping
+over several strips so that one strip's stores overlap the next one's loads (24-79% slower: spills at the
+cap). The builds measured are ``experiments.studies.nchw_transforms.otrans_kernels``'.
 """
 
 from __future__ import annotations
