@@ -336,14 +336,26 @@ def traced_parts(wplan, schedule, counters_init, wss) -> dict[str, float]:
             "trace_signal_ns": float((tr[:, 2] - tr[:, 4]).mean())}
 
 
+def time_zeroed_order(wplan, wss, counters_init, order, label: str, spin, repeats: int = 10):
+    """(TimingStats, host ms) of one per-task megakernel launch running the tasks ``order`` in that order,
+    its counters starting at ``counters_init`` (zeros: no task waits; the data read may be stale, only time
+    matters), queued behind a spin (``time_queued``), inputs rotated over the first three of ``wss``."""
+    from gpu.runtime.prepared import PreparedSchedule
+    from megasim.schedule import Launch, Schedule
+    one = Schedule(label, (Launch(np.asarray(order, np.int64), label, "per_task", "ticket", None),))
+    prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
+    prep.d_counters_init = counters_init
+    prep.run(wss[0])
+    prep.check()
+    return time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
+
+
 def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10) -> list[dict]:
     """Rows of the mixed-kind runs (``megasim.calibration.cases.MIXED_PAIRS``): two kinds' non-fused launches
     interleaved (``megasim.calibration.cases.mixed_order``) in one per-task megakernel launch, counters zeroed
     (no waits; the data read may be stale, only time matters), host hidden; with the sum of the two
     kinds' single-kind megakernel runs, timed the same way, beside it."""
-    from gpu.runtime.prepared import PreparedSchedule
     from megasim.calibration.cases import MIXED_PAIRS, mixed_order
-    from megasim.schedule import Launch, Schedule
     spin = spin or Spinner()
     rng = np.random.default_rng(8)
     rows = []
@@ -352,12 +364,7 @@ def time_mixed_kinds(layers, plan_params: str = "", spin=None, repeats: int = 10
         zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
 
         def timed(order, label):
-            one = Schedule(label, (Launch(np.asarray(order, np.int64), label, "per_task", "ticket", None),))
-            prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
-            prep.d_counters_init = zeros
-            prep.run(wss[0])
-            prep.check()
-            return time_queued(lambda i: prep.run(wss[i]), spin, repeats=repeats, rotate=3)
+            return time_zeroed_order(wplan, wss, zeros, order, label, spin, repeats)
 
         singles = {kind: timed(order, kind)[0].median_ms * 1e3 for kind, order in launch_orders(graph, schedule).items()}
         for pair in MIXED_PAIRS:

@@ -60,6 +60,17 @@ def empty_megakernel_run(sm: int):
     return run
 
 
+def random_workspaces(problem, wplan, rng: np.random.Generator, count: int = 3) -> list:
+    """``count`` workspaces of ``wplan`` on fresh standard-normal NHWC inputs and filters of ``problem``."""
+    from gpu.runtime import executor as ex
+    wss = []
+    for _ in range(count):
+        x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
+        w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
+        wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+    return wss
+
+
 def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
     """A calibration layer's non-fused schedule with 3 workspaces of fresh inputs, each run once
     through every launch, so that any launch timed alone finds its inputs (U, V, M) written.
@@ -71,11 +82,7 @@ def nonfused_workspaces(name: str, plan_params: str, rng: np.random.Generator):
     problem = parse_layer(name)
     graph, schedule, plan = build(problem, Plan.parse("nonfused", plan_params))
     wplan = ex.make_plan(problem, plan.params.config, graph)
-    wss = []
-    for _ in range(3):
-        x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
-        w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
-        wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+    wss = random_workspaces(problem, wplan, rng)
     full = PreparedSchedule(wplan, schedule, kernels="per_kind")
     for ws in wss:
         full.run(ws)

@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from gpu.calibrate.occupancy import Spinner, time_queued
+    from gpu.calibrate.runs import random_workspaces
     from gpu.runtime import executor as ex
     from gpu.runtime.prepared import PreparedSchedule
     from megasim.plan import Plan, build
@@ -99,11 +100,7 @@ def main(argv=None) -> int:
             params = fused_plan_params(name, pp, mult)
             graph, schedule, plan = build(problem, Plan.parse("fused", params))
             wplan = ex.make_plan(problem, plan.params.config, graph)
-            wss = []
-            for _ in range(3):
-                x = rng.standard_normal((problem.n, problem.h, problem.w, problem.c), dtype=np.float32)
-                w = rng.standard_normal((problem.k, problem.c, 3, 3), dtype=np.float32)
-                wss.append(ex.workspace(wplan, cuda.to_device(x), cuda.to_device(w)))
+            wss = random_workspaces(problem, wplan, rng)
             normal = PreparedSchedule(wplan, schedule, kernels="megakernel")
             for ws in wss:
                 normal.run(ws)

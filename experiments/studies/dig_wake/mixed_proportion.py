@@ -104,11 +104,9 @@ def main(argv=None) -> int:
         return 0
     from numba import cuda
 
-    from gpu.calibrate.occupancy import Spinner, fused_transform_params, time_queued
+    from gpu.calibrate.occupancy import Spinner, fused_transform_params, time_zeroed_order
     from gpu.calibrate.runs import launch_orders, nonfused_workspaces
-    from gpu.runtime.prepared import PreparedSchedule
     from megasim.provenance import git_sha
-    from megasim.schedule import Launch, Schedule
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS))
@@ -127,12 +125,7 @@ def main(argv=None) -> int:
         zeros = cuda.to_device(np.zeros(graph.num_counters, np.int32))
 
         def timed(order, label):
-            one = Schedule(label, (Launch(np.asarray(order, np.int64), label, "per_task", "ticket", None),))
-            prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)
-            prep.d_counters_init = zeros
-            prep.run(wss[0])
-            prep.check()
-            return time_queued(lambda i: prep.run(wss[i]), spin, repeats=10, rotate=3)
+            return time_zeroed_order(wplan, wss, zeros, order, label, spin, repeats=10)
 
         singles = {kind: timed(order, kind)[0].median_ms * 1e3 for kind, order in launch_orders(graph, schedule).items()}
         for every in args.gemm_every:
