@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -132,8 +133,12 @@ class TaskGraph:
         return np.bincount(sig, minlength=self.num_counters)
 
     def validate(self) -> None:
-        """Check the internal consistency of the arrays (shapes, index ranges, counter totals)."""
+        """Check the internal consistency of the arrays (shapes, index ranges, counter totals) and that
+        every number the engine prices is finite and non-negative (a NaN would otherwise vanish from the
+        prediction without a word); one-line MegasimError naming the array and the first bad entry."""
         t = self.num_tasks
+        if t == 0:
+            raise MegasimError("TaskGraph has no tasks: a graph needs at least one task")
         for name in OPTIONAL_TASK_ARRAYS:
             arr = getattr(self, name)
             if arr is not None and (arr.shape != (t,) or np.any(arr < 0)):
@@ -141,6 +146,12 @@ class TaskGraph:
         for name in ("group", "index_in_group", "flops"):
             if getattr(self, name).shape != (t,):
                 raise MegasimError(f"TaskGraph.{name} has shape {getattr(self, name).shape}, expected ({t},)")
+        for name in ("flops", *OPTIONAL_TASK_ARRAYS):
+            _check_non_negative(self, name, "task")
+        for name in ("group", "index_in_group"):
+            if np.any(getattr(self, name) < 0):
+                i = int(np.flatnonzero(getattr(self, name) < 0)[0])
+                raise MegasimError(f"TaskGraph.{name}[{i}]={getattr(self, name)[i]} is not allowed: it must be >= 0")
         for name in ("wait_counters", "signal_counters"):
             arr = getattr(self, name)
             if arr.ndim != 2 or arr.shape[0] != t:
@@ -151,6 +162,11 @@ class TaskGraph:
             raise MegasimError("TaskGraph.kind refers to an unknown kind")
         if self.access_ptr.shape != (t + 1,) or self.access_ptr[0] != 0 or np.any(np.diff(self.access_ptr) < 0):
             raise MegasimError("TaskGraph.access_ptr must be a non-decreasing CSR pointer of length T+1 from 0")
+        if np.any(self.region_parts < 1):
+            r = int(np.flatnonzero(self.region_parts < 1)[0])
+            raise MegasimError(f"TaskGraph.region_parts[{r}]={self.region_parts[r]} is not allowed: a region has "
+                               f"at least 1 part")
+        _check_non_negative(self, "region_part_bytes", "region")
         a = int(self.access_ptr[-1])
         for name in ("access_region", "access_part_lo", "access_part_hi", "access_part_step", "access_bytes",
                      "access_write"):
@@ -167,17 +183,21 @@ class TaskGraph:
                 i = int(np.flatnonzero(bad)[0])
                 raise MegasimError(f"TaskGraph access {i}: parts [{self.access_part_lo[i]}, {self.access_part_hi[i]}) "
                                    f"outside region {self.access_region[i]}")
-            if np.any(self.access_bytes < 0):
-                raise MegasimError("TaskGraph.access_bytes must be >= 0")
+            _check_non_negative(self, "access_bytes", "access")
         if np.any(self.counter_init < 0):
             raise MegasimError("TaskGraph.counter_init must be >= 0")
         got = self.parents_done_counts()
         if not np.array_equal(got, self.counter_init):
             c = int(np.flatnonzero(got != self.counter_init)[0])
             raise MegasimError(f"counter {c} starts at {self.counter_init[c]} but receives {got[c]} signals")
-        for name in ("kind_threads", "kind_registers", "kind_shared_bytes"):
-            if getattr(self, name).shape != (len(self.kind_names),):
+        for name, low in (("kind_threads", 1), ("kind_registers", 1), ("kind_shared_bytes", 0)):
+            arr = getattr(self, name)
+            if arr.shape != (len(self.kind_names),):
                 raise MegasimError(f"TaskGraph.{name} must have one entry per kind")
+            if np.any(arr < low):
+                k = int(np.flatnonzero(arr < low)[0])
+                raise MegasimError(f"TaskGraph.{name}={arr[k]} of kind {self.kind_names[k]!r} is not allowed: "
+                                   f"it must be >= {low}")
 
     @property
     def hash(self) -> str:
@@ -221,6 +241,42 @@ class TaskGraph:
         return out
 
 
+def _check_non_negative(graph: TaskGraph, name: str, what: str) -> None:
+    """MegasimError unless every entry of the graph's array `name` (None: absent) is finite and >= 0."""
+    arr = getattr(graph, name)
+    if arr is None or not arr.size:
+        return
+    values = np.asarray(arr, np.float64)
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MegasimError(f"TaskGraph.{name}[{i}]={float(values[i])!r} ({what} {i}) is not allowed: it must be a finite "
+                           f"number >= 0")
+
+
+INT32_MAX = 2 ** 31 - 1     # the graph's index arrays are int32
+
+
+def _int(value: Any, what: str, low: int, high: int = INT32_MAX) -> int:
+    """`value` as an int in [low, high] (Python or NumPy integers); one-line MegasimError otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise MegasimError(f"{what}={_shown(value)} is not allowed: it must be an integer from {low:,} to {high:,}")
+    return int(value)
+
+
+def _number(value: Any, what: str) -> float:
+    """`value` as a finite float >= 0; one-line MegasimError otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value < 0:
+        raise MegasimError(f"{what}={_shown(value)} is not allowed: it must be a finite number >= 0")
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    """repr of a value, NumPy scalars as the Python number they hold (5, not np.int64(5))."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 class TaskGraphBuilder:
     """Builds a TaskGraph task by task: for hand-made graphs and tests (large graphs should be built
     with vectorised NumPy).
@@ -249,15 +305,25 @@ class TaskGraphBuilder:
         self._accesses: list[list[tuple[int, int, int, float, bool, int]]] = []
 
     def add_kind(self, name: str, threads: int = 128, registers: int = 32, shared_bytes: int = 0) -> int:
+        """A task kind (a device function): its block's threads, registers per thread and shared memory."""
+        if not isinstance(name, str) or not name.strip():
+            raise MegasimError(f"add_kind name={name!r} is not allowed: give a non-empty string")
         if any(k[0] == name for k in self._kinds):
             raise MegasimError(f"task kind {name!r} added twice")
-        self._kinds.append((name, threads, registers, shared_bytes))
+        self._kinds.append((name, _int(threads, f"add_kind({name!r}) threads", 1),
+                            _int(registers, f"add_kind({name!r}) registers", 1),
+                            _int(shared_bytes, f"add_kind({name!r}) shared_bytes", 0)))
         return len(self._kinds) - 1
 
     def add_region(self, tensor: str, parts: int = 1, part_bytes: float = 0.0) -> int:
+        """A region of `parts` equal parts of `part_bytes` bytes in tensor `tensor`; returns its id."""
+        if not isinstance(tensor, str) or not tensor.strip():
+            raise MegasimError(f"add_region tensor={tensor!r} is not allowed: give a non-empty string")
+        parts = _int(parts, f"add_region({tensor!r}) parts", 1)
+        part_bytes = _number(part_bytes, f"add_region({tensor!r}) part_bytes")
         if tensor not in self._tensors:
             self._tensors.append(tensor)
-        self._regions.append((self._tensors.index(tensor), float(part_bytes), int(parts)))
+        self._regions.append((self._tensors.index(tensor), part_bytes, parts))
         return len(self._regions) - 1
 
     def add_counter(self) -> int:
@@ -267,13 +333,42 @@ class TaskGraphBuilder:
     def add_task(self, kind: str, group: int = 0, index: int = 0, waits: Sequence[int] = (),
                  signals: Sequence[int] = (), flops: float = 0.0,
                  accesses: Sequence[tuple] = ()) -> int:
-        """Add a task; each access is (region, part_lo, part_hi, bytes, write[, part_step])."""
+        """Add a task; each access is (region, part_lo, part_hi, bytes, write[, part_step]), region -1 for
+        on-chip traffic. Counters in `waits` and `signals` must have been added (add_counter)."""
         names = [k[0] for k in self._kinds]
         if kind not in names:
             raise MegasimError(f"unknown task kind {kind!r} (added: {', '.join(names)})")
-        self._tasks.append((names.index(kind), group, index, tuple(waits), tuple(signals), float(flops)))
-        self._accesses.append([tuple(a) if len(a) == 6 else (*a, 1) for a in accesses])
+        where = f"add_task #{len(self._tasks)} ({kind})"
+        group = _int(group, f"{where} group", 0)
+        index = _int(index, f"{where} index", 0)
+        counters = {}
+        for label, ids in (("waits", waits), ("signals", signals)):
+            if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+                raise MegasimError(f"{where} {label}={ids!r} is not allowed: give a list of counter ids")
+            counters[label] = tuple(_int(c, f"{where} {label} counter", 0, self._counters - 1)
+                                    if self._counters else self._no_counter(where, label, c) for c in ids)
+        flops = _number(flops, f"{where} flops")
+        rows = []
+        for j, a in enumerate(accesses):
+            if not isinstance(a, (tuple, list)) or len(a) not in (5, 6):
+                raise MegasimError(f"{where} access {j}={a!r} is not allowed: give (region, part_lo, part_hi, "
+                                   f"bytes, write[, part_step])")
+            region = _int(a[0], f"{where} access {j} region", -1, len(self._regions) - 1)
+            lo = _int(a[1], f"{where} access {j} part_lo", 0)
+            hi = _int(a[2], f"{where} access {j} part_hi", 0)
+            nbytes = _number(a[3], f"{where} access {j} bytes")
+            if not isinstance(a[4], (bool, np.bool_)):
+                raise MegasimError(f"{where} access {j} write={a[4]!r} is not allowed: give True or False")
+            step = _int(a[5], f"{where} access {j} part_step", 1) if len(a) == 6 else 1
+            rows.append((region, lo, hi, nbytes, bool(a[4]), step))
+        self._tasks.append((names.index(kind), group, index, counters["waits"], counters["signals"], flops))
+        self._accesses.append(rows)
         return len(self._tasks) - 1
+
+    @staticmethod
+    def _no_counter(where: str, label: str, counter: Any) -> int:
+        raise MegasimError(f"{where} {label} counter={counter!r} is not allowed: no counter has been added "
+                           f"(add_counter)")
 
     def build(self, meta: dict[str, Any] | None = None) -> TaskGraph:
         t = len(self._tasks)

@@ -125,3 +125,87 @@ def test_with_style_keeps_orders_and_changes_hash():
     assert p.params["style"] == "persistent" and p.params["blocks_per_sm"] == 2
     assert p.hash != s.hash
     assert _sched([0, 1], [2, 3]).hash == s.hash
+
+
+def _graph_with(kind_kw=None, region=(2, 4096.0), task=None, access=None):
+    """A producer and a consumer, with one field changed: the builder's inputs under test."""
+    b = TaskGraphBuilder()
+    b.add_kind("produce", **(kind_kw or {}))
+    b.add_kind("consume")
+    data = b.add_region("data", parts=region[0], part_bytes=region[1])
+    ready = b.add_counter()
+    b.add_task("produce", signals=[ready], accesses=[access or (data, 0, 1, 4096, True)], **(task or {}))
+    b.add_task("consume", waits=[ready], accesses=[(data, 0, 1, 4096, False)])
+    return b.build()
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"task": {"flops": float("nan")}}, "flops=nan"),
+    ({"task": {"flops": float("inf")}}, "flops=inf"),
+    ({"task": {"flops": -1.0}}, "flops=-1.0"),
+    ({"task": {"flops": "1e6"}}, "flops='1e6'"),
+    ({"task": {"group": -1}}, "group=-1"),
+    ({"task": {"group": 2 ** 40}}, "group=1099511627776"),
+    ({"task": {"index": 1.5}}, "index=1.5"),
+    ({"task": {"waits": [-1]}}, "waits counter=-1"),
+    ({"task": {"waits": [5]}}, "waits counter=5"),
+    ({"task": {"waits": [0, 9]}}, "waits counter=9"),
+    ({"task": {"waits": 0}}, "waits=0"),
+    ({"access": (0, 0, 1, float("nan"), True)}, "bytes=nan"),
+    ({"access": (0, 0, 1, float("inf"), True)}, "bytes=inf"),
+    ({"access": (0, 0, 1, -5, True)}, "bytes=-5"),
+    ({"access": (0, 0, 1)}, "access 0=(0, 0, 1)"),
+    ({"access": (0, 0.5, 1, 8, True)}, "part_lo=0.5"),
+    ({"access": (3, 0, 1, 8, True)}, "region=3"),
+    ({"access": (0, 0, 1, 8, "yes")}, "write='yes'"),
+    ({"access": (0, 0, 1, 8, True, 0)}, "part_step=0"),
+    ({"region": (0, 4096.0)}, "parts=0"),
+    ({"region": (2 ** 40, 4096.0)}, "parts=1099511627776"),
+    ({"region": (2, float("nan"))}, "part_bytes=nan"),
+    ({"region": (2, -1.0)}, "part_bytes=-1.0"),
+    ({"kind_kw": {"threads": 0}}, "threads=0"),
+    ({"kind_kw": {"threads": 128.5}}, "threads=128.5"),
+    ({"kind_kw": {"registers": -1}}, "registers=-1"),
+    ({"kind_kw": {"shared_bytes": -1}}, "shared_bytes=-1"),
+])
+def test_builder_refuses_bad_values_naming_them(change, needle):
+    """Before, NaN or negative flops and bytes vanished from the prediction, a wait on counter -1 was
+    dropped, fractional parts were truncated and an out-of-range id raised a raw IndexError/OverflowError."""
+    with pytest.raises(MegasimError) as info:
+        _graph_with(**change)
+    assert needle in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_builder_refuses_a_kind_name_that_is_not_a_string():
+    with pytest.raises(MegasimError, match="name=3"):
+        TaskGraphBuilder().add_kind(3)
+
+
+def test_builder_refuses_an_empty_graph():
+    with pytest.raises(MegasimError, match="no tasks"):
+        TaskGraphBuilder().build()
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("flops", np.array([np.nan, 0, 0, 0]), "TaskGraph.flops[0]=nan"),
+    ("access_bytes", np.array([8192.0, np.inf, 4096, 64, 32]), "TaskGraph.access_bytes[1]=inf"),
+    ("region_part_bytes", np.array([-1.0, 64]), "TaskGraph.region_part_bytes[0]=-1.0"),
+    ("region_parts", np.array([2, 0], np.int32), "region_parts[1]=0"),
+    ("kind_threads", np.array([0, 256], np.int32), "kind_threads=0 of kind 'produce'"),
+    ("group", np.array([0, -3, 0, 0], np.int32), "group[1]=-3"),
+])
+def test_validate_refuses_non_finite_or_negative_arrays(field, value, needle):
+    """A graph built with NumPy directly (as the lowerings do) gets the same checks from validate()."""
+    g = dataclasses.replace(diamond(), **{field: value})
+    with pytest.raises(MegasimError) as info:
+        g.validate()
+    assert needle in str(info.value), str(info.value)
+
+
+def test_builder_accepts_numpy_integers_and_floats():
+    b = TaskGraphBuilder()
+    b.add_kind("k", threads=np.int64(64))
+    r = b.add_region("x", parts=np.int32(2), part_bytes=np.float32(16))
+    b.add_task("k", group=np.int64(1), flops=np.float64(2.0), accesses=[(r, np.int64(0), 2, 32.0, np.bool_(True))])
+    g = b.build()
+    assert g.group.tolist() == [1] and g.kind_threads.tolist() == [64] and g.access_write.tolist() == [True]
