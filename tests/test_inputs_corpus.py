@@ -190,7 +190,13 @@ CLI_CASES: list[tuple[list[str], str]] = [
     *[(OPT + ["--budget", b], f"'{b}'") for b in ("0", "-5", "1000000000", "x")],
     *[(OPT + ["--option", o], needle) for o, needle in [
         ("top=abc", "top='abc'"), ("top=0", "top='0'"), ("explore=-1", "explore='-1'"), ("explore=nan", "explore='nan'"),
-        ("bogus=1", "bogus"), ("top", "'top'"), ("top=1,top=2", "top is given twice"), ("explore=inf", "explore='inf'")]],
+        ("bogus=1", "bogus"), ("top", "'top'"), ("top=1,top=2", "top is given twice"), ("explore=inf", "explore='inf'"),
+        # the strategy's own ranges, checked with the other flags (before: explore=5 passed the flag check)
+        ("explore=5", "from 0 to 1"), ("top=100000", "from 1 to 10000"), ("screen=1.5", "screen='1.5'")]],
+    *[(OPT + ["--strategy", s, "--option", o], needle) for s, o, needle in [
+        ("annealing", "alpha=2", "alpha='2'"), ("annealing", "T0=0", "T0='0'"), ("diff_evo", "popsize=5000", "popsize='5000'"),
+        ("diff_evo", "mutation=2", "mutation='2'"), ("random", "batch=0", "batch='0'"),
+        ("exhaustive", "batch=1000000", "batch='1000000'")]],
     (OPT + ["--seed", "-1"], "'-1'"),
     (OPT + ["--space", "bogus"], "'bogus'"),
     (OPT + ["--strategy", "bogus"], "'bogus'"),

@@ -71,6 +71,7 @@ def test_a_point_key_depends_on_what_is_computed_not_on_names(tmp_path):
     assert not {p.key for p in a} & {p.key for p in c}
 
 
+_RUN = 'problems = ["resnet-1"]\ngpus = ["H100"]\n[[runs]]\nalgorithm = "winograd"\n'
 BAD = [
     ('name = "x"\ngpus = ["H100"]\n[[runs]]\nalgorithm = "winograd"\n', "problems"),
     ('problems = ["resnet-1"]\n[[runs]]\nalgorithm = "winograd"\n', "gpus"),
@@ -92,6 +93,17 @@ BAD = [
      'optimize = {budget = 5, strategy = "magic"}\n', "'magic'"),
     ('problems = ["resnet-1"]\ngpus = ["H100"]\nbatch = 0\n[[runs]]\nalgorithm = "winograd"\n', "batch=0"),
     ('problems = ["resnet-1"\n', "not valid TOML"),
+    # a grid value or key that would smuggle other --param items into the string
+    (_RUN + 'grid = {M = ["4,t=32"]}\n', "grid.M=['4,t=32']"),
+    (_RUN + 'grid = {M = ["t=32"]}\n', "grid.M=['t=32']"),
+    (_RUN + 'grid = {"M=4,t" = [32]}\n', "grid key 'M=4,t'"),
+    (_RUN + 'grid = {"" = [1]}\n', "grid key ''"),
+    (_RUN + 'grid = {M = [nan]}\n', "M='nan'"),
+    # the search's options against the strategy's ranges, before any search starts
+    (_RUN + 'optimize = {budget = 5, options = {top = 0}}\n', "top=0"),
+    (_RUN + 'optimize = {budget = 5, strategy = "annealing", options = {T0 = inf}}\n', "T0=inf"),
+    (_RUN + 'optimize = {budget = 5, strategy = "annealing", options = {alpha = nan}}\n', "alpha=nan"),
+    (_RUN + 'optimize = {budget = 5, options = {top = "x"}}\n', "top='x'"),
 ]
 
 
@@ -173,3 +185,28 @@ def test_without_pyarrow_the_table_is_csv_and_parquet_is_refused(tmp_path, monke
     assert table_path(sweep) == tmp_path / "t.csv"
     with pytest.raises(InputError, match="needs pyarrow"):
         table_path(sweep, tmp_path / "t.parquet")
+
+
+def test_options_without_a_range_name_no_infinite_range():
+    """Before: 'it must be an integer from -inf to inf'."""
+    from megasim.search.budget import check_options
+    with pytest.raises(Exception) as err:
+        check_options("s", {"top": "x"}, {"top": 3})
+    assert "it must be an integer" in str(err.value) and "inf" not in str(err.value)
+
+
+@pytest.mark.parametrize("run, needle", [
+    ('grid = {D_IG = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], D_GO = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}', "121 combinations"),
+    ('space = "algorithm1"', "more than 100 points"),
+])
+def test_a_sweep_above_max_points_is_refused_before_it_is_built(tmp_path, monkeypatch, run, needle):
+    """The limit is checked on the grid's size before its product is taken, and on the running count of a
+    space's points problem by problem (before: a `full` space over a few networks expanded for minutes)."""
+    import megasim.sweep.points as points
+    monkeypatch.setattr(points, "MAX_POINTS", 100)
+    path = _write(tmp_path, 'problems = ["resnet-1"]\ngpus = ["H100"]\n[[runs]]\nalgorithm = "winograd"\n' + run + "\n")
+    with pytest.raises(InputError) as err:
+        expand(load_sweep(path))
+    assert needle in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setattr(points, "MAX_POINTS", 1_000)
+    assert len(expand(load_sweep(path))) in (120, 121)

@@ -21,9 +21,10 @@ MAX_BUDGET = 100_000        # evaluations of one search (docs/errors.md)
 MAX_WORKERS = 256       # megasim.search.evaluators.MAX_WORKERS (not imported here: the parser stays light)
 
 
-def options_of(text: str | None, strategy: str, declared: dict) -> dict:
+def options_of(text: str | None, strategy: str, declared: dict, ranges: dict | None = None) -> dict:
     """--option K=V,K=V checked against the strategy's declared options: each key declared, each value of
-    its default's type (an integer option a whole number >= 1, a float option a finite number >= 0)."""
+    its default's type and inside the strategy's range for it (``ranges``: name -> (lowest, highest);
+    without one, an integer option a whole number >= 1, a float option a finite number >= 0)."""
     out: dict = {}
     for item in (text or "").split(","):
         if not item.strip():
@@ -42,21 +43,25 @@ def options_of(text: str | None, strategy: str, declared: dict) -> dict:
                 raise InputError(f"--option {key}={value!r} is not allowed: it must be true or false")
             out[key] = value.lower() in ("true", "1")
         elif isinstance(default, int):
+            low, high = (ranges or {}).get(key, (1, math.inf))
+            allowed = f"an integer from {low:g} to {high:g}" if math.isfinite(high) else f"an integer >= {low:g}"
             try:
                 out[key] = int(value)
             except ValueError:
-                raise InputError(f"--option {key}={value!r} is not allowed: it must be an integer >= 1 "
+                raise InputError(f"--option {key}={value!r} is not allowed: it must be {allowed} "
                                  f"(default {default})") from None
-            if out[key] < 1:
-                raise InputError(f"--option {key}={value!r} is not allowed: it must be an integer >= 1 (default {default})")
+            if not low <= out[key] <= high:
+                raise InputError(f"--option {key}={value!r} is not allowed: it must be {allowed} (default {default})")
         elif isinstance(default, float):
+            low, high = (ranges or {}).get(key, (0.0, math.inf))
+            allowed = f"a finite number from {low:g} to {high:g}" if math.isfinite(high) else \
+                f"a finite number >= {low:g}"
             try:
                 out[key] = float(value)
             except ValueError:
                 out[key] = math.nan
-            if not math.isfinite(out[key]) or out[key] < 0:
-                raise InputError(f"--option {key}={value!r} is not allowed: it must be a finite number >= 0 "
-                                 f"(default {default})")
+            if not math.isfinite(out[key]) or not low <= out[key] <= high:
+                raise InputError(f"--option {key}={value!r} is not allowed: it must be {allowed} (default {default})")
         else:
             out[key] = value
     return out
@@ -90,8 +95,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     problem = parse_layer(args.layer, batch=args.batch)
     spec = spec_of(args)
     module = get_strategy(args.strategy)
-    options = options_of(args.option, args.strategy, module.OPTIONS)
-    check_options(args.strategy, options, module.OPTIONS)
+    ranges = getattr(module, "RANGES", None)
+    options = options_of(args.option, args.strategy, module.OPTIONS, ranges)
+    check_options(args.strategy, options, module.OPTIONS, ranges)
     base = Plan.parse(None, args.param, algorithm=args.algo)
     spaces = spaces_of(args.algo)
     if args.space not in spaces:

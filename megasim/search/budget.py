@@ -34,10 +34,11 @@ def check_options(strategy: str, options: dict[str, Any] | None, allowed: dict[s
         integral = isinstance(allowed[name], int)
         kinds = (int,) if integral else (int, float)
         low, high = (ranges or {}).get(name, (-math.inf, math.inf))
-        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
-            what = "an integer" if integral else "a number"
-            raise MegasimError(f"option {name}={value!r} of strategy {strategy!r} is not allowed: it must be {what} "
-                               f"from {low:g} to {high:g}")
+        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or not low <= value <= high:
+            what = "an integer" if integral else "a finite number"
+            span = f" from {low:g} to {high:g}" if math.isfinite(low) or math.isfinite(high) else ""
+            raise MegasimError(f"option {name}={value!r} of strategy {strategy!r} is not allowed: it must be {what}"
+                               f"{span}")
     return {**allowed, **options}
 
 

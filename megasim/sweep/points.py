@@ -61,19 +61,34 @@ def point_key(problem: ConvProblem, gpu_hash: str, algorithm: str, schedule: str
     return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:16]
 
 
+# The most points one sweep may expand to: about 25 s and 0.5 GB to expand on one core, before any
+# simulation (docs/errors.md). A larger study is several sweep files (they can share one table).
+MAX_POINTS = 1_000_000
+
+
 def expand(sweep: SweepSpec) -> list[SweepPoint]:
-    """Every point of the sweep, in a fixed order (problems, then GPUs, then runs)."""
+    """Every point of the sweep, in a fixed order (problems, then GPUs, then runs). A sweep of more than
+    MAX_POINTS points is refused (InputError) as soon as the count passes it, before it is built."""
     where = f"sweep file {sweep.source!r}" if sweep.source != "<dict>" else "sweep"
+    runs = [_check_run(run, f"{where} [[runs]] #{i + 1}") for i, run in enumerate(sweep.runs)]
     problems = _problems(sweep, where)
     gpus = [(label, _gpu(label, sweep, where)) for label in sweep.gpus]
     max_tasks = sweep.max_tasks or DEFAULT_MAX_TASKS
-    runs = [_check_run(run, f"{where} [[runs]] #{i + 1}") for i, run in enumerate(sweep.runs)]
-    out: list[SweepPoint] = []
+    mappings: list[list[list[tuple[str, str, tuple]]]] = []     # [problem][run] -> (schedule, param, point)
+    total = 0
     for layer, problem in problems:
+        mappings.append([list(_mappings(run, combos, problem)) for run, combos in runs])
+        total += len(gpus) * sum(len(m) for m in mappings[-1])
+        if total > MAX_POINTS:
+            raise InputError(f"{where}: more than {MAX_POINTS:,} points (passed at problem {layer!r}, "
+                             f"{len(mappings)} of {len(problems)}) is not allowed: split it into several sweep "
+                             f"files, or use fewer problems, GPUs, grid values or a smaller space (docs/errors.md)")
+    out: list[SweepPoint] = []
+    for (layer, problem), per_run in zip(problems, mappings):
         for label, spec in gpus:
             gpu_hash = spec_hash(spec)
-            for run, combos in runs:
-                for schedule, param, point in _mappings(run, combos, problem):
+            for (run, _), items in zip(runs, per_run):
+                for schedule, param, point in items:
                     key = point_key(problem, gpu_hash, run.algorithm, schedule, param, point, run.optimize, max_tasks)
                     out.append(SweepPoint(len(out), key, layer, problem, label, spec, gpu_hash, run.algorithm,
                                           schedule, param, point, run.optimize, max_tasks))
@@ -143,11 +158,18 @@ def _check_run(run: RunSpec, where: str) -> tuple[RunSpec, list[tuple[str, str]]
         from megasim.search.budget import check_options
         try:
             module = get_strategy(run.optimize.strategy)
-            check_options(run.optimize.strategy, dict(run.optimize.options), module.OPTIONS)
+            check_options(run.optimize.strategy, dict(run.optimize.options), module.OPTIONS,
+                          getattr(module, "RANGES", None))
         except MegasimError as err:
             raise InputError(f"{where}: optimize: {err}") from None
     combos: list[tuple[str, str]] = []
     if run.space is None and run.optimize is None:
+        count = len(run.schedules or (alg.default_schedule,))
+        for _, values in run.grid:
+            count *= len(values)
+        if count > MAX_POINTS:
+            raise InputError(f"{where}: its grid has {count:,} combinations: more than {MAX_POINTS:,} points is not "
+                             f"allowed (split it into several sweep files; docs/errors.md)")
         keys = [k for k, _ in run.grid]
         for values in itertools.product(*(v for _, v in run.grid)) if run.grid else [()]:
             text = ",".join([*(f"{k}={v}" for k, v in zip(keys, values)), *([run.param] if run.param else [])])

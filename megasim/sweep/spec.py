@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ RUN_KEYS = ("algorithm", "schedules", "param", "grid", "space", "optimize")
 OPTIMIZE_KEYS = ("budget", "strategy", "space", "seed", "options")
 MAX_OPTIMIZE_BUDGET = 100_000     # as `megasim optimize --budget`
 MAX_BATCH = 2 ** 20
+_PARAM_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,13 @@ def _run(data: dict[str, Any], where: str) -> RunSpec:
                              f"e.g. grid = {{M = [1, 2, 4]}}")
         items = []
         for key, values in g.items():
+            if not _PARAM_KEY.fullmatch(key):
+                raise InputError(f"{where}: grid key {key!r} is not allowed: give a --param key (letters, digits, "
+                                 f"'_'), e.g. grid = {{M = [1, 2, 4]}}")
+            if isinstance(values, list) and any(isinstance(v, str) and (set(v) & set(",=") or not v.strip())
+                                                for v in values):
+                raise InputError(f"{where}: grid.{key}={values!r} is not allowed: a value is one --param value, "
+                                 f"without ',' or '=' (give other keys as keys of grid)")
             if not isinstance(values, list) or not values or not all(isinstance(v, (int, float, str)) and
                                                                      not isinstance(v, bool) for v in values):
                 raise InputError(f"{where}: grid.{key}={values!r} is not allowed: give a non-empty list of "
