@@ -180,7 +180,8 @@ CLI_CASES: list[tuple[list[str], str]] = [
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
         ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),
         ("cluster_px=0", "cluster_px=0"), ("k_tile=abc", "k_tile='abc'"), ("style=persistent", "ecr"),
-        ("sparsity=nan", "sparsity=nan"), ("seed=x", "seed='x'"), ("M=4", "'M'")]],
+        ("sparsity=nan", "sparsity=nan"), ("seed=x", "seed='x'"), ("M=4", "'M'"),
+        ("seed=-1", "seed=-1"), ("seed=18446744073709551616", "seed=18446744073709551616")]],
     (SIM + ["--algo", "pecr", "--param", "pool=3"], "'3'"),
     (SIM + ["--algo", "pecr", "--param", "pool=0x0"], "pool size=0"),
     (SIM + ["--trace", "/no/such/dir/t.json"], "/no/such/dir/t.json"),
@@ -329,6 +330,8 @@ def _py_cases():
         ("ConvProblem padding", lambda: ConvProblem(1, 1, 1, 4, 4, padding=-1), "padding=-1"),
         ("SparsitySpec 2", lambda: SparsitySpec(2.0), "sparsity=2.0"),
         ("SparsitySpec pattern", lambda: SparsitySpec(0.5, "stripes"), "'stripes'"),
+        ("SparsitySpec seed -1", lambda: SparsitySpec(0.5, seed=-1), "seed=-1"),
+        ("SparsitySpec seed float", lambda: SparsitySpec(0.5, seed=1.5), "seed=1.5"),
         ("sparse_feature_map shape", lambda: sparse_feature_map((1, 2), 0.5), "(1, 2)"),
         ("vgg19_sparse_layers(0)", lambda: vgg19_sparse_layers(0), "batch=0"),
         ("relu_chain_maps(17)", lambda: relu_chain_maps(17), "image_hw=17"),

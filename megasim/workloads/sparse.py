@@ -58,6 +58,8 @@ class SparsitySpec:
             raise WorkloadError(f"pattern={self.pattern!r} is not allowed (allowed: {', '.join(PATTERNS)})")
         if isinstance(self.cluster_px, bool) or not isinstance(self.cluster_px, int) or self.cluster_px < 1:
             raise WorkloadError(f"cluster_px={self.cluster_px!r} is not allowed: it must be a positive integer")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2 ** 64:
+            raise WorkloadError(f"seed={self.seed!r} is not allowed: it must be an integer from 0 to 2**64 - 1")
 
 
 def _check_shape(shape) -> tuple[int, int, int, int]:
