@@ -1,15 +1,16 @@
 """Timing device work with CUDA events: warm-up, many runs, median, rotated inputs.
 
 ``time_cuda(fn)`` calls ``fn(i)`` ``warmup`` times untimed, then ``repeats`` times, each between two
-``torch.cuda.Event``s recorded on torch's current stream, and returns their median / min / max in
+CUDA events recorded on the legacy default stream, and returns their median / min / max in
 milliseconds. ``i`` is the rotation index, ``run % rotate``: ``fn`` uses input set ``i`` so that
 consecutive runs do not find their inputs in L2 (shared/DEVICE.md: rotate inputs when they fit).
 
-Why torch events: every implementation timed here (torch, cuDNN through ctypes on torch's stream,
-cuBLAS through torch.bmm, and the Numba kernels) enqueues on the *legacy default stream*, which is
-torch's current stream unless a caller changed it, and Numba launches without a stream argument go
-to the same legacy default stream. ``time_cuda`` therefore refuses to run when torch's current
-stream is not the default one: the events would then not bracket the Numba launches.
+Why the legacy default stream: every implementation timed here (torch, cuDNN through ctypes on torch's
+stream, cuBLAS through torch.bmm, and the Numba kernels) enqueues there: it is torch's current stream
+unless a caller changed it, and Numba launches without a stream argument go to it. The events are
+Numba's (one primary context, shared with torch), so timing Numba kernels does not import torch;
+``time_cuda`` refuses to run when torch is loaded and its current stream is not the default one: the
+events would then not bracket torch's work.
 
 It waits on that stream only, never on the whole device, so work on other (non-blocking) streams, such
 as the DRAM hog of ``gpu.probes.dram_hog_kernel``, runs on beside the timed runs.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -95,36 +97,48 @@ def _check_args(warmup: int, repeats: int, rotate: int | None) -> int:
     return rotate
 
 
+def _default_stream_events(count: int) -> tuple[list, list]:
+    """``count`` pairs of timing events on the legacy default stream (Numba's), or TimingError why not.
+
+    Numba's events need no torch: a process that times only Numba kernels (a validation sweep's worker)
+    does not pay torch's import (2.5 s on the H200 host, experiments/studies/worker_start/). Where torch is
+    loaded and has opened CUDA, its current stream must be the legacy default one, where Numba launches and
+    these events go; otherwise the events would not bracket the work."""
+    from numba import config, cuda
+    if config.ENABLE_CUDASIM:
+        raise TimingError("time_cuda needs a CUDA device; Numba's CUDA simulator has no device events "
+                          "(time_host times with the host's clock there)")
+    if not cuda.is_available():
+        raise TimingError("time_cuda needs a CUDA device; numba.cuda.is_available() is False")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        stream = torch.cuda.current_stream()
+        if stream.cuda_stream != 0:
+            raise TimingError("time_cuda times the legacy default stream (where Numba launches go); torch's "
+                              f"current stream is {stream.cuda_stream:#x}: run outside `with torch.cuda.stream(...)`")
+    return [cuda.event(timing=True) for _ in range(count)], [cuda.event(timing=True) for _ in range(count)]
+
+
 def time_cuda(fn: Callable[[int], object], *, warmup: int = 5, repeats: int = 30,
               rotate: int | None = None) -> TimingStats:
     """Time ``fn(i)`` (i = run index modulo ``rotate``; always 0 when rotate is None) with CUDA events.
 
-    ``fn`` must enqueue its work on the legacy default stream (torch's current stream by default;
-    Numba launches without a stream). Warm-up runs rotate too, so every set is touched once before
-    timing. Raises TimingError without torch or a CUDA device.
+    ``fn`` must enqueue its work on the legacy default stream (Numba's launches without a stream, and
+    torch's current stream by default). Warm-up runs rotate too, so every set is touched once before
+    timing. Raises TimingError without a CUDA device (or under Numba's CUDA simulator).
     """
+    from numba import cuda
     n_sets = _check_args(warmup, repeats, rotate)
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - exercised only on machines without torch
-        raise TimingError("time_cuda needs PyTorch (torch.cuda.Event); install torch with CUDA") from exc
-    if not torch.cuda.is_available():
-        raise TimingError("time_cuda needs a CUDA device; torch.cuda.is_available() is False")
-    stream = torch.cuda.current_stream()
-    if stream.cuda_stream != 0:
-        raise TimingError("time_cuda times the legacy default stream (where Numba launches go); torch's "
-                          f"current stream is {stream.cuda_stream:#x}: run outside `with torch.cuda.stream(...)`")
+    starts, ends = _default_stream_events(repeats)
     for i in range(warmup):
         fn(i % n_sets)
-    stream.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    cuda.default_stream().synchronize()      # the warm-up runs are done before the first timed one starts
     for i in range(repeats):
-        starts[i].record(stream)
+        starts[i].record()
         fn(i % n_sets)
-        ends[i].record(stream)
-    stream.synchronize()
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)])
+        ends[i].record()
+    ends[repeats - 1].synchronize()
+    return summarize([cuda.event_elapsed_time(starts[i], ends[i]) for i in range(repeats)])
 
 
 def time_cuda_queued(fn: Callable[[int], object], *, inner: int = 10, warmup: int = 3,
