@@ -45,6 +45,7 @@ from experiments.provenance import provenance, write_results
 NAME = "nchw_transforms"
 REPO = Path(__file__).resolve().parents[3]
 COPY_TBPS = 4.2
+ROWS_BIG_SHARED = 100 * 1024      # the rows set's opted-in shared memory (bench_rows: rows_big)
 # name -> (the otrans kernel's build: opaque strides in its product, register cap; threads per block, None: the
 # runtime's rule, ``gpu.kernels.winograd.nchw._pick``)
 VARIANTS = {
@@ -334,6 +335,93 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
     return rows
 
 
+def _rows_variants(p, m: int) -> dict:
+    """name -> (kernel, launch geometry) of the rows set: the kernel before whole-row flat stores at the rule
+    it ran (``prev``), the runtime kernel at that strip rule (``strips``), at whole tile rows in blocks of
+    256 and 128 threads (``rows256``, ``rows128``; where no whole row fits, the strips), at the runtime's
+    rule (``rule``), and at whole rows in 256 threads with up to ``ROWS_BIG_SHARED`` bytes of opted-in shared
+    memory (``rows_big``: more channels a block where 48 KiB holds too few)."""
+    from experiments.studies.nchw_transforms import otrans_kernels as ok
+    from gpu.kernels.winograd import nchw
+    runtime = nchw.nchw_kernels_for(m)[1]
+    out = {"prev": (ok.prev_kernel(m), nchw.otrans_launch(p, m, rows=False)),
+           "strips": (runtime, nchw.otrans_launch(p, m, rows=False)),
+           "rows256": (runtime, nchw.otrans_launch(p, m, 256, rows=True)),
+           "rows128": (runtime, nchw.otrans_launch(p, m, 128, rows=True)),
+           "rule": (runtime, nchw.otrans_launch(p, m))}
+    big = nchw.rows_geometry(p.k, m, -(-p.out_w // m), -(-p.out_h // m), 256, max_shared=ROWS_BIG_SHARED)
+    if big is not None:
+        chunk, tx = big
+        out["rows_big"] = (runtime, (nchw._blocks(p, m, p.k, chunk, tx), chunk * tx,
+                                     4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
+    return out
+
+
+def bench_rows(torch, name: str, batch: int, args) -> dict:
+    """The rows set: one row per layer, the NHWC otrans launch and ``_rows_variants``' (time, error against
+    float64, block, registers; a variant on the same kernel and geometry as one before it is not timed
+    again)."""
+    from numba import cuda
+
+    from gpu.calibrate.occupancy import _opt_in
+    from gpu.kernels.winograd import device as dev
+    from gpu.kernels.winograd import nchw
+    from gpu.prepared_conv import choose_plan
+    from gpu.runtime.execute import PreparedRun
+    from gpu.runtime.fast_launch import FrozenLaunch
+    from gpu.runtime.timing import rotation_sets
+    from megasim.plan import build
+    from megasim.workloads.catalogue import parse_layer
+
+    p = parse_layer(name, batch=batch)
+    plan = choose_plan(p, layout="NCHW", cache_path=args.choices).plan
+    m = plan.params.tile
+    graph, schedule, bplan = build(p, plan)
+    run = PreparedRun(p, bplan, graph, schedule)
+    a2, tiles = (m + 2) ** 2, run.state.plan.shape.tiles
+    x_bytes, y_bytes = 4 * p.n * p.c * p.h * p.w, 4 * p.n * p.k * p.out_h * p.out_w
+    m_bytes = 4 * a2 * tiles * p.k
+    free, _ = torch.cuda.mem_get_info()
+    sets = rotation_sets(2 * (x_bytes + 2 * y_bytes + 2 * m_bytes), free, wanted=3)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    Ms = [torch.randn(a2, tiles, p.k, device="cuda", generator=gen) for _ in range(sets)]
+    Ys = [torch.empty(p.n, p.k, p.out_h, p.out_w, device="cuda") for _ in range(sets)]
+    x = torch.randn(p.n, p.h, p.w, p.c, device="cuda", generator=gen)
+    w = cuda.as_cuda_array(torch.randn(p.k, p.c, 3, 3, device="cuda", generator=gen))
+    row = {"layer": name, "tile": m, "out_w": p.out_w, "k": p.k, "otrans_mb": round((m_bytes + y_bytes) / 1e6, 1),
+           "floor_otrans_ms": round((m_bytes + y_bytes) / COPY_TBPS / 1e9, 4)}
+    wss = []
+    for i in range(sets):
+        ws = run.workspace(cuda.as_cuda_array(x), w)
+        torch.as_tensor(ws.M, device="cuda").copy_(Ms[i])
+        wss.append(ws)
+    pl = next(pl for pl in run.launches if getattr(pl, "kind", None) == dev.OTRANS)
+    row["nhwc_otrans_ms"] = median_launch_ms(torch, [pl.steps(ws)[0][0] for ws in wss], args.warmup, args.repeats)
+    del wss, x
+    ref = otrans_reference(torch, Ms[0], p, m)
+    seen = {}
+    for vname, (kernel, geometry) in _rows_variants(p, m).items():
+        key = (id(kernel), geometry)
+        if key in seen:
+            for col in ("ms", "rel_err", "regs", "block"):
+                row[f"{vname}_{col}"] = row[f"{seen[key]}_{col}"]
+        else:
+            if geometry[2] > nchw.MAX_SHARED_BYTES:
+                FrozenLaunch(kernel, 1, geometry[1], 0, (run.state.d_prm, cuda.as_cuda_array(Ms[0]),
+                                                         cuda.as_cuda_array(Ys[0]), geometry[3], geometry[4]))
+                _opt_in(kernel, geometry[2])       # (compiled by the launch's construction above)
+            _time_variant(torch, row, vname, kernel, geometry, run.state.d_prm, Ms, Ys, ref, args)
+            seen[key] = vname
+        row[f"{vname}_vs_nhwc"] = round(row[f"{vname}_ms"] / row["nhwc_otrans_ms"], 3)
+    print(f"{name:<14} m={m} Q={p.out_w} floor {row['floor_otrans_ms']:.4f} nhwc {row['nhwc_otrans_ms']:.4f} "
+          + " ".join(f"{v} {row[f'{v}_block']} {row[f'{v}_ms']:.4f} ({row[f'{v}_vs_nhwc']:.3f}x)"
+                     for v in ("prev", "strips", "rows256", "rows128", "rule", "rows_big") if f"{v}_ms" in row),
+          file=sys.stderr, flush=True)
+    del ref, Ms, Ys
+    torch.cuda.empty_cache()
+    return row
+
+
 def main(argv=None) -> int:
     from megasim.workloads.catalogue import TABLE2_NAMES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -343,8 +431,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--choices", default=None, help="choice cache (JSON) to read and extend")
     ap.add_argument("--out", default=None, help="results folder (default experiments/results/<device>/)")
-    ap.add_argument("--set", choices=("variants", "experiments"), default="variants",
-                    help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments")
+    ap.add_argument("--set", choices=("variants", "experiments", "rows"), default="variants",
+                    help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments; "
+                         "rows: bench_rows (whole-row launches against strips and the kernel before them)")
     ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
     ap.add_argument("--geometries", nargs="+", default=None, help="the experiments set's geometries (default all)")
     ap.add_argument("--loop-strips", type=int, nargs="+", default=[2, 4],
@@ -362,6 +451,14 @@ def main(argv=None) -> int:
     dmeta = device_meta(torch, cuda)
     out = Path(args.out) if args.out else REPO / "experiments" / "results" / device_dir(dmeta["device"])
     rows = []
+    if args.set == "rows":
+        for name in args.layers:
+            rows.append(bench_rows(torch, name, args.batch, args))
+        meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
+                           "set": "rows", "choices_file": args.choices})
+        write_results(rows, out, args.name, meta)
+        print(f"wrote {out / (args.name + '.csv')}")
+        return 0
     if args.set == "experiments":
         from experiments.studies.nchw_transforms.otrans_kernels import MODES
         args.modes = args.modes or list(MODES)

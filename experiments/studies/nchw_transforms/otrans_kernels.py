@@ -4,7 +4,7 @@ where its time goes against the NHWC kernel (``nchw_variants --set experiments``
 ``otrans_variant(m, mode)`` gives a kernel with the runtime kernel's signature ``(prm, M, Y, KC, TX)`` and
 launch geometry; ``mode``:
 
-- ``default``: the runtime kernel's code (phase 1: thread (t, k) loads M, transforms, writes its m x m outputs
+- ``default``: the runtime kernel (phase 1: thread (t, k) loads M, transforms, writes its m x m outputs
   to shared memory; barrier; phase 2: the strip's rows stored to Y);
 - ``old``: the runtime kernel's code before its store loop was made lean (a test per row, addresses formed
   per channel: git e45827b);
@@ -28,6 +28,10 @@ launch geometry; ``mode``:
   shared plane that the last strip's stores still read; every thread runs the product (lanes without a tile
   or channel on clamped inputs, their outputs never stored).
 
+- ``prev``: the runtime kernel as it was at 0297659, before whole-row blocks stored their rows as flat
+  sector-aligned runs (``prev_kernel``): every block, strip or whole tile row, stores its rows one at a time, a
+  thread on a column (``nchw_variants --set rows`` times it against the runtime kernel).
+
 Under the CUDA simulator the inline-PTX loads and stores are plain ones.
 """
 
@@ -45,7 +49,8 @@ from gpu.kernels.winograd.device import P_K, P_N, P_P, P_Q, P_TILES, P_TILES_X, 
 from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_lines
 from megasim.algorithms.winograd.winograd_math import matrices
 
-MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88")
+MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88",
+         "prev")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -121,6 +126,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         return nchw.nchw_kernels_for(m)[1]
     if mode == "loop":
         return loop_kernel(m, max_registers)
+    if mode == "prev":
+        return prev_kernel(m, max_registers)
     if mode.startswith("cap"):
         return nchw.nchw_kernels_for(m, True, int(mode[3:]))[1]
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
@@ -296,3 +303,87 @@ def loop_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
                                 store1(Y, base + xx, load1(s, kk * plane + i * width + jj))
 
     return otrans_loop
+
+
+@lru_cache(maxsize=None)
+def prev_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+    """The ``prev`` build: the runtime kernel as it was at 0297659 (module docstring)."""
+    pair = _pair(m, False, load1)
+    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
+    MT = m
+    block_strip = nchw._block_strip
+
+    @jit
+    def otrans_prev(prm, M, Y, KC, TX):
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        K = prm[P_K]
+        P = prm[P_P]
+        Q = prm[P_Q]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        n, ty, tx0, k0 = block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
+        width = TX * MT
+        plane = (MT * width) | 1
+        s = cuda.shared.array(0, float32)
+        tile0 = (n * tiles_y + ty) * tiles_x + tx0
+        kk = tid % KC
+        t = tid // KC
+        k = k0 + kk
+        tx = tx0 + t
+        if k < K and t < TX and tx < tiles_x:
+            tile = tile0 + t
+            pair(M, tile * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
+        cuda.syncthreads()
+        oy0 = MT * ty
+        ox0 = MT * tx0
+        # the store: a thread keeps one column j and every per-th output channel of the chunk, and stores
+        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy).
+        # The channel loop steps its global and shared addresses by additions (a range(first, KC, per) cost a
+        # 64-bit division for its trip count, and the addresses were formed anew per channel), and a block
+        # whose m rows all lie inside the output stores them without a test per row (with one, every row
+        # was a branch of its own with its 64-bit address formed again: about 18 instructions per element,
+        # the store phase more instructions than the loads and the transform together; ncu, H200).
+        if width <= nthr:
+            per = nthr // width
+            j = tid % width
+            first = tid // width
+            xx = ox0 + j
+            if first < per and xx < Q:
+                nk = K - k0 if K - k0 < KC else KC         # channels of the chunk inside K
+                gstep = per * P * Q
+                sstep = per * plane
+                gb = ((n * K + k0 + first) * P + oy0) * Q + xx
+                sb = first * plane + j
+                kk = first
+                if P - oy0 >= MT:
+                    while kk < nk:
+                        for i in range(MT):
+                            store1(Y, gb + i * Q, load1(s, sb + i * width))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
+                else:
+                    i_hi = P - oy0                         # rows oy0 + i inside the output: i < i_hi
+                    while kk < nk:
+                        for i in range(MT):
+                            if i < i_hi:
+                                store1(Y, gb + i * Q, load1(s, sb + i * width))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
+        else:
+            for row in range(KC * MT):
+                kk = row // MT
+                i = row - kk * MT
+                k = k0 + kk
+                yy = oy0 + i
+                if k < K and yy < P:
+                    base = ((n * K + k) * P + yy) * Q
+                    for j in range(tid, width, nthr):
+                        xx = ox0 + j
+                        if xx < Q:
+                            store1(Y, base + xx, load1(s, kk * plane + i * width + j))
+
+    return otrans_prev
