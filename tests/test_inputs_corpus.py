@@ -109,6 +109,9 @@ def files(tmp_path_factory) -> dict[str, str]:
     write("csv_bad_param.csv", header + "resnet-1,fused,M=abc,100,gpu\n")
     write("csv_bad_schedule.csv", header + "resnet-1,sideways,M=4,100,gpu\n")
     write("csv_all_failed.csv", header + "resnet-1,fused,M=4,,gpu\n")
+    write("csv_dup_column.csv", "layer,schedule,params,measured_us,device,measured_us\nresnet-1,fused,M=4,100,gpu,200\n")
+    write("csv_short_row.csv", header + "resnet-1,fused,M=4,100\n")
+    write("csv_bom.csv", "\ufeff" + header + "resnet-1,fused,M=4,100,gpu\n")
     write("sparse_rows_missing.json", {"meta": {}})
     write("sparse_rows_bad.json", {"meta": {}, "rows": [{"op": "ecr", "kind": "ecr", "problem": "N=1,C=1,K=1,H=4,W=4",
                                                          "sparsity": 2.0, "pattern": "uniform", "seed": 0,
@@ -249,6 +252,10 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_param.csv}"], "M='abc'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_schedule.csv}"], "'sideways'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_all_failed.csv}"], "no measured times"),
+    # a duplicated column (before: the last one read silently), a short row (before: accepted), a BOM
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_dup_column.csv}"], "'measured_us' more than once"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_short_row.csv}"], "row 2 is not allowed: it has fewer"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bom.csv}"], "byte-order mark"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "/no/such.csv"], "/no/such.csv"),
     (["validate", "resnet-1", "--spec", "{spec_inf_sm_count.json}", "--measured", "{csv_no_rows.csv}"], "sm_count"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--mappings", "0"], "'0'"),

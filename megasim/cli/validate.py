@@ -70,14 +70,21 @@ def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> 
     except csv.Error as err:
         raise InputError(f"--measured {path!r} is not a CSV file: {err}") from None
     if rows:
+        with open(path, newline="") as fh:
+            header = next(csv.reader(fh))
+        twice = sorted({c for c in header if header.count(c) > 1})
+        if twice:      # csv.DictReader would keep the last of them without a word
+            raise InputError(f"--measured {path!r} is not allowed: its header names column {twice[0]!r} more than once")
         missing = [c for c in REQUIRED_COLUMNS if c not in rows[0]]
         if missing:
+            bom = " (the file starts with a byte-order mark: save it as UTF-8 without one)" \
+                if header and header[0].startswith("\ufeff") else ""
             raise InputError(f"--measured {path!r} is not allowed: it has no column {missing[0]!r} "
-                             f"(validation_measured.csv has {', '.join(REQUIRED_COLUMNS)}, device, ...)")
+                             f"(validation_measured.csv has {', '.join(REQUIRED_COLUMNS)}, device, ...){bom}")
     out = []
     for i, r in enumerate(rows, start=2):        # row 1 is the header
         where = f"--measured {path!r} row {i}"
-        if None in r or any(r.get(c) is None for c in REQUIRED_COLUMNS):
+        if None in r or any(v is None for v in r.values()):
             raise InputError(f"{where} is not allowed: it has {'more' if None in r else 'fewer'} fields than the header")
         if r["layer"] not in layers or (r.get("algorithm") or "winograd") != algorithm:
             continue
