@@ -78,6 +78,8 @@ def _check_tensor(name: str, a, on_device: bool) -> None:
         raise KernelInputError(f"{name} must be 4-D, got shape {getattr(a, 'shape', None)}")
     if np.dtype(a.dtype) != np.float32:
         raise KernelInputError(f"{name} must be float32, got {np.dtype(a.dtype)}")
+    if min(a.shape) < 1:
+        raise KernelInputError(f"{name} has shape {tuple(a.shape)}: every dimension must be >= 1")
     if on_device and not (hasattr(a, "is_c_contiguous") and a.is_c_contiguous()):
         raise KernelInputError(f"device array {name} must be C-contiguous")
 
@@ -89,7 +91,7 @@ def _config(m, config, schedule: str, gemm_math, problem: ConvProblem) -> Winogr
         raise KernelInputError(f"gemm_math={gemm_math!r} is not allowed (allowed: {', '.join(GEMM_MATHS)})")
     if config is None:
         m = default_tile(problem) if m is None else m
-        if m not in SUPPORTED_TILES:
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)) or m not in SUPPORTED_TILES:
             raise KernelInputError(f"m={m!r} is not allowed (allowed: {', '.join(map(str, SUPPORTED_TILES))})")
         return WinogradConfig(m=m, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule],
                               gemm_math=gemm_math or DEFAULT_GEMM_MATH)
@@ -124,6 +126,9 @@ def _schedule(plan: ex.WinogradPlan, schedule: str, mapping, style, dispatch, bl
             raise KernelInputError(f"style={style!r} is not allowed (allowed: {', '.join(STYLES)})")
         if dispatch not in DISPATCHES:
             raise KernelInputError(f"dispatch={dispatch!r} is not allowed (allowed: {', '.join(DISPATCHES)})")
+        if blocks_per_sm is not None and style != "persistent":
+            raise KernelInputError(f"blocks_per_sm={blocks_per_sm!r} is not allowed with style={style!r}: it applies "
+                                   f"to style='persistent' only")
         sched = sched.with_style(style, dispatch, blocks_per_sm)
     return sched
 

@@ -318,6 +318,13 @@ def test_invalid_map_is_rejected_before_launch():
      "apply to schedule='fused' only"),
     ({"mapping": "fast"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "mapping must be None"),
     ({"dispatch": "random"}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "dispatch='random' is not allowed"),
+    # empty dimensions: named as the array's shape (before: 'layer: N=0 ...' from the problem behind it)
+    ({}, (0, 2, 4, 4), (3, 2, 3, 3), np.float32, r"x has shape \(0, 2, 4, 4\): every dimension must be >= 1"),
+    ({}, (1, 2, 4, 4), (0, 2, 3, 3), np.float32, r"w has shape \(0, 2, 3, 3\)"),
+    ({}, (1, 2, 4, 0), (3, 2, 3, 3), np.float32, r"x has shape \(1, 2, 4, 0\)"),
+    # a float tile (before: m=4.0 ran as if 4) and blocks_per_sm without the persistent style (before: dropped)
+    ({"m": 4.0}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "m=4.0 is not allowed"),
+    ({"blocks_per_sm": 2}, (1, 2, 4, 4), (3, 2, 3, 3), np.float32, "blocks_per_sm=2 is not allowed with style='per_task'"),
 ])
 def test_bad_inputs_raise_one_line_errors(kwargs, xshape, wshape, dtype, match):
     x = np.ones(xshape, dtype)
