@@ -14,7 +14,8 @@ a prediction.
 
 Resource limits (docs/errors.md): ``build`` and ``predict`` refuse, before lowering the whole problem,
 a problem with a tensor of more than ``MAX_TENSOR_ELEMENTS`` elements (the GPU kernels index with
-32-bit integers) and a problem whose task count, estimated from its lowering at batch 1 times its batch,
+32-bit integers) or an input or output above its algorithm's ``max_tensor_elements`` (a lowering that
+materialises them, e.g. the sparse family's generated feature map), and a problem whose task count, estimated from its lowering at batch 1 times its batch,
 exceeds ``max_tasks`` (default ``DEFAULT_MAX_TASKS``; the CLI's ``--max-tasks``). Progress goes to an
 optional callback, never to a stream: ``predict(..., progress=f)`` calls ``f(message)`` as it lowers
 and simulates.
@@ -151,8 +152,10 @@ def check_max_tasks(max_tasks: Any, source: str = "max_tasks") -> int:
     return max_tasks
 
 
-def check_problem_size(problem: ConvProblem) -> None:
-    """ResourceError when a tensor of the problem has more than MAX_TENSOR_ELEMENTS elements."""
+def check_problem_size(problem: ConvProblem, alg: Algorithm | None = None) -> None:
+    """ResourceError when a tensor of the problem has more than MAX_TENSOR_ELEMENTS elements, or, with the
+    algorithm `alg`, when its input or output is above the plug-in's ``max_tensor_elements`` (the most its
+    lowering can afford to materialise)."""
     p = problem
     for what, elements in (("input N*C*H*W", p.n * p.c * p.h * p.w), ("output N*K*P*Q", p.n * p.k * p.out_h * p.out_w),
                            ("filters K*C*R*S", p.k * p.c * p.r * p.s)):
@@ -160,6 +163,14 @@ def check_problem_size(problem: ConvProblem) -> None:
             raise ResourceError(f"layer {p.name or p.spec_string()!r} ({p.spec_string()}): its {what} = {elements:,} "
                                 f"elements is not allowed: at most {MAX_TENSOR_ELEMENTS:,} (2**31 - 1: the kernels' "
                                 f"32-bit indices; docs/errors.md)")
+    limit = getattr(alg, "max_tensor_elements", None) if alg is not None else None
+    if limit is None:
+        return
+    for what, elements in (("input N*C*H*W", p.n * p.c * p.h * p.w), ("output N*K*P*Q", p.n * p.k * p.out_h * p.out_w)):
+        if elements > limit:
+            raise ResourceError(f"layer {p.name or p.spec_string()!r} ({p.spec_string()}) under {alg.name}: its {what} "
+                                f"= {elements:,} elements is not allowed: at most {limit:,} (the {alg.name} lowering "
+                                f"materialises it; a smaller batch or layer; docs/errors.md)")
 
 
 def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
@@ -169,7 +180,7 @@ def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec
     per image, so this over-counts). None when batch 1 cannot be lowered under the plan."""
     _check_args(problem, plan, spec)
     plan = plan or Plan()
-    check_problem_size(problem)
+    check_problem_size(problem, plan.algo)
     one = problem.with_batch(1)
     try:
         params = plan.algo.resolve(one, plan.params, plan.schedule, spec)
@@ -192,7 +203,7 @@ def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None =
     check_max_tasks(max_tasks)
     plan = plan or Plan()
     alg = plan.algo
-    check_problem_size(problem)
+    check_problem_size(problem, alg)
     if problem.n > 1:
         estimate = estimate_tasks(problem, plan, spec, costed=costed)
         if estimate is not None and estimate > max_tasks:

@@ -89,6 +89,11 @@ class SparseConv(Algorithm):
 
     kinds: tuple[str, ...]
     calibration = "sparse_kinds"
+    # The lowering generates the whole batch's feature map and counts every window's nonzeros: about 45
+    # bytes and 0.3 us per input element for ECR (2**25 elements: 1.5 GB, 11 s; VGG-19's conv1_2 at batch
+    # 64, 2**27.6: about 30 s), so 2**28 elements is about 12 GB. A larger problem is refused before it is
+    # lowered (before: C=10**9 or K=10**9 at 1x1 ran out of memory in NumPy).
+    max_tensor_elements = 2 ** 28
 
     def __init__(self, name: str, summary: str) -> None:
         self.name, self.summary = name, summary
