@@ -142,63 +142,62 @@ def _otrans_reference(M: np.ndarray, problem: ConvProblem, m: int) -> np.ndarray
     return y[:, :, :problem.out_h, :problem.out_w]
 
 
-# (m, problem, geometries): the otrans kernel's strips (the rule, and at 128 threads) and whole tile rows
-# (rows_geometry at 256, 128, 64 and 16 threads where they fit; strips of 1, 2 and half the row's tiles): output widths 1 to 13, not multiples of the
-# tile (the last tile column and row partly outside), K not a multiple of the chunk, batch 1 and 2, tile rows
-# not a multiple of TY, blocks narrower than a warp
+# (m, problem): output widths 1 to 13, not multiples of the tile (the last tile column and row partly
+# outside), K not a multiple of the chunk, batch 1 and 2, whole planes in one tile row
 OTRANS_SHAPES = [
     (2, ConvProblem(1, 1, 5, 3, 1, padding=1)),          # W = 1
-    (2, ConvProblem(2, 1, 5, 7, 9, padding=0)),          # 5 x 7 out: 3 tile rows, TY = 2 at 64 threads
-    (2, ConvProblem(1, 1, 2, 3, 3, padding=0)),          # 1 x 1 out, K = 2: 2-thread blocks
+    (2, ConvProblem(2, 1, 5, 7, 9, padding=0)),          # 5 x 7 out: 4 tiles a row, 3 tile rows
+    (2, ConvProblem(1, 1, 2, 3, 3, padding=0)),          # 1 x 1 out, K = 2
     (4, ConvProblem(1, 1, 3, 11, 6, padding=1)),         # W = 6
     (5, ConvProblem(1, 1, 33, 6, 8, padding=1)),         # K = 33: a chunk of 1 past 32
-    (6, ConvProblem(1, 1, 9, 5, 9, padding=0)),          # 3 x 7 out
+    (6, ConvProblem(1, 1, 9, 5, 9, padding=0)),          # 3 x 7 out: one tile row, the whole plane
     (7, ConvProblem(1, 1, 17, 10, 12, padding=0)),       # 8 x 10 out: the last tile 3 columns, 1 row
-    (7, ConvProblem(2, 1, 4, 5, 11, padding=2)),         # 5 x 13 out, W = 13
-    (4, ConvProblem(1, 1, 40, 4, 3, padding=1)),         # W = 3, 4 x 3 planes: whole planes, runs of 12 floats
-    (2, ConvProblem(1, 1, 3, 5, 13, padding=0)),         # 3 x 11 out: 6 tiles a row, strips of 1, 2, 3
+    (7, ConvProblem(2, 1, 40, 5, 11, padding=2)),        # 5 x 13 out, W = 13
+    (4, ConvProblem(1, 1, 40, 4, 3, padding=1)),         # W = 3, 4 x 3 planes
+    (2, ConvProblem(1, 1, 3, 5, 13, padding=0)),         # 3 x 11 out: 6 tiles a row
+    (5, ConvProblem(1, 1, 70, 16, 35, padding=0)),       # 14 x 33 out: 7 tiles a row, 3 tile rows
 ]
 
 
 def _otrans_geometries(problem: ConvProblem, m: int) -> dict:
-    tiles_x, tiles_y = -(-problem.out_w // m), -(-problem.out_h // m)
-    out = {"rule": nchw.otrans_launch(problem, m), "strips": nchw.otrans_launch(problem, m, rows=False),
-           "strips128": nchw.otrans_launch(problem, m, 128, rows=False)}
-    geometries = {f"rows{threads}": nchw.rows_geometry(problem.k, m, tiles_x, tiles_y, threads)
-                  for threads in (256, 128, 64, 16)}
+    """name -> (kernel, launch): the runtime kernel at its rule, at 128 threads and at strips of 1, 2 and
+    half the row's tiles (8 channels); the study's whole-row kernel (``otrans_kernels.rows_kernel``) at
+    ``rows_geometry`` in 256, 128 and 64 threads where a row fits."""
+    from experiments.studies.nchw_transforms import otrans_kernels as ok
+    tiles_x = -(-problem.out_w // m)
+    runtime = nchw.nchw_kernels_for(m)[1]
+    out = {"rule": (runtime, nchw.otrans_launch(problem, m)), "t128": (runtime, nchw.otrans_launch(problem, m, 128))}
+
+    def launch(chunk, tx):
+        return (nchw._blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * nchw.otrans_plane(m, tx),
+                chunk, tx)
     chunk = min(nchw._pow2_at_least(problem.k), 8)
-    for tx in {1, 2, (tiles_x + 1) // 2} - {tiles_x}:      # strips narrower than the row, the last one short
+    for tx in {1, 2, (tiles_x + 1) // 2}:              # strips narrower than the row, the last one short
         if tx < tiles_x:
-            geometries[f"strips{chunk}x{tx}"] = (chunk, tx)
-    for name, g in geometries.items():
+            out[f"strips{chunk}x{tx}"] = (runtime, launch(chunk, tx))
+    for threads in (256, 128, 64):
+        g = ok.rows_geometry(problem.k, m, tiles_x, threads)
         if g is not None:
-            chunk, tx = g
-            out[name] = (nchw._blocks(problem, m, problem.k, chunk, tx), chunk * tx,
-                         4 * chunk * nchw.otrans_plane(m, tx), chunk, tx)
+            out[f"rows{threads}"] = (ok.rows_kernel(m), launch(*g))
     return out
 
 
 @pytest.mark.parametrize("m,problem", OTRANS_SHAPES)
 def test_otrans_strips_and_rows_match_float64(m, problem):
-    """Every geometry of the otrans kernel (strips, whole tile rows with their flat sector-aligned store)
-    writes every output once, within 1e-5 of the float64 transform of the same M (fresh random data), and
-    all geometries agree bit for bit under the simulator."""
+    """The otrans kernel at its geometries, and the study's whole-row kernel with its flat sector-aligned
+    store, write every output once, within 1e-5 of the float64 transform of the same M (fresh random data);
+    all of them agree bit for bit under the simulator."""
     graph, schedule, plan = build(problem, Plan("nonfused", algorithm="winograd", params=_params(m)))
     run = PreparedRun(problem, plan, graph, schedule, options={"layout": "NCHW"})
     rng = np.random.default_rng([m, problem.n, problem.k, problem.out_h, problem.out_w])
     M = rng.standard_normal(((m + 2) ** 2, run.state.plan.shape.tiles, problem.k), dtype=np.float32)
     ref = _otrans_reference(M, problem, m)
-    _, otrans = nchw.nchw_kernels_for(m)
     d_M = cuda.to_device(M)
     outs = {}
-    geometries = _otrans_geometries(problem, m)
-    tiles_x = -(-problem.out_w // m)
-    assert any(tx >= tiles_x for *_, tx in geometries.values())          # whole tile rows among them
-    assert tiles_x == 1 or any(tx < tiles_x for *_, tx in geometries.values())   # and strips
-    for name, (blocks, threads, shared, chunk, tx) in geometries.items():
+    for name, (kernel, (blocks, threads, shared, chunk, tx)) in _otrans_geometries(problem, m).items():
         assert chunk * tx == threads and shared <= nchw.MAX_SHARED_BYTES
         d_y = cuda.to_device(np.full((problem.n, problem.k, problem.out_h, problem.out_w), np.nan, np.float32))
-        otrans[blocks, threads, 0, shared](run.state.d_prm, d_M, d_y, chunk, tx)
+        kernel[blocks, threads, 0, shared](run.state.d_prm, d_M, d_y, chunk, tx)
         y = d_y.copy_to_host()
         assert np.isfinite(y).all(), name
         err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
@@ -206,25 +205,21 @@ def test_otrans_strips_and_rows_match_float64(m, problem):
         outs[name] = y
     if numba.config.ENABLE_CUDASIM:
         for name, y in outs.items():
-            np.testing.assert_array_equal(y, outs["strips"], err_msg=name)
+            np.testing.assert_array_equal(y, outs["rule"], err_msg=name)
 
 
-def test_rows_geometry_fits_the_block_and_covers_whole_tile_rows():
+def test_rows_geometry_covers_one_tile_row_in_the_block():
+    from experiments.studies.nchw_transforms import otrans_kernels as ok
     for k in (1, 3, 17, 32, 513):
         for tiles_x in (1, 2, 5, 16, 19, 33):
-            for tiles_y in (1, 3, 16):
-                for m in (2, 4, 5, 6, 7):
-                    for threads in (16, 128, 256):
-                        g = nchw.rows_geometry(k, m, tiles_x, tiles_y, threads)
-                        if g is None:
-                            assert min(nchw._pow2_at_least(k), nchw.MIN_ROWS_CHUNK) * tiles_x > threads or \
-                                4 * min(nchw._pow2_at_least(k), nchw.MIN_ROWS_CHUNK) * nchw.otrans_plane(m, tiles_x) \
-                                > nchw.MAX_SHARED_BYTES
-                            continue
+            for m in (2, 4, 5, 6, 7):
+                for threads in (64, 128, 256):
+                    g = ok.rows_geometry(k, m, tiles_x, threads)
+                    if g is not None:
                         chunk, tx = g
-                        assert tx % tiles_x == 0 and 1 <= tx // tiles_x <= tiles_y
-                        assert chunk * tx <= threads and 4 * chunk * nchw.otrans_plane(m, tx) <= nchw.MAX_SHARED_BYTES
-                        assert chunk >= min(nchw._pow2_at_least(k), nchw.MIN_ROWS_CHUNK)
+                        assert tx == tiles_x and 32 <= chunk * tx <= threads
+                        assert 4 * chunk * nchw.otrans_plane(m, tx) <= nchw.MAX_SHARED_BYTES
+                        assert chunk >= min(nchw._pow2_at_least(k), 8)
 
 
 def test_nchw_refuses_the_megakernel_and_a_split_kind():

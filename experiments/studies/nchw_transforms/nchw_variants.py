@@ -336,24 +336,22 @@ def bench_experiments(torch, name: str, batch: int, args) -> list[dict]:
 
 
 def _rows_variants(p, m: int) -> dict:
-    """name -> (kernel, launch geometry) of the rows set: the kernel before whole-row flat stores at the rule
-    it ran (``prev``), the runtime kernel at that strip rule (``strips``), at whole tile rows in blocks of
-    256 and 128 threads (``rows256``, ``rows128``; where no whole row fits, the strips), at the runtime's
-    rule (``rule``), and at whole rows in 256 threads with up to ``ROWS_BIG_SHARED`` bytes of opted-in shared
-    memory (``rows_big``: more channels a block where 48 KiB holds too few)."""
+    """name -> (kernel, launch geometry) of the rows set: the runtime kernel at its rule (``runtime``), and
+    ``otrans_kernels.rows_kernel`` (whole tile rows, flat sector-aligned stores) at ``rows_geometry`` in blocks of
+    256 and 128 threads (``rows256``, ``rows128``) and in 256 threads with up to ``ROWS_BIG_SHARED`` bytes of
+    opted-in shared memory (``rows_big``: more channels a block where 48 KiB holds too few); a rows variant
+    is left out where no whole row fits."""
     from experiments.studies.nchw_transforms import otrans_kernels as ok
     from gpu.kernels.winograd import nchw
-    runtime = nchw.nchw_kernels_for(m)[1]
-    out = {"prev": (ok.prev_kernel(m), nchw.otrans_launch(p, m, rows=False)),
-           "strips": (runtime, nchw.otrans_launch(p, m, rows=False)),
-           "rows256": (runtime, nchw.otrans_launch(p, m, 256, rows=True)),
-           "rows128": (runtime, nchw.otrans_launch(p, m, 128, rows=True)),
-           "rule": (runtime, nchw.otrans_launch(p, m))}
-    big = nchw.rows_geometry(p.k, m, -(-p.out_w // m), -(-p.out_h // m), 256, max_shared=ROWS_BIG_SHARED)
-    if big is not None:
-        chunk, tx = big
-        out["rows_big"] = (runtime, (nchw._blocks(p, m, p.k, chunk, tx), chunk * tx,
-                                     4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
+    out = {"runtime": (nchw.nchw_kernels_for(m)[1], nchw.otrans_launch(p, m))}
+    tiles_x = -(-p.out_w // m)
+    for name, threads, shared in (("rows256", 256, nchw.MAX_SHARED_BYTES), ("rows128", 128, nchw.MAX_SHARED_BYTES),
+                                  ("rows_big", 256, ROWS_BIG_SHARED)):
+        g = ok.rows_geometry(p.k, m, tiles_x, threads, shared)
+        if g is not None:
+            chunk, tx = g
+            out[name] = (ok.rows_kernel(m), (nchw._blocks(p, m, p.k, chunk, tx), chunk * tx,
+                                             4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
     return out
 
 
@@ -415,7 +413,7 @@ def bench_rows(torch, name: str, batch: int, args) -> dict:
         row[f"{vname}_vs_nhwc"] = round(row[f"{vname}_ms"] / row["nhwc_otrans_ms"], 3)
     print(f"{name:<14} m={m} Q={p.out_w} floor {row['floor_otrans_ms']:.4f} nhwc {row['nhwc_otrans_ms']:.4f} "
           + " ".join(f"{v} {row[f'{v}_block']} {row[f'{v}_ms']:.4f} ({row[f'{v}_vs_nhwc']:.3f}x)"
-                     for v in ("prev", "strips", "rows256", "rows128", "rule", "rows_big") if f"{v}_ms" in row),
+                     for v in ("runtime", "rows256", "rows128", "rows_big") if f"{v}_ms" in row),
           file=sys.stderr, flush=True)
     del ref, Ms, Ys
     torch.cuda.empty_cache()
@@ -433,7 +431,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="results folder (default experiments/results/<device>/)")
     ap.add_argument("--set", choices=("variants", "experiments", "rows"), default="variants",
                     help="variants: VARIANTS side by side, one row per layer; experiments: bench_experiments; "
-                         "rows: bench_rows (whole-row launches against strips and the kernel before them)")
+                         "rows: bench_rows (otrans_kernels.rows_kernel's whole-row launches against the runtime's)")
     ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
     ap.add_argument("--geometries", nargs="+", default=None, help="the experiments set's geometries (default all)")
     ap.add_argument("--loop-strips", type=int, nargs="+", default=[2, 4],

@@ -28,9 +28,11 @@ launch geometry; ``mode``:
   shared plane that the last strip's stores still read; every thread runs the product (lanes without a tile
   or channel on clamped inputs, their outputs never stored).
 
-- ``prev``: the runtime kernel as it was at 0297659, before whole-row blocks stored their rows as flat
-  sector-aligned runs (``prev_kernel``): every block, strip or whole tile row, stores its rows one at a time, a
-  thread on a column (``nchw_variants --set rows`` times it against the runtime kernel).
+- ``rows``: blocks of one whole tile row (TX = tiles_x, at least 32 threads) whose store phase writes each
+  channel's rows as the one contiguous run of Y they are, in 128-byte-aligned warp windows, so that every
+  store instruction writes whole 32-byte sectors except at a run's ends, whatever the row length
+  (``rows_kernel``; the runtime kernel stores a row at a time, a thread on a column, and a row of Q floats
+  with Q not a multiple of 8 starts off a sector boundary). ``nchw_variants --set rows`` times it.
 
 Under the CUDA simulator the inline-PTX loads and stores are plain ones.
 """
@@ -50,7 +52,7 @@ from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_
 from megasim.algorithms.winograd.winograd_math import matrices
 
 MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88",
-         "prev")
+         "rows")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -126,8 +128,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         return nchw.nchw_kernels_for(m)[1]
     if mode == "loop":
         return loop_kernel(m, max_registers)
-    if mode == "prev":
-        return prev_kernel(m, max_registers)
+    if mode == "rows":
+        return rows_kernel(m, max_registers)
     if mode.startswith("cap"):
         return nchw.nchw_kernels_for(m, True, int(mode[3:]))[1]
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
@@ -306,8 +308,19 @@ def loop_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
 
 
 @lru_cache(maxsize=None)
-def prev_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
-    """The ``prev`` build: the runtime kernel as it was at 0297659 (module docstring)."""
+def rows_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+    """The ``rows`` build (module docstring): the runtime kernel's product, then the flat store.
+
+    The block's outputs of channel k are rows oy0 .. oy0 + rr - 1 of its plane, whole: one contiguous run
+    of rr * Q floats, and where the tile row is the whole plane (rr = P) the runs of the chunk's channels
+    follow each other: one run of nk * P * Q floats (a segment). Warps store windows of 32 consecutive
+    floats of a segment, the windows aligned to 128 bytes of Y (the first starts before the segment; lanes
+    outside it store nothing). Warp w takes segments w, w + nw, ...; with fewer segments than warps each is
+    split into nw // nseg parts of whole windows. A lane's float r of a segment is (channel kq, row i,
+    column x) of the shared stage, found once per segment by subtraction (its first r is below 64; a part
+    after the first is found by one division per thread) and then stepped by additions: r += 32 is x += 32
+    with carries into i and kq. No division per window or per element (a first build with 64-bit divisions
+    per segment ran 2-4x slower than the row store: nchw_transforms/rows_set.csv)."""
     pair = _pair(m, False, load1)
     capped = max_registers is not None and not config.ENABLE_CUDASIM
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
@@ -315,7 +328,7 @@ def prev_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
     block_strip = nchw._block_strip
 
     @jit
-    def otrans_prev(prm, M, Y, KC, TX):
+    def otrans_rows(prm, M, Y, KC, TX):
         tid = cuda.threadIdx.x
         nthr = cuda.blockDim.x
         K = prm[P_K]
@@ -327,63 +340,89 @@ def prev_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
         width = TX * MT
         plane = (MT * width) | 1
         s = cuda.shared.array(0, float32)
-        tile0 = (n * tiles_y + ty) * tiles_x + tx0
+        tile0 = (n * tiles_y + ty) * tiles_x
         kk = tid % KC
         t = tid // KC
         k = k0 + kk
-        tx = tx0 + t
-        if k < K and t < TX and tx < tiles_x:
-            tile = tile0 + t
-            pair(M, tile * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
+        if k < K and t < TX:
+            pair(M, (tile0 + t) * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
         cuda.syncthreads()
         oy0 = MT * ty
-        ox0 = MT * tx0
-        # the store: a thread keeps one column j and every per-th output channel of the chunk, and stores
-        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy).
-        # The channel loop steps its global and shared addresses by additions (a range(first, KC, per) cost a
-        # 64-bit division for its trip count, and the addresses were formed anew per channel), and a block
-        # whose m rows all lie inside the output stores them without a test per row (with one, every row
-        # was a branch of its own with its 64-bit address formed again: about 18 instructions per element,
-        # the store phase more instructions than the loads and the transform together; ncu, H200).
-        if width <= nthr:
-            per = nthr // width
-            j = tid % width
-            first = tid // width
-            xx = ox0 + j
-            if first < per and xx < Q:
-                nk = K - k0 if K - k0 < KC else KC         # channels of the chunk inside K
-                gstep = per * P * Q
-                sstep = per * plane
-                gb = ((n * K + k0 + first) * P + oy0) * Q + xx
-                sb = first * plane + j
-                kk = first
-                if P - oy0 >= MT:
-                    while kk < nk:
-                        for i in range(MT):
-                            store1(Y, gb + i * Q, load1(s, sb + i * width))
-                        kk += per
-                        gb += gstep
-                        sb += sstep
-                else:
-                    i_hi = P - oy0                         # rows oy0 + i inside the output: i < i_hi
-                    while kk < nk:
-                        for i in range(MT):
-                            if i < i_hi:
-                                store1(Y, gb + i * Q, load1(s, sb + i * width))
-                        kk += per
-                        gb += gstep
-                        sb += sstep
-        else:
-            for row in range(KC * MT):
-                kk = row // MT
-                i = row - kk * MT
-                k = k0 + kk
-                yy = oy0 + i
-                if k < K and yy < P:
-                    base = ((n * K + k) * P + yy) * Q
-                    for j in range(tid, width, nthr):
-                        xx = ox0 + j
-                        if xx < Q:
-                            store1(Y, base + xx, load1(s, kk * plane + i * width + j))
+        rr = P - oy0 if P - oy0 < MT else MT                # rows of each channel in this block
+        nk = K - k0 if K - k0 < KC else KC                  # channels of the chunk inside K
+        run = rr * Q
+        nseg = 1 if rr == P else nk
+        seg_len = nk * run if rr == P else run
+        nw = nthr // 32
+        lane = tid % 32
+        w = tid // 32
+        pps = 1
+        part = 0
+        sg = w
+        step = nw
+        if nseg < nw:                                     # few segments: each split among pps warps
+            pps = nw // nseg
+            sg = w // pps
+            part = w - sg * pps
+            step = nw * nseg                              # (one segment per warp)
+        while sg < nseg:
+            g0 = ((n * K + k0 + sg) * P + oy0) * Q
+            a0 = g0 - (g0 & 31)
+            nwin = (g0 + seg_len - a0 + 31) // 32
+            lo = a0 - g0
+            hi = lo + nwin * 32
+            if pps > 1:
+                hi = lo + ((part + 1) * nwin // pps) * 32
+                lo += (part * nwin // pps) * 32
+            if hi > seg_len:
+                hi = seg_len
+            r = lo + lane
+            if r < 0:
+                r += 32
+            if r < hi:
+                i = 0
+                x = r
+                kq = sg
+                if r >= 64:                               # a later part: divide once
+                    i = r // Q
+                    x = r - i * Q
+                    c = i // rr
+                    kq += c
+                    i -= c * rr
+                while x >= Q:
+                    x -= Q
+                    i += 1
+                while i >= rr:
+                    i -= rr
+                    kq += 1
+                gi = g0 + r
+                while r < hi:
+                    store1(Y, gi, load1(s, kq * plane + i * width + x))
+                    r += 32
+                    gi += 32
+                    x += 32
+                    while x >= Q:
+                        x -= Q
+                        i += 1
+                    while i >= rr:
+                        i -= rr
+                        kq += 1
+            sg += step
 
-    return otrans_prev
+    return otrans_rows
+
+
+def rows_geometry(channels: int, m: int, tiles_x: int, threads: int,
+                  max_shared: int = nchw.MAX_SHARED_BYTES) -> tuple[int, int] | None:
+    """(KC, TX = tiles_x) of a ``rows_kernel`` launch in blocks of at most ``threads``: the widest chunk of
+    channels (a power of two, at most the channels rounded up and the threads over the row's tiles, at least
+    8 or the channels) whose whole tile row fits the threads and ``max_shared`` bytes; None where none does
+    or the block would have fewer than 32 threads."""
+    top = nchw._pow2_at_least(channels)
+    chunk = min(top, nchw._pow2_at_most(max(1, threads // tiles_x)))
+    while chunk > min(top, 8) and (chunk * tiles_x > threads or 4 * chunk * nchw.otrans_plane(m, tiles_x) > max_shared):
+        chunk //= 2
+    if (chunk < min(top, 8) or chunk * tiles_x > threads or chunk * tiles_x < 32
+            or 4 * chunk * nchw.otrans_plane(m, tiles_x) > max_shared):
+        return None
+    return chunk, tiles_x

@@ -92,9 +92,6 @@ MAX_SHARED_BYTES = 48 * 1024
 OTRANS_MAX_REGISTERS = 80
 # Tiles per strip of the otrans kernel's sector-aligned launch (``_aligned_strips``).
 ALIGNED_TILES = 8
-# The otrans kernel's whole-row launches (``rows_geometry``): threads per block at most, channels per chunk at least.
-ROWS_THREADS = 256
-MIN_ROWS_CHUNK = 8
 PY_FUNCS: dict = {}
 
 
@@ -138,10 +135,6 @@ def _tiles_x(problem, m: int) -> int:
     return -(-problem.out_w // m)
 
 
-def _tiles_y(problem, m: int) -> int:
-    return -(-problem.out_h // m)
-
-
 def _pick(channels: int, m: int, tiles_x: int, plane_of, whole_row: bool, threads: int | None):
     """The geometry of a launch: ``threads`` given, ``nchw_geometry``'s for it; None, the wider block
     (WIDE_THREADS) where it takes more tiles per strip with a chunk no narrower and shared memory within
@@ -174,64 +167,20 @@ def _aligned_strips(problem, m: int) -> tuple[int, int] | None:
     return None
 
 
-def rows_geometry(channels: int, m: int, tiles_x: int, tiles_y: int, threads: int = ROWS_THREADS,
-                  max_shared: int = MAX_SHARED_BYTES) -> tuple[int, int] | None:
-    """(KC, TX) of a whole-row otrans launch (``otrans_rows``) in blocks of at most ``threads``, or None where
-    a tile row at ``MIN_ROWS_CHUNK`` channels does not fit them or ``max_shared`` bytes of shared memory
-    (48 KiB: no opt-in). The chunk starts
-    at the channels rounded up to a power of two, at most 32, halved (down to 8) until a tile row fits;
-    the block then takes as many tile rows TY as the threads hold (evened out over the image), the chunk
-    grows back into the threads left (narrow images); where the stage then exceeds shared memory TY shrinks
-    first, then the chunk. TX = TY * tiles_x."""
-    top = _pow2_at_least(channels)
-    low = min(top, MIN_ROWS_CHUNK)
-    chunk = min(top, MAX_CHUNK)
-    while chunk > low and chunk * tiles_x > threads:
-        chunk //= 2
-    if chunk * tiles_x > threads:
-        return None
-    ty = min(tiles_y, threads // (chunk * tiles_x))
-    ty = -(-tiles_y // -(-tiles_y // ty))
-    chunk = min(top, _pow2_at_most(threads // (ty * tiles_x)))
-    while 4 * chunk * otrans_plane(m, ty * tiles_x) > max_shared:
-        if ty > 1:
-            ty -= 1
-        elif chunk > low:
-            chunk //= 2
-        else:
-            return None
-    return chunk, ty * tiles_x
-
-
-def otrans_rows(problem, m: int) -> bool:
-    """Whether the runtime's otrans launch takes whole tile rows (``rows_geometry``) rather than strips:
-    provisionally wherever a whole row fits (being measured: ``nchw_variants --set rows``)."""
-    return rows_geometry(problem.k, m, _tiles_x(problem, m), _tiles_y(problem, m)) is not None
-
-
-def otrans_launch(problem, m: int, threads: int | None = None,
-                  rows: bool | None = None) -> tuple[int, int, int, int, int]:
-    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch: whole tile
-    rows (``rows_geometry``, in blocks of ``threads`` or ``ROWS_THREADS``) where ``rows`` is True, or None
-    and ``otrans_rows`` says so; otherwise strips (``_pick``, or ``_aligned_strips`` where it applies and
-    ``threads`` is not given)."""
-    tiles_x, tiles_y = _tiles_x(problem, m), _tiles_y(problem, m)
-    if rows is None:
-        rows = otrans_rows(problem, m)
-    geometry = rows_geometry(problem.k, m, tiles_x, tiles_y, threads or ROWS_THREADS) if rows else None
-    if geometry is None:
-        aligned = _aligned_strips(problem, m) if threads is None else None
-        geometry = aligned or _pick(problem.k, m, tiles_x, lambda g: otrans_plane(m, g[1]), True, threads)[:2]
-    chunk, tx = geometry
+def otrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int, int, int, int]:
+    """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch (``_pick``, or
+    ``_aligned_strips`` where it applies and ``threads`` is not given)."""
+    aligned = _aligned_strips(problem, m) if threads is None else None
+    if aligned is not None:
+        chunk, tx = aligned
+        return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
+    chunk, tx, _, _ = _pick(problem.k, m, _tiles_x(problem, m), lambda g: otrans_plane(m, g[1]), True, threads)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
 
 
 def _blocks(problem, m: int, channels: int, chunk: int, tx: int) -> int:
-    """Blocks of one launch: images x tile rows x strips x channel chunks, or where TX >= tiles_x (whole
-    tile rows, TX // tiles_x of them a block) images x groups of tile rows x channel chunks."""
-    tiles_y, tiles_x = _tiles_y(problem, m), _tiles_x(problem, m)
-    if tx >= tiles_x:
-        return problem.n * -(-tiles_y // (tx // tiles_x)) * -(-channels // chunk)
+    """Blocks of one launch: images x tile rows x strips x channel chunks."""
+    tiles_y, tiles_x = -(-problem.out_h // m), _tiles_x(problem, m)
     return problem.n * tiles_y * -(-tiles_x // tx) * -(-channels // chunk)
 
 
@@ -288,18 +237,6 @@ def _block_strip(b, channels, chunk, tiles_x, tiles_y, TX):
     r //= strips
     ty = r % tiles_y
     return r // tiles_y, ty, sx * TX, cb * chunk
-
-
-@cuda.jit(device=True)
-def _block_rows(b, channels, chunk, tiles_y, TY):
-    """(image, first tile row, first channel) of block b of a whole-row launch: channel chunks fastest,
-    then groups of TY tile rows, images (``_blocks`` counts them)."""
-    chunks = (channels + chunk - 1) // chunk
-    groups = (tiles_y + TY - 1) // TY
-    cb = b % chunks
-    r = b // chunks
-    g = r % groups
-    return r // groups, g * TY, cb * chunk
 
 
 @lru_cache(maxsize=None)
@@ -411,9 +348,8 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
 
     @ojit
     def otrans_nchw(prm, M, Y, KC, TX):
-        """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: KC * TX threads;
-        dynamic shared memory as ``otrans_launch`` gives. TX < tiles_x: a strip of TX tiles of one tile
-        row; TX >= tiles_x: TX // tiles_x whole tile rows (``otrans_rows``)."""
+        """M (alpha^2, tiles, K) -> Y (N, K, P, Q); see the module docstring. Block: CC * TX threads;
+        dynamic shared memory as ``otrans_launch`` gives."""
         tid = cuda.threadIdx.x
         nthr = cuda.blockDim.x
         K = prm[P_K]
@@ -421,142 +357,67 @@ def nchw_kernels_for(m: int, opaque: bool = True, otrans_max_registers: int | No
         Q = prm[P_Q]
         tiles_x = prm[P_TILES_X]
         tiles_y = prm[P_TILES_Y]
+        n, ty, tx0, k0 = _block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
+        width = TX * MT
+        plane = (MT * width) | 1
         s = cuda.shared.array(0, float32)
+        tile0 = (n * tiles_y + ty) * tiles_x + tx0
         kk = tid % KC
         t = tid // KC
-        rows_mode = TX >= tiles_x
-        if rows_mode:
-            TY = TX // tiles_x
-            n, ty0, k0 = _block_rows(cuda.blockIdx.x, K, KC, tiles_y, TY)
-            tx0 = 0
-            width = tiles_x * MT
-            plane = (TY * MT * width) | 1
-            tyl = t // tiles_x                             # the thread's tile: tile row ty0 + tyl, column txl
-            txl = t - tyl * tiles_x
-            ok = t < TX and ty0 + tyl < tiles_y
-            tile = (n * tiles_y + ty0 + tyl) * tiles_x + txl
-            sbase = kk * plane + tyl * MT * width + txl * MT
-        else:
-            n, ty0, tx0, k0 = _block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
-            width = TX * MT
-            plane = (MT * width) | 1
-            ok = t < TX and tx0 + t < tiles_x
-            tile = (n * tiles_y + ty0) * tiles_x + tx0 + t
-            sbase = kk * plane + t * MT
         k = k0 + kk
-        if k < K and ok:
-            otrans_pair(M, tile * K + k, prm[P_TILES] * K, s, sbase, width)
+        tx = tx0 + t
+        if k < K and t < TX and tx < tiles_x:
+            tile = tile0 + t
+            otrans_pair(M, tile * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, width)
         cuda.syncthreads()
-        oy0 = MT * ty0
-        if rows_mode:
-            # The block's outputs of channel k are rows oy0 .. oy0 + rr - 1, whole: one contiguous run of
-            # rr * Q floats of Y, and when the rows are the whole plane (rr = P) the runs of the chunk's
-            # channels follow each other, one run of nk * P * Q floats. Groups of L (a warp) threads store
-            # windows of L consecutive floats of a run, the windows aligned to 128 bytes of Y (the run's
-            # first one starts before it): every store instruction writes whole 32-byte sectors except at
-            # the ends of a run, whatever the row length Q. A float's place in shared memory (channel,
-            # row i, column x) is found once per window walk by division and then stepped by additions
-            # (a window is L floats further on: dx columns, di rows, dk channels, with carries).
-            rr = P - oy0 if P - oy0 < TY * MT else TY * MT      # rows of each channel in this block
-            nk = K - k0 if K - k0 < KC else KC                  # channels of the chunk inside K
-            run = rr * Q
-            whole = rr == P
-            nseg = 1 if whole else nk
-            seg_len = nk * run if whole else run
-            L = 32 if nthr >= 32 else nthr
-            nw = nthr // L
-            lane = tid % L
-            w = tid // L
-            dx = L % Q
-            dq = L // Q
-            di = dq % rr
-            dk = dq // rr
-            pps = nw // nseg if nseg < nw else 1               # groups sharing one run
-            items = nseg * pps
-            q = w
-            while q < items:
-                sg = q // pps
-                part = q - sg * pps
-                g0 = ((n * K + k0 + sg) * P + oy0) * Q
-                a0 = g0 - g0 % 32 if L == 32 else g0
-                nwin = (g0 + seg_len - a0 + L - 1) // L
-                lo = a0 - g0 + (part * nwin // pps) * L
-                hi = a0 - g0 + ((part + 1) * nwin // pps) * L
-                if hi > seg_len:
-                    hi = seg_len
-                r = lo + lane
-                if r < 0:
-                    r += L
-                if r < hi:
-                    c = r // run
-                    rem = r - c * run
-                    i = rem // Q
-                    x = rem - i * Q
-                    kq = sg + c
-                    gi = g0 + r
-                    while r < hi:
-                        store1(Y, gi, load1(s, kq * plane + i * width + x))
-                        r += L
-                        gi += L
-                        x += dx
-                        if x >= Q:
-                            x -= Q
-                            i += 1
-                        i += di
-                        if i >= rr:
-                            i -= rr
-                            kq += 1
-                        kq += dk
-                q += nw
-        else:
-            ox0 = MT * tx0
-            # the store of a strip: a thread keeps one column j and every per-th output channel of the
-            # chunk, and stores that channel's m rows at j (addresses: the channel's plus i times a row; see
-            # itrans_nchw's copy). The channel loop steps its global and shared addresses by additions (a
-            # range(first, KC, per) cost a 64-bit division for its trip count, and the addresses were formed
-            # anew per channel), and a block whose m rows all lie inside the output stores them without a
-            # test per row (with one, every row was a branch of its own with its 64-bit address formed
-            # again: about 18 instructions per element, the store phase more instructions than the loads
-            # and the transform together; ncu, H200).
-            if width <= nthr:
-                per = nthr // width
-                j = tid % width
-                first = tid // width
-                xx = ox0 + j
-                if first < per and xx < Q:
-                    nk = K - k0 if K - k0 < KC else KC         # channels of the chunk inside K
-                    gstep = per * P * Q
-                    sstep = per * plane
-                    gb = ((n * K + k0 + first) * P + oy0) * Q + xx
-                    sb = first * plane + j
-                    kk = first
-                    if P - oy0 >= MT:
-                        while kk < nk:
-                            for i in range(MT):
+        oy0 = MT * ty
+        ox0 = MT * tx0
+        # the store: a thread keeps one column j and every per-th output channel of the chunk, and stores
+        # that channel's m rows at j (addresses: the channel's plus i times a row; see itrans_nchw's copy).
+        # The channel loop steps its global and shared addresses by additions (a range(first, KC, per) cost a
+        # 64-bit division for its trip count, and the addresses were formed anew per channel), and a block
+        # whose m rows all lie inside the output stores them without a test per row (with one, every row
+        # was a branch of its own with its 64-bit address formed again: about 18 instructions per element,
+        # the store phase more instructions than the loads and the transform together; ncu, H200).
+        if width <= nthr:
+            per = nthr // width
+            j = tid % width
+            first = tid // width
+            xx = ox0 + j
+            if first < per and xx < Q:
+                nk = K - k0 if K - k0 < KC else KC         # channels of the chunk inside K
+                gstep = per * P * Q
+                sstep = per * plane
+                gb = ((n * K + k0 + first) * P + oy0) * Q + xx
+                sb = first * plane + j
+                kk = first
+                if P - oy0 >= MT:
+                    while kk < nk:
+                        for i in range(MT):
+                            store1(Y, gb + i * Q, load1(s, sb + i * width))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
+                else:
+                    i_hi = P - oy0                         # rows oy0 + i inside the output: i < i_hi
+                    while kk < nk:
+                        for i in range(MT):
+                            if i < i_hi:
                                 store1(Y, gb + i * Q, load1(s, sb + i * width))
-                            kk += per
-                            gb += gstep
-                            sb += sstep
-                    else:
-                        i_hi = P - oy0                         # rows oy0 + i inside the output: i < i_hi
-                        while kk < nk:
-                            for i in range(MT):
-                                if i < i_hi:
-                                    store1(Y, gb + i * Q, load1(s, sb + i * width))
-                            kk += per
-                            gb += gstep
-                            sb += sstep
-            else:
-                for row in range(KC * MT):
-                    kk = row // MT
-                    i = row - kk * MT
-                    k = k0 + kk
-                    yy = oy0 + i
-                    if k < K and yy < P:
-                        base = ((n * K + k) * P + yy) * Q
-                        for j in range(tid, width, nthr):
-                            xx = ox0 + j
-                            if xx < Q:
-                                store1(Y, base + xx, load1(s, kk * plane + i * width + j))
+                        kk += per
+                        gb += gstep
+                        sb += sstep
+        else:
+            for row in range(KC * MT):
+                kk = row // MT
+                i = row - kk * MT
+                k = k0 + kk
+                yy = oy0 + i
+                if k < K and yy < P:
+                    base = ((n * K + k) * P + yy) * Q
+                    for j in range(tid, width, nthr):
+                        xx = ox0 + j
+                        if xx < Q:
+                            store1(Y, base + xx, load1(s, kk * plane + i * width + j))
 
     return persist(itrans_nchw, m), persist(otrans_nchw, m, opaque, otrans_max_registers)
