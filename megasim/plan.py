@@ -23,6 +23,7 @@ and simulates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
@@ -173,21 +174,57 @@ def check_problem_size(problem: ConvProblem, alg: Algorithm | None = None) -> No
                                 f"materialises it; a smaller batch or layer; docs/errors.md)")
 
 
+# Above this many elements in one image's input (C*H*W) or output (K*P*Q), the batch-1 lowering that sizes
+# the estimate is itself too big to run blind (a 40000x40000 image, or K = 2*10**8 at 1x1, took seconds and
+# gigabytes before NumPy ran out of memory): the estimate lowers a shrunken copy instead (_shrunk). The
+# largest catalogue image is yolov3/conv0's output, 5,537,792 elements.
+ESTIMATE_IMAGE_ELEMENTS = 2 ** 23
+
+
+def _shrunk(problem: ConvProblem) -> tuple[ConvProblem, float]:
+    """(a copy of the batch-1 problem whose image has at most ESTIMATE_IMAGE_ELEMENTS input and output
+    elements, the factor its task count is scaled by). It halves the larger spatial side first (every
+    plug-in's tasks grow with the output pixels), then K, then C, and the factor is the ratio of output
+    pixels times those of K and C: an over-estimate where tasks grow more slowly."""
+    p = problem.with_batch(1)
+    h, w, k, c = p.h, p.w, p.k, p.c
+
+    def pq(h: int, w: int) -> int:
+        return ((h + 2 * p.padding - p.r) // p.stride + 1) * ((w + 2 * p.padding - p.s) // p.stride + 1)
+
+    min_h, min_w = max(1, p.r - 2 * p.padding), max(1, p.s - 2 * p.padding)
+    while max(c * h * w, k * pq(h, w)) > ESTIMATE_IMAGE_ELEMENTS:
+        if h > min_h or w > min_w:
+            if h - min_h >= w - min_w:
+                h = max(min_h, h // 2)
+            else:
+                w = max(min_w, w // 2)
+        elif k > 1 and k * pq(h, w) > ESTIMATE_IMAGE_ELEMENTS:
+            k = max(1, k // 2)
+        elif c > 1:
+            c = max(1, c // 2)
+        else:
+            break
+    factor = (pq(p.h, p.w) / pq(h, w)) * (p.k / k) * (p.c / c)
+    return replace(p, h=h, w=w, k=k, c=c, name=""), factor
+
+
 def estimate_tasks(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
                    costed: bool = True) -> int | None:
     """An upper estimate of the problem's tasks under the plan, without lowering the whole problem: the
     tasks at batch 1 times the batch (per-image tasks scale with the batch, the rest is counted once
-    per image, so this over-counts). None when batch 1 cannot be lowered under the plan."""
+    per image, so this over-counts). An image above ESTIMATE_IMAGE_ELEMENTS is not lowered whole either:
+    a shrunken copy's tasks are scaled up (``_shrunk``). None when batch 1 cannot be lowered under the plan."""
     _check_args(problem, plan, spec)
     plan = plan or Plan()
     check_problem_size(problem, plan.algo)
-    one = problem.with_batch(1)
+    one, factor = _shrunk(problem)
     try:
         params = plan.algo.resolve(one, plan.params, plan.schedule, spec)
         tasks = _lower(plan.algo, one, params, plan.schedule, costed).num_tasks
     except MegasimError:
         return None
-    return tasks * problem.n
+    return math.ceil(tasks * factor) * problem.n
 
 
 def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None = None, *,
@@ -204,11 +241,12 @@ def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None =
     plan = plan or Plan()
     alg = plan.algo
     check_problem_size(problem, alg)
-    if problem.n > 1:
+    if problem.n > 1 or _shrunk(problem)[1] > 1:
         estimate = estimate_tasks(problem, plan, spec, costed=costed)
         if estimate is not None and estimate > max_tasks:
-            _refuse(problem, plan, f"about {estimate:,} tasks (estimated: {estimate // problem.n:,} at batch 1 "
-                                   f"times N={problem.n:,})", max_tasks)
+            how = f"{estimate // problem.n:,} at batch 1 times N={problem.n:,}" if _shrunk(problem)[1] == 1 else \
+                f"from a smaller copy of one image, scaled up, times N={problem.n:,}"
+            _refuse(problem, plan, f"about {estimate:,} tasks (estimated: {how})", max_tasks)
     if progress is not None:
         progress(f"lowering {problem.name or problem.spec_string()} ({plan.algorithm})")
     params = alg.resolve(problem, plan.params, plan.schedule, spec)

@@ -1,0 +1,69 @@
+"""Work limits checked before lowering (docs/errors.md): the task estimate of a problem whose one image is
+too large to lower whole comes from a shrunken copy, so a huge single image is refused in a fraction of a
+second instead of running NumPy out of memory; the sparse family's tensor limit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from megasim.errors import ResourceError
+from megasim.hardware import get_gpu
+from megasim.plan import ESTIMATE_IMAGE_ELEMENTS, Plan, _shrunk, build, estimate_tasks
+from megasim.workloads import network_layers, parse_layer
+
+NETWORKS = ("vgg16", "vgg19", "resnet50", "yolov3", "densenet161", "im2win")
+
+
+def test_no_catalogue_layer_is_shrunk():
+    """The shrunken estimate is for images above every catalogue layer's: their estimates are unchanged."""
+    for net in NETWORKS:
+        for layer in network_layers(net):
+            small, factor = _shrunk(layer)
+            assert factor == 1 and (small.h, small.w, small.k, small.c) == (layer.h, layer.w, layer.k, layer.c), layer
+
+
+@pytest.mark.parametrize("layer", ["N=1,C=3,K=700,H=3001,W=17,R=3,S=3,stride=2,padding=1",
+                                   "N=1,C=2,K=9000000,H=1,W=1,R=1,S=1,padding=0",
+                                   "N=1,C=9000000,K=1,H=1,W=1,R=1,S=1,padding=0"])
+def test_the_shrunken_copy_is_below_the_limit_and_keeps_the_filter(layer):
+    p = parse_layer(layer)
+    small, factor = _shrunk(p)
+    assert factor > 1 and small.n == 1 and (small.r, small.s, small.stride, small.padding) == (p.r, p.s, p.stride, p.padding)
+    assert max(small.c * small.h * small.w, small.k * small.out_h * small.out_w) <= ESTIMATE_IMAGE_ELEMENTS
+    assert small.out_h >= 1 and small.out_w >= 1
+
+
+@pytest.mark.parametrize("algorithm, layer", [("winograd", "N=1,C=8,K=8,H=1100,W=1100"),
+                                               ("im2win", "N=1,C=8,K=8,H=1100,W=1100"),
+                                               ("im2col_gemm", "N=1,C=4,K=9000000,H=1,W=1,R=1,S=1,padding=0")])
+def test_the_shrunken_estimate_is_close_to_the_exact_count(algorithm, layer):
+    p = parse_layer(layer)
+    assert _shrunk(p)[1] > 1
+    plan = Plan.parse(None, None, algorithm=algorithm)
+    spec = get_gpu("H100")
+    estimate = estimate_tasks(p, plan, spec)
+    exact = build(p, plan, spec)[0].num_tasks
+    assert 0.95 * exact <= estimate <= 1.25 * exact, (estimate, exact)
+
+
+@pytest.mark.parametrize("algorithm, layer", [
+    ("winograd", "N=1,C=1,K=1,H=40000,W=40000"),                        # before: 3.5 s, then MemoryError
+    ("im2win", "N=1,C=1,K=1000000000,H=1,W=1,R=1,S=1,padding=0"),       # before: 4 s, then MemoryError
+    ("im2col_gemm", "N=1,C=1,K=1000000000,H=1,W=1,R=1,S=1,padding=0"),  # before: 1.6 s and 3.7 GB, then refused
+    ("im2win", "N=1,C=1,K=1,H=1,W=2000000000,R=1,S=1,padding=0"),       # before: 13 s, then refused
+])
+def test_a_huge_single_image_is_refused_before_it_is_lowered(algorithm, layer):
+    start = time.perf_counter()
+    with pytest.raises(ResourceError) as info:
+        build(parse_layer(layer), Plan.parse(None, None, algorithm=algorithm), get_gpu("H100"))
+    assert time.perf_counter() - start < 2.0
+    message = str(info.value)
+    assert "from a smaller copy of one image" in message and "max_tasks=2,000,000" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("algorithm", ["ecr", "direct", "pecr", "direct_fused"])
+def test_the_sparse_family_refuses_tensors_above_its_limit(algorithm):
+    with pytest.raises(ResourceError, match=f"under {algorithm}: its input N\\*C\\*H\\*W = 1,000,000,000"):
+        build(parse_layer("N=1,C=1000000000,K=1,H=1,W=1,R=1,S=1,padding=0"), Plan.parse(None, None, algorithm=algorithm))
