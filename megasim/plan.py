@@ -14,8 +14,8 @@ a prediction.
 
 Resource limits (docs/errors.md): ``build`` and ``predict`` refuse, before lowering the whole problem,
 a problem with a tensor of more than ``MAX_TENSOR_ELEMENTS`` elements (the GPU kernels index with
-32-bit integers) or an input or output above its algorithm's ``max_tensor_elements`` (a lowering that
-materialises them, e.g. the sparse family's generated feature map), and a problem whose task count, estimated from its lowering at batch 1 times its batch,
+32-bit integers) or a size above its algorithm's ``max_elements`` (a lowering that materialises the problem,
+e.g. the sparse family's generated feature map), and a problem whose task count, estimated from its lowering at batch 1 times its batch,
 exceeds ``max_tasks`` (default ``DEFAULT_MAX_TASKS``; the CLI's ``--max-tasks``). Progress goes to an
 optional callback, never to a stream: ``predict(..., progress=f)`` calls ``f(message)`` as it lowers
 and simulates.
@@ -153,10 +153,17 @@ def check_max_tasks(max_tasks: Any, source: str = "max_tasks") -> int:
     return max_tasks
 
 
+# The sizes of a problem a plug-in may limit (``Algorithm.max_elements``), in elements.
+PROBLEM_SIZES: dict[str, Callable[[ConvProblem], int]] = {
+    "input N*C*H*W": lambda p: p.n * p.c * p.h * p.w,
+    "output N*K*P*Q": lambda p: p.n * p.k * p.out_h * p.out_w,
+    "pixels N*H*W": lambda p: p.n * p.h * p.w,
+}
+
+
 def check_problem_size(problem: ConvProblem, alg: Algorithm | None = None) -> None:
     """ResourceError when a tensor of the problem has more than MAX_TENSOR_ELEMENTS elements, or, with the
-    algorithm `alg`, when its input or output is above the plug-in's ``max_tensor_elements`` (the most its
-    lowering can afford to materialise)."""
+    algorithm `alg`, when a size is above the plug-in's ``max_elements`` (what its lowering can afford)."""
     p = problem
     for what, elements in (("input N*C*H*W", p.n * p.c * p.h * p.w), ("output N*K*P*Q", p.n * p.k * p.out_h * p.out_w),
                            ("filters K*C*R*S", p.k * p.c * p.r * p.s)):
@@ -164,14 +171,12 @@ def check_problem_size(problem: ConvProblem, alg: Algorithm | None = None) -> No
             raise ResourceError(f"layer {p.name or p.spec_string()!r} ({p.spec_string()}): its {what} = {elements:,} "
                                 f"elements is not allowed: at most {MAX_TENSOR_ELEMENTS:,} (2**31 - 1: the kernels' "
                                 f"32-bit indices; docs/errors.md)")
-    limit = getattr(alg, "max_tensor_elements", None) if alg is not None else None
-    if limit is None:
-        return
-    for what, elements in (("input N*C*H*W", p.n * p.c * p.h * p.w), ("output N*K*P*Q", p.n * p.k * p.out_h * p.out_w)):
+    for what, limit in (getattr(alg, "max_elements", None) or {}).items():
+        elements = PROBLEM_SIZES[what](p)
         if elements > limit:
             raise ResourceError(f"layer {p.name or p.spec_string()!r} ({p.spec_string()}) under {alg.name}: its {what} "
-                                f"= {elements:,} elements is not allowed: at most {limit:,} (the {alg.name} lowering "
-                                f"materialises it; a smaller batch or layer; docs/errors.md)")
+                                f"= {elements:,} is not allowed: at most {limit:,} (the {alg.name} lowering "
+                                f"materialises the problem; a smaller batch or layer; docs/errors.md)")
 
 
 # Above this many elements in one image's input (C*H*W) or output (K*P*Q), the batch-1 lowering that sizes

@@ -188,9 +188,9 @@ CLI_CASES: list[tuple[list[str], str]] = [
     # the sparse family materialises its tensors: a huge one is refused before lowering (before: NumPy's
     # MemoryError as a traceback, after seconds and gigabytes)
     *[(["simulate", layer, "--gpu", "H100", "--algo", algo], needle) for layer, algo, needle in [
-        ("N=1,C=1000000000,K=1,H=1,W=1,R=1,S=1,padding=0", "direct", "input N*C*H*W = 1,000,000,000"),
+        ("N=1,C=1000000000,K=1,H=1,W=1,R=1,S=1,padding=0", "direct", "input N*C*H*W = 1,000,000,000 is not allowed"),
         ("N=1,C=1,K=1000000000,H=1,W=1,R=1,S=1,padding=0", "ecr", "output N*K*P*Q = 1,000,000,000"),
-        ("N=1,C=1,K=1,H=46340,W=46340", "pecr", "at most 268,435,456"),
+        ("N=1,C=1,K=1,H=46340,W=46340", "pecr", "pixels N*H*W = 2,147,395,600 is not allowed: at most 16,777,216"),
         ("N=1,C=1,K=1,H=2147483647,W=1,R=1,S=1,padding=0", "direct_fused", "under direct_fused")]],
     (SIM + ["--algo", "pecr", "--param", "pool=3"], "'3'"),
     (SIM + ["--algo", "pecr", "--param", "pool=0x0"], "pool size=0"),

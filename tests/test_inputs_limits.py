@@ -64,6 +64,27 @@ def test_a_huge_single_image_is_refused_before_it_is_lowered(algorithm, layer):
 
 
 @pytest.mark.parametrize("algorithm", ["ecr", "direct", "pecr", "direct_fused"])
-def test_the_sparse_family_refuses_tensors_above_its_limit(algorithm):
-    with pytest.raises(ResourceError, match=f"under {algorithm}: its input N\\*C\\*H\\*W = 1,000,000,000"):
-        build(parse_layer("N=1,C=1000000000,K=1,H=1,W=1,R=1,S=1,padding=0"), Plan.parse(None, None, algorithm=algorithm))
+@pytest.mark.parametrize("layer, needle", [
+    ("N=1,C=1000000000,K=1,H=1,W=1,R=1,S=1,padding=0", "input N*C*H*W = 1,000,000,000 is not allowed"),
+    ("N=1,C=1,K=1000000000,H=1,W=1,R=1,S=1,padding=0", "output N*K*P*Q = 1,000,000,000 is not allowed"),
+    ("N=5,C=1,K=1,H=2048,W=2048", "pixels N*H*W = 20,971,520 is not allowed"),
+])
+def test_the_sparse_family_refuses_problems_above_its_limits(algorithm, layer, needle):
+    """Before: NumPy's MemoryError as a traceback after seconds (2048x2048 at C=4 alone took 5 GB)."""
+    with pytest.raises(ResourceError) as info:
+        build(parse_layer(layer), Plan.parse(None, None, algorithm=algorithm))
+    assert f"under {algorithm}: its {needle}" in str(info.value), str(info.value)
+
+
+def test_no_catalogue_layer_at_batch_64_is_above_an_algorithms_limits():
+    """The limits sit above every layer the network studies run (megasim sweep at batch 64)."""
+    from megasim.algorithms import get_algorithm
+    from megasim.algorithms.registry import ALGORITHMS
+    from megasim.plan import PROBLEM_SIZES, check_problem_size
+    get_algorithm("winograd")      # the registry filled
+    assert len(ALGORITHMS) >= 7
+    for alg in ALGORITHMS.values():
+        assert set(alg.max_elements) <= set(PROBLEM_SIZES)
+        for net in NETWORKS:
+            for layer in network_layers(net):
+                check_problem_size(layer.with_batch(64), alg)

@@ -14,8 +14,8 @@ object (``megasim.algorithms.registry``). The object knows
   that fits them (``megasim calibrate --algo NAME``);
 - its search space (``spaces``, ``space_defaults``, ``point_plan``, ``point_constraint``, ``bind_space``);
 - ``time_us(result)``: the simulated time that a GPU measurement of it is compared with;
-- ``max_tensor_elements``: the largest input or output tensor its lowering can afford (None: no limit
-  beyond the kernels'), for a lowering that materialises them (the sparse family generates its feature map);
+- ``max_elements``: the largest problem its lowering can afford (input, output, pixels; empty: no limit
+  beyond the kernels'), for a lowering that materialises it (the sparse family generates its feature map);
 - ``validation_plans(problem, n, seed)``: the plans ``megasim validate --algo NAME`` predicts and
   measures (default: each schedule at its default parameters).
 
@@ -137,10 +137,11 @@ class Algorithm:
     kinds: ClassVar[tuple[str, ...]]
     megakernel: ClassVar[bool] = False     # whether the execution styles (persistent, dispatch) apply
     calibration: ClassVar[str | None] = None   # the calibration procedure that fits `kinds` (megasim calibrate)
-    # The largest input (N*C*H*W) or output (N*K*P*Q) tensor, in elements, whose lowering this plug-in can
-    # afford when it materialises the tensors element by element; None: no limit beyond the kernels'
-    # MAX_TENSOR_ELEMENTS. ``megasim.plan`` refuses a larger problem before lowering it (docs/errors.md).
-    max_tensor_elements: ClassVar[int | None] = None
+    # What this plug-in's lowering can afford where it materialises a problem element by element: a size
+    # of ``megasim.plan.PROBLEM_SIZES`` ("input N*C*H*W", "output N*K*P*Q", "pixels N*H*W") -> the most
+    # allowed; empty: no limit beyond the kernels' MAX_TENSOR_ELEMENTS. ``megasim.plan`` refuses a larger
+    # problem before lowering it (docs/errors.md).
+    max_elements: ClassVar[dict[str, int]] = {}
 
     @property
     def default_schedule(self) -> str:

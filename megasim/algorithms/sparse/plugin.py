@@ -89,11 +89,13 @@ class SparseConv(Algorithm):
 
     kinds: tuple[str, ...]
     calibration = "sparse_kinds"
-    # The lowering generates the whole batch's feature map and counts every window's nonzeros: about 45
-    # bytes and 0.3 us per input element for ECR (2**25 elements: 1.5 GB, 11 s; VGG-19's conv1_2 at batch
-    # 64, 2**27.6: about 30 s), so 2**28 elements is about 12 GB. A larger problem is refused before it is
-    # lowered (before: C=10**9 or K=10**9 at 1x1 ran out of memory in NumPy).
-    max_tensor_elements = 2 ** 28
+    # The lowering generates the whole batch's feature map and counts every window's nonzeros: about 1.3 KB
+    # per pixel (N*H*W; 1024x1024 at C = 4 to 64: 1.3-1.6 GB) and 0.3 us per input element (C=64 at
+    # 1024x1024: 21 s; VGG-19's conv1_2 at batch 64: about 30 s). The limits sit just above the largest
+    # catalogue layer at batch 64 (yolov3/conv0: 11 million pixels, 354 million input elements), about
+    # 22 GB and 3 min at most; a larger problem is refused before it is lowered (before: C=10**9 at 1x1 or a
+    # 46340x46340 image ran NumPy out of memory as a traceback).
+    max_elements = {"pixels N*H*W": 2 ** 24, "input N*C*H*W": 2 ** 29, "output N*K*P*Q": 2 ** 29}
 
     def __init__(self, name: str, summary: str) -> None:
         self.name, self.summary = name, summary
