@@ -30,6 +30,13 @@ experiments/results/nvidia-h200/nchw_transforms/experiments.csv holds five such 
 exp2, exp3 at 5a2c7e4, e45827b and 43939c0; lean_copies at 1b18811, aligned_vgg1 at 0297659), their metadata
 experiments.json; ``profile_otrans`` launches them once each for Nsight Compute (ncu_yolov3_1.csv).
 
+``--set rows`` (``bench_rows``) times, one row per layer, the runtime kernel at its rule against
+``otrans_kernels.rows_kernel`` (one whole tile row a block, each channel's rows stored as one contiguous run in
+128-byte-aligned warp windows) at whole-row geometries (``_rows_variants``), with the NHWC launch and the
+floor: experiments/results/nvidia-h200/nchw_transforms/rows_set.csv (926534e, 8 F(7x7) layers) and
+experiments/results/nvidia-h200/nchw_transforms/rows_set_7fbb339.csv (the first build, with divisions, in the
+runtime kernel at 7fbb339: columns ``prev`` the kernel before it, ``strips``, ``rule``, ``rows*``; 19 layers).
+
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """
 

@@ -319,8 +319,16 @@ def rows_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
     split into nw // nseg parts of whole windows. A lane's float r of a segment is (channel kq, row i,
     column x) of the shared stage, found once per segment by subtraction (its first r is below 64; a part
     after the first is found by one division per thread) and then stepped by additions: r += 32 is x += 32
-    with carries into i and kq. No division per window or per element (a first build with 64-bit divisions
-    per segment ran 2-4x slower than the row store: nchw_transforms/rows_set.csv)."""
+    with carries into i and kq. No division per window or per element (the first build, in the runtime kernel
+    at 7fbb339, divided per segment and per thread with 64-bit divisions, about ten, and ran up to 4.4x the
+    row store's time: experiments/results/nvidia-h200/nchw_transforms/rows_set_7fbb339.csv).
+
+    Measured (H200, experiments/results/nvidia-h200/nchw_transforms/rows_set.csv): the flat store makes the
+    time independent of the row's alignment (im2win/conv8's 110-float rows and vgg-1's 112-float rows, 16
+    channels x 16 tiles with opted-in shared memory: 379 and 377 us, where the runtime kernel takes 389 and
+    332 us), but the store loop costs more than the row store it replaces (the carries are divergent
+    branches; at the same geometry vgg-3 126 us against 82, yolov3-3 89 against 68), so it is slower on every
+    layer but conv8 (-2.5%, with the opt-in)."""
     pair = _pair(m, False, load1)
     capped = max_registers is not None and not config.ENABLE_CUDASIM
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit

@@ -65,7 +65,13 @@ slower; git 3b913a2), stores to a contiguous dummy layout (no faster: the 112-by
 no barrier between the phases (no faster), ``st.global.cs`` stores and ``ld.global.cs`` loads (slower), M staged
 in shared memory by cp.async with all 81 loads of a thread in flight (up to 33% slower), and blocks looping
 over several strips so that one strip's stores overlap the next one's loads (24-79% slower: spills at the
-cap). The builds measured are ``experiments.studies.nchw_transforms.otrans_kernels``'.
+cap). Rows of Q floats with Q not a multiple of 8 start off a 32-byte sector boundary, and the same launch
+is slower there (im2win/conv8's 110-float rows 389 us against vgg-1's 112-float rows 332 us, 16 x 8 strips,
+1% fewer bytes); blocks of one whole tile row that store each channel's rows as one contiguous run in
+128-byte-aligned warp windows take the same time on both (379 and 377 us, 16 channels with opted-in shared
+memory), but their store loop costs more than the row store (vgg-3 +53% at the same geometry), so they
+were slower everywhere but conv8 (-2.5%; ``otrans_kernels.rows_kernel``). The builds measured are
+``experiments.studies.nchw_transforms.otrans_kernels``'.
 """
 
 from __future__ import annotations
