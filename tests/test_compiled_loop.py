@@ -105,7 +105,7 @@ def _mixed_spec():
         "otrans": TaskCost(compute_efficiency=0.45, block_sm_share=0.5, block_dram_bw_gbps=12.0, ns_per_step=3.0),
     }
     return dataclasses.replace(base, name="mixed", task_costs=costs, megakernel_ticket_ns=250.0,
-                               megakernel_launch_ns=5200.0)
+                               megakernel_launch_ns=5200.0, megakernel_reset_ns=1800.0)
 
 
 @pytest.mark.parametrize("params", ["", "style=persistent", "dispatch=ready", "dispatch=blockidx",

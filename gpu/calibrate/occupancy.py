@@ -28,7 +28,8 @@ a fused schedule):
 - ``queued_launch_ns``: the queued time of an empty 4-argument kernel (the device-side start cost of
   a launch the host issued ahead); ``extra.queued_megakernel_launch_ns``: the same for what
   ``PreparedSchedule.run`` does for a megakernel launch of an empty map (two counter resets + the
-  megakernel), and the host's own time to issue each (perf_counter around the call).
+  megakernel), and the host's own time to issue each (perf_counter around the call); their difference
+  is the spec's ``megakernel_reset_ns`` (``megasim.calibration.winograd.reset_entry``).
 - per kind and layer, its tasks of the non-fused schedule (at ``--param`` defaults; the transforms also
   at the fused schedule's 4 pairs per thread, rows tagged ``plan_params``), each variant queued-timed (median of 10
   after 2 warm-ups, inputs rotated over 3 workspaces):
@@ -62,6 +63,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from megasim.calibration.winograd import reset_entry
 from megasim.provenance import git_sha
 from gpu.runtime.timing import TimingError, TimingStats, summarize
 from gpu.calibrate.runs import empty4, empty_megakernel_run, launch_orders, nonfused_workspaces, spin_kernel, traced_alone
@@ -475,6 +477,7 @@ def measure_occupancy(layers, plan_params: str = "") -> tuple[dict[str, dict], l
     values = {"queued_launch_ns": {"value": q["queued_launch_ns"], "method": (
         "an empty 4-argument kernel queued behind a ~1 ms single-thread spin kernel, CUDA events after the spin "
         "and after the kernel (the host's launch cost hidden; median of 30)")}}
+    values["megakernel_reset_ns"] = reset_entry(values, {"occupancy_round": q})
     rows, notes = time_param_sets(layers, [(plan_params, None),
                                            (fused_transform_params(plan_params), TRANSFORM_KINDS),
                                            (variant_gemm_params(plan_params), ("gemm",)),

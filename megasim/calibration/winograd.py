@@ -122,11 +122,37 @@ def sanity_rules(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
     return values
 
 
+RESET_METHOD = ("the queued probe's megakernel run less its plain one (gpu.calibrate.occupancy.probe_queued_launch): "
+                "what PreparedSchedule.run does for a megakernel launch of an empty map (the counter and control "
+                "reset kernel, then the megakernel) queued behind a spin kernel, {mega:.0f} ns, less an empty "
+                "4-argument kernel queued the same way, {plain:.0f} ns")
+
+
+def reset_entry(values: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``megakernel_reset_ns`` as a measured value ({"value", "method"}) from the queued-launch probe of
+    ``gpu.calibrate.occupancy`` (round 2): ``extra["occupancy_round"]["queued_megakernel_launch_ns"]`` (the
+    reset kernel and an empty megakernel, queued) less ``values["queued_launch_ns"]`` (an empty plain
+    kernel, queued), floored at 0; None when the measurements lack either (a first round alone)."""
+    plain = values.get("queued_launch_ns")
+    mega = (extra.get("occupancy_round") or {}).get("queued_megakernel_launch_ns")
+    if plain is None or mega is None:
+        return None
+    return {"value": max(0.0, float(mega) - float(plain["value"])),
+            "method": RESET_METHOD.format(mega=float(mega), plain=float(plain["value"]))}
+
+
 def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
-    """The preset with the directly measured fields replaced (sources say how they were measured)."""
+    """The preset with the directly measured fields replaced (sources say how they were measured).
+    ``megakernel_reset_ns``, when the measurements do not give it as a value, is derived from the
+    queued-launch probe's two runs (``reset_entry``; measurements taken before it was a value)."""
     names = set(spec_field_names()) | set(OPTIONAL_FIELDS)
     kwargs, sources = {}, dict(preset.sources)
-    for name, entry in sanity_rules(m.values).items():
+    values = dict(m.values)
+    if "megakernel_reset_ns" not in values:
+        entry = reset_entry(values, m.extra)
+        if entry is not None:
+            values["megakernel_reset_ns"] = entry
+    for name, entry in sanity_rules(values).items():
         if name not in names:
             raise SpecError(f"measurements: {name!r} is not a GPU spec field")
         value = entry["value"]

@@ -199,6 +199,16 @@ class GPUSpec:
     # each kind's tasks alone in the megakernel under both dispatches (gpu.calibrate.occupancy
     # .measure_megakernel_ticket). None = atomic_latency_ns (an idle round trip).
     megakernel_ticket_ns: float | None = None
+    # Optional: the device time a megakernel launch waits, beyond a plain kernel's start, for the
+    # reset before it: the executor (gpu.runtime.prepared.PreparedSchedule.run) issues a small kernel
+    # before each megakernel launch that restores the dependency counters and the launch's control
+    # array from pristine copies (gpu.kernels.winograd.megakernel.restore_kernel), and the megakernel
+    # starts a kernel boundary after it ends. Measured by the calibration's queued probe: what the
+    # reset and a megakernel launch of an empty map take, queued, less what an empty plain kernel
+    # takes (gpu.calibrate.occupancy.probe_queued_launch). Paid before every megakernel launch, in
+    # series with the device work; a launch of one kind's own kernel (the non-fused pipeline) has none.
+    # None = not modelled (0).
+    megakernel_reset_ns: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
@@ -216,7 +226,7 @@ class GPUSpec:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
                           "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
-                          "queued_launch_ns", "megakernel_ticket_ns"):
+                          "queued_launch_ns", "megakernel_ticket_ns", "megakernel_reset_ns"):
                 if value < 0:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be >= 0")
             elif not value > 0:
@@ -238,6 +248,17 @@ class GPUSpec:
         if megakernel and self.megakernel_launch_ns is not None:
             return self.megakernel_launch_ns
         return self.kernel_launch_ns
+
+    def reset_ns(self, megakernel: bool, first: bool) -> float:
+        """The device time of the reset before a launch (``megakernel_reset_ns``): a megakernel launch's,
+        0 for a plain kernel or when the spec does not give it. The first launch of a run on an idle
+        GPU (``queued_launch_ns`` None) pays none: its ``megakernel_launch_ns``, measured with CUDA
+        events around the reset and the megakernel, already holds it."""
+        if not megakernel or self.megakernel_reset_ns is None:
+            return 0.0
+        if first and self.queued_launch_ns is None and self.megakernel_launch_ns is not None:
+            return 0.0
+        return self.megakernel_reset_ns
 
     def task_cost(self, kind: str) -> TaskCost:
         """The cost entry of a task kind, falling back to the 'default' entry, then to TaskCost(). An
@@ -266,7 +287,7 @@ SPEC_CEILINGS = {"sm_count": 4096, "max_threads_per_sm": 65536, "max_blocks_per_
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
 OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight",
-                   "megakernel_ticket_ns")
+                   "megakernel_ticket_ns", "megakernel_reset_ns")
 
 
 def spec_field_names() -> tuple[str, ...]:

@@ -305,10 +305,11 @@ class _CompiledRun:
             delay = spec.queued_launch_ns
         launch_fixed = [c.launch_fixed_ns for c in self.costs]
         tasks_before, t, n_sm = 0, self.graph.num_tasks, spec.sm_count
-        for launch, plan, rl in zip(self.launches, self.plans, self.lists):
-            occ, per_sm, kinds, _ = plan
+        for index, (launch, plan, rl) in enumerate(zip(self.launches, self.plans, self.lists)):
+            occ, per_sm, kinds, mega = plan
             tasks_before += int(ir[loop.R_DONE])
             ln = self._start_launch(launch, plan, rl)
+            delay += spec.reset_ns(mega, index == 0)     # the reset kernel before a megakernel launch
             start = fr[loop.F_NOW] + delay
             delay += max((launch_fixed[k] for k in kinds), default=0.0)
             n = len(launch.order)

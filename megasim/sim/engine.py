@@ -68,7 +68,9 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   timelines (memory-system jobs, SMs computing, blocks resident) are derived from these afterwards,
   so the hot path logs nothing else.
 - **Launches.** Kernels of a schedule run back to back (a launch's first blocks wait the largest
-  ``launch_fixed_ns`` of its kinds); the first starts after ``kernel_launch_ns``
+  ``launch_fixed_ns`` of its kinds; a megakernel launch first waits ``megakernel_reset_ns``, the
+  counter and control reset kernel the executor issues before it, when the spec gives it:
+  ``GPUSpec.reset_ns``); the first starts after ``kernel_launch_ns``
   (``megakernel_launch_ns`` when the spec gives it and the first launch runs the megakernel: it
   mixes task kinds or is a persistent grid),
   each next one ``kernel_boundary_ns`` after the previous one's last block ends. The L2 keeps its

@@ -5,8 +5,9 @@ for fewer), takes the servers its kinds need (``megasim.sim.resources``), prices
 block dispatch, the ticket and the counter look, or the kind's measured megakernel claim), starts its
 ready queue under ready-queue dispatch, and places its first blocks: round-robin over the SMs, as the
 hardware's block scheduler spreads a grid, or SM by SM (``SimOptions.placement``), after the largest
-``launch_fixed_ns`` of its kinds. The next launch starts ``kernel_boundary_ns`` after the last task of
-this one ends (``megasim.sim.phases``).
+``launch_fixed_ns`` of its kinds; a megakernel launch also waits ``megakernel_reset_ns`` first, the
+counter and control reset the executor runs as a small kernel before it (``GPUSpec.reset_ns``). The next
+launch starts ``kernel_boundary_ns`` after the last task of this one ends (``megasim.sim.phases``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class _Launches:
         if self.ready_dispatch:
             self._start_ready_queue(launch)
         self.cur_check_ns = self._claim_costs(launch)
+        # A megakernel launch waits for the reset kernel before it (GPUSpec.megakernel_reset_ns).
+        delay += self.spec.reset_ns(self._is_megakernel(launch), self.launch_index == 0)
         start = self.clock.now + delay
         # A kind's fixed time once per launch (TaskCost.launch_fixed_ns) holds back the first blocks.
         delay += max((self.launch_fixed[k] for k in kinds), default=0.0)
