@@ -161,8 +161,8 @@ OTRANS_SHAPES = [
 
 def _otrans_geometries(problem: ConvProblem, m: int) -> dict:
     """name -> (kernel, launch): the runtime kernel at its rule, at 128 threads and at strips of 1, 2 and
-    half the row's tiles (8 channels); the study's whole-row kernel (``otrans_kernels.rows_kernel``) at
-    ``rows_geometry`` in 256, 128 and 64 threads where a row fits."""
+    half the row's tiles (8 channels); the study's whole-row kernels (``otrans_kernels.rows_kernel`` and
+    ``linear_kernel``) at ``rows_geometry`` in 256, 128 and 64 threads where a row fits."""
     from experiments.studies.nchw_transforms import otrans_kernels as ok
     tiles_x = -(-problem.out_w // m)
     runtime = nchw.nchw_kernels_for(m)[1]
@@ -179,13 +179,16 @@ def _otrans_geometries(problem: ConvProblem, m: int) -> dict:
         g = ok.rows_geometry(problem.k, m, tiles_x, threads)
         if g is not None:
             out[f"rows{threads}"] = (ok.rows_kernel(m), launch(*g))
+            chunk, tx = g
+            out[f"linear{threads}"] = (ok.linear_kernel(m), (nchw._blocks(problem, m, problem.k, chunk, tx), chunk * tx,
+                                                             4 * chunk * ok.linear_plane(m, problem.out_w), chunk, tx))
     return out
 
 
 @pytest.mark.parametrize("m,problem", OTRANS_SHAPES)
 def test_otrans_strips_and_rows_match_float64(m, problem):
-    """The otrans kernel at its geometries, and the study's whole-row kernel with its flat sector-aligned
-    store, write every output once, within 1e-5 of the float64 transform of the same M (fresh random data);
+    """The otrans kernel at its geometries, and the study's whole-row kernels with their flat sector-aligned
+    stores, write every output once, within 1e-5 of the float64 transform of the same M (fresh random data);
     all of them agree bit for bit under the simulator."""
     graph, schedule, plan = build(problem, Plan("nonfused", algorithm="winograd", params=_params(m)))
     run = PreparedRun(problem, plan, graph, schedule, options={"layout": "NCHW"})

@@ -36,6 +36,7 @@ experiments.json; ``profile_otrans`` launches them once each for Nsight Compute 
 floor: experiments/results/nvidia-h200/nchw_transforms/rows_set.csv (926534e, 8 F(7x7) layers) and
 experiments/results/nvidia-h200/nchw_transforms/rows_set_7fbb339.csv (the first build, with divisions, in the
 runtime kernel at 7fbb339: columns ``prev`` the kernel before it, ``strips``, ``rule``, ``rows*``; 19 layers).
+Those runs predate the ``linear*`` columns (``otrans_kernels.linear_kernel``), which no GPU run has timed yet.
 
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """
@@ -346,8 +347,9 @@ def _rows_variants(p, m: int) -> dict:
     """name -> (kernel, launch geometry) of the rows set: the runtime kernel at its rule (``runtime``), and
     ``otrans_kernels.rows_kernel`` (whole tile rows, flat sector-aligned stores) at ``rows_geometry`` in blocks of
     256 and 128 threads (``rows256``, ``rows128``) and in 256 threads with up to ``ROWS_BIG_SHARED`` bytes of
-    opted-in shared memory (``rows_big``: more channels a block where 48 KiB holds too few); a rows variant
-    is left out where no whole row fits."""
+    opted-in shared memory (``rows_big``: more channels a block where 48 KiB holds too few), and
+    ``otrans_kernels.linear_kernel`` (the stage laid out as the output run) at the same launches
+    (``linear256``, ``linear128``, ``linear_big``); a whole-row variant is left out where no whole row fits."""
     from experiments.studies.nchw_transforms import otrans_kernels as ok
     from gpu.kernels.winograd import nchw
     out = {"runtime": (nchw.nchw_kernels_for(m)[1], nchw.otrans_launch(p, m))}
@@ -357,8 +359,10 @@ def _rows_variants(p, m: int) -> dict:
         g = ok.rows_geometry(p.k, m, tiles_x, threads, shared)
         if g is not None:
             chunk, tx = g
-            out[name] = (ok.rows_kernel(m), (nchw._blocks(p, m, p.k, chunk, tx), chunk * tx,
-                                             4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
+            blocks = nchw._blocks(p, m, p.k, chunk, tx)
+            out[name] = (ok.rows_kernel(m), (blocks, chunk * tx, 4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
+            out[name.replace("rows", "linear")] = (ok.linear_kernel(m), (blocks, chunk * tx,
+                                                                         4 * chunk * ok.linear_plane(m, p.out_w), chunk, tx))
     return out
 
 
@@ -420,7 +424,8 @@ def bench_rows(torch, name: str, batch: int, args) -> dict:
         row[f"{vname}_vs_nhwc"] = round(row[f"{vname}_ms"] / row["nhwc_otrans_ms"], 3)
     print(f"{name:<14} m={m} Q={p.out_w} floor {row['floor_otrans_ms']:.4f} nhwc {row['nhwc_otrans_ms']:.4f} "
           + " ".join(f"{v} {row[f'{v}_block']} {row[f'{v}_ms']:.4f} ({row[f'{v}_vs_nhwc']:.3f}x)"
-                     for v in ("runtime", "rows256", "rows128", "rows_big") if f"{v}_ms" in row),
+                     for v in ("runtime", "rows256", "rows128", "rows_big", "linear256", "linear128", "linear_big")
+                     if f"{v}_ms" in row),
           file=sys.stderr, flush=True)
     del ref, Ms, Ys
     torch.cuda.empty_cache()

@@ -33,6 +33,9 @@ launch geometry; ``mode``:
   store instruction writes whole 32-byte sectors except at a run's ends, whatever the row length
   (``rows_kernel``; the runtime kernel stores a row at a time, a thread on a column, and a row of Q floats
   with Q not a multiple of 8 starts off a sector boundary). ``nchw_variants --set rows`` times it.
+- ``linear``: as ``rows``, but the shared stage of a channel is laid out as the output run itself (rows of
+  Q floats, the product's stores past the image's last column dropped), so the store phase is one shared
+  load and one global store per element at addresses stepped by 32, with no carries (``linear_kernel``).
 
 Under the CUDA simulator the inline-PTX loads and stores are plain ones.
 """
@@ -52,7 +55,7 @@ from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_
 from megasim.algorithms.winograd.winograd_math import matrices
 
 MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88",
-         "rows")
+         "rows", "linear")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -130,6 +133,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         return loop_kernel(m, max_registers)
     if mode == "rows":
         return rows_kernel(m, max_registers)
+    if mode == "linear":
+        return linear_kernel(m, max_registers)
     if mode.startswith("cap"):
         return nchw.nchw_kernels_for(m, True, int(mode[3:]))[1]
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
@@ -434,3 +439,110 @@ def rows_geometry(channels: int, m: int, tiles_x: int, threads: int,
             or 4 * chunk * nchw.otrans_plane(m, tiles_x) > max_shared):
         return None
     return chunk, tiles_x
+
+
+def _gen_linear(m: int, consts: _Consts) -> str:
+    """The product of ``linear_kernel``: the runtime product's, its stores of columns j >= jl dropped (the
+    last tile of a row whose columns run past the image; row stride ``row`` = Q)."""
+    _, _, at = matrices(m)
+    a = m + 2
+    lines = [f"def otrans_linear_m{m}(M, src, plane, s, base, row, jl):",
+             "    plane = opaque_index(plane)", "    row = opaque_index(row)"]
+
+    def load(i, j):
+        return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
+
+    def store_row(i):
+        out = [f"    store1(s, base + {i} * row, y{i}_0)"]
+        for j in range(1, m):
+            out += [f"    if {j} < jl:", f"        store1(s, base + {i} * row + {j}, y{i}_{j})"]
+        return out
+
+    lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
+    return "\n".join(lines) + "\n"
+
+
+def linear_plane(m: int, q: int) -> int:
+    """Odd floats per channel of ``linear_kernel``'s stage: m rows of Q floats."""
+    return (m * q) | 1
+
+
+@lru_cache(maxsize=None)
+def linear_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+    """The ``linear`` build (module docstring). Launch: TX = tiles_x (one whole tile row a block, at least
+    32 threads: ``rows_geometry``), dynamic shared memory 4 * KC * ``linear_plane(m, Q)``.
+
+    Thread (t, kk) writes its tile's m x m outputs to the stage of channel kk at column t * m of rows of Q
+    floats (the columns past Q dropped), so channel kk's outputs are the floats kk * plane + r, r < rr * Q,
+    in the order of Y's run for that channel (rows oy0 .. oy0 + rr - 1, whole). The store: warp w takes
+    channels w, w + nw, ... (with fewer channels than warps, each channel's windows split among nw // nk
+    warps) and stores the run in windows of 32 floats aligned to 128 bytes of Y: a lane's shared and global
+    addresses step by 32, nothing else."""
+    consts = _Consts()
+    _, _, pair = compile_generated(_gen_linear(m, consts), consts, "experiments.studies.nchw_transforms.otrans_kernels",
+                                   dict(load1=py_load1, store1=py_store1, opaque_index=py_opaque_index),
+                                   dict(load1=load1, store1=store1, opaque_index=opaque_index))
+    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit
+    MT = m
+    block_strip = nchw._block_strip
+
+    @jit
+    def otrans_linear(prm, M, Y, KC, TX):
+        tid = cuda.threadIdx.x
+        nthr = cuda.blockDim.x
+        K = prm[P_K]
+        P = prm[P_P]
+        Q = prm[P_Q]
+        tiles_x = prm[P_TILES_X]
+        tiles_y = prm[P_TILES_Y]
+        n, ty, tx0, k0 = block_strip(cuda.blockIdx.x, K, KC, tiles_x, tiles_y, TX)
+        plane = (MT * Q) | 1
+        s = cuda.shared.array(0, float32)
+        tile0 = (n * tiles_y + ty) * tiles_x
+        kk = tid % KC
+        t = tid // KC
+        k = k0 + kk
+        if k < K and t < TX:
+            pair(M, (tile0 + t) * K + k, prm[P_TILES] * K, s, kk * plane + t * MT, Q, Q - t * MT)
+        cuda.syncthreads()
+        oy0 = MT * ty
+        rr = P - oy0 if P - oy0 < MT else MT                # rows of each channel in this block
+        nk = K - k0 if K - k0 < KC else KC                  # channels of the chunk inside K
+        run = rr * Q
+        nw = nthr // 32
+        lane = tid % 32
+        w = tid // 32
+        pps = 1
+        part = 0
+        sg = w
+        step = nw
+        if nk < nw:                                       # few channels: each run split among pps warps
+            pps = nw // nk
+            sg = w // pps
+            part = w - sg * pps
+            step = nw * nk                                # (one channel per warp)
+        while sg < nk:
+            g0 = ((n * K + k0 + sg) * P + oy0) * Q
+            a0 = g0 - (g0 & 31)
+            nwin = (g0 + run - a0 + 31) // 32
+            lo = a0 - g0
+            hi = lo + nwin * 32
+            if pps > 1:
+                hi = lo + ((part + 1) * nwin // pps) * 32
+                lo += (part * nwin // pps) * 32
+            if hi > run:
+                hi = run
+            r = lo + lane
+            if r < 0:
+                r += 32
+            gi = g0 + r
+            si = sg * plane + r
+            while r < hi:
+                store1(Y, gi, load1(s, si))
+                r += 32
+                gi += 32
+                si += 32
+            sg += step
+
+    return otrans_linear
