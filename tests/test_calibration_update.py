@@ -77,6 +77,29 @@ def test_update_recovers_the_per_task_costs_and_keeps_the_bodies():
     assert updated.queued_launch_ns == old.queued_launch_ns and updated.sm_count == old.sm_count
 
 
+def test_a_spec_without_the_reset_gets_the_measured_one_before_the_refit():
+    """Runs timed with the reset kernel before each megakernel launch (as gpu.calibrate.occupancy times them),
+    a spec fitted before the model priced it: the update puts in the probe's value (queued megakernel run of
+    an empty map less a queued empty kernel) and the refitted per-task costs come out free of it."""
+    reset_ns = 3000.0
+    new = dataclasses.replace(small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH}),
+                              megakernel_reset_ns=reset_ns)
+    m = measured(new)
+    m = dataclasses.replace(m, extra={"occupancy_round": {
+        "queued_megakernel_launch_ns": new.queued_launch_ns + reset_ns}})
+    old = dataclasses.replace(new, megakernel_reset_ns=None)
+    updated, report = updated_spec(old, m, ("megakernel_fixed_ns",), workers=1)
+    assert updated.megakernel_reset_ns == pytest.approx(reset_ns)
+    assert report["megakernel_reset_ns"] == pytest.approx(reset_ns)
+    assert "queued probe" in updated.sources["megakernel_reset_ns"]
+    assert "megakernel_reset_ns added" in updated.description
+    for kind, truth in TRUTH.items():
+        assert updated.task_cost(kind).megakernel_fixed_ns == pytest.approx(truth.megakernel_fixed_ns, rel=0.05,
+                                                                            abs=50.0), kind
+    kept, _ = updated_spec(new, m, (), workers=1)              # a spec that has it keeps its own
+    assert kept.megakernel_reset_ns == reset_ns and "megakernel_reset_ns added" not in kept.description
+
+
 def test_claims_only_update_fits_nothing():
     old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
     new = changed_kernels_spec()

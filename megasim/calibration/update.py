@@ -19,7 +19,10 @@ tail), the task bodies, and with them every cost that describes how a body uses 
   started from the spec's own value, every other field held; ``field@name`` refits a field of one cost
   name only (``compute_efficiency@gemm``: a change to one kind's body leaves the others' bodies alone);
 - the kinds measured only by their non-fused kernel (first-round rows) and the spec-wide fitted rules
-  (``mixed_kinds_sm_factor``, ``younger_block_weight``) and measured GPU values are kept.
+  (``mixed_kinds_sm_factor``, ``younger_block_weight``) and measured GPU values are kept, but for one: a
+  spec without ``megakernel_reset_ns`` (fitted before the model priced the reset kernel before each
+  megakernel launch) gets the measurements' (``megasim.calibration.winograd.reset_entry``) before the
+  refit, so that the refitted ``megakernel_fixed_ns`` no longer holds it.
 
 Every changed value's source names the new measurements; every kept value keeps its source. As for a
 full calibration, nothing is fitted to a fused run.
@@ -33,7 +36,7 @@ from typing import Any
 from megasim.calibration.cases import natural_cases, natural_rows
 from megasim.calibration.fit import FREE_ROUND2
 from megasim.calibration.measurements import Measurements, source
-from megasim.calibration.winograd import kind_fits, with_measured_claim
+from megasim.calibration.winograd import kind_fits, reset_entry, with_measured_claim
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, base_kind
 
@@ -70,6 +73,15 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
     sources = dict(spec.sources)
     report: dict[str, Any] = {"layers": list(layers), "refit": list(refit), "kinds": {}}
     base = spec
+    added = ()
+    reset = reset_entry(m.values, m.extra) if spec.megakernel_reset_ns is None else None
+    if reset is not None:
+        # A spec fitted before the model priced the megakernel's reset: the measured value goes in first, so
+        # that the refitted fields no longer hold it (megasim.calibration.winograd.reset_entry).
+        base = dataclasses.replace(base, megakernel_reset_ns=reset["value"])
+        sources["megakernel_reset_ns"] = source(m, reset["method"], BY)
+        report["megakernel_reset_ns"] = reset["value"]
+        added = ("megakernel_reset_ns added",)
     for name, natural in natural_of.items():
         rows = natural_rows(m, natural, params_of)
         before = base.task_cost(name).megakernel_claim_ns
@@ -106,5 +118,6 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
                         "(gpu.calibrate.occupancy's rows; these measurements have none)")
     what = ", ".join(("megakernel_claim_ns",) + tuple(refit))
     out = dataclasses.replace(base, task_costs=costs, sources=sources,
-                              description=f"{spec.description}; {what} updated {m.date} on {m.device}")
+                              description=f"{spec.description}; {'; '.join(added + (f'{what} updated',))} "
+                                          f"{m.date} on {m.device}")
     return out, report
