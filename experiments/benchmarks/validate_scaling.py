@@ -37,8 +37,8 @@ Runs on: a host with several CUDA GPUs (``bash gpu/on_device.sh python3 -m
 experiments.benchmarks.validate_scaling``, dask and distributed carried as wheels). Under Numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, no GPU) ``--quick`` runs the same code on two simulated
 devices with the host's clock (``gpu.runtime.timing.time_host``): a check of the script, not a timing.
-Takes: 92.5 s with 1 GPU and 49.9 s with 2 on 2x H200 (3b913a2, starts included, no warm-up; 207 s for the
-whole command with the cache fill); 106 s with 1 GPU and 35 s with 4 on 4x H200 (c0c9777, with a warm-up);
+Takes: 89.9 s with 1 GPU and 24.5 s with 4 on 4x H200 (2158c16, starts included, no warm-up; 175 s for the
+whole command with the 37 s cache fill); 92.5 s with 1 GPU and 49.9 s with 2 on 2x H200 (3b913a2);
 results and discussion in docs/sweeps.md; --quick on the simulator ~7 s.
 
     python -m experiments.benchmarks.validate_scaling [--quick] [--gpus all|0,1,..] [--kernel-cache warm|off]
