@@ -162,7 +162,8 @@ OTRANS_SHAPES = [
 def _otrans_geometries(problem: ConvProblem, m: int) -> dict:
     """name -> (kernel, launch): the runtime kernel at its rule, at 128 threads and at strips of 1, 2 and
     half the row's tiles (8 channels); the study's whole-row kernels (``otrans_kernels.rows_kernel`` and
-    ``linear_kernel``) at ``rows_geometry`` in 256, 128 and 64 threads where a row fits."""
+    ``linear_kernel``, also its ``full_branch`` build) at ``rows_geometry`` in 256, 128 and 64 threads where a
+    row fits."""
     from experiments.studies.nchw_transforms import otrans_kernels as ok
     tiles_x = -(-problem.out_w // m)
     runtime = nchw.nchw_kernels_for(m)[1]
@@ -180,8 +181,10 @@ def _otrans_geometries(problem: ConvProblem, m: int) -> dict:
         if g is not None:
             out[f"rows{threads}"] = (ok.rows_kernel(m), launch(*g))
             chunk, tx = g
-            out[f"linear{threads}"] = (ok.linear_kernel(m), (nchw._blocks(problem, m, problem.k, chunk, tx), chunk * tx,
-                                                             4 * chunk * ok.linear_plane(m, problem.out_w), chunk, tx))
+            lin = (nchw._blocks(problem, m, problem.k, chunk, tx), chunk * tx,
+                   4 * chunk * ok.linear_plane(m, problem.out_w), chunk, tx)
+            out[f"linear{threads}"] = (ok.linear_kernel(m), lin)
+            out[f"linearF{threads}"] = (ok.linear_kernel(m, full_branch=True), lin)
     return out
 
 

@@ -349,7 +349,8 @@ def _rows_variants(p, m: int) -> dict:
     256 and 128 threads (``rows256``, ``rows128``) and in 256 threads with up to ``ROWS_BIG_SHARED`` bytes of
     opted-in shared memory (``rows_big``: more channels a block where 48 KiB holds too few), and
     ``otrans_kernels.linear_kernel`` (the stage laid out as the output run) at the same launches
-    (``linear256``, ``linear128``, ``linear_big``); a whole-row variant is left out where no whole row fits."""
+    (``linear256``, ``linear128``, ``linear_big``), and its ``full_branch`` build (``linearF256``,
+    ``linearF128``, ``linearF_big``); a whole-row variant is left out where no whole row fits."""
     from experiments.studies.nchw_transforms import otrans_kernels as ok
     from gpu.kernels.winograd import nchw
     out = {"runtime": (nchw.nchw_kernels_for(m)[1], nchw.otrans_launch(p, m))}
@@ -361,8 +362,9 @@ def _rows_variants(p, m: int) -> dict:
             chunk, tx = g
             blocks = nchw._blocks(p, m, p.k, chunk, tx)
             out[name] = (ok.rows_kernel(m), (blocks, chunk * tx, 4 * chunk * nchw.otrans_plane(m, tx), chunk, tx))
-            out[name.replace("rows", "linear")] = (ok.linear_kernel(m), (blocks, chunk * tx,
-                                                                         4 * chunk * ok.linear_plane(m, p.out_w), chunk, tx))
+            lin = (blocks, chunk * tx, 4 * chunk * ok.linear_plane(m, p.out_w), chunk, tx)
+            out[name.replace("rows", "linear")] = (ok.linear_kernel(m), lin)
+            out[name.replace("rows", "linearF")] = (ok.linear_kernel(m, full_branch=True), lin)
     return out
 
 
@@ -410,6 +412,8 @@ def bench_rows(torch, name: str, batch: int, args) -> dict:
     ref = otrans_reference(torch, Ms[0], p, m)
     seen = {}
     for vname, (kernel, geometry) in _rows_variants(p, m).items():
+        if args.variants and vname not in args.variants:
+            continue
         key = (id(kernel), geometry)
         if key in seen:
             for col in ("ms", "rel_err", "regs", "block"):
@@ -424,7 +428,8 @@ def bench_rows(torch, name: str, batch: int, args) -> dict:
         row[f"{vname}_vs_nhwc"] = round(row[f"{vname}_ms"] / row["nhwc_otrans_ms"], 3)
     print(f"{name:<14} m={m} Q={p.out_w} floor {row['floor_otrans_ms']:.4f} nhwc {row['nhwc_otrans_ms']:.4f} "
           + " ".join(f"{v} {row[f'{v}_block']} {row[f'{v}_ms']:.4f} ({row[f'{v}_vs_nhwc']:.3f}x)"
-                     for v in ("runtime", "rows256", "rows128", "rows_big", "linear256", "linear128", "linear_big")
+                     for v in ("runtime", "rows256", "rows128", "rows_big", "linear256", "linear128", "linear_big",
+                               "linearF256", "linearF128", "linearF_big")
                      if f"{v}_ms" in row),
           file=sys.stderr, flush=True)
     del ref, Ms, Ys
@@ -446,6 +451,8 @@ def main(argv=None) -> int:
                          "rows: bench_rows (otrans_kernels.rows_kernel's whole-row launches against the runtime's)")
     ap.add_argument("--modes", nargs="+", default=None, help="the experiments set's otrans modes (default all)")
     ap.add_argument("--geometries", nargs="+", default=None, help="the experiments set's geometries (default all)")
+    ap.add_argument("--variants", nargs="+", default=None,
+                    help="the rows set's variants (``_rows_variants``' names; default all)")
     ap.add_argument("--loop-strips", type=int, nargs="+", default=[2, 4],
                     help="the loop build's strips per block (grid = strips / this)")
     ap.add_argument("--loop-waves", type=int, nargs="+", default=[1, 2],
@@ -465,7 +472,7 @@ def main(argv=None) -> int:
         for name in args.layers:
             rows.append(bench_rows(torch, name, args.batch, args))
         meta = provenance({"device": dmeta, "batch": args.batch, "layers": args.layers, "copy_tbps": COPY_TBPS,
-                           "set": "rows", "choices_file": args.choices})
+                           "set": "rows", "variants": args.variants, "choices_file": args.choices})
         write_results(rows, out, args.name, meta)
         print(f"wrote {out / (args.name + '.csv')}")
         return 0

@@ -36,6 +36,8 @@ launch geometry; ``mode``:
 - ``linear``: as ``rows``, but the shared stage of a channel is laid out as the output run itself (rows of
   Q floats, the product's stores past the image's last column dropped), so the store phase is one shared
   load and one global store per element at addresses stepped by 32, with no carries (``linear_kernel``).
+- ``linearF``: as ``linear``, the product's stores of a tile whose columns all lie inside the image
+  without a test per column (``linear_kernel(..., full_branch=True)``).
 
 Under the CUDA simulator the inline-PTX loads and stores are plain ones.
 """
@@ -55,7 +57,7 @@ from gpu.kernels.winograd.transforms import _Consts, compile_generated, product_
 from megasim.algorithms.winograd.winograd_math import matrices
 
 MODES = ("default", "old", "dummy", "nobar", "nostore", "noload", "stcs", "ldcs", "staged", "loop", "cap72", "cap88",
-         "rows", "linear")
+         "rows", "linear", "linearF")
 
 if config.ENABLE_CUDASIM:
     st_cs, ld_cs = py_store1, py_load1
@@ -135,6 +137,8 @@ def otrans_variant(m: int, mode: str, max_registers: int | None = nchw.OTRANS_MA
         return rows_kernel(m, max_registers)
     if mode == "linear":
         return linear_kernel(m, max_registers)
+    if mode == "linearF":
+        return linear_kernel(m, max_registers, True)
     if mode.startswith("cap"):
         return nchw.nchw_kernels_for(m, True, int(mode[3:]))[1]
     pair = _pair(m, mode == "staged", ld_cs if mode == "ldcs" else load1)
@@ -441,22 +445,34 @@ def rows_geometry(channels: int, m: int, tiles_x: int, threads: int,
     return chunk, tiles_x
 
 
-def _gen_linear(m: int, consts: _Consts) -> str:
+def _gen_linear(m: int, consts: _Consts, full_branch: bool = False) -> str:
     """The product of ``linear_kernel``: the runtime product's, its stores of columns j >= jl dropped (the
-    last tile of a row whose columns run past the image; row stride ``row`` = Q)."""
+    last tile of a row whose columns run past the image; row stride ``row`` = Q). ``full_branch``: a tile
+    whose m columns all lie inside the image (jl >= m, every tile of a row but its last one where Q is not a
+    multiple of m) stores its rows without a test per column (one uniform branch per row instead of m - 1
+    predicated stores)."""
     _, _, at = matrices(m)
     a = m + 2
-    lines = [f"def otrans_linear_m{m}(M, src, plane, s, base, row, jl):",
+    suffix = "_fb" if full_branch else ""
+    lines = [f"def otrans_linear_m{m}{suffix}(M, src, plane, s, base, row, jl):",
              "    plane = opaque_index(plane)", "    row = opaque_index(row)"]
+    if full_branch:
+        lines.append(f"    full = jl >= {m}")
 
     def load(i, j):
         return f"    s{i}_{j} = load1(M, src + {i * a + j} * plane)"
 
-    def store_row(i):
-        out = [f"    store1(s, base + {i} * row, y{i}_0)"]
+    def checked(i, pad):
+        out = [f"{pad}store1(s, base + {i} * row, y{i}_0)"]
         for j in range(1, m):
-            out += [f"    if {j} < jl:", f"        store1(s, base + {i} * row + {j}, y{i}_{j})"]
+            out += [f"{pad}if {j} < jl:", f"{pad}    store1(s, base + {i} * row + {j}, y{i}_{j})"]
         return out
+
+    def store_row(i):
+        if not full_branch:
+            return checked(i, "    ")
+        return (["    if full:"] + [f"        store1(s, base + {i} * row + {j}, y{i}_{j})" for j in range(m)]
+                + ["    else:"] + checked(i, "        "))
 
     lines += product_lines(at, a, m, load, store_row, "s", "y", consts)
     return "\n".join(lines) + "\n"
@@ -468,7 +484,7 @@ def linear_plane(m: int, q: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def linear_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS):
+def linear_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS, full_branch: bool = False):
     """The ``linear`` build (module docstring). Launch: TX = tiles_x (one whole tile row a block, at least
     32 threads: ``rows_geometry``), dynamic shared memory 4 * KC * ``linear_plane(m, Q)``.
 
@@ -477,9 +493,10 @@ def linear_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS)
     in the order of Y's run for that channel (rows oy0 .. oy0 + rr - 1, whole). The store: warp w takes
     channels w, w + nw, ... (with fewer channels than warps, each channel's windows split among nw // nk
     warps) and stores the run in windows of 32 floats aligned to 128 bytes of Y: a lane's shared and global
-    addresses step by 32, nothing else."""
+    addresses step by 32, nothing else. ``full_branch``: the product's stores as ``_gen_linear`` says (mode
+    ``linearF``)."""
     consts = _Consts()
-    _, _, pair = compile_generated(_gen_linear(m, consts), consts, "experiments.studies.nchw_transforms.otrans_kernels",
+    _, _, pair = compile_generated(_gen_linear(m, consts, full_branch), consts, "experiments.studies.nchw_transforms.otrans_kernels",
                                    dict(load1=py_load1, store1=py_store1, opaque_index=py_opaque_index),
                                    dict(load1=load1, store1=store1, opaque_index=opaque_index))
     capped = max_registers is not None and not config.ENABLE_CUDASIM
