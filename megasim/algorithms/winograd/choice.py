@@ -20,8 +20,9 @@ candidate the model predicts fastest on their GPU:
   all grow with the batch, so the ranking is that of the smaller batch; the scaled time leaves out the
   larger batch's smaller tail effects.
 
-``ChoiceCache`` keeps choices in a JSON file keyed by (spec name and content hash, problem, layout,
-tolerance, GEMM math), so a network's layers are chosen once per machine. The model's costs of the
+``ChoiceCache`` keeps choices in a JSON file keyed by (spec name and content hash, the model's source
+fingerprint, problem, layout, tolerance, GEMM math), so a network's layers are chosen once per machine and
+model version: a choice another version of the model made is made again (seconds), never replayed. The model's costs of the
 transform tasks were calibrated on the NHWC kernels; the NCHW transforms do the same arithmetic and move
 the same bytes through a shared-memory stage, which the model does not price separately.
 """
@@ -44,6 +45,7 @@ from megasim.hardware.files import load_spec, spec_to_dict
 from megasim.hardware.presets import get_gpu, preset_names
 from megasim.hardware.spec import GPUSpec
 from megasim.plan import Plan, estimate_tasks, predict, predicted_time_us
+from megasim.search.cache import model_fingerprint
 from megasim.workloads.problem import ConvProblem
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -185,8 +187,8 @@ def choose(problem: ConvProblem, spec: GPUSpec, *, layout: str = "NCHW", max_rel
 
 
 class ChoiceCache:
-    """Choices kept in a JSON file (``path``), keyed by spec (name and content hash), problem, layout,
-    tolerance and GEMM math; read on creation, written after each new choice."""
+    """Choices kept in a JSON file (``path``), keyed by spec (name and content hash), model fingerprint,
+    problem, layout, tolerance and GEMM math; read on creation, written after each new choice."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else Path.home() / ".cache" / "megasim" / "winograd_choices.json"
@@ -200,7 +202,7 @@ class ChoiceCache:
     @staticmethod
     def key(problem: ConvProblem, spec: GPUSpec, layout: str, max_rel_err: float, gemm_math: str) -> str:
         digest = hashlib.sha256(json.dumps(spec_to_dict(spec), sort_keys=True).encode()).hexdigest()[:12]
-        return f"{spec.name}|{digest}|{problem.spec_string()}|{layout}|{max_rel_err:g}|{gemm_math}"
+        return f"{spec.name}|{digest}|model-{model_fingerprint()}|{problem.spec_string()}|{layout}|{max_rel_err:g}|{gemm_math}"
 
     def choose(self, problem: ConvProblem, spec: GPUSpec, *, layout: str = "NCHW",
                max_rel_err: float = DEFAULT_MAX_REL_ERR, gemm_math: str = "fp32", spec_reason: str = "given") -> Choice:
