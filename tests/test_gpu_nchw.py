@@ -28,6 +28,8 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 from gpu.errors import KernelInputError  # noqa: E402
 from gpu.kernels.winograd import nchw  # noqa: E402
 from gpu.runtime.execute import PreparedRun  # noqa: E402
+from gpu.runtime.fast_launch import FrozenLaunch  # noqa: E402
+from gpu.runtime.winograd_kernels import _allow_dynamic_shared  # noqa: E402
 from gpu.winograd import reference  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
@@ -55,6 +57,8 @@ def _run(problem: ConvProblem, m: int, layout: str, x_nchw: np.ndarray, w: np.nd
     (6, ConvProblem(1, 34, 2, 8, 9, padding=1)),
     (7, ConvProblem(2, 2, 4, 10, 13, padding=1)),
     (2, ConvProblem(1, 20, 18, 5, 13, padding=1)),      # wide blocks (32 channels x 7 tiles), K below the chunk
+    (4, ConvProblem(1, 3, 17, 7, 35, padding=0)),       # 5 x 33 out: whole-row otrans strips (16 x 9), K past 16
+    (7, ConvProblem(1, 2, 33, 12, 56, padding=0)),      # 10 x 54 out: whole-row otrans strips (32 x 8, 50 KiB)
 ])
 def test_nchw_pipeline_matches_reference_and_nhwc(m, problem):
     rng = np.random.default_rng([m, problem.c, problem.k])
@@ -82,7 +86,9 @@ def test_geometry_fits_the_block_and_pads_planes_odd():
                 p = ConvProblem(1, c, c, tiles_x * m, tiles_x * m)
                 for launch in (nchw.itrans_launch(p, m), nchw.otrans_launch(p, m)):
                     blocks, threads, shared, chunk, tx = launch
-                    assert shared <= nchw.MAX_SHARED_BYTES and chunk * tx == threads <= nchw.WIDE_THREADS
+                    assert chunk * tx == threads <= nchw.WIDE_THREADS
+                    assert shared <= nchw.MAX_SHARED_BYTES or (launch[3:] == nchw._whole_rows(p, m)
+                                                               and launch == nchw.otrans_launch(p, m))
 
 
 def test_wide_blocks_where_the_rule_takes_them():
@@ -107,6 +113,26 @@ def test_otrans_takes_sector_aligned_strips_where_the_row_splits_into_8_tiles():
     # 8 tiles a row (resnet-1), 19 (yolov3-1), K below 16
     for p in (ConvProblem(64, 64, 64, 56, 56), ConvProblem(64, 32, 64, 128, 128), ConvProblem(1, 3, 8, 112, 112)):
         assert nchw.otrans_launch(p, 7)[3:] != (16, nchw.ALIGNED_TILES)
+
+
+def test_otrans_takes_whole_rows_where_rows_start_off_sector_boundaries():
+    """Rows of Q floats, Q not a multiple of 8, that the rule's strips would split: one strip a whole tile row,
+    the widest power-of-two chunk of at least 16 channels in 256 threads (shared memory past 48 KiB at F(7x7));
+    aligned rows, rows already whole in a strip, and rows too long for 16 channels keep the rules above."""
+    p = ConvProblem(64, 64, 128, 112, 112, padding=0)      # im2win/conv8: 110-float rows, 16 tiles
+    assert nchw.otrans_launch(p, 7)[1:] == (256, 4 * 16 * nchw.otrans_plane(7, 16), 16, 16)
+    assert nchw.otrans_launch(p, 7)[2] > nchw.MAX_SHARED_BYTES
+    assert nchw.otrans_launch(p, 7, threads=128)[3:] == (32, 4)
+    p = ConvProblem(64, 128, 64, 56, 56, padding=0)        # im2win/conv9: 54-float rows, 8 tiles
+    assert nchw.otrans_launch(p, 7)[1:] == (256, 4 * 32 * nchw.otrans_plane(7, 8), 32, 8)
+    p = ConvProblem(64, 128, 128, 112, 112)                # vgg-1: 112-float rows, the aligned strips
+    assert nchw.otrans_launch(p, 7)[3:] == (16, nchw.ALIGNED_TILES)
+    p = ConvProblem(64, 256, 128, 28, 28, padding=0)       # im2win/conv10: 26 floats, the row in one strip already
+    assert nchw.otrans_launch(p, 7)[3:] == (32, 4)
+    p = ConvProblem(64, 32, 64, 200, 200, padding=0)       # 198 floats, 29 tiles: 8 channels a row, below 16
+    assert nchw.otrans_launch(p, 7)[3:] == (32, 4)
+    p = ConvProblem(1, 8, 8, 110, 110, padding=0)          # K = 8 rounds up to a chunk of 8, below 16
+    assert nchw._whole_rows(p, 7) is None
 
 
 def test_otrans_builds_agree():
@@ -156,6 +182,7 @@ OTRANS_SHAPES = [
     (4, ConvProblem(1, 1, 40, 4, 3, padding=1)),         # W = 3, 4 x 3 planes
     (2, ConvProblem(1, 1, 3, 5, 13, padding=0)),         # 3 x 11 out: 6 tiles a row
     (5, ConvProblem(1, 1, 70, 16, 35, padding=0)),       # 14 x 33 out: 7 tiles a row, 3 tile rows
+    (7, ConvProblem(1, 1, 33, 12, 56, padding=0)),       # 10 x 54 out: the rule's whole rows, 32 x 8 (50 KiB)
 ]
 
 
@@ -201,8 +228,11 @@ def test_otrans_strips_and_rows_match_float64(m, problem):
     d_M = cuda.to_device(M)
     outs = {}
     for name, (kernel, (blocks, threads, shared, chunk, tx)) in _otrans_geometries(problem, m).items():
-        assert chunk * tx == threads and shared <= nchw.MAX_SHARED_BYTES
+        assert chunk * tx == threads and (shared <= nchw.MAX_SHARED_BYTES or name == "rule")
         d_y = cuda.to_device(np.full((problem.n, problem.k, problem.out_h, problem.out_w), np.nan, np.float32))
+        if shared > nchw.MAX_SHARED_BYTES and not numba.config.ENABLE_CUDASIM:   # compile, then opt in
+            FrozenLaunch(kernel, blocks, threads, shared, (run.state.d_prm, d_M, d_y, chunk, tx))
+            _allow_dynamic_shared(kernel, shared)
         kernel[blocks, threads, 0, shared](run.state.d_prm, d_M, d_y, chunk, tx)
         y = d_y.copy_to_host()
         assert np.isfinite(y).all(), name

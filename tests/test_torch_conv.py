@@ -55,6 +55,21 @@ def test_forward_matches_float64(layout, schedule, tile):
         assert y.is_contiguous(memory_format=torch.channels_last)
 
 
+def test_forward_on_whole_row_otrans_strips_matches_float64():
+    """An output row of 33 floats (off the 32-byte sectors) in 9 tiles of F(4x4), 17 channels: the NCHW output
+    transform takes whole-row strips (16 channels x 9 tiles, ``nchw._whole_rows``), the last chunk one channel;
+    batch 1, fresh random input, against float64."""
+    from gpu.kernels.winograd import nchw
+    problem = ConvProblem(1, 3, 17, 7, 35, padding=0)
+    assert nchw.otrans_launch(problem, 4)[3:] == (16, 9)
+    conv = _conv(3, 17, padding=0, plan=_plan("nonfused", 4))
+    x = torch.randn(1, 3, 7, 35, device=DEVICE)
+    with torch.no_grad():
+        y = conv(x)
+        ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double())
+    assert y.shape == ref.shape == (1, 17, 5, 33) and _rel(y, ref) < 1e-4
+
+
 def test_a_changed_filter_is_transformed_again():
     conv = _conv(3, 4, bias=False, plan=_plan("nonfused", 4))
     x = torch.randn(1, 3, 6, 7, device=DEVICE)

@@ -14,7 +14,9 @@ Inputs: x NHWC, w KCRS; the output is the workspace's Y (N, P, Q, K).
 
 Run option ``layout="NCHW"``: x is (N, C, H, W) and Y (N, K, P, Q). The itrans and otrans launches then
 run on the shared-memory NCHW transforms (``gpu.kernels.winograd.nchw``), which take a whole kind in one
-launch (the non-fused schedule's launches); a megakernel launch is refused (its transforms read NHWC).
+launch (the non-fused schedule's launches); a megakernel launch is refused (its transforms read NHWC). An
+otrans launch of more than 48 KiB of dynamic shared memory (``nchw.otrans_launch``'s whole-row strips) opts
+its kernel in to that size when the launch is built.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from gpu.errors import KernelInputError
 from gpu.kernels.common.random_fill import device_normal
@@ -138,7 +140,23 @@ def _nchw_launch(state: WinogradState, kind: int, ws) -> FrozenLaunch:
         blocks, threads, shared, chunk, tx = nchw.itrans_launch(p, m)
         return FrozenLaunch(itrans, blocks, threads, shared, (state.d_prm, ws.x, ws.V, chunk, tx))
     blocks, threads, shared, chunk, tx = nchw.otrans_launch(p, m)
-    return FrozenLaunch(otrans, blocks, threads, shared, (state.d_prm, ws.M, ws.Y, chunk, tx))
+    launch = FrozenLaunch(otrans, blocks, threads, shared, (state.d_prm, ws.M, ws.Y, chunk, tx))
+    if shared > nchw.MAX_SHARED_BYTES:
+        _allow_dynamic_shared(otrans, shared)
+    return launch
+
+
+def _allow_dynamic_shared(dispatcher, nbytes: int) -> None:
+    """Let every compiled overload of ``dispatcher`` launch with ``nbytes`` of dynamic shared memory (above
+    48 KiB a kernel needs CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES set; the NCHW otrans kernel's
+    whole-row launch, ``nchw._whole_rows``, takes up to about 50 KiB). Nothing to do under the simulator."""
+    if config.ENABLE_CUDASIM:
+        return
+    from numba.cuda.cudadrv.driver import binding, driver
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    for kernel in dispatcher.overloads.values():
+        cufunc = kernel._codelibrary.get_cufunc()
+        driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
 
 
 def _workspace(state: WinogradState, x, w):

@@ -98,6 +98,11 @@ MAX_SHARED_BYTES = 48 * 1024
 OTRANS_MAX_REGISTERS = 80
 # Tiles per strip of the otrans kernel's sector-aligned launch (``_aligned_strips``).
 ALIGNED_TILES = 8
+# Floats of a 32-byte sector: an output row of Q floats starts on a sector boundary for every row when Q is
+# a multiple of this.
+SECTOR_FLOATS = 8
+# The narrowest channel chunk of the otrans kernel's whole-row launch (``_whole_rows``).
+WHOLE_ROW_MIN_CHUNK = 16
 PY_FUNCS: dict = {}
 
 
@@ -163,22 +168,50 @@ def itrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int
 
 
 def _aligned_strips(problem, m: int) -> tuple[int, int] | None:
-    """(KC, TX) = (16, ``ALIGNED_TILES``) where the otrans kernel's rows split into strips of 8 tiles exactly
-    (at least two), at F(7x7) and K >= 16, else None. A strip's row is then 8 * 7 floats = 224 bytes, whole
-    32-byte sectors, which no two blocks share (4-tile strips write 112-byte rows, half a sector at an end of
-    every other one); measured at F(7x7) only (vgg-1: module docstring)."""
+    """(KC, TX) = (16, ``ALIGNED_TILES``) where the otrans kernel's rows start on 32-byte sector boundaries
+    (Q a multiple of ``SECTOR_FLOATS``) and split into strips of 8 tiles exactly (at least two), at F(7x7)
+    and K >= 16, else None. A strip's row is then 8 * 7 floats = 224 bytes, whole 32-byte sectors, which no
+    two blocks share (4-tile strips write 112-byte rows, half a sector at an end of every other one);
+    measured at F(7x7) only (vgg-1: module docstring). On rows off the sector boundaries the 224-byte rows
+    straddle sectors that two blocks share (``_whole_rows`` applies there)."""
     tiles_x = _tiles_x(problem, m)
-    if m == 7 and problem.k >= 16 and tiles_x % ALIGNED_TILES == 0 and tiles_x >= 2 * ALIGNED_TILES:
+    if (m == 7 and problem.k >= 16 and problem.out_w % SECTOR_FLOATS == 0 and tiles_x % ALIGNED_TILES == 0
+            and tiles_x >= 2 * ALIGNED_TILES):
         return 16, ALIGNED_TILES
     return None
 
 
+def _whole_rows(problem, m: int) -> tuple[int, int] | None:
+    """(KC, TX = tiles_x) where the otrans kernel's output rows start off 32-byte sector boundaries (Q not a
+    multiple of ``SECTOR_FLOATS``) and ``_pick``'s strips would split a tile row: one strip a whole tile row,
+    the widest power-of-two chunk of channels (at most K rounded up) whose row fits ``WIDE_THREADS``, at
+    least ``WHOLE_ROW_MIN_CHUNK``; else None. Shared memory may then pass 48 KiB (16 channels x 16 tiles at
+    F(7x7): 49.1 KiB): the launcher opts in (``gpu.runtime.winograd_kernels``).
+
+    Why: a strip that splits a tile row shares the sectors at its ends with its neighbours, and where the
+    rows start off the sector boundaries every row's ends are partial sectors written by two blocks; a block
+    of whole tile rows writes each channel's rr * Q outputs as one contiguous run, so only the run's two
+    ends are shared. Measured on the H200 (module docstring): im2win/conv8 (110-float rows, 16 tiles)
+    387 -> 328 us."""
+    if problem.out_w % SECTOR_FLOATS == 0:
+        return None
+    tiles_x = _tiles_x(problem, m)
+    _, tx, _, _ = _pick(problem.k, m, tiles_x, lambda g: otrans_plane(m, g[1]), True, None)
+    if tx >= tiles_x:
+        return None
+    chunk = min(_pow2_at_least(problem.k), _pow2_at_most(max(1, WIDE_THREADS // tiles_x)))
+    if chunk < WHOLE_ROW_MIN_CHUNK:
+        return None
+    return chunk, tiles_x
+
+
 def otrans_launch(problem, m: int, threads: int | None = None) -> tuple[int, int, int, int, int]:
     """(blocks, threads per block, dynamic shared bytes, KC, TX) of the otrans kernel's launch (``_pick``, or
-    ``_aligned_strips`` where it applies and ``threads`` is not given)."""
-    aligned = _aligned_strips(problem, m) if threads is None else None
-    if aligned is not None:
-        chunk, tx = aligned
+    ``_aligned_strips`` or ``_whole_rows`` where one applies and ``threads`` is not given; the shared bytes
+    pass ``MAX_SHARED_BYTES`` only under ``_whole_rows``)."""
+    special = (_aligned_strips(problem, m) or _whole_rows(problem, m)) if threads is None else None
+    if special is not None:
+        chunk, tx = special
         return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
     chunk, tx, _, _ = _pick(problem.k, m, _tiles_x(problem, m), lambda g: otrans_plane(m, g[1]), True, threads)
     return _blocks(problem, m, problem.k, chunk, tx), chunk * tx, 4 * chunk * otrans_plane(m, tx), chunk, tx
