@@ -36,7 +36,11 @@ experiments.json; ``profile_otrans`` launches them once each for Nsight Compute 
 floor: experiments/results/nvidia-h200/nchw_transforms/rows_set.csv (926534e, 8 F(7x7) layers) and
 experiments/results/nvidia-h200/nchw_transforms/rows_set_7fbb339.csv (the first build, with divisions, in the
 runtime kernel at 7fbb339: columns ``prev`` the kernel before it, ``strips``, ``rule``, ``rows*``; 19 layers).
-Those runs predate the ``linear*`` columns (``otrans_kernels.linear_kernel``), which no GPU run has timed yet.
+experiments/results/nvidia-h200/nchw_transforms/rows_linear.csv (8121118, ``--variants runtime linear256 linear128
+linear_big linearF256 linearF128 linearF_big``: ``otrans_kernels.linear_kernel`` and its ``full_branch`` build
+against the runtime kernel, before its whole-row strips). The experiments set on one layer with ``--modes
+default`` times the runtime kernel at other launches: itrans_conv8.csv (8121118, im2win/conv8, where the runtime
+then took 16 x 8 strips) and otrans_conv9.csv (a61529b, im2win/conv9, at the whole-row strips).
 
     bash gpu/on_device.sh python3 -m experiments.studies.nchw_transforms.nchw_variants --choices CHOICES.json
 """

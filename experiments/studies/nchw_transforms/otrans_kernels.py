@@ -493,7 +493,15 @@ def linear_kernel(m: int, max_registers: int | None = nchw.OTRANS_MAX_REGISTERS,
     in the order of Y's run for that channel (rows oy0 .. oy0 + rr - 1, whole). The store: warp w takes
     channels w, w + nw, ... (with fewer channels than warps, each channel's windows split among nw // nk
     warps) and stores the run in windows of 32 floats aligned to 128 bytes of Y: a lane's shared and global
-    addresses step by 32, nothing else. ``full_branch``: the product's stores as ``_gen_linear`` says (mode
+    addresses step by 32, nothing else.
+
+    Measured (H200, experiments/results/nvidia-h200/nchw_transforms/rows_linear.csv): im2win/conv8 351 us at
+    16 x 16 and conv9 52 us at 32 x 8, against the runtime kernel's 387 and 58 at its strips then (16 x 8,
+    32 x 4), but slower on the aligned and the 4-tile rows (vgg-1 352 against 331, vgg-3 102 against 83,
+    resnet-2 33 against 29), and the runtime kernel's row store at the same whole-row launch is faster still
+    (conv8 328 us: experiments/results/nvidia-h200/nchw_transforms/itrans_conv8.csv), so the runtime took the
+    whole-row strips (``nchw._whole_rows``), not this store. ``full_branch``: 1.4-1.8x slower than without it,
+    at the same 80 registers. ``full_branch``: the product's stores as ``_gen_linear`` says (mode
     ``linearF``)."""
     consts = _Consts()
     _, _, pair = compile_generated(_gen_linear(m, consts, full_branch), consts, "experiments.studies.nchw_transforms.otrans_kernels",

@@ -25,7 +25,10 @@ tiles, narrow images with channels), or ``WIDE_THREADS`` where that puts more ti
 channel chunk within 48 KiB of shared memory (the otrans kernel: only where one strip then covers the whole
 tile row, so its row stores are whole rows): on the H200 the wide blocks took yolov3-2's input transform
 from 78 to 72 us and yolov3-3's from 49 to 45 us and its output transform from 81 to 78 us, while wide blocks
-that needed a narrower chunk (yolov3-1, vgg-1) were 4-17% slower (``_pick``). In the copies to and from shared memory a thread keeps one column and
+that needed a narrower chunk (yolov3-1, vgg-1) were 4-17% slower (``_pick``). The otrans kernel's launch has two
+exceptions at the rule's block sizes (``otrans_launch``): strips of 8 tiles on sector-aligned F(7x7) rows
+(``_aligned_strips``), and whole-row strips of up to 256 threads, with more than 48 KiB of shared memory where
+they need it, on rows off the sectors (``_whole_rows``). In the copies to and from shared memory a thread keeps one column and
 every few channels of the chunk, and walks a channel's rows in a loop unrolled over the compile-time row
 count: a row's global and shared addresses are the channel's plus a multiple of the row length, so an element
 costs a few instructions (with a division and 64-bit products per element, the copies were issue-bound). The
@@ -70,8 +73,17 @@ is slower there (im2win/conv8's 110-float rows 389 us against vgg-1's 112-float 
 1% fewer bytes); blocks of one whole tile row that store each channel's rows as one contiguous run in
 128-byte-aligned warp windows take the same time on both (379 and 377 us, 16 channels with opted-in shared
 memory), but their store loop costs more than the row store (vgg-3 +53% at the same geometry), so they
-were slower everywhere but conv8 (-2.5%; ``otrans_kernels.rows_kernel``). The builds measured are
-``experiments.studies.nchw_transforms.otrans_kernels``'.
+were slower everywhere but conv8 (-2.5%; ``otrans_kernels.rows_kernel``; a store without carries,
+``otrans_kernels.linear_kernel``: conv8 351 us, vgg-3 +24%). What counts is that a block holds whole tile
+rows, not the flat store: this kernel's row store at 16 channels x 16 tiles (one strip the whole tile row,
+49.1 KiB of opted-in shared memory) took conv8's output transform from 387 to 328 us, and im2win/conv9's
+(54-float rows, 32 x 8) from 54 to 49 us, since a block then writes each channel's rows as one contiguous
+run whose two ends alone are sectors shared with other blocks. So where the rows start off the sectors and
+the rule's strips would split a tile row, the launch takes whole-row strips (``_whole_rows``), and the 8-tile
+strips are kept to rows that are sector-aligned (``_aligned_strips``); the user path on conv8 went from 1.103x
+to 1.040x the NHWC harness. The builds measured are ``experiments.studies.nchw_transforms.otrans_kernels``'
+(experiments/results/nvidia-h200/nchw_transforms/: rows_set.csv, rows_linear.csv, itrans_conv8.csv,
+otrans_conv9.csv).
 """
 
 from __future__ import annotations
