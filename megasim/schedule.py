@@ -51,6 +51,13 @@ class Launch:
     ready_window: int | None = None
 
     def __post_init__(self) -> None:
+        order = np.asarray(self.order)
+        if order.size == 0 and order.dtype.kind == "f":     # np.asarray([]) is float64
+            order = order.astype(np.int64)
+        if order.ndim != 1 or order.dtype.kind not in "iu":
+            raise MappingError(f"launch {self.name!r}: order of dtype {order.dtype} and shape {order.shape} is not "
+                               f"allowed: give a 1-D array (or list) of integer task ids")
+        object.__setattr__(self, "order", order)
         if self.kernel not in KERNELS:
             raise MappingError(f"kernel {self.kernel!r} is not allowed (allowed: None, megakernel)")
         if self.style not in STYLES:
@@ -137,6 +144,13 @@ def first_violation(graph: TaskGraph, schedule: Schedule) -> str | None:
 
 
 def check_valid(graph: TaskGraph, schedule: Schedule) -> None:
+    """MappingError unless `schedule` is a Schedule that runs every task of the TaskGraph `graph` once,
+    each after the parents it waits on (the check ``megasim.sim.simulate`` makes first)."""
+    if not isinstance(graph, TaskGraph):
+        raise MappingError(f"graph {graph!r:.60} is not allowed: give a TaskGraph (megasim.taskgraph)")
+    if not isinstance(schedule, Schedule):
+        raise MappingError(f"schedule {schedule!r:.60} is not allowed: give a Schedule (megasim.schedule, "
+                           f"megasim.orders)")
     problem = first_violation(graph, schedule)
     if problem is not None:
         raise MappingError(f"invalid schedule {schedule.name!r}: {problem}")

@@ -209,3 +209,32 @@ def test_builder_accepts_numpy_integers_and_floats():
     b.add_task("k", group=np.int64(1), flops=np.float64(2.0), accesses=[(r, np.int64(0), 2, 32.0, np.bool_(True))])
     g = b.build()
     assert g.group.tolist() == [1] and g.kind_threads.tolist() == [64] and g.access_write.tolist() == [True]
+
+
+@pytest.mark.parametrize("order, needle", [
+    (np.array([0.0, 1.0, 2.0, 3.0]), "dtype float64"),
+    (np.array([[0, 1], [2, 3]]), "shape (2, 2)"),
+    (np.array([True, False, True, True]), "dtype bool"),
+    ("0123", "dtype <U4"),
+])
+def test_a_launch_order_must_be_integer_task_ids(order, needle):
+    """Before: float ids raised NumPy's IndexError inside the engine."""
+    with pytest.raises(MappingError) as info:
+        Launch(order)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_launch_order_may_be_a_list_of_ints():
+    """Before: a list reached the compiled engine and raised AttributeError ('list' has no 'astype')."""
+    g = diamond()
+    launch = Launch([0, 1, 2, 3])
+    assert launch.order.dtype.kind == "i" and Launch([]).order.size == 0
+    check_valid(g, Schedule("listed", (launch,)))
+
+
+@pytest.mark.parametrize("args, needle", [((None, "s"), "graph None"), (("g", "fused"), "schedule 'fused'")])
+def test_check_valid_refuses_arguments_of_the_wrong_type(args, needle):
+    graph = diamond() if args[0] == "g" else args[0]
+    schedule = args[1] if args[1] != "s" else Schedule("x", (Launch(np.arange(4)),))
+    with pytest.raises(MappingError, match=needle):
+        check_valid(graph, schedule)
