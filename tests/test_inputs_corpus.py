@@ -144,6 +144,8 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["simulate", SMALL, "--gpu", "B100"], "'B100'"),
     (["simulate", SMALL, "--gpu", ""], "''"),
     (["simulate", SMALL], "--gpu NAME"),
+    (["simulate", SMALL, "--gpu", "H100", "--spec", CALIBRATED], "given together"),   # before: --gpu ignored
+    (["optimize", SMALL, "--gpu", "A100", "--spec", CALIBRATED], "--gpu 'A100' and --spec"),
     (["simulate", SMALL, "--spec", "/no/such/spec.json"], "/no/such/spec.json"),
     (["simulate", SMALL, "--spec", "{dir}"], "{dir}"),
     (["simulate", SMALL, "--spec", "{not_json.json}"], "not valid JSON"),

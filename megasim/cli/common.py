@@ -47,8 +47,11 @@ def text(what: str) -> Callable[[str], str]:
 
 
 def spec_of(args: argparse.Namespace):
-    """The GPUSpec of --spec FILE, else of --gpu NAME."""
+    """The GPUSpec of --spec FILE, else of --gpu NAME; InputError when both or neither are given."""
     from megasim.hardware import get_gpu, load_spec, preset_names
+    if getattr(args, "spec", None) and getattr(args, "gpu", None):
+        raise InputError(f"--gpu {args.gpu!r} and --spec {args.spec!r} are given together: give one of them "
+                         f"(--spec is a spec file, instead of a preset)")
     if getattr(args, "spec", None):
         return load_spec(args.spec)
     if not getattr(args, "gpu", None):
