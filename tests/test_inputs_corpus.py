@@ -70,6 +70,17 @@ def files(tmp_path_factory) -> dict[str, str]:
         spec = copy.deepcopy(PRESET)
         spec["task_costs"]["default"][field] = {"value": value, "source": "test"}
         write(f"spec_cost_{field}_{value}.json", spec)
+    # finite but absurd: these values ran the model for ever (even Ctrl-C) or gave meaningless times
+    for field, value in (("kernel_launch_ns", 1e12), ("dram_latency_ns", 1e12), ("l2_bw_gbps", 1e-3),
+                         ("fp32_peak_gflops", 1e-6), ("dram_bw_gbps", 1e12), ("tb_max_dram_bw_gbps", 1e-6)):
+        spec = copy.deepcopy(PRESET)
+        spec["values"][field]["value"] = value
+        write(f"spec_absurd_{field}.json", spec)
+    for field, value in (("fixed_ns", 1e10), ("block_sm_share", 1e-12), ("block_dram_bw_gbps", 1e-9),
+                         ("launch_fixed_ns", 1e15), ("megakernel_claim_ns", 1e15)):
+        spec = copy.deepcopy(PRESET)
+        spec["task_costs"]["default"][field] = {"value": value, "source": "test"}
+        write(f"spec_absurd_cost_{field}.json", spec)
     spec = copy.deepcopy(PRESET)
     spec["task_costs"]["default"]["speed"] = {"value": 1, "source": "test"}
     write("spec_cost_unknown.json", spec)
@@ -165,6 +176,12 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ("memory_overlap", 2, "memory_overlap=2"), ("coresident_stretch", 1.0, "coresident_stretch=1.0"),
         ("compute_efficiency", 1e999, "compute_efficiency.value=inf")]],
     (["simulate", SMALL, "--spec", "{spec_cost_unknown.json}"], "'speed'"),
+    *[(["simulate", SMALL, "--spec", "{spec_absurd_%s.json}" % f], f"{f}={v!r} is not allowed: it must be in") for f, v in
+      (("kernel_launch_ns", 1e12), ("dram_latency_ns", 1e12), ("l2_bw_gbps", 1e-3), ("fp32_peak_gflops", 1e-6),
+       ("dram_bw_gbps", 1e12), ("tb_max_dram_bw_gbps", 1e-6))],
+    *[(["simulate", SMALL, "--spec", "{spec_absurd_cost_%s.json}" % f], f"{f}={v!r} is not allowed: it must be in")
+      for f, v in (("fixed_ns", 1e10), ("block_sm_share", 1e-12), ("block_dram_bw_gbps", 1e-9), ("launch_fixed_ns", 1e15),
+                   ("megakernel_claim_ns", 1e15))],
     # batch, limits
     *[(SIM + ["--batch", b], f"'{b}'") for b in ("0", "-1", "abc", "1.5", "")],
     (SIM + ["--batch", "1000000000"], "N=1000000000"),

@@ -1,6 +1,7 @@
 """Work limits checked before lowering (docs/errors.md): the task estimate of a problem whose one image is
 too large to lower whole comes from a shrunken copy, so a huge single image is refused in a fraction of a
-second instead of running NumPy out of memory; the sparse family's tensor limit."""
+second instead of running NumPy out of memory; the sparse family's size limits; the ranges of a spec's
+time and rate fields, at whose ends the model still finishes at once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from megasim.errors import ResourceError
 from megasim.hardware import get_gpu
+from megasim.hardware.spec import SPEC_RANGES, TASK_COST_RANGES
 from megasim.plan import ESTIMATE_IMAGE_ELEMENTS, Plan, _shrunk, build, estimate_tasks
 from megasim.workloads import network_layers, parse_layer
 
@@ -88,3 +90,38 @@ def test_no_catalogue_layer_at_batch_64_is_above_an_algorithms_limits():
         for net in NETWORKS:
             for layer in network_layers(net):
                 check_problem_size(layer.with_batch(64), alg)
+
+
+def _ends(ranges):
+    return [(name, value) for name, (low, high) in ranges.items() for value in (low, high)]
+
+
+@pytest.mark.parametrize("field, value", _ends(SPEC_RANGES))
+def test_a_spec_at_either_end_of_its_ranges_simulates_in_a_moment(field, value):
+    """The ranges keep the model finishing: beyond them it ran for ever (kernel_launch_ns=1e12, l2_bw_gbps=1e-3)."""
+    import dataclasses
+    import math
+    from megasim.plan import predict
+    spec = dataclasses.replace(get_gpu("H100"), **{field: value})
+    start = time.perf_counter()
+    result, _ = predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), spec)
+    assert math.isfinite(result.predicted_us) and result.predicted_us > 0
+    assert time.perf_counter() - start < 5.0
+
+
+@pytest.mark.parametrize("field, value", _ends(TASK_COST_RANGES))
+def test_a_task_cost_at_either_end_of_its_ranges_simulates_in_a_moment(field, value):
+    import dataclasses
+    import math
+    from megasim.hardware.spec import TaskCost
+    from megasim.plan import predict
+    extra = {"block_sm_ready": 0.5} if field == "further_block_sm_ready" else {}
+    if field == "block_sm_ready" or extra:
+        extra["block_sm_share"] = 1.0
+    cost = TaskCost(**{**extra, field: value})
+    spec = get_gpu("H100")
+    spec = dataclasses.replace(spec, task_costs={**spec.task_costs, "default": cost})
+    start = time.perf_counter()
+    result, _ = predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), spec)
+    assert math.isfinite(result.predicted_us) and result.predicted_us > 0
+    assert time.perf_counter() - start < 5.0

@@ -143,6 +143,12 @@ class TaskCost:
             )
         if not (self.fixed_ns >= 0.0):
             raise SpecError(f"fixed_ns={self.fixed_ns!r} is not allowed: it must be >= 0")
+        for name, (low, high) in TASK_COST_RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise SpecError(f"{name}={value!r} is not allowed: it must be in [{low:g}, {high:g}] (docs/errors.md: "
+                                f"a range far beyond any kind measured; outside it the model stalls or its time "
+                                f"means nothing)")
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,11 @@ class GPUSpec:
             if f.name in SPEC_CEILINGS and value > SPEC_CEILINGS[f.name]:
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} is not allowed: it must be at most "
                                 f"{SPEC_CEILINGS[f.name]:,} (docs/errors.md: a ceiling far above any GPU built)")
+            if f.name in SPEC_RANGES and not SPEC_RANGES[f.name][0] <= value <= SPEC_RANGES[f.name][1]:
+                low, high = SPEC_RANGES[f.name]
+                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} is not allowed: it must be in "
+                                f"[{low:g}, {high:g}] (docs/errors.md: a range far beyond any GPU measured; outside "
+                                f"it the model stalls or its time means nothing)")
 
     # Derived quantities (not stored, so they can never disagree with the fields).
     @property
@@ -280,6 +291,24 @@ def base_kind(cost_name: str) -> str:
 # Ceilings of the resource fields, 16x or more above the largest GPU to date (H200: 132 SMs, 2,048
 # threads, 32 blocks, 65,536 registers and 228 KiB of shared memory per SM, 255 registers per thread,
 # 60 MiB of L2): a value above one is a typo, and the engine sizes its tables by these fields.
+# Ranges of the spec's time and rate fields, 30x or more beyond every preset and calibrated spec (their
+# extremes: a megakernel launch of 283 us, a block's 4.9 GB/s). Outside them the model has stalled (a
+# kernel launch of 1e12 ns, an L2 of 1e-3 GB/s or an FP32 peak of 1e-6 GFLOP/s ran for ever, even
+# Ctrl-C) or reported times with no meaning.
+_NS = (0.0, 1e7)
+SPEC_RANGES = {"sm_clock_mhz": (1.0, 1e5), "fp32_peak_gflops": (1.0, 1e8), "l2_bw_gbps": (1.0, 1e7),
+               "dram_bw_gbps": (1.0, 1e7), "tb_max_dram_bw_gbps": (0.01, 1e7),
+               **{name: _NS for name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
+                                         "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
+                                         "queued_launch_ns", "megakernel_ticket_ns", "megakernel_reset_ns")}}
+# The same for a task kind's costs (extremes measured: fixed_ns 7.5 us, launch_fixed_ns 43 us, a
+# block_sm_ready of 0.043, 5.4 GB/s per block; block_sm_share 1e-12 or fixed_ns 1e10 ran for ever).
+TASK_COST_RANGES = {"compute_efficiency": (1e-4, 1.0), "block_sm_share": (1e-4, 1.0), "block_sm_ready": (1e-4, 1.0),
+                    "further_block_sm_ready": (1e-4, 1.0), "block_dram_bw_gbps": (0.01, 1e7),
+                    **{name: _NS for name in ("fixed_ns", "ns_per_other_op", "ns_per_step", "megakernel_fixed_ns",
+                                              "ns_per_iteration", "ns_per_replay", "megakernel_claim_ns",
+                                              "launch_fixed_ns")}}
+
 SPEC_CEILINGS = {"sm_count": 4096, "max_threads_per_sm": 65536, "max_blocks_per_sm": 1024,
                  "registers_per_sm": 2 ** 22, "max_registers_per_thread": 4096,
                  "shared_mem_per_sm_bytes": 2 ** 26, "max_shared_mem_per_block_bytes": 2 ** 26,
