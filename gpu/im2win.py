@@ -6,6 +6,7 @@ its ablation.
     y = conv2d(x, w, stride=2, variant="no_prefetch", m_b=64)   # a variant, another tile
     launch = prepare(x_dev, w_dev, stride=4); launch.run()      # timing: enqueue only
     launch.extra_bytes                                           # the im2win tensor's bytes
+    y = conv2d(x, w, padding=1, math="3xtf32")                  # the micro-kernel on tensor cores (3xTF32)
 
 Variants (``VARIANTS``): ``optimized`` (Alg. 3: block tile m_b x n_b stepping k_b, double-buffered shared
 memory, m_t x n_t register tile with an outer-product micro-kernel, 128-bit fragment loads, the next
@@ -16,7 +17,10 @@ argument): ``m_b`` by ``megasim.algorithms.im2win.tiling.default_m_b`` (64),
 ``n_b = 128, k_b = 16, m_t = n_t = 8``, registers capped by ``register_cap`` (168 at its 128 threads:
 three blocks per SM). Layouts and grids are
 ``megasim.algorithms.im2win.tiling``'s (the model's contract); the kernels are in
-``gpu.kernels.im2win``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
+``gpu.kernels.im2win``. ``math="3xtf32"`` runs the same kernel's micro-kernel on TF32 tensor cores by
+the 3xTF32 split (each FP32 operand = big + small TF32 part, three m16n8k8 MMAs per product: FP32
+accuracy, not TF32's; ``gpu.kernels.im2win.conv``), same tile, grid and staging; the default
+tile then is ``MATH_DEFAULT_TILES["3xtf32"]``. Every op is a megasim Plan of the ``im2win`` algorithm and runs its TaskGraph
 and Schedule (``megasim.plan.build``) through the GPU executor and the table of
 ``gpu.runtime.im2win_kernels``, the path ``megasim validate --algo im2win`` measures.
 
@@ -34,6 +38,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from gpu.errors import KernelInputError
+from gpu.kernels.im2win.conv import MATHS
 from gpu.operands import check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from megasim.algorithms.im2win import Im2winParams
@@ -44,6 +49,9 @@ from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
 
 DEFAULT_TILES = {"no_microkernel": NO_MICROKERNEL_TILE}
+# The 3xTF32 build's default tile (the thread tile m_t x n_t only sets the threads there: m_b*n_b/(m_t*n_t)),
+# from experiments/studies/im2win_tc (H200)
+MATH_DEFAULT_TILES = {"fp32": {}, "3xtf32": {"m_b": 64, "n_b": 128, "k_b": 16, "m_t": 8, "n_t": 8}}
 TILE_KEYS = ("m_b", "n_b", "k_b", "m_t", "n_t")
 
 
@@ -104,11 +112,11 @@ class Im2winLaunch:
     the simulator)."""
 
     def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None,
-                 staging: str | None = None, unroll: bool | None = None) -> None:
+                 staging: str | None = None, unroll: bool | None = None, math: str | None = None) -> None:
         self.graph, self.schedule, self.plan = _build(problem, Plan("kernel", params, "im2win"))
         self.problem, self.params = problem, self.plan.params
         options = {k: v for k, v in (("max_registers", max_registers), ("staging", staging),
-                                                      ("unroll", unroll)) if v is not None}
+                                                      ("unroll", unroll), ("math", math)) if v is not None}
         self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule, options=options)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
@@ -136,15 +144,25 @@ class Im2winLaunch:
 def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
             n_b: int | None = None, k_b: int | None = None, m_t: int | None = None,
             n_t: int | None = None, max_registers: int | None = None, staging: str | None = None,
-            unroll: bool | None = None) -> Im2winLaunch:
+            unroll: bool | None = None, math: str = "fp32") -> Im2winLaunch:
     """An Im2winLaunch on x and w (device arrays; NumPy arrays are uploaded once). ``max_registers``: a cap
     on the conv kernel's registers per thread (None: ``register_cap``'s rule, room for at least two blocks
     and 12 warps per SM; 255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``). ``unroll``: the
-    micro-kernel's K loop written out (None: True; False: the rolled loop)."""
+    micro-kernel's K loop written out (None: True; False: the rolled loop). ``math``: "fp32" (the FP32
+    pipe) or "3xtf32" (TF32 tensor cores, FP32-accurate; variant "optimized" only; tiles not given come
+    from ``MATH_DEFAULT_TILES``)."""
     on_device = is_device_array(x)
     x = check_tensor("x", x, on_device, Im2winError)
     w = check_tensor("w", w, on_device, Im2winError)
     problem = _problem(x, w, stride, padding)
+    if math not in MATHS:
+        raise Im2winError(f"math={math!r} is not allowed (allowed: {', '.join(MATHS)})")
+    if math != "fp32":
+        if variant != "optimized":
+            raise Im2winError(f"math={math!r} with variant={variant!r} is not allowed: the tensor-core micro-kernel "
+                              f"is a build of the optimized kernel only")
+        given = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+        m_b, n_b, k_b, m_t, n_t = (MATH_DEFAULT_TILES[math][k] if v is None else v for k, v in given.items())
     if m_b is None and variant != "basic":     # the rule on this device's SM count
         m_b = default_m_b(problem, variant, _sm_count())
     params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
@@ -158,13 +176,19 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
     if not on_device:
         x = cuda.to_device(np.ascontiguousarray(x))
         w = cuda.to_device(np.ascontiguousarray(w))
-    return Im2winLaunch(x, w, problem, params, max_registers, staging, unroll)
+    try:
+        return Im2winLaunch(x, w, problem, params, max_registers, staging, unroll, None if math == "fp32" else math)
+    except KernelInputError as exc:
+        if isinstance(exc, Im2winError):
+            raise
+        raise Im2winError(str(exc)) from None
 
 
 def conv2d(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimized", m_b: int | None = None,
-           n_b: int | None = None, k_b: int | None = None, m_t: int | None = None, n_t: int | None = None):
+           n_b: int | None = None, k_b: int | None = None, m_t: int | None = None, n_t: int | None = None,
+           math: str = "fp32"):
     """The convolution of x (N, C, H, W) with w (K, C, R, S), NCHW float32 (module docstring)."""
     on_device = is_device_array(x)
-    launch = prepare(x, w, stride, padding, variant=variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+    launch = prepare(x, w, stride, padding, variant=variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, math=math)
     launch.run()
     return launch.output if on_device else launch.output.copy_to_host()

@@ -16,6 +16,10 @@ Implementations (``IMPLS``):
   ``winograd_spec_path``, the fused mapping Algorithm 1's recommended one), prepared once (``gpu.prepared_conv.prepare_conv2d``, NHWC, the layer's padding) and
   run on a preallocated output; ``detail`` is the plan that ran, its mapping included; ``extra_bytes``
   not recorded;
+- ``im2win_3xtf32``: the same kernel built with ``math="3xtf32"`` (``gpu.im2win.prepare(math="3xtf32")``:
+  its micro-kernel on TF32 tensor cores, each FP32 operand split into big + small TF32 parts, three
+  m16n8k8 MMAs per product, FP32-level error), at ``--tc-tile`` (default ``MATH_DEFAULT_TILES["3xtf32"]``)
+  and its staging (``--tc-staging``);
 - ``direct``: the naive direct convolution of ``gpu.kernels.im2win.direct`` (one thread per output);
 - ``im2col_cublas``: torch ``unfold`` + ``matmul`` (cuBLAS SGEMM, TF32 off), as the paper's PyTorch
   im2col + cuBLAS;
@@ -55,7 +59,7 @@ NAME = "im2win_bench"
 IM2WIN_IMPLS = {"im2win": "optimized", "im2win_basic": "basic", "im2win_no_microkernel": "no_microkernel",
                 "im2win_no_vector": "no_vector", "im2win_no_prefetch": "no_prefetch"}
 WINOGRAD_IMPLS = {"winograd_fused": "fused", "winograd_nonfused": "nonfused"}
-IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "direct", "im2col_cublas", "cudnn_best_fp32", *WINOGRAD_IMPLS)
+IMPLS = (*IM2WIN_IMPLS, "im2win_tuned", "im2win_3xtf32", "direct", "im2col_cublas", "cudnn_best_fp32", *WINOGRAD_IMPLS)
 # im2win_tuned's candidates, as cuDNN's Find: (m_b, n_b, k_b, m_t, n_t, staging), registers capped by the
 # kernel's rule (register_cap: at least two blocks and 12 warps per SM)
 TUNE_BUILDS = ((64, 128, 16, 8, 8, "registers"), (128, 128, 16, 8, 8, "registers"), (64, 128, 8, 8, 8, "registers"),
@@ -76,6 +80,10 @@ def _args(argv):
     ap.add_argument("--batch", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--impls", nargs="+", default=list(IMPLS), help=f"of: {', '.join(IMPLS)}")
     ap.add_argument("--tile", default=None, help="im2win's tile as m_b,n_b,k_b,m_t,n_t (default: the plug-in's)")
+    ap.add_argument("--tc-tile", default=None, help="im2win_3xtf32's tile as m_b,n_b,k_b,m_t,n_t (default: "
+                    "gpu.im2win.MATH_DEFAULT_TILES['3xtf32'])")
+    ap.add_argument("--tc-staging", default="registers", choices=("registers", "async"),
+                    help="im2win_3xtf32's staging")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--inner", type=int, default=2, help="back-to-back runs per timed sample")
@@ -88,14 +96,17 @@ def _args(argv):
     if bad:
         raise InputError(f"--batch {bad[0]} is not allowed: a batch is a positive integer")
     args.problems = [parse_layer(name, source="--layers") for name in args.layers]
-    if args.tile is not None:
+    for flag in ("tile", "tc_tile"):
+        text = getattr(args, flag)
+        if text is None:
+            continue
         try:
-            values = [int(v) for v in args.tile.split(",")]
+            values = [int(v) for v in text.split(",")]
         except ValueError:
             values = []
         if len(values) != 5:
-            raise InputError(f"--tile {args.tile!r} is not allowed: give five integers m_b,n_b,k_b,m_t,n_t")
-        args.tile = dict(zip(("m_b", "n_b", "k_b", "m_t", "n_t"), values))
+            raise InputError(f"--{flag.replace('_', '-')} {text!r} is not allowed: give five integers m_b,n_b,k_b,m_t,n_t")
+        setattr(args, flag, dict(zip(("m_b", "n_b", "k_b", "m_t", "n_t"), values)))
     return args
 
 
@@ -145,7 +156,7 @@ def _cudnn_best(torch, conv, xt, wt, y, inner):
     return algo, int(conv.workspace_size(algo) or 0)
 
 
-def _impl(torch, cuda, impl, p, xt, wt, tile, inner, winograd_spec=WINOGRAD_SPEC):
+def _impl(torch, cuda, impl, p, xt, wt, tile, inner, winograd_spec=WINOGRAD_SPEC, tc_tile=None, tc_staging="registers"):
     """(fn(i) enqueuing one run, output tensor getter, extra bytes, detail) of an implementation."""
     F = torch.nn.functional
     if impl in IM2WIN_IMPLS:
@@ -155,6 +166,14 @@ def _impl(torch, cuda, impl, p, xt, wt, tile, inner, winograd_spec=WINOGRAD_SPEC
         launch = im2win.prepare(cuda.as_cuda_array(xt), cuda.as_cuda_array(wt), p.stride, p.padding,
                                 variant=variant, **kw)
         detail = launch.plan.param_string() + (f",regs={launch.regs_per_thread}" if launch.regs_per_thread else "")
+        return (lambda _i: launch.run()), (lambda: torch.as_tensor(launch.output, device="cuda")), \
+            launch.extra_bytes, detail, launch
+    if impl == "im2win_3xtf32":
+        from gpu import im2win
+        launch = im2win.prepare(cuda.as_cuda_array(xt), cuda.as_cuda_array(wt), p.stride, p.padding, math="3xtf32",
+                                staging=tc_staging, **(tc_tile or {}))
+        detail = (launch.plan.param_string() + f",math=3xtf32,staging={tc_staging}"
+                  + (f",regs={launch.regs_per_thread}" if launch.regs_per_thread else ""))
         return (lambda _i: launch.run()), (lambda: torch.as_tensor(launch.output, device="cuda")), \
             launch.extra_bytes, detail, launch
     if impl == "im2win_tuned":
@@ -224,16 +243,17 @@ def _table(rows) -> str:
                 r = next((r for r in sub if r["layer"] == layer and r["impl"] == i), None)
                 cells.append("" if r is None else (f"{r['tflops']:.2f}" if r["status"] == "ok" else "x"))
             out.append(f"{layer:14s}" + "".join(f"{c:>14s}" for c in cells))
-        for base in ("cudnn_best_fp32", "im2col_cublas"):
-            ratios = []
-            for layer in layers:
-                a = next((r for r in sub if r["layer"] == layer and r["impl"] == "im2win" and r["status"] == "ok"), None)
-                b = next((r for r in sub if r["layer"] == layer and r["impl"] == base and r["status"] == "ok"), None)
-                if a and b:
-                    ratios.append(b["median_ms"] / a["median_ms"])
-            if ratios:
-                out.append(f"im2win speed-up over {base}: geometric mean {math.exp(np.mean(np.log(ratios))):.2f}x "
-                           f"over {len(ratios)} layers (min {min(ratios):.2f}, max {max(ratios):.2f})")
+        for ours in ("im2win", "im2win_3xtf32"):
+            for base in ("cudnn_best_fp32", "im2col_cublas", "im2win"):
+                ratios = []
+                for layer in layers:
+                    a = next((r for r in sub if r["layer"] == layer and r["impl"] == ours and r["status"] == "ok"), None)
+                    b = next((r for r in sub if r["layer"] == layer and r["impl"] == base and r["status"] == "ok"), None)
+                    if a and b and base != ours:
+                        ratios.append(b["median_ms"] / a["median_ms"])
+                if ratios:
+                    out.append(f"{ours} speed-up over {base}: geometric mean {math.exp(np.mean(np.log(ratios))):.2f}x "
+                               f"over {len(ratios)} layers (min {min(ratios):.2f}, max {max(ratios):.2f})")
     return "\n".join(out)
 
 
@@ -251,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     dmeta = device_meta(torch, cuda)
     out_dir = Path(args.out or os.environ.get("OUT") or f"experiments/results/{device_slug(dmeta['device'])}")
     meta = {**provenance(), **dmeta, "tolerance": TOL, "repeats": args.repeats, "warmup": args.warmup,
-            "inner": args.inner, "tile": args.tile, "winograd_spec": winograd_spec_path(dmeta["device"]),
+            "inner": args.inner, "tile": args.tile, "tc_tile": args.tc_tile, "tc_staging": args.tc_staging,
+            "winograd_spec": winograd_spec_path(dmeta["device"]),
             "method": f"CUDA events around {args.inner} back-to-back runs, median per run of {args.repeats} samples; "
                       "fresh standard-normal inputs per (layer, batch); normwise error against torch float64"}
     wspec = meta["winograd_spec"]
@@ -276,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 keep = None
                 try:
                     fn, output, extra, detail, keep = _impl(torch, cuda, impl, p, xt, wt, args.tile, args.inner,
-                                                            wspec)
+                                                            wspec, args.tc_tile, args.tc_staging)
                     fn(0)
                     torch.cuda.synchronize()
                     err = float(torch.linalg.vector_norm(output().double() - ref)) / ref_norm

@@ -12,7 +12,9 @@ Run options (``PreparedRun(..., options=)``, ``gpu.im2win.prepare(max_registers=
 parameters of ``make_conv_kernel``: ``max_registers``, a cap on the conv kernel's registers per thread
 (default ``register_cap(threads)``: room for at least two blocks and 12 warps per SM); ``staging``, ``"registers"`` or
 ``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``); ``unroll``, the
-micro-kernel's K loop written out (default True; False: the rolled loop, for comparison).
+micro-kernel's K loop written out (default True; False: the rolled loop, for comparison); ``math``,
+``"fp32"`` (default) or ``"3xtf32"`` (the micro-kernel on TF32 tensor cores by the 3xTF32 split,
+FP32-accurate; same grid, threads and staging; the model does not price it: it prices the plan's kinds).
 
 Every kernel takes its block from blockIdx and the lowering (``megasim.algorithms.im2win.lowering``)
 lays each kind's tasks out in that grid order, so each runs one launch per kind in its natural order
@@ -42,19 +44,20 @@ from megasim.algorithms.im2win.tiling import (ASYNC_STAGES, BASIC_TILE, DEFAULT_
 
 @lru_cache(maxsize=None)
 def conv_kernel_for(tiling: Im2winTiling, max_registers: int | None = None, staging: str | None = None,
-                    unroll: bool | None = None):
+                    unroll: bool | None = None, math: str | None = None):
     """The compiled conv kernel of a tiling (its variant picks the build parameters), with an optional
     register cap (the run option ``max_registers``; None: ``register_cap``'s rule), staging (the run
     option ``staging``, "registers" or "async"; None: ``DEFAULT_STAGING``; ``no_prefetch`` always stages
-    through registers, one stage) and the micro-kernel's K loop written out (the run option ``unroll``;
-    None: True)."""
+    through registers, one stage), the micro-kernel's K loop written out (the run option ``unroll``;
+    None: True; ignored by "3xtf32") and the micro-kernel's math (the run option ``math``, "fp32" or
+    "3xtf32"; None: "fp32")."""
     if tiling.variant == "basic":
         return make_basic_kernel(BASIC_TILE)
     staging = "registers" if tiling.variant == "no_prefetch" else (staging or DEFAULT_STAGING)
     return make_conv_kernel(tiling.m_b, tiling.n_b, tiling.k_b, tiling.m_t, tiling.n_t,
                             vector=tiling.variant != "no_vector", prefetch=tiling.variant != "no_prefetch",
                             max_registers=max_registers, staging=staging, stages=ASYNC_STAGES,
-                            unroll=True if unroll is None else bool(unroll))
+                            unroll=True if unroll is None else bool(unroll), math=math or "fp32")
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +86,7 @@ def _state(problem, plan, graph, schedule, on_megakernel, options) -> Im2winStat
         raise KernelInputError("the im2win kernels run graphs of lower_im2win(method='im2win') of the plan's tiling")
     koff = None if tiling.variant == "basic" else cuda.to_device(conv_offsets(problem, tiling.k_b))
     return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers"), options.get("staging"),
-                                                          options.get("unroll")),
+                                                          options.get("unroll"), options.get("math")),
                        cuda.to_device(transform_params(problem)), cuda.to_device(transform_magic(problem)),
                        cuda.to_device(conv_params(problem, tiling.tile_m)), koff)
 
@@ -143,4 +146,4 @@ ENTRIES = {"im2win_transform": KindKernel("transform_kernel", _transform_prepare
 
 IM2WIN_KERNELS = register_kernels(KernelTable(algorithm="im2win", kinds=ENTRIES, state=_state, workspace=_workspace,
                                               output=lambda ws: ws.output, inputs=_inputs, input_layout="NCHW",
-                                              options=("max_registers", "staging", "unroll")))
+                                              options=("max_registers", "staging", "unroll", "math")))

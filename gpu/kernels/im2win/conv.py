@@ -67,15 +67,19 @@ from __future__ import annotations
 
 import numpy as np
 from numba import config as numba_config
-from numba import cuda, float32, int32, int64
+from numba import cuda, float32, int32, int64, uint32
 
 from gpu.errors import KernelInputError
 from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_wait_group
+from gpu.kernels.common.tensor_core import mma_tf32, split_tf32_trunc
 from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
+from gpu.kernels.winograd.gemm_tc import warp_grid
 from megasim.algorithms.im2win.tiling import STAGINGS, k_offsets, register_cap
 
 ZERO = np.float32(0.0)
 PAD = 4
+MATHS = ("fp32", "3xtf32")      # the micro-kernel's math: the FP32 pipe, or tensor cores by the 3xTF32 split
+MAX_STATIC_SHARED_BYTES = 48 * 1024
 
 
 @cuda.jit(device=True)
@@ -168,16 +172,119 @@ def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, fr
     return cuda.jit(device=True)(scope["multiply"])
 
 
+def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, EPI):
+    """The 3xTF32 micro-kernel and output store of ``make_conv_kernel(math="3xtf32")``: (lane_bases,
+    multiply, store_tile, fragment registers per operand).
+
+    The NT / 32 warps tile the block's m_b x n_b outputs as a WM x WN grid (``gemm_tc.warp_grid``: the
+    squarest with whole 16 x 8 MMA tiles); a warp's (m_b/WM) x (n_b/WN) piece is MT x NN m16n8k8 tiles,
+    4 FP32 accumulators per tile per lane (``gpu.kernels.common.tensor_core``'s C fragment), so a lane
+    holds m_b*n_b/NT = m_t*n_t accumulators, as the FP32 kernel's thread does. Per 8 k of a stage, a lane
+    reads its A fragments (4 per m-tile) from ``As[kk][m]`` and B fragments (2 per n-tile) from
+    ``Bs[kk][n]``, the staged layout of the FP32 kernel, splits each once (``split_tf32_trunc``: big = 13 low bits cleared,
+    small = the rest) and issues 3 MMAs per tile: small x big, big x small, big x big.
+
+    The MMA's k index kappa of an 8-k slice is read from stage row ``2 kappa`` (kappa < 4) or
+    ``2 (kappa - 4) + 1``: a lane (g, q) reads k = q and q + 4 of a fragment, i.e. rows 2q and 2q + 1.
+    Any permutation of k is the same product as long as A and B share it; this one makes the reads
+    conflict-free at the stage's row stride (``m_b + 4`` / ``n_b + 4`` floats, 4 banks mod 32 for tiles a
+    multiple of 32): rows 2q lie 8 banks apart, so a warp's 32 reads (8 columns g, 4 rows) hit 32 banks
+    (rows q would put two lanes on a bank). The staging is the FP32 kernel's, unchanged."""
+    WM, WN = warp_grid(m_b, n_b, NT)
+    MT = m_b // WM // 16
+    NN = n_b // WN // 8
+    NAF, NBF = 4 * MT, 2 * NN
+    K8 = k_b // 8
+    IX = int32
+
+    @cuda.jit(device=True)
+    def lane_bases(tid):
+        """(A's, B's) offset of this lane's first fragment in a stage: row 2q (its k = q), column g of its
+        warp's first tile."""
+        warp = IX(tid // 32)
+        lane = IX(tid - warp * 32)
+        g = IX(lane // 4)
+        q = IX(lane - g * 4)
+        wm = IX(warp // WN)
+        wn = IX(warp - wm * WN)
+        return IX(2 * q * AS + wm * (MT * 16) + g), IX(2 * q * BS + wn * (NN * 8) + g)
+
+    @cuda.jit(device=True)
+    def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
+        """One stage's MMAs: K8 slices of 8 k; ``fa``/``fb``: uint32 big halves, then small halves."""
+        pa = IX(buf * A_ST + a_thr)
+        pb = IX(B0 + buf * B_ST + b_thr)
+        for k8 in range(K8):
+            for mt in range(MT):
+                p = IX(pa + k8 * (8 * AS) + mt * 16)
+                fa[4 * mt], fa[NAF + 4 * mt] = split_tf32_trunc(load1(smem, p))
+                fa[4 * mt + 1], fa[NAF + 4 * mt + 1] = split_tf32_trunc(load1(smem, IX(p + 8)))
+                fa[4 * mt + 2], fa[NAF + 4 * mt + 2] = split_tf32_trunc(load1(smem, IX(p + AS)))
+                fa[4 * mt + 3], fa[NAF + 4 * mt + 3] = split_tf32_trunc(load1(smem, IX(p + (AS + 8))))
+            for nn in range(NN):
+                p = IX(pb + k8 * (8 * BS) + nn * 8)
+                fb[2 * nn], fb[NBF + 2 * nn] = split_tf32_trunc(load1(smem, p))
+                fb[2 * nn + 1], fb[NBF + 2 * nn + 1] = split_tf32_trunc(load1(smem, IX(p + BS)))
+            for mt in range(MT):
+                for nn in range(NN):
+                    o = (mt * NN + nn) * 4
+                    a = 4 * mt
+                    b = 2 * nn
+                    d0, d1, d2, d3 = mma_tf32(fa[NAF + a], fa[NAF + a + 1], fa[NAF + a + 2], fa[NAF + a + 3],
+                                              fb[b], fb[b + 1], acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                    d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[NBF + b], fb[NBF + b + 1],
+                                              d0, d1, d2, d3)
+                    d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[b], fb[b + 1],
+                                              d0, d1, d2, d3)
+                    acc[o] = d0
+                    acc[o + 1] = d1
+                    acc[o + 2] = d2
+                    acc[o + 3] = d3
+
+    @cuda.jit(device=True)
+    def store_tile(y, acc, tid, m0, n0, M, NPQ, PQ):
+        """Each accumulator to y[img, m, p, q] (C fragment: rows g, g + 8, columns 2q, 2q + 1 of each
+        tile), bounds-checked, through ``EPI``."""
+        warp = IX(tid // 32)
+        lane = IX(tid - warp * 32)
+        g = IX(lane // 4)
+        q = IX(lane - g * 4)
+        wm = IX(warp // WN)
+        wn = IX(warp - wm * WN)
+        obase = cuda.local.array(NBF, int32)
+        for j in range(NBF):
+            n = IX(n0 + wn * (NN * 8) + (j // 2) * 8 + 2 * q + (j % 2))
+            ob = IX(-1)
+            if n < NPQ:
+                img = IX(n // PQ)
+                ob = IX(IX(img * M) * PQ + (n - img * PQ))
+            obase[j] = ob
+        for mt in range(MT):
+            for h in range(2):
+                m = IX(m0 + wm * (MT * 16) + mt * 16 + g + 8 * h)
+                if m < M:
+                    mo = IX(m * PQ)
+                    for nn in range(NN):
+                        for e in range(2):
+                            if obase[2 * nn + e] >= 0:
+                                store1(y, IX(obase[2 * nn + e] + mo), EPI(acc[(mt * NN + nn) * 4 + 2 * h + e], m))
+
+    return lane_bases, multiply, store_tile, 2 * NAF, 2 * NBF, (WM, WN)
+
+
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
                      prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None,
-                     staging: str = "registers", stages: int = 2, unroll: bool = True):
+                     staging: str = "registers", stages: int = 2, unroll: bool = True, math: str = "fp32"):
     """The tiled im2win convolution kernel ``conv(J, w, y, prm, koff)`` (module docstring). ``max_registers``:
     a cap on the registers per thread the compiler may use (None: ``register_cap(threads)``, the rule that
     leaves room for at least two blocks and 12 warps per SM; 255: no cap; ignored by the CUDA simulator).
     ``unroll``: the micro-kernel's K loop written out (``_make_multiply``; False: rolled, for comparison). ``staging``:
     ``"registers"`` (global -> registers -> shared, ``prefetch``: two stages) or ``"async"`` (cp.async
-    straight into a ring of ``stages`` (2-4) shared stages; no ``prologue``). Raises KernelInputError (one
-    line) for a layout it cannot tile."""
+    straight into a ring of ``stages`` (2-4) shared stages; no ``prologue``). ``math``: ``"fp32"`` (the
+    outer-product micro-kernel on the FP32 pipe) or ``"3xtf32"`` (m16n8k8 TF32 MMAs by the 3xTF32 split,
+    FP32-accurate: ``_make_tc_parts``; the same staging, grid, threads and hooks; the thread tile m_t x n_t
+    only fixes the thread count, and needs NT a multiple of 32, k_b of 8 and a warp grid of whole 16 x 8
+    tiles). Raises KernelInputError (one line) for a layout it cannot tile."""
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise KernelInputError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
@@ -188,6 +295,9 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}: m_b must be a multiple of m_t and n_b of n_t")
     if staging not in STAGINGS:
         raise KernelInputError(f"staging={staging!r} is not allowed (allowed: {', '.join(STAGINGS)})")
+    if math not in MATHS:
+        raise KernelInputError(f"math={math!r} is not allowed (allowed: {', '.join(MATHS)})")
+    TC = math == "3xtf32"
     ASYNC = staging == "async"
     if ASYNC and (prologue is not None or not prefetch or stages not in (2, 3, 4)):
         raise KernelInputError(f"staging='async' with stages={stages}, prefetch={prefetch}, prologue="
@@ -198,6 +308,9 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     if NT > 1024 or NT % k_b:
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, m_t={m_t}, n_t={n_t}, k_b={k_b} give {NT} threads: at most 1024 "
                                f"and a multiple of k_b are allowed")
+    if TC and (k_b % 8 or NT % 32):
+        raise KernelInputError(f"math='3xtf32' with k_b={k_b} and {NT} threads is not allowed: k_b must be a multiple "
+                               f"of 8 and the threads of 32 (whole warps of m16n8k8 MMAs)")
     if max_registers is None:
         max_registers = register_cap(NT)
     STAGES = stages if ASYNC else (2 if prefetch else 1)
@@ -205,6 +318,9 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     A_ST, B_ST = k_b * AS, k_b * BS
     B0 = STAGES * A_ST
     SMEM = STAGES * (A_ST + B_ST)
+    if 4 * SMEM > MAX_STATIC_SHARED_BYTES:
+        raise KernelInputError(f"m_b={m_b}, n_b={n_b}, k_b={k_b} with {STAGES} stages need {4 * SMEM:,} bytes of "
+                               f"shared memory: at most {MAX_STATIC_SHARED_BYTES:,} are allowed (static)")
     LA, LB = -(-m_b * k_b // NT), -(-k_b * n_b // NT)
     RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
     A_EXACT = LA * RSTEP == m_b         # every staged filter row inside the tile (no row test)
@@ -287,7 +403,60 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             for j in range(n_t):
                 acc[i * n_t + j] += fa[i] * fb[j]
 
-    multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll)
+    @cuda.jit(device=True)
+    def lane_bases_fp32(tid):
+        """(A's, B's) offset of this thread's first fragment in a stage."""
+        tx = IX(tid % TX)
+        ty = IX(tid // TX)
+        return (IX(ty * 4) if MQ else IX(ty * m_t)), (IX(tx * 4) if NQ else IX(tx * n_t))
+
+    @cuda.jit(device=True)
+    def store_tile_fp32(y, acc, tid, m0, n0, M, NPQ, PQ):
+        """Each output of the register tile to y[img, m, p, q], bounds-checked, through ``EPI``."""
+        tx = IX(tid % TX)
+        ty = IX(tid // TX)
+        obase = cuda.local.array(n_t, int32)
+        for j in range(n_t):
+            col = IX((j // 4) * NSP + tx * 4 + (j % 4)) if NQ else IX(tx * n_t + j)
+            n = IX(n0 + col)
+            ob = IX(-1)
+            if n < NPQ:
+                img = IX(n // PQ)
+                ob = IX(IX(img * M) * PQ + (n - img * PQ))
+            obase[j] = ob
+        # A quad of columns (n0 + col a multiple of 4) lies in one image and 16-byte aligned when P*Q is a
+        # multiple of 4: one 128-bit store when all four are in range.
+        quad_ok = NQ and (PQ & 3) == 0
+        for i in range(m_t):
+            row = IX((i // 4) * MSP + ty * 4 + (i % 4)) if MQ else IX(ty * m_t + i)
+            m = IX(m0 + row)
+            if m < M:
+                mo = IX(m * PQ)
+                if NQ:
+                    for g in range(NG):
+                        j0 = 4 * g
+                        if quad_ok and obase[j0 + 3] >= 0:
+                            store4(y, IX(obase[j0] + mo), EPI(acc[i * n_t + j0], m), EPI(acc[i * n_t + j0 + 1], m),
+                                   EPI(acc[i * n_t + j0 + 2], m), EPI(acc[i * n_t + j0 + 3], m))
+                        else:
+                            for h in range(4):
+                                if obase[j0 + h] >= 0:
+                                    store1(y, IX(obase[j0 + h] + mo), EPI(acc[i * n_t + j0 + h], m))
+                else:
+                    for j in range(n_t):
+                        if obase[j] >= 0:
+                            store1(y, IX(obase[j] + mo), EPI(acc[i * n_t + j], m))
+
+    if TC:
+        try:
+            lane_bases, multiply, store_tile, FA, FB, WARPS = _make_tc_parts(m_b, n_b, k_b, NT, AS, BS, A_ST, B_ST,
+                                                                             B0, EPI)
+        except ValueError as exc:
+            raise KernelInputError(f"math='3xtf32': {exc}") from None
+        FRAG = uint32
+    else:
+        lane_bases, store_tile, FA, FB, WARPS, FRAG = lane_bases_fp32, store_tile_fp32, m_t, n_t, None, float32
+        multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll)
 
     jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
 
@@ -309,13 +478,12 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         fast_steps = IX(KD // k_b) if interior else IX(0)     # steps whose loads need no test
         smem = cuda.shared.array(SMEM, float32, alignment=SHARED_ALIGNMENT)
         acc = cuda.local.array(ACC, float32)
-        fa = cuda.local.array(m_t, float32)
-        fb = cuda.local.array(n_t, float32)
+        fa = cuda.local.array(FA, FRAG)
+        fb = cuda.local.array(FB, FRAG)
         ra = cuda.local.array(LA, float32)
         rb = cuda.local.array(LB, float32)
         abase = cuda.local.array(LA, int32)
         nbase = cuda.local.array(LB, int32)
-        obase = cuda.local.array(n_t, int32)
         for q in range(ACC):
             acc[q] = ZERO
         kk_lane = IX(tid % k_b)
@@ -342,10 +510,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                 ow = IX(pq - oh * Q)
                 nb = IX(IX(IX(img * C) * P + oh) * WW + ow * stride * R)
             nbase[ll] = nb
-        tx = IX(tid % TX)
-        ty = IX(tid // TX)
-        a_thr = IX(ty * 4) if MQ else IX(ty * m_t)
-        b_thr = IX(tx * 4) if NQ else IX(tx * n_t)
+        a_thr, b_thr = lane_bases(tid)
         if ASYNC:
             for st in range(STAGES - 1):        # the ring's first stages in flight
                 if st < steps:
@@ -391,42 +556,12 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                             stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
                         registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
                         cuda.syncthreads()
-        # Epilogue: each output of the register tile to y[img, m, p, q], bounds-checked.
-        for j in range(n_t):
-            col = IX((j // 4) * NSP + tx * 4 + (j % 4)) if NQ else IX(tx * n_t + j)
-            n = IX(n0 + col)
-            ob = IX(-1)
-            if n < NPQ:
-                img = IX(n // PQ)
-                ob = IX(IX(img * M) * PQ + (n - img * PQ))
-            obase[j] = ob
-        # A quad of columns (n0 + col a multiple of 4) lies in one image and 16-byte aligned when P*Q is a
-        # multiple of 4: one 128-bit store when all four are in range.
-        quad_ok = NQ and (PQ & 3) == 0
-        for i in range(m_t):
-            row = IX((i // 4) * MSP + ty * 4 + (i % 4)) if MQ else IX(ty * m_t + i)
-            m = IX(m0 + row)
-            if m < M:
-                mo = IX(m * PQ)
-                if NQ:
-                    for g in range(NG):
-                        j0 = 4 * g
-                        if quad_ok and obase[j0 + 3] >= 0:
-                            store4(y, IX(obase[j0] + mo), EPI(acc[i * n_t + j0], m), EPI(acc[i * n_t + j0 + 1], m),
-                                   EPI(acc[i * n_t + j0 + 2], m), EPI(acc[i * n_t + j0 + 3], m))
-                        else:
-                            for h in range(4):
-                                if obase[j0 + h] >= 0:
-                                    store1(y, IX(obase[j0 + h] + mo), EPI(acc[i * n_t + j0 + h], m))
-                else:
-                    for j in range(n_t):
-                        if obase[j] >= 0:
-                            store1(y, IX(obase[j] + mo), EPI(acc[i * n_t + j], m))
+        store_tile(y, acc, tid, m0, n0, M, NPQ, PQ)
 
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
     conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch),
-                       max_registers=max_registers, staging=staging, stages=STAGES)
+                       max_registers=max_registers, staging=staging, stages=STAGES, math=math, warps=WARPS)
     return conv
 
 
