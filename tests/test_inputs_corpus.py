@@ -316,6 +316,7 @@ def _py_cases():
     from megasim.hardware.spec import TaskCost
     from megasim.plan import Plan, build, estimate_tasks, predict
     from megasim.sim import SimOptions
+    from megasim.sweep import load_sweep
     from megasim.workloads import ConvProblem, network_layers, parse_layer
     from megasim.workloads.sparse import SparsitySpec, relu_chain_maps, sparse_feature_map, vgg19_sparse_layers
     small = parse_layer(SMALL)
@@ -350,6 +351,11 @@ def _py_cases():
         ("get_gpu(None)", lambda: get_gpu(None), "None"),
         ("get_gpu('x')", lambda: get_gpu("B100"), "'B100'"),
         ("load_spec missing", lambda: load_spec("/no/such/spec.json"), "/no/such/spec.json"),
+        ("load_spec dict", lambda: load_spec({"a": 1}), "{'a': 1}"),
+        ("load_spec None", lambda: load_spec(None), "spec file None"),
+        ("load_sweep None", lambda: load_sweep(None), "sweep file None"),
+        ("load_sweep int", lambda: load_sweep(3), "sweep file 3"),
+        ("ConvProblem name int", lambda: ConvProblem(1, 1, 1, 4, 4, name=3), "name=3"),
         ("spec_from_dict list", lambda: spec_from_dict([1]), "top level"),
         ("spec_from_dict inf", lambda: spec_from_dict({**PRESET, "values": {**PRESET["values"],
                                                        "dram_bw_gbps": {"value": float("inf"), "source": "x"}}}),

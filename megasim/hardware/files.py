@@ -119,6 +119,8 @@ def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
 
 def load_spec(path: str | Path) -> GPUSpec:
     """Read a spec file; any problem is a one-line SpecError naming the file."""
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise SpecError(f"spec file {path!r} is not allowed: give the path of a JSON spec file")
     path = Path(path)
     try:
         text = path.read_text()

@@ -88,6 +88,8 @@ class SweepSpec:
 
 def load_sweep(path: str | Path) -> SweepSpec:
     """The sweep file at `path`; one-line InputError when it cannot be read or a key is wrong."""
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise InputError(f"sweep file {path!r} is not allowed: give the path of a TOML sweep file")
     where = f"sweep file {str(path)!r}"
     try:
         data = tomllib.loads(Path(path).read_text())

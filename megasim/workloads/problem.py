@@ -26,6 +26,8 @@ class ConvProblem:
     name: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise WorkloadError(f"layer name={self.name!r} is not allowed: give a string (or leave it out)")
         label = self.name or "layer"
         for attr in ("n", "c", "k", "h", "w", "r", "s", "stride"):
             value = getattr(self, attr)
