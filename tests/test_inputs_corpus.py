@@ -127,6 +127,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     write("sparse_rows_bad.json", {"meta": {}, "rows": [{"op": "ecr", "kind": "ecr", "problem": "N=1,C=1,K=1,H=4,W=4",
                                                          "sparsity": 2.0, "pattern": "uniform", "seed": 0,
                                                          "median_ms": 0.1}]})
+    write("tiny.toml", 'problems = ["N=1,C=8,K=8,H=8,W=8"]\ngpus = ["H100"]\n[[runs]]\nalgorithm = "winograd"\n')
     out["dir"] = str(d)
     return out
 
@@ -215,6 +216,11 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (SIM + ["--algo", "pecr", "--param", "pool=0x0"], "pool size=0"),
     (SIM + ["--trace", "/no/such/dir/t.json"], "/no/such/dir/t.json"),
     (SIM + ["--trace", "{dir}"], "{dir}"),
+    (SIM + ["--trace", "/proc/t.json"], "--trace '/proc/t.json' is not allowed"),   # before: the run, then the write failed
+    # a malformed scheduler address (before: distributed's ValueError as a traceback)
+    (["sweep", "{tiny.toml}", "--scheduler", "foo", "--out", "{dir}/t.csv"], "scheduler 'foo' is not allowed"),
+    (["sweep", "{tiny.toml}", "--scheduler", "bogus://x:1", "--out", "{dir}/t.csv"], "unknown address scheme"),
+    (["sweep", "{tiny.toml}", "--out", "/proc/t.csv"], "--out '/proc/t.csv' is not allowed"),
     # optimize
     *[(OPT + ["--workers", w], f"'{w}'") for w in ("0", "-1", "abc", "99999")],
     *[(OPT + ["--budget", b], f"'{b}'") for b in ("0", "-5", "1000000000", "x")],

@@ -80,7 +80,8 @@ def read_measurements(path: str, flag: str):
 
 
 def check_out_path(path: str | None, flag: str, suffix: str | None = None) -> None:
-    """InputError unless `path` can be written: checked before long work, so a typo costs nothing."""
+    """InputError unless `path` can be written (a file is made and removed in its folder): checked before
+    long work, so a typo costs nothing."""
     if path is None:
         return
     p = Path(path)
@@ -96,6 +97,13 @@ def check_out_path(path: str | None, flag: str, suffix: str | None = None) -> No
     import os
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"{flag} {path!r} is not allowed: it cannot be written (permissions)")
+    import tempfile
+    try:        # a file made and removed in the folder: os.access says yes to root on /proc and read-only mounts
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise InputError(f"{flag} {path!r} is not allowed: its folder {str(parent)!r} cannot be written "
+                         f"({err.strerror or err})") from None
 
 
 def finite(value: Any) -> bool:

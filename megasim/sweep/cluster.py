@@ -93,6 +93,9 @@ def open_client(client: Any = None, scheduler: str | None = None, workers: int |
             raise InputError(f"scheduler {scheduler!r} is not allowed: give an address such as tcp://host:8786")
         try:
             own = Client(scheduler, timeout="20s")
+        except ValueError as err:      # distributed's answer to a malformed address ('foo', 'tcp://host')
+            raise InputError(f"scheduler {scheduler!r} is not allowed: {' '.join(str(err).split())} (give an "
+                             f"address such as tcp://host:8786)") from None
         except (OSError, TimeoutError) as err:
             raise InputError(f"scheduler {scheduler!r} cannot be reached: {' '.join(str(err).split())} "
                              f"(start one with `dask scheduler`, workers with `dask worker ADDRESS`)") from None
