@@ -182,7 +182,12 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
     holds m_b*n_b/NT = m_t*n_t accumulators, as the FP32 kernel's thread does. Per 8 k of a stage, a lane
     reads its A fragments (4 per m-tile) from ``As[kk][m]`` and B fragments (2 per n-tile) from
     ``Bs[kk][n]``, the staged layout of the FP32 kernel, splits each once (``split_tf32_trunc``: big = 13 low bits cleared,
-    small = the rest) and issues 3 MMAs per tile: small x big, big x small, big x big.
+    small = the rest) and issues 3 MMAs per tile: small x big, big x small, big x big, chained from zero;
+    the slice's sum is then added to the accumulators on the FP32 pipe (round to nearest). Chaining the
+    MMAs into the accumulators across all of K instead (as the Winograd GEMM does over C <= 512) lets the
+    tensor cores' FP32 accumulation, which does not round to nearest, bias the sum by ~7e-9 K: measured on
+    the H200 (build 6cf7dc0) 1.7e-5 at C*R*S = 2400 (im2win/conv5) and 3.3e-5 at 4608 (conv12) against
+    ~1e-6 for the FP32 kernel; summed per slice, the error stays at FP32's level whatever K.
 
     The MMA's k index kappa of an 8-k slice is read from stage row ``2 kappa`` (kappa < 4) or
     ``2 (kappa - 4) + 1``: a lane (g, q) reads k = q and q + 4 of a fragment, i.e. rows 2q and 2q + 1.
@@ -231,15 +236,15 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
                     a = 4 * mt
                     b = 2 * nn
                     d0, d1, d2, d3 = mma_tf32(fa[NAF + a], fa[NAF + a + 1], fa[NAF + a + 2], fa[NAF + a + 3],
-                                              fb[b], fb[b + 1], acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+                                              fb[b], fb[b + 1], ZERO, ZERO, ZERO, ZERO)
                     d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[NBF + b], fb[NBF + b + 1],
                                               d0, d1, d2, d3)
                     d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[b], fb[b + 1],
                                               d0, d1, d2, d3)
-                    acc[o] = d0
-                    acc[o + 1] = d1
-                    acc[o + 2] = d2
-                    acc[o + 3] = d3
+                    acc[o] += d0
+                    acc[o + 1] += d1
+                    acc[o + 2] += d2
+                    acc[o + 3] += d3
 
     @cuda.jit(device=True)
     def store_tile(y, acc, tid, m0, n0, M, NPQ, PQ):
