@@ -1,5 +1,5 @@
-"""The im2win convolution kernels (Lu et al., Euro-Par 2023): the tiled kernel of Alg. 3 and its
-ablation variants, built by ``make_conv_kernel``, and the basic kernel of Alg. 2 (``make_basic_kernel``).
+"""The im2win convolution kernels (Lu et al., Euro-Par 2023): the tiled kernel of Alg. 3, its
+ablation variants and its tensor-core (3xTF32) build, built by ``make_conv_kernel``, and the basic kernel of Alg. 2 (``make_basic_kernel``).
 
 Both compute the GEMM view of ``megasim.algorithms.im2win.tiling`` (read its docstring): ``y[i, m, p, q] =
 sum_k A[m, k] B[k, n]`` with ``n = (i*P + p)*Q + q``, ``k = c*R*S + v*R + u``, ``A[m, k] = w[m, c, u, v]``
@@ -50,7 +50,13 @@ unless ``max_registers`` says otherwise (at least two blocks and 12 warps per SM
 threads, 168 at 128, where the 64 x 128 tile written out takes 189 uncapped and no spills at 168).
 Outputs are stored 128 bits at a time (a quad of columns) when P*Q is a multiple of 4.
 
-Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static. Extension points:
+**Tensor-core build** (``math="3xtf32"``): the same kernel with the micro-kernel and the output store of
+``_make_tc_parts``: the threads are warps tiling the block's outputs with m16n8k8 TF32 MMAs, each FP32
+operand split into big + small TF32 parts, three MMAs per product (FP32-accurate; each 8-k slice summed
+from zero and added to the accumulators in FP32). Staging, grid, threads, bounds checks, zero fill, the
+NCHW store's indexing and both hooks are shared; needs k_b a multiple of 8 and whole warps.
+
+Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static (at most 48 KiB). Extension points:
 ``prologue(value, k)`` transforms every window value staged (k: its GEMM row; padding zeros included),
 ``epilogue(value, m)`` every output stored (m: its filter) -- e.g. a batch norm folded in. Both default
 to the identity.
