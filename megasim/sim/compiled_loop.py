@@ -839,6 +839,25 @@ def _add(tb, st, s, job, work):
 
 
 @njit(cache=True)
+def _snap(tb, st, s, now):
+    """ProcessorSharingServer._snap: a fire that ended no job would fire again at `now` for ever (the
+    least work left takes less than the clock's resolution there); the jobs (groups) whose finish
+    rounds to `now` get their work, and the next fire ends them."""
+    if tb.s_rule[s] == RULE_AGE:
+        for i in range(st.a_nact[s]):
+            j = st.a_act[s, i]
+            if now + (0.0 - st.j_vt[j]) / st.j_rate[j] == now:
+                st.j_vt[j] = 0.0
+        return
+    g0 = s * tb.k_max
+    for i in range(st.s_active[s]):
+        gi = g0 + st.g_active[g0 + i]
+        head = st.h_key[st.g_off[gi]]
+        if now + (head - st.g_vt[gi]) / st.g_rate[gi] == now:
+            st.g_vt[gi] = head
+
+
+@njit(cache=True)
 def _fire(tb, st, ln, s):
     """The server's next completion is due: its rule's ``_fire``; then its jobs' handlers."""
     now = st.freg[F_NOW]
@@ -857,7 +876,10 @@ def _fire(tb, st, ln, s):
         tolerance = TOLERANCE * (head if head > 1.0 else 1.0)
         if head > v + tolerance:        # early: re-arm
             delay = (head - v) / st.g_rate[g0]
-            _schedule(st, s, now + (delay if delay > 0.0 else 0.0))
+            due = now + (delay if delay > 0.0 else 0.0)
+            if due == now:              # (_snap)
+                st.g_vt[g0] = head
+            _schedule(st, s, due)
             return
         if head > v:
             st.g_vt[g0] = head
@@ -906,7 +928,11 @@ def _fire(tb, st, ln, s):
             else:
                 st.a_nact[s] = 0
         if st.s_n[s]:
-            _post(tb, st, s, now)
+            best = _next_delay(tb, st, s)
+            due = now + (best if best > 0.0 else 0.0)
+            if nd == 0 and due == now:
+                _snap(tb, st, s, now)
+            _schedule(st, s, due)
         else:
             st.s_due[s] = INF
     else:                               # _fire_groups
@@ -954,7 +980,10 @@ def _fire(tb, st, ln, s):
             else:
                 _ready_rates(tb, st, s)
                 best = _next_delay(tb, st, s)
-            _schedule(st, s, now + (best if best > 0.0 else 0.0))
+            due = now + (best if best > 0.0 else 0.0)
+            if nd == 0 and due == now:
+                _snap(tb, st, s, now)
+            _schedule(st, s, due)
         else:
             st.s_due[s] = INF
     if nd == 0:

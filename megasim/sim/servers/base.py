@@ -265,12 +265,27 @@ class ProcessorSharingServer:
                     self._depart(job)
         if self.n:                          # _post(now), at new rates if jobs ended
             best = self._rates_next() if done is not None else self._next_delay()
-            self._schedule(now + (best if best > 0.0 else 0.0))
+            due = now + (best if best > 0.0 else 0.0)
+            if done is None and due == now:
+                self._snap(now)
+            self._schedule(due)
         else:
             self._due = INF
         if done is not None:
             for job in done:
                 self.on_done(job)
+
+    def _snap(self, now: float) -> None:
+        """A fire that ended no job would fire again at `now` (the least work left, at its rate, takes less
+        than the clock's resolution there: a float64 time in ns resolves ~1e-6 ns at 1e10 ns, so a task
+        moving ~1e11 bytes gets there): nothing could change before that fire, so it would repeat for
+        ever. The groups whose finish rounds to `now` get their head's work; the next fire ends them.
+        (Only a run that would not end reaches this: every other prediction is unchanged.)"""
+        heaps, vt, rate = self._heaps, self._vt, self._rate
+        for g in self._active:
+            head = heaps[g][0][0]
+            if now + (head - vt[g]) / rate[g] == now:
+                vt[g] = head
 
     # --- arrivals and completions, one group (0) -------------------------------------------------------
     def _add_one(self, job: int, work_ns: float) -> None:
@@ -305,7 +320,10 @@ class ProcessorSharingServer:
         tolerance = self._tolerance * (head if head > 1.0 else 1.0)
         if head > v + tolerance:            # early: re-arm
             delay = (head - v) / self._rate[0]
-            self._schedule(now + (delay if delay > 0.0 else 0.0))
+            due = now + (delay if delay > 0.0 else 0.0)
+            if due == now:                  # (_snap: below the clock's resolution, it would re-fire for ever)
+                vt[0] = head
+            self._schedule(due)
             return
         if head > v:
             vt[0] = head

@@ -228,12 +228,23 @@ class AgeWeightedReadinessServer(ProcessorSharingServer):
             else:
                 self._active = []
         if self.n:
-            self._post(now)
+            best = self._next_delay()
+            due = now + (best if best > 0.0 else 0.0)
+            if done is None and due == now:
+                self._snap(now)
+            self._schedule(due)
         else:
             self._due = INF
         if done is not None:
             for job in done:
                 self.on_done(job)
+
+    def _snap(self, now: float) -> None:
+        """``ProcessorSharingServer._snap``: a job whose finish rounds to `now` gets its work (its head is 0)."""
+        vt, rate = self._vt, self._rate
+        for g in self._active:
+            if now + (0.0 - vt[g]) / rate[g] == now:
+                vt[g] = 0.0
 
     def _arrive(self, job: int) -> None:
         age = self.age_of[job]
