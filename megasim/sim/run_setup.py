@@ -50,11 +50,11 @@ def tracked_accesses(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray, np.ndarr
     bytes), each task's tracked ones in CSR order (``rptr``, int64), and each task's bytes (float64)."""
     t = graph.num_tasks
     tracked = graph.access_region >= 0
-    per_task = np.add.reduceat(tracked.astype(np.int64), graph.access_ptr[:-1]) if tracked.size else np.zeros(t, np.int64)
-    per_task[np.diff(graph.access_ptr) == 0] = 0
+    # The task of each access (a task may have none: a compute-only task; reduceat would index past the end).
+    task_of = np.repeat(np.arange(t), np.diff(graph.access_ptr))
+    per_task = np.bincount(task_of[tracked], minlength=t).astype(np.int64)
     rptr = np.concatenate([[0], np.cumsum(per_task)]).astype(np.int64)
-    task_bytes = np.bincount(np.repeat(np.arange(t), np.diff(graph.access_ptr)),
-                             weights=graph.access_bytes, minlength=t).astype(np.float64)
+    task_bytes = np.bincount(task_of, weights=graph.access_bytes, minlength=t).astype(np.float64)
     return tracked, rptr, task_bytes
 
 
