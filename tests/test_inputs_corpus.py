@@ -325,8 +325,19 @@ def _py_cases():
     from megasim.sweep import load_sweep
     from megasim.workloads import ConvProblem, network_layers, parse_layer
     from megasim.workloads.sparse import SparsitySpec, relu_chain_maps, sparse_feature_map, vgg19_sparse_layers
+    from megasim.orders import naive_fused
+    from megasim.sim import simulate
+    from megasim.taskgraph import TaskGraphBuilder
     small = parse_layer(SMALL)
+    tiny = TaskGraphBuilder()
+    tiny.add_kind("k")
+    tiny.add_task("k", flops=10)
+    tiny = tiny.build()
     return [
+        ("simulate spec str", lambda: simulate(tiny, naive_fused(tiny), "H100"), "spec 'H100' (a str)"),
+        ("simulate spec None", lambda: simulate(tiny, naive_fused(tiny), None), "spec None"),
+        ("simulate options dict", lambda: simulate(tiny, naive_fused(tiny), get_gpu("H100"), {"engine": "simpy"}),
+         "options {'engine': 'simpy'} (a dict)"),
         ("parse_layer(None)", lambda: parse_layer(None), "None"),
         ("parse_layer(3)", lambda: parse_layer(3), "3"),
         ("parse_layer(b'x')", lambda: parse_layer(b"resnet-1"), "b'resnet-1'"),

@@ -105,7 +105,7 @@ from typing import Callable
 
 import numpy as np
 
-from megasim.errors import SimulationError
+from megasim.errors import MappingError, SimulationError
 from megasim.hardware.spec import GPUSpec
 from megasim.schedule import Schedule, check_valid
 from megasim.sim.claims import _Claims
@@ -170,6 +170,12 @@ class Simulation:
         if progress is not None and not callable(progress):
             raise SimulationError(f"progress={progress!r} is not allowed: give a callable (tasks_ended, tasks) or None")
         check_valid(graph, schedule)
+        if not isinstance(spec, GPUSpec):
+            hint = f"megasim.hardware.get_gpu({spec!r})" if isinstance(spec, str) else "megasim.hardware.get_gpu or load_spec"
+            raise MappingError(f"spec {spec!r:.60} (a {type(spec).__name__}) is not allowed: give a GPUSpec ({hint})")
+        if options is not None and not isinstance(options, SimOptions):
+            raise MappingError(f"options {options!r:.60} (a {type(options).__name__}) are not allowed: give a "
+                               f"SimOptions or None")
         self._wall = time.perf_counter()
         self._own_env = env is None
         if env is None:
