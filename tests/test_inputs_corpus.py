@@ -199,7 +199,10 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ("style=weird", "style='weird'"), ("dispatch=x", "dispatch='x'"), ("style=persistent,blocks_per_sm=0", "blocks_per_sm=0"),
         ("blocks_per_sm=abc", "blocks_per_sm='abc'"), ("ready_window=3", "ready_window=3"), ("gemm_math=fp64", "gemm_math='fp64'"),
         ("t=abc", "t='abc'"), ("threads=1.5", "threads='1.5'"), ("tile=abc", "tile='abc'"), ("=4", "'=4'"),
-        ("D_IG=x", "D_IG='x'"), ("sparsity=0.5", "'sparsity'")]],
+        ("D_IG=x", "D_IG='x'"), ("sparsity=0.5", "'sparsity'"),
+        # a GEMM block's shared memory beyond any spec's (before: OverflowError in the lowering's int32 tables)
+        ("t=1000000000", "t=1,000,000,000 is not allowed"), ("t=0", "t=0"),
+        ("gemm_k_tile=100000000", "gemm_k_tile=100,000,000 is not allowed")]],
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
         ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),
         ("cluster_px=0", "cluster_px=0"), ("k_tile=abc", "k_tile='abc'"), ("style=persistent", "ecr"),

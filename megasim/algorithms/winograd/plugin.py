@@ -18,11 +18,12 @@ from typing import Any, ClassVar
 from megasim.algorithms.base import Algorithm, check_params, param_items
 from megasim.algorithms.registry import register
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, algorithm1, default_params
-from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, GEMM_MATHS,
-                                                  KINDS, WinogradConfig, gemm_kernel_order, lower_winograd,
-                                                  winograd_shape)
+from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, FLOAT_BYTES,
+                                                  GEMM_MATHS, GEMM_REGISTER_TILE, KINDS, WinogradConfig,
+                                                  gemm_kernel_order, lower_winograd, winograd_shape)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.errors import MappingError
+from megasim.hardware.spec import SPEC_CEILINGS
 from megasim.orders import naive_fused, nonfused
 from megasim.schedule import Schedule
 from megasim.taskgraph import TaskGraph
@@ -50,6 +51,7 @@ class WinogradParams:
 
     def __post_init__(self) -> None:
         check_params(self)
+        check_gemm_sizes(self)
 
     @property
     def config(self) -> WinogradConfig:
@@ -62,6 +64,35 @@ class WinogradParams:
                               transform_pairs_per_thread=self.transform_pairs_per_thread,
                               gemm_k_tile=self.gemm_k_tile, gemm_threads=self.gemm_threads,
                               gemm_math=self.gemm_math)
+
+
+# The most shared memory any GPU spec may give one block (SPEC_CEILINGS, 64 MiB): a GEMM block that needs
+# more fits no GPU, so its t and gemm_k_tile are refused as parameters, before any lowering.
+MAX_BLOCK_SHARED_BYTES = SPEC_CEILINGS["max_shared_mem_per_block_bytes"]
+
+
+def check_gemm_sizes(params: WinogradParams, source: str = "--param") -> None:
+    """One-line MappingError unless t (tiles per group) and gemm_k_tile are positive and a GEMM block's
+    shared memory (``WinogradConfig.gemm_shared_bytes``: two stages of gemm_k_step x (t + gemm_k_tile)
+    floats) is at most ``MAX_BLOCK_SHARED_BYTES``; the message names the key, its value and its range."""
+    t, k = params.tiles_per_group, params.gemm_k_tile
+    for key, value in (("t", t), ("gemm_k_tile", k)):
+        if value < 1:
+            raise MappingError(f"{source} {key}={value} is not allowed: it must be a positive integer")
+    cfg = WinogradConfig(m=params.tile, tiles_per_group=t, gemm_k_tile=k, transform_pairs_per_thread=1,
+                         gemm_math=params.gemm_math)
+    need = cfg.gemm_shared_bytes
+    if need <= MAX_BLOCK_SHARED_BYTES:
+        return
+    # rows + cols (each padded to GEMM_REGISTER_TILE) that fit: 2 stages x gemm_k_step x (rows + cols) floats.
+    pad = GEMM_REGISTER_TILE
+    fit = MAX_BLOCK_SHARED_BYTES // (2 * cfg.gemm_k_step * FLOAT_BYTES)
+    key, value, other, other_value = ("t", t, "gemm_k_tile", k) if t >= k else ("gemm_k_tile", k, "t", t)
+    high = (fit - -(-other_value // pad) * pad) // pad * pad
+    allowed = (f"it must be from 1 to {high:,} with {other}={other_value:,}" if high >= 1 else
+               f"{other}={other_value:,} is too large as well: t + gemm_k_tile must be at most about {fit - pad:,}")
+    raise MappingError(f"{source} {key}={value:,} is not allowed: a GEMM block would stage {need:,} bytes in shared "
+                       f"memory, above the {MAX_BLOCK_SHARED_BYTES:,} any GPU spec may give a block; {allowed}")
 
 
 def winograd_nonfused(graph: TaskGraph) -> Schedule:
