@@ -163,6 +163,8 @@ def run_validate(args: argparse.Namespace) -> int:
           f"Kendall tau {o.get('kendall_tau', float('nan')):.3f}, worst regret {o.get('regret_max', float('nan')):.1%}")
     for name, met in summary["targets_met"].items():
         print(f"  {'met    ' if met else 'NOT met'}  {name}")
+    for name in summary.get("targets_not_applicable", []):
+        print(f"  n/a      {name}")
     print(f"wrote {out / 'validation.csv'} and {out / 'validation_summary.json'}")
     if "outcome" in o:
         print(f"error: {o['outcome']}", file=sys.stderr)
