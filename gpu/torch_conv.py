@@ -23,8 +23,11 @@ weight and bias are exactly what ``nn.Conv2d`` would compute at the same input a
 model trains as the original does.
 
 **Fallback.** Anything the kernels do not run goes to ``nn.Conv2d.forward`` unchanged: a CPU tensor, a
-dtype other than float32, a layout other than the two above, and any module ``convert`` would not have
-swapped. ``eligible(conv)`` says which modules qualify: 3x3, stride 1, dilation 1, groups 1, symmetric
+dtype other than float32, a layout other than the two above, an empty input (N, C, H or W of 0: torch
+returns an empty output for N=0 and raises its own error otherwise) or one whose padded height or width is
+smaller than the 3x3 filter (torch raises its own error), and any module ``convert`` would not have
+swapped. An input the kernels would run but whose channels are not the module's ``in_channels`` is refused
+in one line (``KernelInputError``, naming the input's shape). ``eligible(conv)`` says which modules qualify: 3x3, stride 1, dilation 1, groups 1, symmetric
 zero padding, float32 parameters.
 
 Under Numba's CUDA simulator (the CI), the forward runs the kernels on CPU tensors instead, so the tests
@@ -37,6 +40,7 @@ import torch
 from numba import config
 from torch import nn
 
+from gpu.errors import KernelInputError
 from gpu.prepared_conv import prepare_conv2d
 from megasim.algorithms.winograd.choice import DEFAULT_MAX_REL_ERR
 from megasim.workloads.problem import ConvProblem
@@ -96,7 +100,7 @@ class WinogradConv2d(nn.Conv2d):
         self._runs: dict = {}
         self._fast: dict = {}     # (shape, strides, dtype, device index) -> what forward's short path needs
         if not eligible(self):
-            raise ValueError(f"{self!r} is not eligible for the Winograd kernels (3x3, stride 1, dilation 1, groups 1, "
+            raise KernelInputError(f"{self!r} is not eligible for the Winograd kernels (3x3, stride 1, dilation 1, groups 1, "
                              "symmetric zero padding, float32)")
 
     @classmethod
@@ -123,6 +127,12 @@ class WinogradConv2d(nn.Conv2d):
         layout = self._layout(x)
         if layout is None or self.weight.dtype != torch.float32 or self.weight.device != x.device:
             return None
+        pad = self.padding[0]
+        if x.numel() == 0 or x.shape[2] + 2 * pad < 3 or x.shape[3] + 2 * pad < 3:
+            return None             # torch's answer: an empty output (N=0) or its own error
+        if x.shape[1] != self.in_channels:
+            raise KernelInputError(f"x has shape {tuple(x.shape)} (N, C, H, W): C={x.shape[1]} is not allowed: this "
+                                   f"module takes in_channels={self.in_channels}")
         key = (x.shape, layout, x.device)
         run = self._runs.get(key)
         if run is None:
@@ -174,6 +184,8 @@ class WinogradConv2d(nn.Conv2d):
 def convert(model: nn.Module, **options) -> nn.Module:
     """Swap every eligible nn.Conv2d of ``model`` (in place; the model is returned) for a WinogradConv2d
     sharing its parameters; other modules are left as they are. ``options`` go to each WinogradConv2d."""
+    if not isinstance(model, nn.Module):
+        raise KernelInputError(f"model {model!r:.60} (a {type(model).__name__}) is not allowed: give a torch.nn.Module")
     for name, child in list(model.named_children()):
         if type(child) is nn.Conv2d and eligible(child):
             setattr(model, name, WinogradConv2d.from_conv(child, **options))

@@ -198,3 +198,37 @@ def test_bad_calls_are_refused_in_one_line():
         prepare_conv2d(problem, "fused")
     with pytest.raises(ValueError, match="not eligible"):
         WinogradConv2d(3, 4, 3, stride=2, padding=1)
+
+
+def test_an_input_of_other_channels_is_refused_naming_its_shape():
+    conv = _conv(2, 3, plan=_plan("nonfused", 2))
+    with pytest.raises(KernelInputError, match=r"x has shape \(1, 3, 6, 6\).*in_channels=2"), torch.no_grad():
+        conv(torch.randn(1, 3, 6, 6, device=DEVICE))
+
+
+@pytest.mark.parametrize("shape,padding", [((0, 2, 6, 6), 1), ((1, 2, 0, 6), 1), ((1, 0, 6, 6), 1), ((1, 2, 2, 2), 0),
+                                           ((1, 2, 6, 0), 0)])
+def test_empty_or_too_small_inputs_get_torchs_answer(shape, padding):
+    """An empty input (torch: an empty output for N=0, its own error otherwise) and one smaller than the
+    padded filter fall back to nn.Conv2d (before: WorkloadError 'layer: N=0')."""
+    conv = _conv(2, 3, padding=padding, plan=_plan("nonfused", 2))
+    x = torch.randn(*shape, device=DEVICE)
+    assert conv.prepared(x) is None
+    ref = torch.nn.Conv2d(2, 3, 3, padding=padding).to(DEVICE)
+    ref.load_state_dict(conv.state_dict())
+    with torch.no_grad():
+        try:
+            want = ref(x)
+        except RuntimeError as err:
+            with pytest.raises(RuntimeError, match="Kernel size|channels"):
+                conv(x)
+            assert "Kernel size" in str(err) or "channels" in str(err)
+        else:
+            got = conv(x)
+            assert got.shape == want.shape == (0, 3, 6, 6)
+
+
+@pytest.mark.parametrize("model", ["resnet", None, 3])
+def test_convert_refuses_what_is_not_a_module(model):
+    with pytest.raises(KernelInputError, match="is not allowed: give a torch.nn.Module"):
+        convert(model)
