@@ -79,3 +79,24 @@ def test_a_task_without_accesses_is_compute_only(engine, where):
     g = b.build()
     r = simulate(g, naive_fused(g), get_gpu("H100"), SimOptions(engine=engine))
     assert 0.0 < r.predicted_us < 100.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_run_past_its_event_limit_stops_in_one_line(engine, monkeypatch):
+    """The runaway guard (megasim.sim.clock.event_limit): a run that posts more events than its limit stops
+    with a SimulationError instead of running for ever; here the limit is made tiny to trip it."""
+    from megasim.errors import SimulationError
+    from megasim.sim import compiled_run, engine as engine_module
+    monkeypatch.setattr(compiled_run, "event_limit", lambda tasks: 5)
+    monkeypatch.setattr(engine_module, "event_limit", lambda tasks: 5)
+    g = mixed(1e6)
+    with pytest.raises(SimulationError, match="more than 5 events for 40 tasks") as info:
+        simulate(g, naive_fused(g), get_gpu("H100"), SimOptions(engine=engine))
+    assert "\n" not in str(info.value)
+
+
+def test_the_event_limit_is_far_above_real_runs():
+    from megasim.sim.clock import EVENTS_PER_TASK, event_limit
+    g = mixed(1e6)
+    r = simulate(g, naive_fused(g), get_gpu("H100"))
+    assert r.events < event_limit(g.num_tasks) and r.events < 20 * g.num_tasks < EVENTS_PER_TASK * g.num_tasks

@@ -23,6 +23,10 @@ that completion's time with its reserved id, so the order of everything is as if
 its own event.
 
 ``events`` counts the queue entries the model posted, ``calls`` the calls they carried.
+
+**Runaway guard.** A run of T tasks posts O(T) entries (at most ~6 per task on the catalogue's layers);
+``event_limit(T)`` is far above that, and a run that passes it (the model circling without time moving
+on: a defect, not an input) stops with a one-line ``SimulationError`` instead of running for ever.
 """
 
 from __future__ import annotations
@@ -32,6 +36,24 @@ from typing import Any, Callable
 
 import simpy
 from simpy.core import NORMAL
+
+from megasim.errors import SimulationError
+
+# A run of T tasks may post at most EVENTS_PER_TASK * T + EVENTS_BASE queue entries (event_limit).
+EVENTS_PER_TASK = 1000
+EVENTS_BASE = 1_000_000
+
+
+def event_limit(tasks: int) -> int:
+    """The most queue entries a run of `tasks` tasks may post (module docstring: runaway guard)."""
+    return EVENTS_PER_TASK * tasks + EVENTS_BASE
+
+
+def runaway_error(limit: int, tasks: int, now: float) -> SimulationError:
+    """The one-line error of a run that passed its event limit."""
+    return SimulationError(f"the model posted more than {limit:,} events for {tasks:,} tasks (at most "
+                           f"{EVENTS_PER_TASK:,} per task and {EVENTS_BASE:,} are allowed) and stopped at "
+                           f"{now:.6g} ns: it is not converging, a defect of the model (please report it)")
 
 
 class _Batch:
@@ -58,6 +80,8 @@ class ModelEnvironment(simpy.Environment):
         self._batch: _Batch | None = None     # the model's most recent event while it is pending and last
         self.events = 0
         self.calls = 0
+        self.event_limit = float("inf")   # set by the run (event_limit); runaway_tasks: its task count
+        self.runaway_tasks = 0
 
     def schedule(self, event, priority=NORMAL, delay=0) -> None:
         """SimPy's ``schedule``; anything scheduled here ends the model's current batch."""
@@ -74,6 +98,8 @@ class ModelEnvironment(simpy.Environment):
             return
         batch = self._batch = _Batch(self._run_batch, fn, t, value)
         self.events += 1
+        if self.events > self.event_limit:
+            raise runaway_error(self.event_limit, self.runaway_tasks, self._now)
         # SimPy's schedule() without its reset of the batch (the entry is the same).
         heappush(self._queue, (t, NORMAL, next(self._eid), batch))
 
@@ -90,6 +116,8 @@ class ModelEnvironment(simpy.Environment):
     def push(self, time: float, eid: int, event) -> None:
         """Queue ``event`` at ``time`` (ns, >= now) in the place ``eid`` (from ``reserve``)."""
         self.events += 1
+        if self.events > self.event_limit:
+            raise runaway_error(self.event_limit, self.runaway_tasks, self._now)
         heappush(self._queue, (time, NORMAL, eid, event))
 
     def drop_model_events(self) -> None:

@@ -87,7 +87,8 @@ R_PRESENCE = 21             # the launch's blocks count on their SM while they m
 R_PERSISTENT = 22           # the launch is a persistent grid
 R_DISPATCHED = 23           # blocks dispatched so far (their ages)
 R_HTOP = 24                 # used length of the group heaps' pool (State.h_*)
-N_IREG = 25
+R_EVENT_LIMIT = 25          # the most entries the run may push (megasim.sim.clock.event_limit)
+N_IREG = 26
 
 # Float registers (State.freg).
 F_NOW = 0
@@ -115,6 +116,7 @@ STOP_PROGRESS = 2           # a progress report is due (R_REPORTED tasks of this
 STOP_EMPTY = 4              # the queue is empty and the launch has not ended: a stall
 STOP_GROW = 8               # the event heap needs room: grow it and call again
 STOP_OVERFLOW = 16          # the group heaps' pool or a block list is full: this run needs the SimPy handlers
+STOP_RUNAWAY = 32           # the run pushed more than R_EVENT_LIMIT entries (megasim.sim.clock: runaway guard)
 
 
 @structref.register
@@ -1413,6 +1415,8 @@ def run_events(tb, st, ln, margin):
     while ir[R_EV_N] > 0:
         if ir[R_EV_N] + margin > capacity:
             return STOP_GROW
+        if ir[R_PUSHED] > ir[R_EVENT_LIMIT]:
+            return STOP_RUNAWAY
         t = st.ev_t[0]
         eid = st.ev_e[0]
         kind = st.ev_k[0]

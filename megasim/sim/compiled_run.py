@@ -24,6 +24,7 @@ from megasim.ready import ready_lists
 from megasim.schedule import Schedule
 from megasim.sim import compiled_loop as loop
 from megasim.sim import launches as launches_module
+from megasim.sim.clock import event_limit, runaway_error
 from megasim.sim.launches import claim_costs, is_megakernel, launch_blocks_per_sm
 from megasim.sim.resources import STRETCH_LEVELS, classes_of, kind_caps
 from megasim.sim.result import SimResult
@@ -296,6 +297,7 @@ class _CompiledRun:
         ir, fr = arrays["ireg"], arrays["freg"]
         ir[loop.R_LRU_HEAD] = ir[loop.R_LRU_TAIL] = -1
         ir[loop.R_HTOP] = int(self.g_cap.sum())
+        ir[loop.R_EVENT_LIMIT] = event_limit(self.graph.num_tasks)
         launch_log: list[dict] = []
         if spec.queued_launch_ns is None:
             host_ns = 0.0
@@ -323,6 +325,8 @@ class _CompiledRun:
                 if why == loop.STOP_GROW:
                     loop.grow_events(st)
                     continue
+                if why == loop.STOP_RUNAWAY:
+                    raise runaway_error(int(ir[loop.R_EVENT_LIMIT]), t, float(fr[loop.F_NOW]))
                 if why == loop.STOP_OVERFLOW:
                     raise OutOfRoom(f"the compiled loop's server heaps ({self.heap_slots} jobs) or block lists "
                                     f"({self.sm_room} per SM) ran out of room")

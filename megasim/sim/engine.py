@@ -109,7 +109,7 @@ from megasim.errors import MappingError, SimulationError
 from megasim.hardware.spec import GPUSpec
 from megasim.schedule import Schedule, check_valid
 from megasim.sim.claims import _Claims
-from megasim.sim.clock import ModelEnvironment
+from megasim.sim.clock import ModelEnvironment, event_limit
 from megasim.sim.launches import _Launches, launch_footprint
 from megasim.sim.phases import _Phases
 from megasim.sim.resources import STRETCH_LEVELS, Resources
@@ -267,6 +267,8 @@ class _Run(_Setup, _Launches, _Claims, _Phases):
     def run(self, schedule: Schedule, wall: float) -> SimResult:
         """Simulate; `wall` is the perf_counter() at which the simulation's setup began."""
         self.launch_log: list[dict] = []
+        self.clock.event_limit = self.clock.events + event_limit(self.num_tasks)   # (the runaway guard)
+        self.clock.runaway_tasks = self.num_tasks
         self.launches = list(schedule.launches)
         self.launch_index = -1
         spec = self.spec
