@@ -3,7 +3,9 @@
 A task moving ~1e11 bytes or more ends ~1e10 ns after the start, where a float64 time in ns resolves only
 ~1e-6 ns: a completion that fell short of its job's work by less than that would re-fire at the same time
 for ever (the engine hung, even for Ctrl-C, in the compiled loop). ``ProcessorSharingServer._snap`` ends
-such a job instead; the cost of a run does not depend on the byte counts.
+such a job instead; the cost of a run does not depend on the byte counts. Also: a task without accesses
+(compute-only) anywhere in the graph (an IndexError in ``run_setup.tracked_accesses`` when it was the
+last), and the runaway guard (``megasim.sim.clock.event_limit``).
 """
 
 from __future__ import annotations
