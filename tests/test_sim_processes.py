@@ -65,7 +65,7 @@ def test_a_dram_co_runner_slows_the_model():
 
 def test_a_transfer_alone_takes_bytes_over_the_block_bandwidth():
     graph, sched, spec = _setup()
-    spec = dataclasses.replace(spec, kernel_launch_ns=1e9)      # the model idles for a second first
+    spec = dataclasses.replace(spec, kernel_launch_ns=1e7)      # the model idles for 10 ms first (the most a spec may give)
     took = []
 
     def one(sim):
