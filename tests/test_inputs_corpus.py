@@ -223,6 +223,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
     # a malformed scheduler address (before: distributed's ValueError as a traceback)
     (["sweep", "{tiny.toml}", "--scheduler", "foo", "--out", "{dir}/t.csv"], "scheduler 'foo' is not allowed"),
     (["sweep", "{tiny.toml}", "--scheduler", "bogus://x:1", "--out", "{dir}/t.csv"], "unknown address scheme"),
+    (["sweep", "{tiny.toml}", "--scheduler", "tcp://host", "--out", "{dir}/t.csv"], "missing port number"),
     (["sweep", "{tiny.toml}", "--out", "/proc/t.csv"], "--out '/proc/t.csv' is not allowed"),
     # optimize
     *[(OPT + ["--workers", w], f"'{w}'") for w in ("0", "-1", "abc", "99999")],

@@ -77,6 +77,24 @@ def local_cluster(workers: int, env: dict[str, str] | None = None, processes: bo
                             silence_logs=logging.ERROR, **({"env": env} if env else {}))
 
 
+def check_scheduler_address(address: Any) -> None:
+    """Refuse a scheduler address distributed cannot use (not a string, no or an unknown scheme, a TCP-like
+    address without a port) before a client is made: a client's start on a bad address still opens its
+    event-loop thread, which, started and failed many times in one process, has stalled a test run."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+    if not isinstance(address, str) or not address.strip():
+        raise InputError(f"scheduler {address!r} is not allowed: give an address such as tcp://host:8786")
+    try:
+        scheme, location = parse_address(address, strict=True)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            parse_host_port(location)
+    except ValueError as err:
+        raise InputError(f"scheduler {address!r} is not allowed: {' '.join(str(err).split())} (give an "
+                         f"address such as tcp://host:8786)") from None
+
+
 @contextlib.contextmanager
 def open_client(client: Any = None, scheduler: str | None = None, workers: int | None = None,
                 processes: bool = True) -> Iterator[Any]:
@@ -89,11 +107,10 @@ def open_client(client: Any = None, scheduler: str | None = None, workers: int |
         return
     from distributed import Client
     if scheduler is not None:
-        if not isinstance(scheduler, str) or not scheduler.strip():
-            raise InputError(f"scheduler {scheduler!r} is not allowed: give an address such as tcp://host:8786")
+        check_scheduler_address(scheduler)
         try:
             own = Client(scheduler, timeout="20s")
-        except ValueError as err:      # distributed's answer to a malformed address ('foo', 'tcp://host')
+        except ValueError as err:      # distributed's answer to an address it still cannot use
             raise InputError(f"scheduler {scheduler!r} is not allowed: {' '.join(str(err).split())} (give an "
                              f"address such as tcp://host:8786)") from None
         except (OSError, TimeoutError) as err:
