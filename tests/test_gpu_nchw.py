@@ -58,7 +58,7 @@ def _run(problem: ConvProblem, m: int, layout: str, x_nchw: np.ndarray, w: np.nd
     (7, ConvProblem(2, 2, 4, 10, 13, padding=1)),
     (2, ConvProblem(1, 20, 18, 5, 13, padding=1)),      # wide blocks (32 channels x 7 tiles), K below the chunk
     (4, ConvProblem(1, 3, 17, 7, 35, padding=0)),       # 5 x 33 out: whole-row otrans strips (16 x 9), K past 16
-    (7, ConvProblem(1, 2, 33, 12, 56, padding=0)),      # 10 x 54 out: whole-row otrans strips (32 x 8, 50 KiB)
+    (7, ConvProblem(1, 2, 20, 12, 56, padding=0)),      # 10 x 54 out: whole-row otrans strips (32 x 8, 50 KiB), K below the chunk
 ])
 def test_nchw_pipeline_matches_reference_and_nhwc(m, problem):
     rng = np.random.default_rng([m, problem.c, problem.k])
