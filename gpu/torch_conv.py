@@ -127,15 +127,15 @@ class WinogradConv2d(nn.Conv2d):
         layout = self._layout(x)
         if layout is None or self.weight.dtype != torch.float32 or self.weight.device != x.device:
             return None
-        pad = self.padding[0]
-        if x.numel() == 0 or x.shape[2] + 2 * pad < 3 or x.shape[3] + 2 * pad < 3:
-            return None             # torch's answer: an empty output (N=0) or its own error
-        if x.shape[1] != self.in_channels:
-            raise KernelInputError(f"x has shape {tuple(x.shape)} (N, C, H, W): C={x.shape[1]} is not allowed: this "
-                                   f"module takes in_channels={self.in_channels}")
         key = (x.shape, layout, x.device)
         run = self._runs.get(key)
-        if run is None:
+        if run is None:             # a shape not seen before: checked once, then prepared
+            pad = self.padding[0]
+            if x.numel() == 0 or x.shape[2] + 2 * pad < 3 or x.shape[3] + 2 * pad < 3:
+                return None         # torch's answer: an empty output (N=0) or its own error
+            if x.shape[1] != self.in_channels:
+                raise KernelInputError(f"x has shape {tuple(x.shape)} (N, C, H, W): C={x.shape[1]} is not allowed: "
+                                       f"this module takes in_channels={self.in_channels}")
             n, c, h, w = x.shape
             problem = ConvProblem(n, c, self.out_channels, h, w, padding=self.padding[0])
             run = self._runs[key] = prepare_conv2d(problem, self.plan, layout=layout, max_rel_err=self.max_rel_err,

@@ -9,6 +9,9 @@ held the GIL against the block's threads; the simulator tests run 1.3-2.4x faste
 """
 
 import os
+import sys
+
+import pytest
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
@@ -17,3 +20,15 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 
     cudasim_shared_lock.install()
     cudasim_block_barrier.install()
+
+
+@pytest.fixture(scope="module")
+def fast_simulator_barriers():
+    """Under Numba's CUDA simulator a short GIL switch interval lets a block's threads reach their barriers
+    several times sooner (~8x on the Winograd tests). Kernel test modules opt in with
+    ``pytest.mark.usefixtures("fast_simulator_barriers")``."""
+    old = sys.getswitchinterval()
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)

@@ -3,27 +3,13 @@ one block per task over a small batched problem and compare with float64."""
 
 from __future__ import annotations
 
-import sys
 
-import numba
 import numpy as np
-import pytest
 from numba import cuda
 
 # gpu.kernels.winograd.device's P_* indices of the four the GEMM tasks read (gpu.kernels.winograd.gemm_vec / gpu.kernels.winograd.gemm_tc repeat them;
 # test_gemm_tc checks all three agree).
 P_C, P_K, P_TILES, P_KTILES = 3, 4, 10, 13
-
-
-@pytest.fixture(autouse=True, scope="module")
-def fast_simulator_barriers():
-    """Under the simulator, a short thread switch interval: its barriers wait less (an autouse fixture of
-    the modules that import it)."""
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def run_gemm(fn, layout, batch, tiles, C, K, extra_threads=0, seed=0):

@@ -22,10 +22,9 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 
 from gpu.kernels.winograd import gemm_vec
 from gpu.kernels.winograd.gemm_vec import make_gemm_staged
-from tests.gemm_harness import fast_simulator_barriers  # noqa: F401  (autouse fixture)
 from tests.gemm_harness import rel_err, run_gemm
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 
 
 # (layout T, GK, KS, NT, SK), (batch, tiles, C, K)

@@ -25,9 +25,8 @@ from gpu.kernels.winograd import gemm_tc, gemm_vec, device as winograd_device  #
 from gpu.kernels.winograd.gemm_tc import make_gemm_tc, warp_grid  # noqa: E402
 from gpu.kernels.common.tensor_core import py_split_tf32, py_split_tf32_trunc, tf32_round_bits  # noqa: E402
 from tests.gemm_harness import P_C, P_K, P_KTILES, P_TILES, rel_err, run_gemm  # noqa: E402
-from tests.gemm_harness import fast_simulator_barriers  # noqa: E402,F401  (autouse fixture)
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 
 
 def _f32(bits: int) -> float:

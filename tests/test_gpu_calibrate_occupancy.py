@@ -12,17 +12,7 @@ if not numba.config.ENABLE_CUDASIM:
 from gpu.calibrate import occupancy as co
 from gpu.runtime.timing import summarize
 
-pytestmark = [pytest.mark.cudasim, pytest.mark.slow]
-
-
-@pytest.fixture(autouse=True)
-def _fast_simulator_barriers():
-    """As in test_gpu_winograd: a short GIL switch interval speeds up the simulator's barriers."""
-    import sys
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = [pytest.mark.cudasim, pytest.mark.slow, pytest.mark.usefixtures("fast_simulator_barriers")]
 
 
 class FakeSpin:

@@ -10,7 +10,6 @@ inputs are fresh random maps with zeros (sparse) or standard normal (Winograd).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -37,19 +36,10 @@ from gpu.runtime.execute import PreparedRun, execute  # noqa: E402
 from gpu.runtime.table import KERNEL_TABLES, kernel_table  # noqa: E402
 from gpu.sparse import reference_conv2d, reference_conv_relu_maxpool  # noqa: E402
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
 # Winograd on the simulator: 32-thread blocks, 2 tiles per group, 8-wide k-tiles (few, small blocks)
 SMALL_WINOGRAD = WinogradParams(tile=2, tiles_per_group=2, gemm_k_tile=8, transform_threads=32, gemm_threads=32)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def _rel_err(y, ref) -> float:

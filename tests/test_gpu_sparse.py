@@ -10,7 +10,6 @@ plus dense maps and maps with all-zero windows; tolerances are relative to the l
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -30,19 +29,8 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 from gpu import sparse as sp
 from gpu.kernels.sparse import kernels as sk
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    """The simulator releases threads from syncthreads from a polling manager thread; a short GIL
-    switch interval lets the threads reach the barrier several times sooner."""
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 @pytest.fixture(autouse=True)

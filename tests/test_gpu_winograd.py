@@ -8,7 +8,6 @@ blocks, 2-4 tiles per group and 8-wide k-tiles to keep the block counts low.
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -34,19 +33,8 @@ from gpu.runtime import executor as ex  # noqa: E402
 from gpu.kernels.winograd.transforms import PY_FUNCS, STREAMED_ALPHA  # noqa: E402
 from gpu.winograd import conv2d, reference  # noqa: E402
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    """The simulator releases threads from syncthreads from a polling manager thread; a short GIL
-    switch interval lets the threads reach the barrier several times sooner (~8x here)."""
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def cfg(m=4, t=2, gk=8, ks=2, thr=32, pairs=1):

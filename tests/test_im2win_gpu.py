@@ -11,7 +11,6 @@ element a kernel fails to write fails the comparison.
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -34,7 +33,7 @@ from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
 from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
 
 # (N, C, K, H, W, R, S, stride, padding): C_out and N*P*Q not multiples of any tile below
@@ -61,16 +60,6 @@ def _build(layout, **kw):
     m_b, n_b, k_b, m_t, n_t, vector, prefetch, staging = LAYOUTS[layout]
     extra = dict(staging="async", stages=int(staging[-1])) if staging.startswith("async") else {}
     return make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch, **extra, **kw), m_b, n_b, k_b
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    """A short GIL switch interval lets the simulator's threads reach their barriers sooner."""
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def _nan(shape):

@@ -12,7 +12,6 @@ below 1e-5 (FP32 level; TF32 alone would be ~3e-4 on these sums).
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -34,7 +33,7 @@ from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
 from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
 FP32_LEVEL = 1e-5
 
@@ -47,16 +46,6 @@ SHAPES = [ConvProblem(1, 1, 5, 7, 6, 1, 1, 1, 0),       # 1x1, C_in = 1
 # (m_b, n_b, k_b, m_t, n_t, staging): one warp of one MMA tile; two warps of 2 x 2 tiles, two K slices a step
 LAYOUTS = {"warp1": (16, 8, 8, 4, 1, "registers"), "warp1_async": (16, 8, 8, 4, 1, "async"),
            "warps2": (32, 32, 16, 4, 4, "registers")}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_simulator_barriers():
-    """A short GIL switch interval lets the simulator's threads reach their barriers sooner."""
-    old = sys.getswitchinterval()
-    if numba.config.ENABLE_CUDASIM:
-        sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 def _nan(shape):
