@@ -3,7 +3,6 @@ one block per task over a small batched problem and compare with float64."""
 
 from __future__ import annotations
 
-
 import numpy as np
 from numba import cuda
 
