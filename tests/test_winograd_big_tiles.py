@@ -18,9 +18,8 @@ from gpu.kernels.winograd import megakernel as mk
 from gpu.winograd import conv2d
 from megasim.algorithms.winograd.lowering import WinogradConfig
 from megasim.algorithms.winograd.winograd_math import direct_conv2d_reference, matrices, transform_flops
-from tests.gemm_harness import fast_simulator_barriers  # noqa: F401  (autouse: the simulator's barriers wait less)
 
-pytestmark = pytest.mark.cudasim
+pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
 
 
