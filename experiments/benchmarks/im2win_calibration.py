@@ -1,13 +1,15 @@
-"""Each im2win kernel timed ALONE on calibration problems that are not the bench's 12 layers (what
-``megasim.algorithms.im2win.calibration`` fits the task kinds ``im2win_transform``, ``im2win_conv`` and
-``im2win_conv@VARIANT`` on), and, with ``--tiles``, the tiled kernel's build choices timed on the bench
+"""Each im2win kernel, and each step of the im2col + cuBLAS baseline, timed ALONE on calibration problems
+that are not the bench's 12 layers (what ``megasim.algorithms.im2win.calibration`` fits the task kinds
+``im2win_transform``, ``im2win_conv``, ``im2win_conv@VARIANT``, ``im2col_transform`` and ``im2col_gemm`` on), and, with ``--tiles``, the tiled kernel's build choices timed on the bench
 layers (how the default tile and staging were chosen; never fitted).
 
 **Kinds** (``--kinds``, default on): per problem of ``megasim.algorithms.im2win.calibration.CAL_PROBLEMS``
 and per case of ``calibration_cases`` (the transform; the optimized kernel at each filter tile of
-``CAL_TILES``; every variant of the ablation at its default tile): the window tensor is written once, then ``--inner`` launches of the kind's kernel alone are
-enqueued back to back between CUDA events (``time_cuda_queued``), median of ``--repeats`` samples. The
-conv output is checked against torch's float64 convolution (``rel_err``; above 1e-4 the row is marked).
+``CAL_TILES``; every variant of the ablation at its default tile; torch's ``unfold`` and its ``matmul`` on an
+im2col matrix made before; ``--cost-names`` keeps the cases of the cost names given): the window tensor is
+written once, then ``--inner`` launches of the kind's kernel alone are enqueued back to back between CUDA
+events (``time_cuda_queued``), median of ``--repeats`` samples. The conv output is checked against torch's
+float64 convolution (``rel_err``; above 1e-4 the row is marked).
 Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
 median_ms, rel_err, status``.
 
@@ -29,6 +31,7 @@ Writes ``DIR/im2win_calibration.csv`` / ``.json`` and ``DIR/im2win_tiles.csv`` /
 versions, git SHA, date); DIR defaults to ``$OUT``.
 
     bash gpu/on_device.sh python3 -m experiments.benchmarks.im2win_calibration [--tiles] [--no-kinds]
+        [--cost-names im2col_transform im2col_gemm]
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from megasim.algorithms.im2win.calibration import IM2COL_KINDS
 
 TOL = 1e-4
 # (m_b, n_b, k_b, m_t, n_t, max_registers, staging, unroll); max_registers None: the rule (register_cap), 255:
@@ -64,13 +69,39 @@ def _err(torch, y, ref):
                  / torch.linalg.vector_norm(ref))
 
 
-def kind_rows(torch, cuda, repeats, inner, log) -> list[dict]:
+def im2col_row(torch, row: dict, p, xt, wt, ref, repeats: int, inner: int) -> dict:
+    """``row`` with the time of one step of im2col + cuBLAS alone, as the bench runs it: ``unfold`` of the
+    input (``im2col_transform``) or ``matmul`` of the filter matrix by an im2col matrix made before
+    (``im2col_gemm``); the product checked against float64 either way."""
+    from gpu.runtime.timing import time_cuda_queued
+    F = torch.nn.functional
+    try:
+        wm = wt.reshape(p.k, -1)
+        cols = F.unfold(xt, (p.r, p.s), padding=p.padding, stride=p.stride)
+        y = torch.matmul(wm, cols)
+        torch.cuda.synchronize()
+        row["rel_err"] = _err(torch, y.reshape(p.n, p.k, p.out_h, p.out_w), ref)
+        del y
+        if row["kind"] == "im2col_transform":
+            del cols
+            fn = lambda _i: F.unfold(xt, (p.r, p.s), padding=p.padding, stride=p.stride)   # noqa: E731
+        else:
+            fn = lambda _i: torch.matmul(wm, cols)                                           # noqa: E731
+        row["median_ms"] = time_cuda_queued(fn, inner=inner, warmup=2, repeats=repeats).median_ms
+        if row["rel_err"] > TOL:
+            row["status"] = "failed: rel_err"
+    except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        row["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
+    return row
+
+
+def kind_rows(torch, cuda, repeats, inner, log, cost_names=None) -> list[dict]:
     from gpu import im2win
     from gpu.runtime.timing import time_cuda_queued
     from megasim.algorithms.im2win.calibration import calibration_cases
     from megasim.workloads import parse_layer
     rows = []
-    cases = calibration_cases()
+    cases = [c for c in calibration_cases() if cost_names is None or c["cost_name"] in cost_names]
     by_problem: dict[str, list] = {}
     for case in cases:
         by_problem.setdefault(case["problem"], []).append(case)
@@ -84,6 +115,11 @@ def kind_rows(torch, cuda, repeats, inner, log) -> list[dict]:
             row = {k: case.get(k) for k in ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t",
                                             "n_t", "staging", "max_registers")}
             row.update(regs="", median_ms=math.nan, rel_err=math.nan, status="ok")
+            if case["kind"] in IM2COL_KINDS:
+                rows.append(im2col_row(torch, row, p, xt, wt, ref, repeats, inner))
+                log(f"{row['cost_name']:26s} {text:44s} {row['median_ms']:9.4f} ms err {row['rel_err']:.1e} "
+                    f"{row['status']}")
+                continue
             try:
                 tiles = {k: case[k] for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if case.get(k) is not None}
                 launch = im2win.prepare(xd, wd, p.stride, p.padding, variant=case["variant"],
@@ -217,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", action="store_true", help="also time TILE_BUILDS on the bench layers")
     ap.add_argument("--no-kinds", action="store_true", help="skip the calibration cases")
+    ap.add_argument("--cost-names", nargs="+", default=None,
+                    help="time only the calibration cases of these cost names (e.g. im2col_transform im2col_gemm)")
     ap.add_argument("--gap", action="store_true", help="measure the gap between real kernels back to back")
     ap.add_argument("--tile-batch", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=7)
@@ -244,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         gap = launch_gap(torch, cuda, log)
         (out_dir / "im2win_launch_gap.json").write_text(json.dumps({"meta": meta, **gap}, indent=1, default=str) + "\n")
     if not args.no_kinds:
-        rows = kind_rows(torch, cuda, args.repeats, args.inner, log)
+        rows = kind_rows(torch, cuda, args.repeats, args.inner, log, args.cost_names)
         write_results(rows, out_dir, "im2win_calibration",
                       {**meta, "method": f"each kind's kernel alone, CUDA events around {args.inner} back-to-back "
                                          f"launches, median of {args.repeats}"})

@@ -11,7 +11,12 @@ batch 4-64, so grids of under one wave to hundreds of waves. Its rows (``calibra
   plug-in's defaults otherwise: n_b 128, k_b 16, 8 x 8 register tiles, the register cap of
   ``tiling.register_cap``, the staging ``tiling.DEFAULT_STAGING``);
 - ``im2win_conv@no_vector``, ``@no_prefetch`` (the default tile), ``@no_microkernel`` (32 x 32, 1 x 1),
-  ``@basic`` (Alg. 2): the ablation's kernels.
+  ``@basic`` (Alg. 2): the ablation's kernels;
+- ``im2col_transform`` and ``im2col_gemm``: the im2col + cuBLAS baseline's two steps, each timed alone as the
+  bench runs them (torch ``unfold``; ``matmul`` of the filter matrix by an im2col matrix made before). The
+  plug-in ``im2col_gemm`` lowers cuBLAS's batched SGEMM to its own tiles (``Im2colParams``' defaults),
+  not to the tiles cuBLAS picks per shape, so the fitted fields describe cuBLAS's kernels through that
+  tiling: an effective efficiency, readiness and per-block costs, not a model of cuBLAS's code.
 
 ``fit_im2win(spec, rows)`` lowers every case exactly as a prediction lowers it
 (``megasim.algorithms.im2win.lowering``), cuts the kind's launch out (``megasim.calibration.cases.kind_subgraph``),
@@ -93,11 +98,17 @@ LINEAR = ("ns_per_step", "launch_fixed_ns", "fixed_ns")
 CASE_KEYS = ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t", "n_t", "staging", "max_registers")
 
 
+IM2COL_KINDS = ("im2col_transform", "im2col_gemm")
+TRANSFORM_NAMES = ("im2win_transform", "im2col_transform")
+
+
 def calibration_cases() -> list[dict[str, Any]]:
     """The cases the GPU side times (module docstring): dicts of CASE_KEYS (None: the default)."""
     out = []
     for text in CAL_PROBLEMS:
         base = dict(problem=text, n_b=None, k_b=None, m_t=None, n_t=None, max_registers=None)
+        for kind in IM2COL_KINDS:
+            out.append({**base, "kind": kind, "cost_name": kind, "variant": "optimized", "m_b": None, "staging": None})
         out.append({**base, "kind": "im2win_transform", "cost_name": "im2win_transform", "variant": "optimized",
                     "m_b": None, "staging": None})
         for m_b in CAL_TILES:
@@ -128,11 +139,21 @@ def case_tiling(row: dict[str, Any], problem: ConvProblem) -> Im2winTiling:
     return params.tiling
 
 
+def im2col_tiling(row: dict[str, Any]) -> Im2winTiling:
+    """The tiling an im2col row is lowered at (its tile fields; None: ``Im2colParams``' defaults)."""
+    from megasim.algorithms.im2win.plugin import Im2colParams
+    given = {k: int(row[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if row.get(k) not in (None, "")}
+    return Im2colParams(**given).tiling
+
+
 def case_graph(row: dict[str, Any]):
     """(graph, schedule) of the row's kind alone, lowered as a prediction lowers it."""
     from megasim.calibration.cases import kind_subgraph
     problem = parse_layer(row["problem"])
-    graph, schedule = lower_im2win(problem, case_tiling(row, problem), "im2win")
+    if row["kind"] in IM2COL_KINDS:
+        graph, schedule = lower_im2win(problem, im2col_tiling(row), "im2col")
+    else:
+        graph, schedule = lower_im2win(problem, case_tiling(row, problem), "im2win")
     launch = next(l for l in schedule.launches if l.name == row["kind"])
     return kind_subgraph(graph, row["kind"], launch.order)
 
@@ -148,9 +169,9 @@ def simulated_us(spec: GPUSpec, name: str, cost: TaskCost, graphs) -> np.ndarray
 def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60) -> dict[str, Any]:
     """The free fields of cost name ``name`` fitted on its graphs (see the module docstring)."""
     from megasim.calibration.fit import fit_log_times
-    free = {"im2win_transform": TRANSFORM_FREE, "im2win_conv@basic": BASIC_FREE}.get(name, CONV_FREE)
+    free = BASIC_FREE if name == "im2win_conv@basic" else TRANSFORM_FREE if name in TRANSFORM_NAMES else CONV_FREE
     starts = {**START, **(BASIC_START if name == "im2win_conv@basic" else {})}
-    base = TaskCost(compute_efficiency=1.0 if name == "im2win_transform" else 0.4)
+    base = TaskCost(compute_efficiency=1.0 if name in TRANSFORM_NAMES else 0.4)
     fit = fit_log_times(base, free, BOUNDS, starts, LINEAR, lambda cost: simulated_us(spec, name, cost, graphs),
                         measured_us, max_evals)
     return {**fit, "free": list(free)}
@@ -161,7 +182,7 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
     (checked before the fit): a kind the fit knows, a problem that parses, a variant, tile fields empty or
     positive integers, median_ms empty or a finite number > 0."""
     from megasim.algorithms.im2win.tiling import VARIANTS
-    kinds = {"im2win_transform", *(conv_kind(v) for v in VARIANTS)}
+    kinds = {"im2win_transform", *IM2COL_KINDS, *(conv_kind(v) for v in VARIANTS)}
     for line, r in enumerate(rows, start=2):        # line 1 is the header
         where = f"{origin} line {line}"
         if r.get("kind") not in kinds:
@@ -187,8 +208,8 @@ def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any
     for r in rows:
         t = float(r.get("median_ms") or math.nan)
         if str(r.get("status", "ok")) == "ok" and math.isfinite(t) and t >= floor_ms:
-            if r["kind"] == "im2win_transform":
-                name = "im2win_transform"
+            if r["kind"] in ("im2win_transform", *IM2COL_KINDS):
+                name = r["kind"]
             elif (r.get("staging") or DEFAULT_STAGING) != DEFAULT_STAGING:
                 name = f"im2win_conv@{r['staging']}"       # another build: kept, priced by no plan
             else:
