@@ -123,6 +123,41 @@ def test_im2col_lowering_writes_the_column_matrix_and_sums_the_flops(problem):
     assert graph.meta["extra_bytes"] == {"columns": 4 * im2col_elements(problem)}
 
 
+@pytest.mark.parametrize("problem", AWKWARD[:2] + [ConvProblem(3, 40, 8, 30, 30, 3, 3, 1, 1)],
+                         ids=lambda p: p.spec_string())
+def test_im2col_transform_is_torchs_unfold_one_launch_per_image(problem):
+    """torch's unfold (ATen im2col.cuh): per image a grid of ceil(C*P*Q / 128) blocks of 1,024 threads, one
+    thread per (channel, output pixel) copying its R*S values one after another; the blocks past C*P*Q
+    threads are empty; one launch per image, then the GEMM's; the plug-in's order is the lowering's."""
+    from megasim.algorithms.im2win.lowering import UNFOLD_GRID_THREADS, UNFOLD_THREADS
+    graph, schedule = lower_im2win(problem, Im2winTiling(64, 64, 8, 8, 8), "im2col")
+    p = problem
+    threads = p.c * p.out_h * p.out_w
+    grid = -(-threads // UNFOLD_GRID_THREADS)
+    names = [l.name for l in schedule.launches]
+    assert names == ["im2col_transform"] * p.n + ["im2col_gemm"]
+    for img, launch in enumerate(schedule.launches[:-1]):
+        assert launch.order.size == grid and (graph.group[launch.order] == img).all()
+        ops = graph.other_ops[launch.order]
+        working = -(-threads // UNFOLD_THREADS)
+        assert ops.sum() == threads * p.r * p.s and (ops[:working] > 0).all() and (ops[working:] == 0).all()
+        assert (graph.serial_steps[launch.order][:working] == p.r * p.s).all()
+        assert all(not _accesses(graph, t) for t in launch.order[working:])
+    assert graph.kind_threads[graph.kind_id("im2col_transform")] == UNFOLD_THREADS
+    plugin_schedule, _ = ALGORITHMS["im2col_gemm"].order(graph, None, "kernel")
+    assert [l.order.tolist() for l in plugin_schedule.launches] == [l.order.tolist() for l in schedule.launches]
+
+
+def test_im2col_calibration_case_runs_every_images_launch():
+    from megasim.algorithms.im2win.calibration import calibration_cases, case_graph
+    case = next(c for c in calibration_cases() if c["kind"] == "im2col_transform")
+    sub, schedule = case_graph(case)
+    assert len(schedule.launches) == parse_layer(case["problem"]).n
+    assert sorted(np.concatenate([l.order for l in schedule.launches]).tolist()) == list(range(sub.num_tasks))
+    gemm, gemm_schedule = case_graph(next(c for c in calibration_cases() if c["kind"] == "im2col_gemm"))
+    assert len(gemm_schedule.launches) == 1 and set(gemm.kind_names[k] for k in gemm.kind) == {"im2col_gemm"}
+
+
 def test_prediction_is_deterministic_and_above_its_floors():
     problem, spec = parse_layer("Conv5", batch=8), get_gpu("H100")
     first, plan = predict(problem, spec, Plan(algorithm="im2win"))

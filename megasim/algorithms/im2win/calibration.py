@@ -50,6 +50,7 @@ from megasim.algorithms.im2win.tiling import DEFAULT_STAGING, NO_MICROKERNEL_TIL
 from megasim.calibration.measurements import measured_time
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, TaskCost
+from megasim.schedule import Launch, Schedule
 from megasim.workloads import parse_layer
 from megasim.workloads.problem import ConvProblem
 
@@ -88,6 +89,9 @@ BASIC_FREE = ("ns_per_other_op", "ns_per_replay", "block_sm_ready", "launch_fixe
               "block_dram_bw_gbps")
 BASIC_START = {"ns_per_other_op": 0.01, "ns_per_replay": 0.01}
 TRANSFORM_FREE = ("ns_per_other_op", "block_dram_bw_gbps", "launch_fixed_ns")
+# torch's unfold (lowering._im2col_transform): its threads' R*S copies one after another (a latency per copy),
+# the grid's empty blocks (a fixed time per block), per element, per block's DRAM rate, per launch (an image)
+IM2COL_TRANSFORM_FREE = ("ns_per_other_op", "ns_per_step", "fixed_ns", "block_dram_bw_gbps", "launch_fixed_ns")
 BOUNDS = {"compute_efficiency": (0.01, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 20_000.0),
           "launch_fixed_ns": (0.0, 100_000.0), "ns_per_other_op": (1e-7, 1.0), "block_dram_bw_gbps": (1.0, 1000.0),
           "memory_overlap": (0.01, 1.0), "fixed_ns": (0.0, 200_000.0),
@@ -154,22 +158,33 @@ def case_graph(row: dict[str, Any]):
         graph, schedule = lower_im2win(problem, im2col_tiling(row), "im2col")
     else:
         graph, schedule = lower_im2win(problem, case_tiling(row, problem), "im2win")
-    launch = next(l for l in schedule.launches if l.name == row["kind"])
-    return kind_subgraph(graph, row["kind"], launch.order)
+    launches = [l for l in schedule.launches if l.name == row["kind"]]
+    sub, alone = kind_subgraph(graph, row["kind"], np.concatenate([l.order for l in launches]))
+    if len(launches) == 1:
+        return sub, alone
+    local = np.full(graph.num_tasks, -1, np.int64)      # im2col's transform: a launch per image, as the bench's
+    ids = np.flatnonzero(graph.kind == graph.kind_id(row["kind"]))
+    local[ids] = np.arange(ids.size)
+    return sub, Schedule(alone.name, tuple(Launch(local[l.order], name=l.name) for l in launches), {})
 
 
 def simulated_us(spec: GPUSpec, name: str, cost: TaskCost, graphs) -> np.ndarray:
-    """Each graph's one launch simulated with ``cost`` as cost name ``name``, in us from its start."""
-    from megasim.calibration.sparse import launch_us
+    """Each graph's launches simulated with ``cost`` as cost name ``name``, in us from the first one's start
+    to the last one's end (the host's launch of the first excluded: CUDA events do not see it)."""
     from megasim.sim import simulate
     s = dataclasses.replace(spec, task_costs={**spec.task_costs, name: cost})
-    return np.array([launch_us(simulate(g, sch, s), sch) for g, sch in graphs])
+    out = []
+    for g, sch in graphs:
+        launches = simulate(g, sch, s).launches
+        out.append((launches[-1].end_ns - launches[0].start_ns) / 1e3)
+    return np.array(out)
 
 
 def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60) -> dict[str, Any]:
     """The free fields of cost name ``name`` fitted on its graphs (see the module docstring)."""
     from megasim.calibration.fit import fit_log_times
-    free = BASIC_FREE if name == "im2win_conv@basic" else TRANSFORM_FREE if name in TRANSFORM_NAMES else CONV_FREE
+    free = {"im2win_conv@basic": BASIC_FREE, "im2win_transform": TRANSFORM_FREE,
+            "im2col_transform": IM2COL_TRANSFORM_FREE}.get(name, CONV_FREE)
     starts = {**START, **(BASIC_START if name == "im2win_conv@basic" else {})}
     base = TaskCost(compute_efficiency=1.0 if name in TRANSFORM_NAMES else 0.4)
     fit = fit_log_times(base, free, BOUNDS, starts, LINEAR, lambda cost: simulated_us(spec, name, cost, graphs),

@@ -1,13 +1,16 @@
 """Lowering im2win and im2col + GEMM convolutions to TaskGraphs.
 
 One task is one thread block of the kernels ``megasim.algorithms.im2win.tiling`` describes (read its
-docstring first). Two launches, in this order, the second after the first (a kernel boundary):
+docstring first). A transform, then the conv, each launch after the previous one (a kernel boundary):
 
 - **transform** (``im2win_transform``; ``im2col_transform``): writes the window tensor J (the im2col
   matrix). im2win: block b writes elements ``[b*E, (b+1)*E)`` of J in flat order (E =
   ``TRANSFORM_ELEMENTS``) and reads the input rows they come from. im2col: one block per (image,
   block of ``n_b`` output pixels), writing their ``C*R*S`` values each (torch's ``unfold`` layout is
-  (N, C*R*S, P*Q); the model prices its traffic, not its code). No FLOPs; every element written is
+  (N, C*R*S, P*Q); the model prices its traffic, not its code), in one launch PER IMAGE, as torch's
+  ``im2col`` issues it (a host loop over the batch, one kernel per image; ATen's
+  ``native/cuda/Im2Col.cu``), so the per-launch costs (``launch_fixed_ns``, the kernel boundary) are paid
+  N times. No FLOPs; every element written is
   one ``other_ops`` (priced by the kind's ``ns_per_other_op``, 0 until calibrated), so a transform
   costs its bytes.
 - **conv** (``im2win_conv``, or ``im2win_conv_VARIANT`` for a variant of the ablation; ``im2col_gemm``):
@@ -246,28 +249,43 @@ def _im2win_transform(g: _Graph, problem: ConvProblem, in_region: int, win_regio
                 accesses)
 
 
+# torch's unfold (ATen native/cuda/im2col.cuh): per image, one thread per (channel, output pixel) copying its
+# R*S values one after another, blocks of 1,024 threads on a grid of ceil(C*P*Q / 128) blocks (GET_BLOCKS'
+# default of 128 threads per block, launched with 1,024), so only the first eighth of the blocks has work.
+UNFOLD_THREADS = 1024
+UNFOLD_GRID_THREADS = 128
+UNFOLD_REGISTERS = 32
+
+
 def _im2col_transform(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, in_region: int,
                       col_region: int) -> None:
+    """torch's ``unfold`` as the model's tasks: per image, every block of its grid (those past the image's
+    C*P*Q threads empty: a dispatch and ``fixed_ns``, nothing moved), a working block's elements its
+    threads' R*S copies each (``other_ops``), done one after another (``serial_steps`` R*S), writing its
+    share of the image's im2col matrix and reading the channel planes its threads cover; a task's group
+    is its image (its launch: ``launches``)."""
     p = problem
-    _, _, kdim = gemm_dims(p)
-    kid = g.add_kind("im2col_transform", TRANSFORM_THREADS, TRANSFORM_REGISTERS, 0)
-    per_img = p.out_h * p.out_w
-    blocks_img = -(-per_img // tiling.tile_n)
-    b = np.arange(p.n * blocks_img)
-    img, j = b // blocks_img, b % blocks_img
-    first = j * tiling.tile_n
-    count = np.minimum(tiling.tile_n, per_img - first)
-    oh0, oh1 = first // p.out_w, (first + count - 1) // p.out_w
-    y0 = np.clip(oh0 * p.stride - p.padding, 0, p.h - 1)
-    y1 = np.clip(oh1 * p.stride - p.padding + p.r, 1, p.h)
-    lo, hi = y0, (p.c - 1) * p.h + y1           # the rows of every channel of the image
-    rows_read = np.maximum(y1 - y0, 1)
+    rs, pq = p.r * p.s, p.out_h * p.out_w
+    threads = p.c * pq
+    grid = -(-threads // UNFOLD_GRID_THREADS)
+    kid = g.add_kind("im2col_transform", UNFOLD_THREADS, UNFOLD_REGISTERS, 0)
+    blocks_img = -(-pq // tiling.tile_n)
+    b = np.arange(p.n * grid)
+    img, j = b // grid, b % grid
+    t0 = j * UNFOLD_THREADS
+    live = np.clip(threads - t0, 0, UNFOLD_THREADS)
+    work = np.flatnonzero(live > 0)
+    c0 = np.minimum(t0 // pq, p.c - 1)
+    c1 = np.minimum((t0 + np.maximum(live, 1) - 1) // pq, p.c - 1)
+    read = np.minimum(live / pq, c1 - c0 + 1) * p.h * p.w * FLOAT_BYTES
 
     def accesses(ids):
-        return _cat(_acc(ids, col_region, b, b + 1, count * kdim * FLOAT_BYTES, True),
-                    _acc(ids, in_region + img, lo, hi, p.c * rows_read * p.w * FLOAT_BYTES, False))
+        w = ids[work]
+        return _cat(_acc(w, col_region, img[work] * blocks_img, (img[work] + 1) * blocks_img,
+                         live[work] * rs * FLOAT_BYTES, True),
+                    _acc(w, in_region + img[work], c0[work] * p.h, (c1[work] + 1) * p.h, read[work], False))
 
-    g.add_tasks(kid, img, j, np.zeros(b.size), (count * kdim).astype(np.float64), 1.0, accesses)
+    g.add_tasks(kid, img, j, np.zeros(b.size), (live * rs).astype(np.float64), np.where(live > 0, rs, 0), accesses)
 
 
 def footprint_bytes(problem: ConvProblem, method: str) -> dict[str, int]:
@@ -304,7 +322,6 @@ def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2w
         conv_tiling = tiling
     else:
         raise ValueError(f"method {method!r}: want im2win or im2col")
-    first_conv = g.tasks
     if method == "im2win":
         _conv_tasks(g, p, conv_tiling, conv_kind(tiling.variant), cols_region, True, f_region, out_region)
     else:
@@ -317,11 +334,17 @@ def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2w
         if name != conv_kind(tiling.variant):
             meta["cost_names"] = {conv_kind(tiling.variant): name}
     graph = g.build(meta)
-    names = graph.kind_names
-    schedule = Schedule(method, (Launch(np.arange(first_conv), name=names[0]),
-                                 Launch(np.arange(first_conv, g.tasks), name=names[1])),
-                        {"method": method, "variant": tiling.variant})
-    return graph, schedule
+    return graph, Schedule(method, launches(graph), {"method": method, "variant": tiling.variant})
+
+
+def launches(graph: TaskGraph) -> tuple[Launch, ...]:
+    """The launches of a lowered graph, each in grid order: the transform's (one per group of its tasks:
+    im2win's one launch, group 0; im2col's one per image, as torch issues them), then the conv's."""
+    transform = np.flatnonzero(graph.kind == 0)
+    groups = graph.group[transform]
+    cuts = np.flatnonzero(np.diff(groups)) + 1
+    first = tuple(Launch(part, name=graph.kind_names[0]) for part in np.split(transform, cuts))
+    return (*first, Launch(np.flatnonzero(graph.kind == 1), name=graph.kind_names[1]))
 
 
 def conv_cost_name(tiling: Im2winTiling) -> str:

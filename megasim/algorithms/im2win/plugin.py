@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from megasim.algorithms.base import Algorithm, check_params
-from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, lower_im2win
+from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, launches, lower_im2win
 from megasim.algorithms.im2win.tiling import DEFAULT_M_B_CHOICES, NO_MICROKERNEL_TILE, VARIANTS, Im2winTiling, default_m_b
 from megasim.algorithms.registry import register
 from megasim.errors import MappingError
@@ -100,11 +100,9 @@ class _TiledConv(Algorithm):
         return lower_im2win(problem, params.tiling, self.method)[0]
 
     def order(self, graph: TaskGraph, params: Any, schedule: str) -> tuple[Schedule, Any]:
-        """The transform launch, then the conv launch, each in grid order (the order lower builds)."""
-        import numpy as np
-        from megasim.schedule import Launch
-        launches = tuple(Launch(np.flatnonzero(graph.kind == k), name=name) for k, name in enumerate(graph.kind_names))
-        return Schedule(schedule, launches, {"method": self.method}), params
+        """The transform's launches (im2win: one; im2col: one per image), then the conv launch, each in grid
+        order (``lowering.launches``: the order lower builds)."""
+        return Schedule(schedule, launches(graph), {"method": self.method}), params
 
     def footprint(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> dict[str, int]:
         """Bytes of each tensor allocated beyond input, filter and output (one schedule)."""
