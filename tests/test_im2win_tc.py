@@ -27,7 +27,7 @@ if not (numba.config.ENABLE_CUDASIM or cuda.is_available()):
 
 from gpu import im2win
 from gpu.errors import KernelInputError
-from gpu.kernels.im2win.conv import conv_blocks, conv_offsets, conv_params, make_conv_kernel
+from gpu.kernels.im2win.conv import TcOptions, conv_blocks, conv_offsets, conv_params, make_conv_kernel
 from gpu.kernels.im2win.transform import transform_kernel, transform_magic, transform_params
 from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
@@ -89,6 +89,16 @@ def test_two_warp_build_matches_float64(p):
     x, w = _inputs(p, 110 + SHAPES.index(p))
     kernel, y = _conv(p, "warps2", x, w)
     assert kernel.layout["warps"] == (1, 2)
+    assert _rel_err(y, reference_conv2d(x, w, p.stride, p.padding)) <= FP32_LEVEL
+
+
+@pytest.mark.parametrize("tc", [TcOptions(fragments="rows"), TcOptions(chain_k=8)], ids=["rows", "chain8"])
+def test_other_tensor_core_options_match_float64(tc):
+    """The FP32 kernel's staged rows instead of packed fragments; chains of one 8-k slice instead of the stage."""
+    p = SHAPES[5]
+    x, w = _inputs(p, 160)
+    kernel, y = _conv(p, "warps2", x, w, tc=tc)
+    assert kernel.layout["tc"] == tc
     assert _rel_err(y, reference_conv2d(x, w, p.stride, p.padding)) <= FP32_LEVEL
 
 
@@ -155,3 +165,11 @@ def test_kernel_factory_refuses_a_tensor_core_layout_it_cannot_tile():
         make_conv_kernel(8, 16, 8, 1, 4, math="3xtf32")      # 32 threads, but 8 filters: no 16-row MMA tile
     with pytest.raises(KernelInputError, match="math='fp64' is not allowed"):
         make_conv_kernel(8, 8, 4, 4, 4, math="fp64")
+    # 3 warps stepping 8 k: 12 rows between a thread's staged loads, no packed layout (rows still build)
+    with pytest.raises(KernelInputError, match="needs threads / k_b a power of two"):
+        make_conv_kernel(48, 16, 8, 4, 2, math="3xtf32")
+    assert make_conv_kernel(48, 16, 8, 4, 2, math="3xtf32", tc=TcOptions(fragments="rows")).threads == 96
+    with pytest.raises(KernelInputError, match="chain_k=12 is not allowed"):
+        make_conv_kernel(32, 32, 16, 4, 4, math="3xtf32", tc=TcOptions(chain_k=12))
+    with pytest.raises(KernelInputError, match="fragments='cols' is not allowed"):
+        make_conv_kernel(32, 32, 16, 4, 4, math="3xtf32", tc=TcOptions(fragments="cols"))

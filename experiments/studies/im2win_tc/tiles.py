@@ -3,8 +3,11 @@ with the FP32 build's default beside them: correctness at full size and time per
 
 Per layer (default ``LAYERS``: im2win/conv1, conv5, conv8, conv11 at batch 128: an 11 x 11 stride-4 layer
 of 3 channels, a 5 x 5 one, the largest 3 x 3 one, a small-image 3 x 3 one with 256 channels) and build
-(``BUILDS``, by default all but ``fp32_default`` and ``tc_64x128_k8``, to keep the compiles few: name, tile m_b,n_b,k_b,m_t,n_t, staging, math; the thread tile only fixes the threads,
-m_b*n_b/(m_t*n_t), and with them the register cap ``register_cap``): the normwise error of the output
+(``BUILDS``, by default those marked so, to keep the compiles few: name, tile m_b,n_b,k_b,m_t,n_t, staging,
+math, and for the tensor-core build's other micro-kernels its ``TcOptions``; the thread tile only fixes the
+threads, m_b*n_b/(m_t*n_t), and with them the register cap ``register_cap``). Builds without options run
+through ``gpu.im2win.prepare`` (the op's path); builds with options launch the transform and the conv kernel
+directly (``DirectLaunch``: the same kernels, grid and arguments). Per build: the normwise error of the output
 against torch's float64 convolution (``rel_err``), the median time per run (transform + convolution, CUDA
 events around ``--inner`` back-to-back runs, ``--repeats`` samples), TFLOPS (``2 N K C R S P Q`` / time), the
 conv kernel's registers per thread and shared memory. The tile floor of each layer is its FLOPs at a third
@@ -34,14 +37,51 @@ LAYERS = ("im2win/conv1", "im2win/conv5", "im2win/conv8", "im2win/conv11")
 TC_PEAK_TFLOPS = 494.0 / 3          # H200 dense TF32 tensor-core peak, three MMAs per FP32 product
 DRAM_TBPS = 4.2
 TOL = 1e-4
-# (name, (m_b, n_b, k_b, m_t, n_t), staging, math)
-BUILDS = (("fp32_default", (64, 128, 16, 8, 8), "registers", "fp32"),          # not in the default --builds
-          ("tc_64x128_k16", (64, 128, 16, 8, 8), "registers", "3xtf32"),       # 4 warps of 64 x 32
-          ("tc_64x128_k8", (64, 128, 8, 8, 8), "registers", "3xtf32"),
-          ("tc_64x128_k16_async", (64, 128, 16, 8, 8), "async", "3xtf32"),
-          ("tc_64x64_k16", (64, 64, 16, 4, 8), "registers", "3xtf32"),          # 4 warps of 32 x 32
-          ("tc_128x64_k16", (128, 64, 16, 8, 8), "registers", "3xtf32"),        # 4 warps of 32 x 64
-          ("tc_128x128_k16", (128, 128, 16, 8, 8), "registers", "3xtf32"))      # 8 warps of 64 x 32
+# (name, (m_b, n_b, k_b, m_t, n_t), staging, math, TcOptions as (fragments, chain_k) or None: the defaults)
+BUILDS = (("fp32_default", (64, 128, 16, 8, 8), "registers", "fp32", None),
+          ("tc_64x128_k16", (64, 128, 16, 8, 8), "registers", "3xtf32", None),       # 4 warps of 64 x 32
+          ("tc_64x128_k8", (64, 128, 8, 8, 8), "registers", "3xtf32", None),
+          ("tc_64x128_k16_async", (64, 128, 16, 8, 8), "async", "3xtf32", None),
+          ("tc_64x64_k16", (64, 64, 16, 4, 8), "registers", "3xtf32", None),          # 4 warps of 32 x 32
+          ("tc_128x64_k16", (128, 64, 16, 8, 8), "registers", "3xtf32", None),        # 4 warps of 32 x 64
+          ("tc_128x128_k16", (128, 128, 16, 8, 8), "registers", "3xtf32", None),      # 8 warps of 64 x 32
+          # the micro-kernel's options at the default tile (``gpu.kernels.im2win.conv.TcOptions``)
+          ("tc_rows_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", ("rows", 8)),
+          ("tc_rows_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", ("rows", 16)),
+          ("tc_packed_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", ("packed", 8)),
+          ("tc_packed_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", ("packed", 16)))
+DEFAULT_BUILDS = ("fp32_default", "tc_64x128_k16", "tc_64x128_k16_async", "tc_128x64_k16", "tc_rows_chain8",
+                  "tc_rows_chain16", "tc_packed_chain8")
+
+
+class DirectLaunch:
+    """The transform and a conv kernel built here (``make_conv_kernel(math="3xtf32", tc=...)``) on device x and
+    w, as ``gpu.runtime.im2win_kernels`` launches them: ``run()``, ``output``, ``regs_per_thread``,
+    ``shared_bytes``."""
+
+    def __init__(self, p, xd, wd, tile, staging: str, tc) -> None:
+        import numpy as np
+        from numba import cuda
+
+        from gpu.kernels.im2win.conv import conv_blocks, conv_offsets, conv_params, make_conv_kernel
+        from gpu.kernels.im2win.transform import transform_kernel, transform_magic, transform_params
+        from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
+
+        m_b, n_b, k_b, m_t, n_t = tile
+        self.kernel = make_conv_kernel(m_b, n_b, k_b, m_t, n_t, math="3xtf32", staging=staging, tc=tc)
+        self.J = cuda.device_array(im2win_shape(p), np.float32)
+        self.output = cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32)
+        self._t = transform_kernel[transform_blocks(p), TRANSFORM_THREADS]
+        self._t_args = (xd, self.J, cuda.to_device(transform_params(p)), cuda.to_device(transform_magic(p)))
+        self._c = self.kernel[conv_blocks(p, m_b, n_b), self.kernel.threads]
+        self._c_args = (self.J, wd, self.output, cuda.to_device(conv_params(p, m_b)), cuda.to_device(conv_offsets(p, k_b)))
+        compiled = self.kernel.compile(tuple(self.kernel.typeof_pyval(a) for a in self._c_args))
+        self.regs_per_thread = int(compiled.regs_per_thread)
+        self.shared_bytes = int(compiled.shared_mem_per_block)
+
+    def run(self) -> None:
+        self._t(*self._t_args)
+        self._c(*self._c_args)
 
 
 def floor_ms(p) -> float:
@@ -55,7 +95,7 @@ def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", nargs="+", default=list(LAYERS))
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--builds", nargs="+", default=[b[0] for b in BUILDS if b[0] not in ("fp32_default", "tc_64x128_k8")],
+    ap.add_argument("--builds", nargs="+", default=list(DEFAULT_BUILDS),
                     help="of: " + ", ".join(b[0] for b in BUILDS))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--inner", type=int, default=2)
@@ -71,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.benchmarks.winograd_bench import device_meta, device_slug
     from experiments.provenance import provenance, write_results
     from gpu import im2win
+    from gpu.kernels.im2win.conv import TcOptions
     from gpu.runtime.timing import time_cuda_queued
     from megasim.workloads import parse_layer
 
@@ -79,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     builds = [b for b in BUILDS if b[0] in args.builds]
     dmeta = device_meta(torch, cuda)
     out_dir = Path(args.out or os.environ.get("OUT") or f"experiments/results/{device_slug(dmeta['device'])}/im2win_3xtf32")
-    meta = {**provenance(), **dmeta, "builds": {b[0]: dict(tile=b[1], staging=b[2], math=b[3]) for b in builds},
+    meta = {**provenance(), **dmeta, "builds": {b[0]: dict(tile=b[1], staging=b[2], math=b[3], tc=b[4]) for b in builds},
             "repeats": args.repeats, "inner": args.inner, "tc_peak_tflops": TC_PEAK_TFLOPS, "dram_tbps": DRAM_TBPS,
             "method": f"CUDA events around {args.inner} back-to-back runs (transform + conv), median per run of "
                       f"{args.repeats} samples; torch.randn inputs on the device (w scaled by sqrt(2/CRS)); "
@@ -95,13 +136,16 @@ def main(argv: list[str] | None = None) -> int:
         ref = torch.nn.functional.conv2d(xt.double(), wt.double(), stride=p.stride, padding=p.padding)
         ref_norm = float(torch.linalg.vector_norm(ref))
         xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
-        for bname, tile, staging, mth in builds:
+        for bname, tile, staging, mth, tcopt in builds:
             row = {"layer": layer, "batch": p.n, "build": bname, "math": mth, "staging": staging,
                    "tile": ",".join(map(str, tile)), "median_ms": math.nan, "tflops": math.nan, "rel_err": math.nan,
                    "floor_ms": floor_ms(p), "regs": "", "shared_bytes": "", "status": "ok"}
             try:
-                launch = im2win.prepare(xd, wd, p.stride, p.padding, math=mth, staging=staging,
-                                        **dict(zip(("m_b", "n_b", "k_b", "m_t", "n_t"), tile)))
+                if tcopt is None:
+                    launch = im2win.prepare(xd, wd, p.stride, p.padding, math=mth, staging=staging,
+                                            **dict(zip(("m_b", "n_b", "k_b", "m_t", "n_t"), tile)))
+                else:
+                    launch = DirectLaunch(p, xd, wd, tile, staging, TcOptions(*tcopt))
                 launch.run()
                 torch.cuda.synchronize()
                 y = torch.as_tensor(launch.output, device="cuda")
@@ -122,13 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         meta["elapsed_s"] = round(time.time() - started, 1)
         write_results(rows, out_dir, NAME, meta)
     best = None
-    for bname, tile, staging, mth in builds:
+    for bname, tile, staging, mth, tcopt in builds:
         mine = [r for r in rows if r["build"] == bname]
-        if mth == "fp32" or not mine or any(r["status"] != "ok" for r in mine):
+        if not mine or any(r["status"] != "ok" for r in mine):
             continue
         g = math.exp(sum(math.log(r["median_ms"]) for r in mine) / len(mine))
         print(f"{bname:22s} geomean {g:.3f} ms")
-        if best is None or g < best[0]:
+        if mth != "fp32" and tcopt is None and (best is None or g < best[0]):      # a tile the op can run
             best = (g, tile, staging)
     if best is not None:
         (out_dir / "best_tile.txt").write_text(f"{','.join(map(str, best[1]))} {best[2]}\n")

@@ -50,13 +50,15 @@ unless ``max_registers`` says otherwise (at least two blocks and 12 warps per SM
 threads, 168 at 128, where the 64 x 128 tile written out takes 189 uncapped and no spills at 168).
 Outputs are stored 128 bits at a time (a quad of columns) when P*Q is a multiple of 4.
 
-**Tensor-core build** (``math="3xtf32"``): the same kernel with the micro-kernel and the output store of
-``_make_tc_parts``: the threads are warps tiling the block's outputs with m16n8k8 TF32 MMAs, each FP32
-operand split into big + small TF32 parts, three MMAs per product (FP32-accurate; each 8-k slice summed
-from zero and added to the accumulators in FP32). Staging, grid, threads, bounds checks, zero fill, the
-NCHW store's indexing and both hooks are shared; needs k_b a multiple of 8 and whole warps.
+**Tensor-core build** (``math="3xtf32"``): the same kernel with the micro-kernel, output store and staged
+layout of ``_make_tc_parts``: the threads are warps tiling the block's outputs with m16n8k8 TF32 MMAs, each
+FP32 operand split into big + small TF32 parts, three MMAs per product (FP32-accurate; each stage's MMAs
+chained from zero and their sum added to the accumulators in FP32). The staging stores each value where
+its MMA fragment wants it (``TcOptions.fragments="packed"``: one 128-bit shared load per A fragment and per
+two B fragments). Grid, threads, global loads, bounds checks, zero fill, the NCHW store's indexing and
+both hooks are shared; needs k_b a multiple of 8, whole warps and (packed) threads / k_b a power of two.
 
-Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes, static (at most 48 KiB). Extension points:
+Shared memory: ``stages * k_b * (m_b + 4 + n_b + 4) * 4`` bytes (packed 3xTF32: ``+ 2`` for ``+ 4``), static (at most 48 KiB). Extension points:
 ``prologue(value, k)`` transforms every window value staged (k: its GEMM row; padding zeros included),
 ``epilogue(value, m)`` every output stored (m: its filter) -- e.g. a batch norm folded in. Both default
 to the identity.
@@ -70,6 +72,8 @@ below 2**31 elements (``gpu.im2win`` refuses larger).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import config as numba_config
@@ -178,79 +182,195 @@ def _make_multiply(k_b: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, fr
     return cuda.jit(device=True)(scope["multiply"])
 
 
-def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, EPI):
-    """The 3xTF32 micro-kernel and output store of ``make_conv_kernel(math="3xtf32")``: (lane_bases,
-    multiply, store_tile, fragment registers per operand).
+@dataclass(frozen=True)
+class TcOptions:
+    """How the 3xTF32 micro-kernel (``make_conv_kernel(math="3xtf32")``, ``_make_tc_parts``) stages, reads and
+    sums its operands.
 
-    The NT / 32 warps tile the block's m_b x n_b outputs as a WM x WN grid (``gemm_tc.warp_grid``: the
-    squarest with whole 16 x 8 MMA tiles); a warp's (m_b/WM) x (n_b/WN) piece is MT x NN m16n8k8 tiles,
+    ``fragments``: ``"packed"`` (default): each stage is staged in MMA fragment order, so a lane's A fragment
+    of an m-tile (4 values) is one 128-bit shared load and its B fragments of two n-tiles (2 values each) one
+    more; ``"rows"``: the FP32 kernel's ``As[kk][m]`` / ``Bs[kk][n]`` rows, one 32-bit load per value.
+    ``chain_k``: the k summed by one chain of MMAs from zero before its sum is added to the accumulators on
+    the FP32 pipe (a multiple of 8 dividing k_b; None: k_b, one add per stage)."""
+    fragments: str = "packed"
+    chain_k: int | None = None
+
+
+TC_FRAGMENTS = ("packed", "rows")
+
+
+def _is_pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST: int, B_ST: int, B0: int, EPI,
+                   RSTEP: int, opts: TcOptions):
+    """The 3xTF32 micro-kernel, output store and staging layout of ``make_conv_kernel(math="3xtf32")``:
+    (lane_bases, multiply, store_tile, stage_bases, slot_a, slot_b, warp grid).
+
+    **MMAs.** The NT / 32 warps tile the block's m_b x n_b outputs as a WM x WN grid (``gemm_tc.warp_grid``:
+    the squarest with whole 16 x 8 MMA tiles); a warp's (m_b/WM) x (n_b/WN) piece is MT x NN m16n8k8 tiles,
     4 FP32 accumulators per tile per lane (``gpu.kernels.common.tensor_core``'s C fragment), so a lane
-    holds m_b*n_b/NT = m_t*n_t accumulators, as the FP32 kernel's thread does. Per 8 k of a stage, a lane
-    reads its A fragments (4 per m-tile) from ``As[kk][m]`` and B fragments (2 per n-tile) from
-    ``Bs[kk][n]``, the staged layout of the FP32 kernel, splits each once (``split_tf32_trunc``: big = 13 low bits cleared,
-    small = the rest) and issues 3 MMAs per tile: small x big, big x small, big x big, chained from zero;
-    the slice's sum is then added to the accumulators on the FP32 pipe (round to nearest). Chaining the
-    MMAs into the accumulators across all of K instead (as the Winograd GEMM does over C <= 512) lets the
-    tensor cores' FP32 accumulation, which does not round to nearest, bias the sum by ~7e-9 K: measured on
-    the H200 (build 6cf7dc0) 1.7e-5 at C*R*S = 2400 (im2win/conv5) and 3.3e-5 at 4608 (conv12) against
-    ~1e-6 for the FP32 kernel; summed per slice, the error stays at FP32's level whatever K.
+    holds m_b*n_b/NT = m_t*n_t accumulators, as the FP32 kernel's thread does. Each FP32 operand is split
+    once per read (``split_tf32_trunc``: big = 13 low bits cleared, small = the rest) and each product is 3
+    MMAs: small x big, big x small, big x big. Per chain of ``chain_k`` k (``TcOptions``; default the
+    whole stage of k_b) a tile's MMAs are chained from zero and the chain's sum is then added to the
+    accumulators on the FP32 pipe (round to nearest). Chaining into the accumulators across all of K
+    instead (as the Winograd GEMM does over C <= 512) lets the tensor cores' FP32 accumulation, which
+    truncates, bias the sum by ~7e-9 K: measured on the H200 (build 6cf7dc0) 1.7e-5 at C*R*S = 2400
+    (im2win/conv5) and 3.3e-5 at 4608 (conv12) against ~1e-6 for the FP32 kernel; chains of 8-16 k keep
+    it at FP32's level whatever K. Order per chain: the B fragments of its slices (all n-tiles), then per
+    m-tile its A fragments and, per n-tile, the chain's MMAs and the 4 adds: a lane holds one m-tile's A
+    fragments at a time. The whole stage is written out (generated source): every shared load is at an
+    immediate offset from one 64-bit base per operand (the rolled loop over 8-k slices cost 2-3 integer
+    instructions of 64-bit address arithmetic per load, ptxas sm_90).
 
-    The MMA's k index kappa of an 8-k slice is read from stage row ``2 kappa`` (kappa < 4) or
-    ``2 (kappa - 4) + 1``: a lane (g, q) reads k = q and q + 4 of a fragment, i.e. rows 2q and 2q + 1.
-    Any permutation of k is the same product as long as A and B share it; this one makes the reads
-    conflict-free at the stage's row stride (``m_b + 4`` / ``n_b + 4`` floats, 4 banks mod 32 for tiles a
-    multiple of 32): rows 2q lie 8 banks apart, so a warp's 32 reads (8 columns g, 4 rows) hit 32 banks
-    (rows q would put two lanes on a bank). The staging is the FP32 kernel's, unchanged."""
+    **k order.** The MMA's k index kappa (0-7) of slice s is the stage's row kk = 8 s + kappa; a lane
+    (g, q) reads kappa = q and q + 4 (A and B share the order, which is all a product needs).
+
+    **Packed fragments** (``fragments="packed"``, default): a stage holds, per slice s, A as m-tiles of
+    128 floats, lane L = 4 g + q's 16 bytes at 4 L: (a0, a1, a2, a3) = (A[g, q], A[g + 8, q], A[g, q + 4],
+    A[g + 8, q + 4]), and B as pairs of n-tiles, lane L's 16 bytes (b0, b1) of the even tile then the odd
+    one (b0 = B[q, g], b1 = B[q + 4, g]); a warp's 128-bit reads are conflict-free (8 lanes a phase, 128
+    consecutive bytes). Odd NN: B as single n-tiles, 8 bytes per lane (two 32-bit loads). The MMA tile's
+    rows are the block's filter rows with bits 0 and 3 of the row index swapped (row g + 8 h of an m-tile
+    is filter 2 (g // 2) + 8 (g % 2) + h), and likewise its columns (paired n-tiles only); the store of
+    the outputs undoes it. The staging stores each value where its fragment wants it (``slot_a`` /
+    ``slot_b``): with NT / k_b a power of two, a thread's rows r0 + RSTEP ll split into disjoint bits, so
+    each store is a per-thread base plus a constant. Why the swap: at the default 128 threads and k_b =
+    16, a warp stores k = 0-15 of two adjacent rows r0 = 2w, 2w + 1 per instruction; swapped, the two rows
+    are elements 0 and 1 (B: 1 and 2) of a 16-byte chunk instead of lanes 16 floats apart, and with slices
+    8 (m_b + 2) floats apart (16 banks of padding) the two slices land on opposite bank halves: 32
+    distinct banks, against 16 banks twice unswapped and unpadded.
+
+    **Rows** (``fragments="rows"``): the FP32 kernel's staged layout ``As[kk][m]``, ``Bs[kk][n]``, rows of
+    ``m_b + 4`` / ``n_b + 4`` floats, kappa read from stage row ``2 kappa`` (kappa < 4) or ``2 (kappa - 4)
+    + 1`` (a lane's k = q and q + 4 are rows 2q and 2q + 1, 8 banks apart: conflict-free)."""
     WM, WN = warp_grid(m_b, n_b, NT)
     MT = m_b // WM // 16
     NN = n_b // WN // 8
-    NAF, NBF = 4 * MT, 2 * NN
+    NBF = 2 * NN
     K8 = k_b // 8
+    CK = k_b if opts.chain_k is None else opts.chain_k
+    if opts.fragments not in TC_FRAGMENTS:
+        raise ValueError(f"fragments={opts.fragments!r} is not allowed (allowed: {', '.join(TC_FRAGMENTS)})")
+    if CK % 8 or k_b % CK:
+        raise ValueError(f"chain_k={opts.chain_k} is not allowed with k_b={k_b}: a multiple of 8 dividing k_b")
+    CH = CK // 8
+    PACKED = opts.fragments == "packed"
+    if PACKED and not _is_pow2(RSTEP):
+        raise ValueError(f"fragments='packed' needs threads / k_b a power of two (here {NT} / {k_b})")
+    PAIR = NN % 2 == 0
     IX = int32
+    A_SL, B_SL = 8 * AS, 8 * BS                        # floats per 8-k slice of a stage
+    if PACKED:
+        a_lane, b_lane = 4, (4 if PAIR else 2)         # floats per lane per chunk
+        a_warp, b_warp = MT * 128, NN * 64             # floats between warps' first chunks
+        b_chunk = 128 if PAIR else 64
 
     @cuda.jit(device=True)
     def lane_bases(tid):
-        """(A's, B's) offset of this lane's first fragment in a stage: row 2q (its k = q), column g of its
-        warp's first tile."""
+        """(A's, B's) offset of this lane's first fragment in a stage (slice 0, its warp's first tile)."""
         warp = IX(tid // 32)
         lane = IX(tid - warp * 32)
         g = IX(lane // 4)
         q = IX(lane - g * 4)
         wm = IX(warp // WN)
         wn = IX(warp - wm * WN)
+        if PACKED:
+            return IX(wm * a_warp + lane * a_lane), IX(wn * b_warp + lane * b_lane)
         return IX(2 * q * AS + wm * (MT * 16) + g), IX(2 * q * BS + wn * (NN * 8) + g)
 
+    # ---- the staging's slots: a per-thread base plus a constant per staged row (docstring) ----
     @cuda.jit(device=True)
-    def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):
-        """One stage's MMAs: K8 slices of 8 k; ``fa``/``fb``: uint32 big halves, then small halves."""
-        pa = IX(buf * A_ST + a_thr)
-        pb = IX(B0 + buf * B_ST + b_thr)
-        for k8 in range(K8):
-            for mt in range(MT):
-                p = IX(pa + k8 * (8 * AS) + mt * 16)
-                fa[4 * mt], fa[NAF + 4 * mt] = split_tf32_trunc(load1(smem, p))
-                fa[4 * mt + 1], fa[NAF + 4 * mt + 1] = split_tf32_trunc(load1(smem, IX(p + 8)))
-                fa[4 * mt + 2], fa[NAF + 4 * mt + 2] = split_tf32_trunc(load1(smem, IX(p + AS)))
-                fa[4 * mt + 3], fa[NAF + 4 * mt + 3] = split_tf32_trunc(load1(smem, IX(p + (AS + 8))))
+    def stage_bases(kk, r0):
+        """(A's, B's) slot in a stage of this thread's staged k row kk and first row r0."""
+        if not PACKED:
+            return IX(kk * AS + r0), IX(kk * BS + r0)
+        s = IX(kk >> 3)
+        q = IX(kk & 3)
+        h = IX((kk >> 2) & 1)
+        a = IX(s * A_SL + q * 4 + h * 2 + (r0 >> 4) * 128 + ((r0 & 6) | ((r0 >> 3) & 1)) * 16 + (r0 & 1))
+        if PAIR:
+            b = IX(s * B_SL + q * 4 + h + (r0 >> 4) * 128 + ((r0 & 6) | ((r0 >> 3) & 1)) * 16 + (r0 & 1) * 2)
+        else:
+            b = IX(s * B_SL + q * 2 + h + (r0 >> 3) * 64 + (r0 & 7) * 8)
+        return a, b
+
+    @cuda.jit(device=True)
+    def slot_a(d, ll):
+        """Stage offset of this thread's staged filter row r0 + RSTEP ll (``d``: ``stage_bases``' A)."""
+        c = IX(ll * RSTEP)
+        if not PACKED:
+            return IX(d + c)
+        return IX(d + (c >> 4) * 128 + ((c & 6) | ((c >> 3) & 1)) * 16 + (c & 1))
+
+    @cuda.jit(device=True)
+    def slot_b(d, ll):
+        """Stage offset of this thread's staged pixel r0 + RSTEP ll (``d``: ``stage_bases``' B)."""
+        c = IX(ll * RSTEP)
+        if not PACKED:
+            return IX(d + c)
+        if PAIR:
+            return IX(d + (c >> 4) * 128 + ((c & 6) | ((c >> 3) & 1)) * 16 + (c & 1) * 2)
+        return IX(d + (c >> 3) * 64 + (c & 7) * 8)
+
+    # ---- the micro-kernel, written out ----
+    def a_reads(s, mt):
+        """[(expression, ...)] reading a0..a3 of slice s, m-tile mt (source lines, names a{i})."""
+        if PACKED:
+            return [f"a0, a1, a2, a3 = load4(smem, pa + {s * A_SL + mt * a_lane * 32})"]
+        base = s * A_SL + mt * 16
+        return [f"a{i} = load1(smem, pa + {base + off})" for i, off in enumerate((0, 8, AS, AS + 8))]
+
+    def b_reads(s):
+        """Source lines reading b_{nn}_{h} of slice s for the warp's NN n-tiles."""
+        out = []
+        if PACKED and PAIR:
+            for j in range(NN // 2):
+                out.append(f"b_{2 * j}_0, b_{2 * j}_1, b_{2 * j + 1}_0, b_{2 * j + 1}_1 = "
+                           f"load4(smem, pb + {s * B_SL + j * b_chunk})")
+        elif PACKED:
             for nn in range(NN):
-                p = IX(pb + k8 * (8 * BS) + nn * 8)
-                fb[2 * nn], fb[NBF + 2 * nn] = split_tf32_trunc(load1(smem, p))
-                fb[2 * nn + 1], fb[NBF + 2 * nn + 1] = split_tf32_trunc(load1(smem, IX(p + BS)))
-            for mt in range(MT):
-                for nn in range(NN):
-                    o = (mt * NN + nn) * 4
-                    a = 4 * mt
-                    b = 2 * nn
-                    d0, d1, d2, d3 = mma_tf32(fa[NAF + a], fa[NAF + a + 1], fa[NAF + a + 2], fa[NAF + a + 3],
-                                              fb[b], fb[b + 1], ZERO, ZERO, ZERO, ZERO)
-                    d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[NBF + b], fb[NBF + b + 1],
-                                              d0, d1, d2, d3)
-                    d0, d1, d2, d3 = mma_tf32(fa[a], fa[a + 1], fa[a + 2], fa[a + 3], fb[b], fb[b + 1],
-                                              d0, d1, d2, d3)
-                    acc[o] += d0
-                    acc[o + 1] += d1
-                    acc[o + 2] += d2
-                    acc[o + 3] += d3
+                for h in range(2):
+                    out.append(f"b_{nn}_{h} = load1(smem, pb + {s * B_SL + nn * b_chunk + h})")
+        else:
+            for nn in range(NN):
+                for h in range(2):
+                    out.append(f"b_{nn}_{h} = load1(smem, pb + {s * B_SL + nn * 8 + h * BS})")
+        return out
+
+    L = ["def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):",
+         f"    pa = int64(int32(buf * {A_ST} + a_thr))",
+         f"    pb = int64(int32({B0} + buf * {B_ST} + b_thr))"]
+    for grp in range(K8 // CH):
+        slices = range(grp * CH, grp * CH + CH)
+        for s in slices:
+            L += ["    " + x for x in b_reads(s)]
+            for nn in range(NN):
+                for h in range(2):
+                    L.append(f"    bh{s}_{nn}_{h}, bl{s}_{nn}_{h} = split(b_{nn}_{h})")
+        for mt in range(MT):
+            for s in slices:
+                L += ["    " + x for x in a_reads(s, mt)]
+                for i in range(4):
+                    L.append(f"    ah{s}_{i}, al{s}_{i} = split(a{i})")
+            for nn in range(NN):
+                d = "ZERO, ZERO, ZERO, ZERO"
+                for s in slices:
+                    ah = ", ".join(f"ah{s}_{i}" for i in range(4))
+                    al = ", ".join(f"al{s}_{i}" for i in range(4))
+                    bh = f"bh{s}_{nn}_0, bh{s}_{nn}_1"
+                    bl = f"bl{s}_{nn}_0, bl{s}_{nn}_1"
+                    for x, y in ((al, bh), (ah, bl), (ah, bh)):
+                        L.append(f"    d0, d1, d2, d3 = mma({x}, {y}, {d})")
+                        d = "d0, d1, d2, d3"
+                o = (mt * NN + nn) * 4
+                L += [f"    acc[{o + i}] += d{i}" for i in range(4)]
+    scope = {"int32": int32, "int64": int64, "load1": load1, "load4": load4, "split": split_tf32_trunc,
+             "mma": mma_tf32, "ZERO": ZERO}
+    exec(compile("\n".join(L), f"<im2win 3xtf32 multiply k_b={k_b} {opts}>", "exec"), scope)  # noqa: S102
+    multiply = cuda.jit(device=True)(scope["multiply"])
 
     @cuda.jit(device=True)
     def store_tile(y, acc, tid, m0, n0, M, NPQ, PQ):
@@ -264,7 +384,10 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
         wn = IX(warp - wm * WN)
         obase = cuda.local.array(NBF, int32)
         for j in range(NBF):
-            n = IX(n0 + wn * (NN * 8) + (j // 2) * 8 + 2 * q + (j % 2))
+            if PACKED and PAIR:     # column bits 0 and 3 swapped (docstring)
+                n = IX(n0 + wn * (NN * 8) + ((j // 2) & ~1) * 8 + (j % 2) * 8 + 2 * q + ((j // 2) & 1))
+            else:
+                n = IX(n0 + wn * (NN * 8) + (j // 2) * 8 + 2 * q + (j % 2))
             ob = IX(-1)
             if n < NPQ:
                 img = IX(n // PQ)
@@ -272,7 +395,10 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
             obase[j] = ob
         for mt in range(MT):
             for h in range(2):
-                m = IX(m0 + wm * (MT * 16) + mt * 16 + g + 8 * h)
+                if PACKED:          # row bits 0 and 3 swapped (docstring)
+                    m = IX(m0 + wm * (MT * 16) + mt * 16 + (g & 6) + 8 * (g & 1) + h)
+                else:
+                    m = IX(m0 + wm * (MT * 16) + mt * 16 + g + 8 * h)
                 if m < M:
                     mo = IX(m * PQ)
                     for nn in range(NN):
@@ -280,12 +406,13 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
                             if obase[2 * nn + e] >= 0:
                                 store1(y, IX(obase[2 * nn + e] + mo), EPI(acc[(mt * NN + nn) * 4 + 2 * h + e], m))
 
-    return lane_bases, multiply, store_tile, 2 * NAF, 2 * NBF, (WM, WN)
+    return lane_bases, multiply, store_tile, stage_bases, slot_a, slot_b, (WM, WN)
 
 
 def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: bool = True,
                      prefetch: bool = True, prologue=None, epilogue=None, max_registers: int | None = None,
-                     staging: str = "registers", stages: int = 2, unroll: bool = True, math: str = "fp32"):
+                     staging: str = "registers", stages: int = 2, unroll: bool = True, math: str = "fp32",
+                     tc: TcOptions | None = None):
     """The tiled im2win convolution kernel ``conv(J, w, y, prm, koff)`` (module docstring). ``max_registers``:
     a cap on the registers per thread the compiler may use (None: ``register_cap(threads)``, the rule that
     leaves room for at least two blocks and 12 warps per SM; 255: no cap; ignored by the CUDA simulator).
@@ -295,7 +422,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     outer-product micro-kernel on the FP32 pipe) or ``"3xtf32"`` (m16n8k8 TF32 MMAs by the 3xTF32 split,
     FP32-accurate: ``_make_tc_parts``; the same staging, grid, threads and hooks; the thread tile m_t x n_t
     only fixes the thread count, and needs NT a multiple of 32, k_b of 8 and a warp grid of whole 16 x 8
-    tiles). Raises KernelInputError (one line) for a layout it cannot tile."""
+    tiles; ``tc``: its ``TcOptions``, None: the defaults). Raises KernelInputError (one line) for a layout it
+    cannot tile."""
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise KernelInputError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
@@ -325,7 +453,12 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
     if max_registers is None:
         max_registers = register_cap(NT)
     STAGES = stages if ASYNC else (2 if prefetch else 1)
-    AS, BS = m_b + PAD, n_b + PAD
+    TC_OPTS = tc if tc is not None else TcOptions()
+    if TC and not isinstance(TC_OPTS, TcOptions):
+        raise KernelInputError(f"tc={tc!r} is not allowed: None or a TcOptions")
+    RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
+    # the 3xTF32 build's packed fragments: 8-k slices of 8 (m_b + 2) / 8 (n_b + 2) floats (``_make_tc_parts``)
+    AS, BS = (m_b + 2, n_b + 2) if TC and TC_OPTS.fragments == "packed" else (m_b + PAD, n_b + PAD)
     A_ST, B_ST = k_b * AS, k_b * BS
     B0 = STAGES * A_ST
     SMEM = STAGES * (A_ST + B_ST)
@@ -333,7 +466,6 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         raise KernelInputError(f"m_b={m_b}, n_b={n_b}, k_b={k_b} with {STAGES} stages need {4 * SMEM:,} bytes of "
                                f"shared memory: at most {MAX_STATIC_SHARED_BYTES:,} are allowed (static)")
     LA, LB = -(-m_b * k_b // NT), -(-k_b * n_b // NT)
-    RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
     A_EXACT = LA * RSTEP == m_b         # every staged filter row inside the tile (no row test)
     B_EXACT = LB * RSTEP == n_b
     MG, MSP, MQ = _fragment(m_t, m_b)
@@ -375,30 +507,30 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             rb[ll] = val
 
     @cuda.jit(device=True)
-    def registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, buf):
+    def registers_to_stage(smem, ra, rb, r0, dst, buf):
         for ll in range(IX(LA)):
             if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
-                store1(smem, IX(buf * A_ST + a_dst + ll * RSTEP), ra[ll])
+                store1(smem, IX(buf * A_ST + slot_a(dst[0], ll)), ra[ll])
         for ll in range(IX(LB)):
             if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
-                store1(smem, IX(B0 + buf * B_ST + b_dst + ll * RSTEP), rb[ll])
+                store1(smem, IX(B0 + buf * B_ST + slot_b(dst[1], ll)), rb[ll])
 
     @cuda.jit(device=True)
-    def stage_async(smem, J, w, abase, nbase, koff, k, KD, KDP, r0, a_dst, b_dst, slot):
+    def stage_async(smem, J, w, abase, nbase, koff, k, KD, KDP, r0, dst, slot):
         """cp.async of this thread's filter and window values at GEMM row k into ring slot ``slot``,
         zero-filled outside the filters, the pixels and C*R*S (not committed)."""
         kk_ok = k < KD
         a_off = koff[k]
         b_off = koff[KDP + k]
         for ll in range(IX(LA)):
-            d = IX(a_dst + ll * RSTEP)
+            d = slot_a(dst[0], ll)
             if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
                 if kk_ok and abase[ll] >= 0:
                     cp_async4(smem, IX(slot * A_ST + d), w, IX(abase[ll] + a_off), 4)
                 else:
                     cp_async4(smem, IX(slot * A_ST + d), w, 0, 0)
         for ll in range(IX(LB)):
-            d = IX(b_dst + ll * RSTEP)
+            d = slot_b(dst[1], ll)
             if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
                 if kk_ok and nbase[ll] >= 0:
                     cp_async4(smem, IX(B0 + slot * B_ST + d), J, IX(nbase[ll] + b_off), 4)
@@ -458,15 +590,30 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                         if obase[j] >= 0:
                             store1(y, IX(obase[j] + mo), EPI(acc[i * n_t + j], m))
 
+    @cuda.jit(device=True)
+    def stage_bases_fp32(kk, r0):
+        """This thread's first staged slot in a stage, A's and B's."""
+        return IX(kk * AS + r0), IX(kk * BS + r0)
+
+    @cuda.jit(device=True)
+    def slot_a_fp32(d, ll):
+        return IX(d + ll * RSTEP)
+
+    @cuda.jit(device=True)
+    def slot_b_fp32(d, ll):
+        return IX(d + ll * RSTEP)
+
     if TC:
         try:
-            lane_bases, multiply, store_tile, FA, FB, WARPS = _make_tc_parts(m_b, n_b, k_b, NT, AS, BS, A_ST, B_ST,
-                                                                             B0, EPI)
+            lane_bases, multiply, store_tile, stage_bases, slot_a, slot_b, WARPS = _make_tc_parts(
+                m_b, n_b, k_b, NT, AS, BS, A_ST, B_ST, B0, EPI, RSTEP, TC_OPTS)
         except ValueError as exc:
             raise KernelInputError(f"math='3xtf32': {exc}") from None
+        FA = FB = 1                 # the micro-kernel's fragments are its own locals
         FRAG = uint32
     else:
         lane_bases, store_tile, FA, FB, WARPS, FRAG = lane_bases_fp32, store_tile_fp32, m_t, n_t, None, float32
+        stage_bases, slot_a, slot_b = stage_bases_fp32, slot_a_fp32, slot_b_fp32
         multiply = _make_multiply(k_b, AS, BS, A_ST, B_ST, B0, frag_a, frag_b, outer, unroll)
 
     jit = cuda.jit(max_registers=max_registers) if max_registers and not numba_config.ENABLE_CUDASIM else cuda.jit
@@ -499,8 +646,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             acc[q] = ZERO
         kk_lane = IX(tid % k_b)
         r0 = IX(tid // k_b)
-        a_dst = IX(kk_lane * AS + r0)          # this thread's first staged slot in a stage (A, then B)
-        b_dst = IX(kk_lane * BS + r0)
+        dst = stage_bases(kk_lane, r0)         # this thread's staged slots' bases in a stage (slot_a, slot_b)
         # Per staged filter row: w's flat index of its row (-1: outside the tile or M); per staged pixel:
         # J's flat index of its window start at channel 0 (-1: outside the tile or N*P*Q).
         for ll in range(IX(LA)):
@@ -525,14 +671,14 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         if ASYNC:
             for st in range(STAGES - 1):        # the ring's first stages in flight
                 if st < steps:
-                    stage_async(smem, J, w, abase, nbase, koff, IX(st * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst, st)
+                    stage_async(smem, J, w, abase, nbase, koff, IX(st * k_b + kk_lane), KD, KDP, r0, dst, st)
                 cp_async_commit()
             for s in range(steps):
                 wait_ring()                     # this thread's copies of step s have landed ...
                 cuda.syncthreads()              # ... and everyone's; slot (s-1) % STAGES is read by no one
                 nxt = IX(s + (STAGES - 1))
                 if nxt < steps:
-                    stage_async(smem, J, w, abase, nbase, koff, IX(nxt * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst,
+                    stage_async(smem, J, w, abase, nbase, koff, IX(nxt * k_b + kk_lane), KD, KDP, r0, dst,
                                 IX(nxt % STAGES))
                 cp_async_commit()
                 multiply(smem, acc, fa, fb, IX(s % STAGES), a_thr, b_thr)
@@ -541,7 +687,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                 stage_fast(ra, rb, J, w, abase, nbase, koff, kk_lane, KDP)
             else:
                 stage_checked(ra, rb, J, w, abase, nbase, koff, kk_lane, KD, KDP)
-            registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
+            registers_to_stage(smem, ra, rb, r0, dst, 0)
             cuda.syncthreads()
             for s in range(steps):
                 more = IX(s + 1) < steps
@@ -555,7 +701,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                             stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
                     multiply(smem, acc, fa, fb, buf, a_thr, b_thr)
                     if more:    # the other stage: last read in step s-1, which ended with a barrier
-                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, IX(1 - buf))
+                        registers_to_stage(smem, ra, rb, r0, dst, IX(1 - buf))
                     cuda.syncthreads()
                 else:
                     multiply(smem, acc, fa, fb, 0, a_thr, b_thr)
@@ -565,14 +711,15 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                             stage_fast(ra, rb, J, w, abase, nbase, koff, k, KDP)
                         else:
                             stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
-                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
+                        registers_to_stage(smem, ra, rb, r0, dst, 0)
                         cuda.syncthreads()
         store_tile(y, acc, tid, m0, n0, M, NPQ, PQ)
 
     conv.threads = NT
     conv.shared_bytes = 4 * SMEM
     conv.layout = dict(m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, vector=VEC, prefetch=bool(prefetch),
-                       max_registers=max_registers, staging=staging, stages=STAGES, math=math, warps=WARPS)
+                       max_registers=max_registers, staging=staging, stages=STAGES, math=math, warps=WARPS,
+                       tc=TC_OPTS if TC else None)
     return conv
 
 
