@@ -268,10 +268,13 @@ def calibrate_im2win(spec: GPUSpec, rows: list[dict[str, Any]], meta: dict[str, 
                      log=None) -> tuple[GPUSpec, dict[str, Any]]:
     """``fit_im2win`` on the rows of ``experiments.benchmarks.im2win_calibration`` (its CSV's rows and its JSON's
     ``meta``: device, date, kernels' commit), the spec's description noting what was fitted where. What
-    ``megasim calibrate --algo im2win --from-measurements CSV`` runs."""
+    ``megasim calibrate --algo im2win --from-measurements CSV`` runs. The description keeps the notes of earlier
+    fits of other cost names (e.g. the im2col kinds fitted on a spec whose im2win kinds were fitted before)."""
     device, date = str(meta.get("device", "unknown GPU")), str(meta.get("date_utc", ""))
     new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=max_evals, log=log)
     note = (f"; im2win kinds ({', '.join(report['cost_names'])}) fitted on {device} {date[:10]} from each kernel timed "
             f"alone (megasim.algorithms.im2win.calibration, kernels of {str(meta.get('kernels_commit') or meta.get('git_sha'))[:7]})")
-    description = new.description.split("; im2win kinds")[0] + note
+    head, *notes = new.description.split("; im2win kinds")
+    kept = [n for n in notes if not set(n.split(")")[0].strip(" (").split(", ")) <= set(report["cost_names"])]
+    description = head + "".join("; im2win kinds" + n for n in kept) + note
     return dataclasses.replace(new, description=description), report
