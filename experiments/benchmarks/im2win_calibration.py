@@ -1,12 +1,14 @@
 """Each im2win kernel, and each step of the im2col + cuBLAS baseline, timed ALONE on calibration problems
 that are not the bench's 12 layers (what ``megasim.algorithms.im2win.calibration`` fits the task kinds
-``im2win_transform``, ``im2win_conv``, ``im2win_conv@VARIANT``, ``im2col_transform`` and ``im2col_gemm`` on), and, with ``--tiles``, the tiled kernel's build choices timed on the bench
+``im2win_transform``, ``im2win_conv``, ``im2win_conv@VARIANT``, ``im2col_transform``, ``im2col_gemm`` and
+``naive_direct`` on), and, with ``--tiles``, the tiled kernel's build choices timed on the bench
 layers (how the default tile and staging were chosen; never fitted).
 
 **Kinds** (``--kinds``, default on): per problem of ``megasim.algorithms.im2win.calibration.CAL_PROBLEMS``
 and per case of ``calibration_cases`` (the transform; the optimized kernel at each filter tile of
 ``CAL_TILES``; every variant of the ablation at its default tile; torch's ``unfold`` and its ``matmul`` on an
-im2col matrix made before; ``--cost-names`` keeps the cases of the cost names given): the window tensor is
+im2col matrix made before; the naive direct convolution, ``naive_direct``; ``--cost-names`` keeps the cases
+of the cost names given): the window tensor is
 written once, then ``--inner`` launches of the kind's kernel alone are enqueued back to back between CUDA
 events (``time_cuda_queued``), median of ``--repeats`` samples. The conv output is checked against torch's
 float64 convolution (``rel_err``; above 1e-4 the row is marked).
@@ -31,7 +33,7 @@ Writes ``DIR/im2win_calibration.csv`` / ``.json`` and ``DIR/im2win_tiles.csv`` /
 versions, git SHA, date); DIR defaults to ``$OUT``.
 
     bash gpu/on_device.sh python3 -m experiments.benchmarks.im2win_calibration [--tiles] [--no-kinds]
-        [--cost-names im2col_transform im2col_gemm]
+        [--cost-names im2col_transform im2col_gemm naive_direct]
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from megasim.algorithms.im2win.calibration import IM2COL_KINDS
+from megasim.algorithms.im2win.calibration import IM2COL_KINDS, NAIVE_DIRECT
 
 TOL = 1e-4
 # (m_b, n_b, k_b, m_t, n_t, max_registers, staging, unroll); max_registers None: the rule (register_cap), 255:
@@ -95,6 +97,29 @@ def im2col_row(torch, row: dict, p, xt, wt, ref, repeats: int, inner: int) -> di
     return row
 
 
+def naive_direct_row(torch, row: dict, p, xt, wt, ref, repeats: int, inner: int) -> dict:
+    """``row`` with the time of the naive direct convolution's launch alone (the bench's ``direct``), its output
+    checked against float64."""
+    from numba import cuda
+
+    from gpu.kernels.im2win.direct import DIRECT_THREADS, direct_blocks, direct_kernel, direct_params
+    from gpu.runtime.timing import time_cuda_queued
+    try:
+        y = torch.empty((p.n, p.k, p.out_h, p.out_w), device="cuda")
+        args = (cuda.as_cuda_array(xt), cuda.as_cuda_array(wt), cuda.as_cuda_array(y), cuda.to_device(direct_params(p)))
+        configured = direct_kernel[direct_blocks(p), DIRECT_THREADS]
+        configured(*args)
+        torch.cuda.synchronize()
+        row["rel_err"] = _err(torch, y, ref)
+        row["median_ms"] = time_cuda_queued(lambda _i: configured(*args), inner=inner, warmup=2,
+                                            repeats=repeats).median_ms
+        if row["rel_err"] > TOL:
+            row["status"] = "failed: rel_err"
+    except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        row["status"] = f"error: {type(exc).__name__}: {exc}"[:200]
+    return row
+
+
 def kind_rows(torch, cuda, repeats, inner, log, cost_names=None) -> list[dict]:
     from gpu import im2win
     from gpu.runtime.timing import time_cuda_queued
@@ -115,8 +140,9 @@ def kind_rows(torch, cuda, repeats, inner, log, cost_names=None) -> list[dict]:
             row = {k: case.get(k) for k in ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t",
                                             "n_t", "staging", "max_registers")}
             row.update(regs="", median_ms=math.nan, rel_err=math.nan, status="ok")
-            if case["kind"] in IM2COL_KINDS:
-                rows.append(im2col_row(torch, row, p, xt, wt, ref, repeats, inner))
+            if case["kind"] in (*IM2COL_KINDS, NAIVE_DIRECT):
+                step = im2col_row if case["kind"] in IM2COL_KINDS else naive_direct_row
+                rows.append(step(torch, row, p, xt, wt, ref, repeats, inner))
                 log(f"{row['cost_name']:26s} {text:44s} {row['median_ms']:9.4f} ms err {row['rel_err']:.1e} "
                     f"{row['status']}")
                 continue

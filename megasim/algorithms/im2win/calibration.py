@@ -16,7 +16,11 @@ batch 4-64, so grids of under one wave to hundreds of waves. Its rows (``calibra
   bench runs them (torch ``unfold``; ``matmul`` of the filter matrix by an im2col matrix made before). The
   plug-in ``im2col_gemm`` lowers cuBLAS's batched SGEMM to its own tiles (``Im2colParams``' defaults),
   not to the tiles cuBLAS picks per shape, so the fitted fields describe cuBLAS's kernels through that
-  tiling: an effective efficiency, readiness and per-block costs, not a model of cuBLAS's code.
+  tiling: an effective efficiency, readiness and per-block costs, not a model of cuBLAS's code;
+- ``naive_direct``: the paper's naive direct convolution (``gpu.kernels.im2win.direct``, the bench's
+  ``direct``): its compute efficiency, one block's readiness, a latency per tap of a thread's chain of
+  C*R*S dependent multiply-adds (``ns_per_step``), a fixed time per block and per launch, one block's DRAM
+  rate.
 
 ``fit_im2win(spec, rows)`` lowers every case exactly as a prediction lowers it
 (``megasim.algorithms.im2win.lowering``), cuts the kind's launch out (``megasim.calibration.cases.kind_subgraph``),
@@ -45,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from megasim.algorithms.im2win.lowering import conv_cost_name, conv_kind, lower_im2win
+from megasim.algorithms.im2win.lowering import conv_cost_name, conv_kind, lower_im2win, lower_naive_direct
 from megasim.algorithms.im2win.tiling import DEFAULT_STAGING, NO_MICROKERNEL_TILE, Im2winTiling, default_m_b
 from megasim.calibration.measurements import measured_time
 from megasim.errors import SpecError
@@ -92,6 +96,8 @@ TRANSFORM_FREE = ("ns_per_other_op", "block_dram_bw_gbps", "launch_fixed_ns")
 # torch's unfold (lowering._im2col_transform): its threads' R*S copies one after another (a latency per copy),
 # the grid's empty blocks (a fixed time per block), per element, per block's DRAM rate, per launch (an image)
 IM2COL_TRANSFORM_FREE = ("ns_per_other_op", "ns_per_step", "fixed_ns", "block_dram_bw_gbps", "launch_fixed_ns")
+NAIVE_DIRECT_FREE = ("compute_efficiency", "block_sm_ready", "ns_per_step", "launch_fixed_ns", "fixed_ns",
+                     "block_dram_bw_gbps")
 BOUNDS = {"compute_efficiency": (0.01, 1.0), "block_sm_ready": (0.02, 1.0), "ns_per_step": (0.0, 20_000.0),
           "launch_fixed_ns": (0.0, 100_000.0), "ns_per_other_op": (1e-7, 1.0), "block_dram_bw_gbps": (1.0, 1000.0),
           "memory_overlap": (0.01, 1.0), "fixed_ns": (0.0, 200_000.0),
@@ -104,6 +110,8 @@ CASE_KEYS = ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_
 
 IM2COL_KINDS = ("im2col_transform", "im2col_gemm")
 TRANSFORM_NAMES = ("im2win_transform", "im2col_transform")
+NAIVE_DIRECT = "naive_direct"
+OWN_KINDS = (*IM2COL_KINDS, NAIVE_DIRECT)      # kinds whose cost name is the kind
 
 
 def calibration_cases() -> list[dict[str, Any]]:
@@ -111,7 +119,7 @@ def calibration_cases() -> list[dict[str, Any]]:
     out = []
     for text in CAL_PROBLEMS:
         base = dict(problem=text, n_b=None, k_b=None, m_t=None, n_t=None, max_registers=None)
-        for kind in IM2COL_KINDS:
+        for kind in OWN_KINDS:
             out.append({**base, "kind": kind, "cost_name": kind, "variant": "optimized", "m_b": None, "staging": None})
         out.append({**base, "kind": "im2win_transform", "cost_name": "im2win_transform", "variant": "optimized",
                     "m_b": None, "staging": None})
@@ -154,6 +162,8 @@ def case_graph(row: dict[str, Any]):
     """(graph, schedule) of the row's kind alone, lowered as a prediction lowers it."""
     from megasim.calibration.cases import kind_subgraph
     problem = parse_layer(row["problem"])
+    if row["kind"] == NAIVE_DIRECT:
+        return lower_naive_direct(problem)
     if row["kind"] in IM2COL_KINDS:
         graph, schedule = lower_im2win(problem, im2col_tiling(row), "im2col")
     else:
@@ -184,7 +194,7 @@ def fit_cost(spec: GPUSpec, name: str, graphs, measured_us, max_evals: int = 60)
     """The free fields of cost name ``name`` fitted on its graphs (see the module docstring)."""
     from megasim.calibration.fit import fit_log_times
     free = {"im2win_conv@basic": BASIC_FREE, "im2win_transform": TRANSFORM_FREE,
-            "im2col_transform": IM2COL_TRANSFORM_FREE}.get(name, CONV_FREE)
+            "im2col_transform": IM2COL_TRANSFORM_FREE, NAIVE_DIRECT: NAIVE_DIRECT_FREE}.get(name, CONV_FREE)
     starts = {**START, **(BASIC_START if name == "im2win_conv@basic" else {})}
     base = TaskCost(compute_efficiency=1.0 if name in TRANSFORM_NAMES else 0.4)
     fit = fit_log_times(base, free, BOUNDS, starts, LINEAR, lambda cost: simulated_us(spec, name, cost, graphs),
@@ -197,7 +207,7 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
     (checked before the fit): a kind the fit knows, a problem that parses, a variant, tile fields empty or
     positive integers, median_ms empty or a finite number > 0."""
     from megasim.algorithms.im2win.tiling import VARIANTS
-    kinds = {"im2win_transform", *IM2COL_KINDS, *(conv_kind(v) for v in VARIANTS)}
+    kinds = {"im2win_transform", *OWN_KINDS, *(conv_kind(v) for v in VARIANTS)}
     for line, r in enumerate(rows, start=2):        # line 1 is the header
         where = f"{origin} line {line}"
         if r.get("kind") not in kinds:
@@ -223,7 +233,7 @@ def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any
     for r in rows:
         t = float(r.get("median_ms") or math.nan)
         if str(r.get("status", "ok")) == "ok" and math.isfinite(t) and t >= floor_ms:
-            if r["kind"] in ("im2win_transform", *IM2COL_KINDS):
+            if r["kind"] in ("im2win_transform", *OWN_KINDS):
                 name = r["kind"]
             elif (r.get("staging") or DEFAULT_STAGING) != DEFAULT_STAGING:
                 name = f"im2win_conv@{r['staging']}"       # another build: kept, priced by no plan

@@ -387,3 +387,46 @@ def _im2col_gemm_tasks(g: _Graph, problem: ConvProblem, tiling: Im2winTiling, co
                     _output_access(p, ids, out_region, m0, m_here, n0, n_here))
 
     g.add_tasks(kid, nb, mt, 2.0 * m_here * n_here * kdim, 0.0, -(-kdim // tiling.k_b), accesses)
+
+
+# The paper's naive direct convolution (gpu/kernels/im2win/direct.py: DIRECT_THREADS threads a block)
+NAIVE_DIRECT_THREADS = 256
+NAIVE_DIRECT_REGISTERS = 32
+
+
+def lower_naive_direct(problem: ConvProblem) -> tuple[TaskGraph, Schedule]:
+    """The naive direct convolution the im2win paper compares with (``gpu.kernels.im2win.direct``): one thread
+    per output ``y[n, k, p, q]`` in flat NCHW order, blocks of ``NAIVE_DIRECT_THREADS``, each thread looping
+    over c, r, s with one multiply-add per tap into one accumulator (``serial_steps`` C*R*S: the chain of
+    dependent adds, each after its two loads), reading x and w through the caches. One launch. A block's
+    FLOPs are its outputs' ``2 C R S``; it reads its filters' rows (a part per filter), the input rows its
+    output rows need, every channel (the input's parts here are rows of all channels: one range), and
+    writes its outputs (a part per (image, filter) plane)."""
+    p = problem
+    pq, kdim = p.out_h * p.out_w, p.c * p.r * p.s
+    total = p.n * p.k * pq
+    g = _Graph()
+    in_region = [g.add_region("input", p.h, p.c * p.w * FLOAT_BYTES) for _ in range(p.n)][0]   # a part per row
+    f_region = g.add_region("filter", p.k, kdim * FLOAT_BYTES)
+    out_region = g.add_region("output", p.n * p.k, pq * FLOAT_BYTES)
+    kid = g.add_kind("naive_direct", NAIVE_DIRECT_THREADS, NAIVE_DIRECT_REGISTERS, 0)
+    blocks = -(-total // NAIVE_DIRECT_THREADS)
+    e0 = np.arange(blocks, dtype=np.int64) * NAIVE_DIRECT_THREADS
+    e1 = np.minimum(e0 + NAIVE_DIRECT_THREADS, total)
+    which, img, lo, hi = _per_image(e0, e1 - 1, p.k * pq)          # per image a block touches: its outputs
+    k0, k1 = lo // pq, hi // pq
+    oh0 = np.where(k0 == k1, (lo % pq) // p.out_w, 0)
+    oh1 = np.where(k0 == k1, (hi % pq) // p.out_w, p.out_h - 1)
+    y0 = np.clip(oh0 * p.stride - p.padding, 0, p.h - 1)
+    y1 = np.clip(oh1 * p.stride - p.padding + p.r, y0 + 1, p.h)      # input rows [y0, y1)
+
+    def accesses(ids):
+        t = ids[which]
+        return _cat(_acc(t, f_region, k0, k1 + 1, (k1 - k0 + 1) * kdim * FLOAT_BYTES, False),
+                    _acc(t, in_region + img, y0, y1, (y1 - y0) * p.c * p.w * FLOAT_BYTES, False),
+                    _acc(t, out_region, img * p.k + k0, img * p.k + k1 + 1, (hi - lo + 1) * FLOAT_BYTES, True))
+
+    count = (e1 - e0).astype(np.float64)
+    g.add_tasks(kid, np.zeros(blocks), np.arange(blocks), 2.0 * count * kdim, 0.0, float(kdim), accesses)
+    graph = g.build({"method": "naive_direct", "problem": p.spec_string(), "extra_bytes": {}})
+    return graph, Schedule("kernel", (Launch(np.arange(blocks), name="naive_direct"),), {"method": "naive_direct"})

@@ -4,7 +4,9 @@
 Alg. 3 (or a variant of the paper's ablation: ``variant=basic|no_microkernel|no_vector|no_prefetch``).
 ``im2col_gemm``: the im2col matrix, then a batched GEMM tiled the same way (the model of
 torch ``unfold`` + ``matmul``; it has no kernel table of its own: the GPU side measures torch).
-The sparse family's ``direct`` is the dense direct convolution these are compared with.
+``naive_direct``: the paper's naive direct convolution (one thread per output, every tap from global
+memory: ``gpu.kernels.im2win.direct``, the bench's ``direct``; any filter size). The sparse family's
+``direct`` is another, tiled dense direct convolution (at most 36 window elements per channel).
 
 Both lower to two launches (``megasim.algorithms.im2win.lowering``): transform, then convolution.
 Their costs are the GPUSpec's entries for the kinds ``im2win_transform``, ``im2win_conv`` (a
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from megasim.algorithms.base import Algorithm, check_params
-from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, launches, lower_im2win
+from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, launches, lower_im2win, lower_naive_direct
 from megasim.algorithms.im2win.tiling import DEFAULT_M_B_CHOICES, NO_MICROKERNEL_TILE, VARIANTS, Im2winTiling, default_m_b
 from megasim.algorithms.registry import register
 from megasim.errors import MappingError
@@ -166,5 +168,41 @@ class Im2colGemm(_TiledConv):
     method = "im2col"
 
 
+@dataclass(frozen=True)
+class NaiveDirectParams:
+    """The naive direct convolution has no mapping parameters (one thread per output, blocks of 256)."""
+
+    KEYS: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
+class NaiveDirect(Algorithm):
+    """The im2win paper's naive direct convolution (``lowering.lower_naive_direct``); its cost is the
+    GPUSpec's entry ``naive_direct`` (fitted with the im2win kinds: ``megasim calibrate --algo im2win``)."""
+
+    name = "naive_direct"
+    summary = "naive direct convolution: one thread per output, every tap from global memory (the im2win paper's)"
+    params_type = NaiveDirectParams
+    kinds = ("naive_direct",)
+    schedules = ("kernel",)
+
+    def lower(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> TaskGraph:
+        return lower_naive_direct(problem)[0]
+
+    def order(self, graph: TaskGraph, params: Any, schedule: str) -> tuple[Schedule, Any]:
+        """One launch, the blocks in grid order."""
+        import numpy as np
+        from megasim.schedule import Launch
+        return Schedule(schedule, (Launch(np.arange(graph.num_tasks), name="naive_direct"),),
+                        {"method": "naive_direct"}), params
+
+    def footprint(self, problem: ConvProblem, params: Any, schedule: str | None = None) -> dict[str, int]:
+        """Nothing beyond input, filter and output."""
+        return {}
+
+
 IM2WIN = register(Im2win())
 IM2COL_GEMM = register(Im2colGemm())
+NAIVE_DIRECT = register(NaiveDirect())
