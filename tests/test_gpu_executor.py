@@ -57,6 +57,8 @@ def _sparse_inputs(problem: ConvProblem, seed: int):
 def _plan(name: str, schedule: str) -> Plan:
     if name == "winograd":
         return Plan(schedule, SMALL_WINOGRAD if schedule != "fused" else replace(SMALL_WINOGRAD, m=2), name)
+    if name == "naive_direct":
+        return Plan(schedule, ALGORITHMS[name].params_type(), name)
     params = ALGORITHMS[name].params_type(k_tile=ALGORITHMS[name].k_tiles[-2])
     return Plan(schedule, params, name)
 
@@ -85,7 +87,7 @@ def test_every_schedule_runs_through_the_table(name, schedule):
     else:
         x, w = _sparse_inputs(problem, seed)
         y = execute(problem, plan, cuda.to_device(x), cuda.to_device(w), graph=graph, schedule=sched).copy_to_host()
-        pool = plan.params.pool
+        pool = getattr(plan.params, "pool", None)
         ref = (reference_conv2d(x, w, problem.stride, problem.padding) if pool is None else
                reference_conv_relu_maxpool(x, w, problem.stride, problem.padding, pool.size, pool.stride))
     assert table.input_layout in ("NCHW", "NHWC")

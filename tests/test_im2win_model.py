@@ -158,6 +158,24 @@ def test_im2col_calibration_case_runs_every_images_launch():
     assert len(gemm_schedule.launches) == 1 and set(gemm.kind_names[k] for k in gemm.kind) == {"im2col_gemm"}
 
 
+@pytest.mark.parametrize("problem", AWKWARD + [ConvProblem(2, 3, 300, 5, 5, 3, 3, 1, 1)], ids=lambda p: p.spec_string())
+def test_naive_direct_lowering_counts_every_tap_and_output(problem):
+    """One task per 256 outputs (the kernel's grid); FLOPs 2 C R S per output; every output written once; a
+    block reads the rows of its filters and the input rows its outputs need; nothing allocated beyond."""
+    from megasim.algorithms.im2win.lowering import NAIVE_DIRECT_THREADS, lower_naive_direct
+    graph, schedule = lower_naive_direct(problem)
+    outputs = problem.n * problem.k * problem.out_h * problem.out_w
+    assert graph.num_tasks == -(-outputs // NAIVE_DIRECT_THREADS) == schedule.launches[0].order.size
+    assert graph.flops.sum() == pytest.approx(problem.direct_flops, rel=1e-12)
+    assert (graph.serial_steps == problem.c * problem.r * problem.s).all()
+    acc = [a for t in range(graph.num_tasks) for a in _accesses(graph, t)]
+    assert sum(b for name, *_, b, w in acc if w) == 4 * outputs
+    assert all(name == "output" for name, *_, w in acc if w)
+    filters = sum(b for name, *_, b, w in acc if name == "filter")
+    assert 4 * problem.k * problem.c * problem.r * problem.s <= filters
+    assert ALGORITHMS["naive_direct"].footprint(problem, None) == {}
+
+
 def test_prediction_is_deterministic_and_above_its_floors():
     problem, spec = parse_layer("Conv5", batch=8), get_gpu("H100")
     first, plan = predict(problem, spec, Plan(algorithm="im2win"))

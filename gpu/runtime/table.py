@@ -36,7 +36,8 @@ import numpy as np
 
 from gpu.errors import KernelInputError
 
-BUILTIN_TABLES = ("gpu.runtime.winograd_kernels", "gpu.runtime.sparse_kernels", "gpu.runtime.im2win_kernels")
+BUILTIN_TABLES = ("gpu.runtime.winograd_kernels", "gpu.runtime.sparse_kernels", "gpu.runtime.im2win_kernels",
+                  "gpu.runtime.naive_direct_kernels")
 
 
 class PreparedLaunch(Protocol):

@@ -100,6 +100,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     check_options(args.strategy, options, module.OPTIONS, ranges)
     base = Plan.parse(None, args.param, algorithm=args.algo)
     spaces = spaces_of(args.algo)
+    if not spaces:
+        raise InputError(f"--algo {args.algo} has no mapping parameters to search: its one mapping is what "
+                         f"`megasim simulate --algo {args.algo}` predicts")
     if args.space not in spaces:
         raise InputError(f"--space {args.space!r} is not allowed for {args.algo} (allowed: {', '.join(spaces)})")
     check_out_path(args.landscape, "--landscape")
