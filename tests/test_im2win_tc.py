@@ -92,9 +92,10 @@ def test_two_warp_build_matches_float64(p):
     assert _rel_err(y, reference_conv2d(x, w, p.stride, p.padding)) <= FP32_LEVEL
 
 
-@pytest.mark.parametrize("tc", [TcOptions(fragments="rows"), TcOptions(chain_k=8)], ids=["rows", "chain8"])
+@pytest.mark.parametrize("tc", [TcOptions(fragments="rows"), TcOptions(chain_k=None)], ids=["rows", "chain_stage"])
 def test_other_tensor_core_options_match_float64(tc):
-    """The FP32 kernel's staged rows instead of packed fragments; chains of one 8-k slice instead of the stage."""
+    """The FP32 kernel's staged rows instead of packed fragments; MMAs chained over the stage (two 8-k slices)
+    instead of one slice."""
     p = SHAPES[5]
     x, w = _inputs(p, 160)
     kernel, y = _conv(p, "warps2", x, w, tc=tc)

@@ -37,29 +37,33 @@ LAYERS = ("im2win/conv1", "im2win/conv5", "im2win/conv8", "im2win/conv11")
 TC_PEAK_TFLOPS = 494.0 / 3          # H200 dense TF32 tensor-core peak, three MMAs per FP32 product
 DRAM_TBPS = 4.2
 TOL = 1e-4
-# (name, (m_b, n_b, k_b, m_t, n_t), staging, math, TcOptions as (fragments, chain_k) or None: the defaults)
+# (name, (m_b, n_b, k_b, m_t, n_t), staging, math, extra): extra None, or the tensor-core build's TcOptions as
+# tc=(fragments, chain_k) and/or its max_registers (then launched by DirectLaunch)
 BUILDS = (("fp32_default", (64, 128, 16, 8, 8), "registers", "fp32", None),
           ("tc_64x128_k16", (64, 128, 16, 8, 8), "registers", "3xtf32", None),       # 4 warps of 64 x 32
           ("tc_64x128_k8", (64, 128, 8, 8, 8), "registers", "3xtf32", None),
           ("tc_64x128_k16_async", (64, 128, 16, 8, 8), "async", "3xtf32", None),
           ("tc_64x64_k16", (64, 64, 16, 4, 8), "registers", "3xtf32", None),          # 4 warps of 32 x 32
+          ("tc_64x128_w8", (64, 128, 16, 4, 8), "registers", "3xtf32", None),         # 8 warps of 32 x 32
           ("tc_128x64_k16", (128, 64, 16, 8, 8), "registers", "3xtf32", None),        # 4 warps of 32 x 64
           ("tc_128x128_k16", (128, 128, 16, 8, 8), "registers", "3xtf32", None),      # 8 warps of 64 x 32
-          # the micro-kernel's options at the default tile (``gpu.kernels.im2win.conv.TcOptions``)
-          ("tc_rows_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", ("rows", 8)),
-          ("tc_rows_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", ("rows", 16)),
-          ("tc_packed_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", ("packed", 8)),
-          ("tc_packed_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", ("packed", 16)))
-DEFAULT_BUILDS = ("fp32_default", "tc_64x128_k16", "tc_64x128_k16_async", "tc_128x64_k16", "tc_rows_chain8",
-                  "tc_rows_chain16", "tc_packed_chain8")
+          # the micro-kernel's options and register caps (``gpu.kernels.im2win.conv.TcOptions``)
+          ("tc_rows_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", dict(tc=("rows", 8))),
+          ("tc_rows_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", dict(tc=("rows", 16))),
+          ("tc_packed_chain8", (64, 128, 16, 8, 8), "registers", "3xtf32", dict(tc=("packed", 8))),
+          ("tc_packed_chain16", (64, 128, 16, 8, 8), "registers", "3xtf32", dict(tc=("packed", 16))),
+          ("tc_64x128_r255", (64, 128, 16, 8, 8), "registers", "3xtf32", dict(max_registers=255)),  # 2 blocks/SM
+          ("tc_64x64_r128", (64, 64, 16, 4, 8), "registers", "3xtf32", dict(max_registers=128)))    # 4 blocks/SM
+DEFAULT_BUILDS = ("fp32_default", "tc_64x128_k16", "tc_64x128_k16_async", "tc_64x64_k16", "tc_64x128_w8",
+                  "tc_64x128_r255", "tc_64x64_r128")
 
 
 class DirectLaunch:
-    """The transform and a conv kernel built here (``make_conv_kernel(math="3xtf32", tc=...)``) on device x and
-    w, as ``gpu.runtime.im2win_kernels`` launches them: ``run()``, ``output``, ``regs_per_thread``,
-    ``shared_bytes``."""
+    """The transform and a conv kernel built here (``make_conv_kernel(math="3xtf32", tc=..., max_registers=...)``)
+    on device x and w, as ``gpu.runtime.im2win_kernels`` launches them: ``run()``, ``output``,
+    ``regs_per_thread``, ``shared_bytes``."""
 
-    def __init__(self, p, xd, wd, tile, staging: str, tc) -> None:
+    def __init__(self, p, xd, wd, tile, staging: str, tc, max_registers: int | None = None) -> None:
         import numpy as np
         from numba import cuda
 
@@ -68,7 +72,8 @@ class DirectLaunch:
         from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
 
         m_b, n_b, k_b, m_t, n_t = tile
-        self.kernel = make_conv_kernel(m_b, n_b, k_b, m_t, n_t, math="3xtf32", staging=staging, tc=tc)
+        self.kernel = make_conv_kernel(m_b, n_b, k_b, m_t, n_t, math="3xtf32", staging=staging, tc=tc,
+                                       max_registers=max_registers)
         self.J = cuda.device_array(im2win_shape(p), np.float32)
         self.output = cuda.device_array((p.n, p.k, p.out_h, p.out_w), np.float32)
         self._t = transform_kernel[transform_blocks(p), TRANSFORM_THREADS]
@@ -145,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                     launch = im2win.prepare(xd, wd, p.stride, p.padding, math=mth, staging=staging,
                                             **dict(zip(("m_b", "n_b", "k_b", "m_t", "n_t"), tile)))
                 else:
-                    launch = DirectLaunch(p, xd, wd, tile, staging, TcOptions(*tcopt))
+                    tc = TcOptions(*tcopt["tc"]) if "tc" in tcopt else None
+                    launch = DirectLaunch(p, xd, wd, tile, staging, tc, tcopt.get("max_registers"))
                 launch.run()
                 torch.cuda.synchronize()
                 y = torch.as_tensor(launch.output, device="cuda")

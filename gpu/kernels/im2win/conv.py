@@ -52,8 +52,8 @@ Outputs are stored 128 bits at a time (a quad of columns) when P*Q is a multiple
 
 **Tensor-core build** (``math="3xtf32"``): the same kernel with the micro-kernel, output store and staged
 layout of ``_make_tc_parts``: the threads are warps tiling the block's outputs with m16n8k8 TF32 MMAs, each
-FP32 operand split into big + small TF32 parts, three MMAs per product (FP32-accurate; each stage's MMAs
-chained from zero and their sum added to the accumulators in FP32). The staging stores each value where
+FP32 operand split into big + small TF32 parts, three MMAs per product (FP32-accurate; each 8-k slice's
+MMAs chained from zero and their sum added to the accumulators in FP32). The staging stores each value where
 its MMA fragment wants it (``TcOptions.fragments="packed"``: one 128-bit shared load per A fragment and per
 two B fragments). Grid, threads, global loads, bounds checks, zero fill, the NCHW store's indexing and
 both hooks are shared; needs k_b a multiple of 8, whole warps and (packed) threads / k_b a power of two.
@@ -191,9 +191,10 @@ class TcOptions:
     of an m-tile (4 values) is one 128-bit shared load and its B fragments of two n-tiles (2 values each) one
     more; ``"rows"``: the FP32 kernel's ``As[kk][m]`` / ``Bs[kk][n]`` rows, one 32-bit load per value.
     ``chain_k``: the k summed by one chain of MMAs from zero before its sum is added to the accumulators on
-    the FP32 pipe (a multiple of 8 dividing k_b; None: k_b, one add per stage)."""
+    the FP32 pipe (a multiple of 8 dividing k_b; None: k_b, one add per stage; default 8, one slice: on
+    the H200 chains of 16 k were 1.06x slower, their 6 dependent MMAs per tile exposing the MMA latency)."""
     fragments: str = "packed"
-    chain_k: int | None = None
+    chain_k: int | None = 8
 
 
 TC_FRAGMENTS = ("packed", "rows")
@@ -213,17 +214,17 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
     4 FP32 accumulators per tile per lane (``gpu.kernels.common.tensor_core``'s C fragment), so a lane
     holds m_b*n_b/NT = m_t*n_t accumulators, as the FP32 kernel's thread does. Each FP32 operand is split
     once per read (``split_tf32_trunc``: big = 13 low bits cleared, small = the rest) and each product is 3
-    MMAs: small x big, big x small, big x big. Per chain of ``chain_k`` k (``TcOptions``; default the
-    whole stage of k_b) a tile's MMAs are chained from zero and the chain's sum is then added to the
-    accumulators on the FP32 pipe (round to nearest). Chaining into the accumulators across all of K
-    instead (as the Winograd GEMM does over C <= 512) lets the tensor cores' FP32 accumulation, which
-    truncates, bias the sum by ~7e-9 K: measured on the H200 (build 6cf7dc0) 1.7e-5 at C*R*S = 2400
-    (im2win/conv5) and 3.3e-5 at 4608 (conv12) against ~1e-6 for the FP32 kernel; chains of 8-16 k keep
-    it at FP32's level whatever K. Order per chain: the B fragments of its slices (all n-tiles), then per
-    m-tile its A fragments and, per n-tile, the chain's MMAs and the 4 adds: a lane holds one m-tile's A
-    fragments at a time. The whole stage is written out (generated source): every shared load is at an
-    immediate offset from one 64-bit base per operand (the rolled loop over 8-k slices cost 2-3 integer
-    instructions of 64-bit address arithmetic per load, ptxas sm_90).
+    MMAs: small x big, big x small, big x big. Per chain of ``chain_k`` k (``TcOptions``; default 8, one
+    slice) a tile's MMAs are chained from zero and the chain's sum is then added to the accumulators on the
+    FP32 pipe (round to nearest). Chaining into the accumulators across all of K instead (as the Winograd
+    GEMM does over C <= 512) lets the tensor cores' FP32 accumulation, which truncates, bias the sum by
+    ~7e-9 K: measured on the H200 (build 6cf7dc0) 1.7e-5 at C*R*S = 2400 (im2win/conv5) and 3.3e-5 at
+    4608 (conv12) against ~1e-6 for the FP32 kernel; chains of 8-16 k keep it at FP32's level whatever
+    K. Order per chain: the B fragments of its slices (all n-tiles), then per m-tile its A fragments and,
+    per n-tile, the chain's MMAs and the 4 adds (ptxas reorders within the register cap: writing the next
+    m-tile's loads first gave the same SASS). The whole stage is written out (generated source): every
+    shared load is at an immediate offset from one 64-bit base per operand (the rolled loop over 8-k
+    slices cost 2-3 integer instructions of 64-bit address arithmetic per load, ptxas sm_90).
 
     **k order.** The MMA's k index kappa (0-7) of slice s is the stage's row kk = 8 s + kappa; a lane
     (g, q) reads kappa = q and q + 4 (A and B share the order, which is all a product needs).
@@ -317,56 +318,72 @@ def _make_tc_parts(m_b: int, n_b: int, k_b: int, NT: int, AS: int, BS: int, A_ST
 
     # ---- the micro-kernel, written out ----
     def a_reads(s, mt):
-        """[(expression, ...)] reading a0..a3 of slice s, m-tile mt (source lines, names a{i})."""
+        """Source lines reading the raw a0..a3 of slice s, m-tile mt into ``ar{s}_{mt}_{i}``."""
+        names = [f"ar{s}_{mt}_{i}" for i in range(4)]
         if PACKED:
-            return [f"a0, a1, a2, a3 = load4(smem, pa + {s * A_SL + mt * a_lane * 32})"]
+            return [f"{', '.join(names)} = load4(smem, pa + {s * A_SL + mt * a_lane * 32})"]
         base = s * A_SL + mt * 16
-        return [f"a{i} = load1(smem, pa + {base + off})" for i, off in enumerate((0, 8, AS, AS + 8))]
+        return [f"{nm} = load1(smem, pa + {base + off})" for nm, off in zip(names, (0, 8, AS, AS + 8))]
 
     def b_reads(s):
-        """Source lines reading b_{nn}_{h} of slice s for the warp's NN n-tiles."""
+        """Source lines reading the raw b0, b1 of slice s for the warp's NN n-tiles into ``br{s}_{nn}_{h}``."""
         out = []
         if PACKED and PAIR:
             for j in range(NN // 2):
-                out.append(f"b_{2 * j}_0, b_{2 * j}_1, b_{2 * j + 1}_0, b_{2 * j + 1}_1 = "
+                out.append(f"br{s}_{2 * j}_0, br{s}_{2 * j}_1, br{s}_{2 * j + 1}_0, br{s}_{2 * j + 1}_1 = "
                            f"load4(smem, pb + {s * B_SL + j * b_chunk})")
-        elif PACKED:
-            for nn in range(NN):
-                for h in range(2):
-                    out.append(f"b_{nn}_{h} = load1(smem, pb + {s * B_SL + nn * b_chunk + h})")
         else:
             for nn in range(NN):
                 for h in range(2):
-                    out.append(f"b_{nn}_{h} = load1(smem, pb + {s * B_SL + nn * 8 + h * BS})")
+                    off = s * B_SL + (nn * b_chunk + h if PACKED else nn * 8 + h * BS)
+                    out.append(f"br{s}_{nn}_{h} = load1(smem, pb + {off})")
         return out
 
+    # steps (chain group, m-tile): loads (the group's B at its first m-tile, the m-tile's A), splits, MMAs, adds
+    steps = [(grp, mt) for grp in range(K8 // CH) for mt in range(MT)]
+
+    def loads(step):
+        grp, mt = step
+        out = []
+        for s in range(grp * CH, grp * CH + CH):
+            if mt == 0:
+                out += b_reads(s)
+            out += a_reads(s, mt)
+        return out
+
+    def splits(step):
+        grp, mt = step
+        out = []
+        for s in range(grp * CH, grp * CH + CH):
+            if mt == 0:
+                out += [f"bh{s}_{nn}_{h}, bl{s}_{nn}_{h} = split(br{s}_{nn}_{h})" for nn in range(NN) for h in range(2)]
+            out += [f"ah{s}_{mt}_{i}, al{s}_{mt}_{i} = split(ar{s}_{mt}_{i})" for i in range(4)]
+        return out
+
+    def mmas(step):
+        grp, mt = step
+        out, adds = [], []
+        for nn in range(NN):
+            d = "ZERO, ZERO, ZERO, ZERO"
+            for s in range(grp * CH, grp * CH + CH):
+                ah = ", ".join(f"ah{s}_{mt}_{i}" for i in range(4))
+                al = ", ".join(f"al{s}_{mt}_{i}" for i in range(4))
+                bh = f"bh{s}_{nn}_0, bh{s}_{nn}_1"
+                bl = f"bl{s}_{nn}_0, bl{s}_{nn}_1"
+                for x, y in ((al, bh), (ah, bl), (ah, bh)):
+                    out.append(f"d{nn}_0, d{nn}_1, d{nn}_2, d{nn}_3 = mma({x}, {y}, {d})")
+                    d = f"d{nn}_0, d{nn}_1, d{nn}_2, d{nn}_3"
+            o = (mt * NN + nn) * 4
+            adds += [f"acc[{o + i}] += d{nn}_{i}" for i in range(4)]
+        return out, adds
+
+    body = []
+    for st in steps:
+        m, a = mmas(st)
+        body += loads(st) + splits(st) + m + a
     L = ["def multiply(smem, acc, fa, fb, buf, a_thr, b_thr):",
          f"    pa = int64(int32(buf * {A_ST} + a_thr))",
-         f"    pb = int64(int32({B0} + buf * {B_ST} + b_thr))"]
-    for grp in range(K8 // CH):
-        slices = range(grp * CH, grp * CH + CH)
-        for s in slices:
-            L += ["    " + x for x in b_reads(s)]
-            for nn in range(NN):
-                for h in range(2):
-                    L.append(f"    bh{s}_{nn}_{h}, bl{s}_{nn}_{h} = split(b_{nn}_{h})")
-        for mt in range(MT):
-            for s in slices:
-                L += ["    " + x for x in a_reads(s, mt)]
-                for i in range(4):
-                    L.append(f"    ah{s}_{i}, al{s}_{i} = split(a{i})")
-            for nn in range(NN):
-                d = "ZERO, ZERO, ZERO, ZERO"
-                for s in slices:
-                    ah = ", ".join(f"ah{s}_{i}" for i in range(4))
-                    al = ", ".join(f"al{s}_{i}" for i in range(4))
-                    bh = f"bh{s}_{nn}_0, bh{s}_{nn}_1"
-                    bl = f"bl{s}_{nn}_0, bl{s}_{nn}_1"
-                    for x, y in ((al, bh), (ah, bl), (ah, bh)):
-                        L.append(f"    d0, d1, d2, d3 = mma({x}, {y}, {d})")
-                        d = "d0, d1, d2, d3"
-                o = (mt * NN + nn) * 4
-                L += [f"    acc[{o + i}] += d{i}" for i in range(4)]
+         f"    pb = int64(int32({B0} + buf * {B_ST} + b_thr))"] + ["    " + x for x in body]
     scope = {"int32": int32, "int64": int64, "load1": load1, "load4": load4, "split": split_tf32_trunc,
              "mma": mma_tf32, "ZERO": ZERO}
     exec(compile("\n".join(L), f"<im2win 3xtf32 multiply k_b={k_b} {opts}>", "exec"), scope)  # noqa: S102
