@@ -3,8 +3,9 @@
 From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV; default
 ``experiments/results/nvidia-h200/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a spec
 file, default ``experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json``, whose im2win kinds
-are fitted from the kernels timed alone on the H200; or a preset with ``--gpu``) for ``im2win`` at its default tile and ``im2col_gemm``
-(uncalibrated: the spec's ``default`` cost), at every (layer, batch) of the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
+are fitted from the kernels timed alone on the H200; or a preset with ``--gpu``) for ``im2win`` at its default
+tile, ``im2col_gemm`` (the bench's ``im2col_cublas``) and ``naive_direct`` (the bench's ``direct``), each kind
+fitted from its kernel timed alone on the calibration problems, at every (layer, batch) of the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
 point, with provenance) and ``DIR/im2win_tflops.png`` / ``.pdf``, drawn from the two CSVs alone: bars
 of measured TFLOPS (direct-convolution FLOPs / time) at one batch, predictions as black markers.
 About 30 s on 2 shared cores (``--plot-only``: 2 s).
@@ -26,7 +27,7 @@ DEFAULT_SPEC = Path("experiments/results/nvidia-h200/im2win_calibration/h200_im2
 NAME, PRED = "im2win_tflops", "im2win_predictions"
 SHOWN = ("im2win", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
          "im2col_cublas", "cudnn_best_fp32")
-MODELLED = {"im2win": "im2win", "im2col_cublas": "im2col_gemm"}   # bench impl -> the model's algorithm
+MODELLED = {"im2win": "im2win", "im2col_cublas": "im2col_gemm", "direct": "naive_direct"}   # bench impl -> algorithm
 
 
 def predict_points(bench_csv: Path, gpu: str | None, out_dir: Path, spec_path: Path = DEFAULT_SPEC) -> Path:
