@@ -83,6 +83,9 @@ CAL_TILES = (64, 128)
 # A case whose kernel takes less than this is host-bound, not fitted: the smallest transform case (1.1 MB)
 # times 37 us on the H100, the host's dispatch of one Numba launch of 4-5 arguments; 1.5x that.
 HOST_BOUND_MS = 0.055
+# The same for runs that time Numba's kernels as packed launches (experiments.benchmarks.im2win_calibration records
+# it as its JSON's host_bound_ms): ~3 us of host per launch; 3x that.
+PACKED_HOST_BOUND_MS = 0.010
 CONV_FREE = ("compute_efficiency", "block_sm_ready", "ns_per_step", "launch_fixed_ns", "memory_overlap", "fixed_ns",
              "block_dram_bw_gbps")
 # Alg. 2 (one output per thread from global memory) is bound by its warps' 32-row filter loads
@@ -226,9 +229,10 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
                             f"run) or a finite number > 0") from None
 
 
-def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows that can be fitted: status ok, a finite time above the host-bound floor."""
-    floor_ms = max(HOST_BOUND_MS, 1.5 * spec.kernel_launch_ns / 1e6)
+def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]], host_bound_ms: float | None = None) -> list[dict[str, Any]]:
+    """The rows that can be fitted: status ok, a finite time above the host-bound floor (the run's
+    ``host_bound_ms`` where it records one, else ``HOST_BOUND_MS`` or 1.5 of the spec's launch cost)."""
+    floor_ms = host_bound_ms if host_bound_ms is not None else max(HOST_BOUND_MS, 1.5 * spec.kernel_launch_ns / 1e6)
     out = []
     for r in rows:
         t = float(r.get("median_ms") or math.nan)
@@ -244,9 +248,10 @@ def usable_rows(spec: GPUSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def fit_im2win(spec: GPUSpec, rows: list[dict[str, Any]], *, device: str, date: str, max_evals: int = 60,
-               names: tuple[str, ...] | None = None, log=None) -> tuple[GPUSpec, dict[str, Any]]:
+               names: tuple[str, ...] | None = None, log=None,
+               host_bound_ms: float | None = None) -> tuple[GPUSpec, dict[str, Any]]:
     """``spec`` with the im2win cost names fitted to the measured rows, and a report per cost name."""
-    rows = usable_rows(spec, rows)
+    rows = usable_rows(spec, rows, host_bound_ms)
     costs, sources = dict(spec.task_costs), dict(spec.sources)
     report: dict[str, Any] = {"cost_names": {}}
     for name in names or tuple(dict.fromkeys(r["cost_name"] for r in rows)):
@@ -281,7 +286,9 @@ def calibrate_im2win(spec: GPUSpec, rows: list[dict[str, Any]], meta: dict[str, 
     ``megasim calibrate --algo im2win --from-measurements CSV`` runs. The description keeps the notes of earlier
     fits of other cost names (e.g. the im2col kinds fitted on a spec whose im2win kinds were fitted before)."""
     device, date = str(meta.get("device", "unknown GPU")), str(meta.get("date_utc", ""))
-    new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=max_evals, log=log)
+    floor = meta.get("host_bound_ms")
+    new, report = fit_im2win(spec, rows, device=device, date=date, max_evals=max_evals, log=log,
+                             host_bound_ms=None if floor is None else float(floor))
     note = (f"; im2win kinds ({', '.join(report['cost_names'])}) fitted on {device} {date[:10]} from each kernel timed "
             f"alone (megasim.algorithms.im2win.calibration, kernels of {str(meta.get('kernels_commit') or meta.get('git_sha'))[:7]})")
     head, *notes = new.description.split("; im2win kinds")
