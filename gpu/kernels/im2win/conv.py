@@ -475,7 +475,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         raise KernelInputError(f"tc={tc!r} is not allowed: None or a TcOptions")
     RSTEP = NT // k_b           # rows (pixels) between a thread's consecutive staged loads
     # the 3xTF32 build's packed fragments: 8-k slices of 8 (m_b + 2) / 8 (n_b + 2) floats (``_make_tc_parts``)
-    AS, BS = (m_b + 2, n_b + 2) if TC and TC_OPTS.fragments == "packed" else (m_b + PAD, n_b + PAD)
+    PACKED_STAGE = TC and TC_OPTS.fragments == "packed"      # staged slots from slot_a / slot_b (else rows)
+    AS, BS = (m_b + 2, n_b + 2) if PACKED_STAGE else (m_b + PAD, n_b + PAD)
     A_ST, B_ST = k_b * AS, k_b * BS
     B0 = STAGES * A_ST
     SMEM = STAGES * (A_ST + B_ST)
@@ -524,30 +525,30 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             rb[ll] = val
 
     @cuda.jit(device=True)
-    def registers_to_stage(smem, ra, rb, r0, dst, buf):
+    def registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, buf):
         for ll in range(IX(LA)):
             if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
-                store1(smem, IX(buf * A_ST + slot_a(dst[0], ll)), ra[ll])
+                store1(smem, IX(buf * A_ST + (slot_a(a_dst, ll) if PACKED_STAGE else a_dst + ll * RSTEP)), ra[ll])
         for ll in range(IX(LB)):
             if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
-                store1(smem, IX(B0 + buf * B_ST + slot_b(dst[1], ll)), rb[ll])
+                store1(smem, IX(B0 + buf * B_ST + (slot_b(b_dst, ll) if PACKED_STAGE else b_dst + ll * RSTEP)), rb[ll])
 
     @cuda.jit(device=True)
-    def stage_async(smem, J, w, abase, nbase, koff, k, KD, KDP, r0, dst, slot):
+    def stage_async(smem, J, w, abase, nbase, koff, k, KD, KDP, r0, a_dst, b_dst, slot):
         """cp.async of this thread's filter and window values at GEMM row k into ring slot ``slot``,
         zero-filled outside the filters, the pixels and C*R*S (not committed)."""
         kk_ok = k < KD
         a_off = koff[k]
         b_off = koff[KDP + k]
         for ll in range(IX(LA)):
-            d = slot_a(dst[0], ll)
+            d = slot_a(a_dst, ll) if PACKED_STAGE else IX(a_dst + ll * RSTEP)
             if A_EXACT or IX(r0 + ll * RSTEP) < m_b:
                 if kk_ok and abase[ll] >= 0:
                     cp_async4(smem, IX(slot * A_ST + d), w, IX(abase[ll] + a_off), 4)
                 else:
                     cp_async4(smem, IX(slot * A_ST + d), w, 0, 0)
         for ll in range(IX(LB)):
-            d = slot_b(dst[1], ll)
+            d = slot_b(b_dst, ll) if PACKED_STAGE else IX(b_dst + ll * RSTEP)
             if B_EXACT or IX(r0 + ll * RSTEP) < n_b:
                 if kk_ok and nbase[ll] >= 0:
                     cp_async4(smem, IX(B0 + slot * B_ST + d), J, IX(nbase[ll] + b_off), 4)
@@ -607,6 +608,8 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                         if obase[j] >= 0:
                             store1(y, IX(obase[j] + mo), EPI(acc[i * n_t + j], m))
 
+    # the row layout's slots (the FP32 kernel and fragments="rows" compute them inline; these only type the
+    # branches that PACKED_STAGE leaves dead, so the FP32 kernel's code is as it was)
     @cuda.jit(device=True)
     def stage_bases_fp32(kk, r0):
         """This thread's first staged slot in a stage, A's and B's."""
@@ -663,7 +666,11 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
             acc[q] = ZERO
         kk_lane = IX(tid % k_b)
         r0 = IX(tid // k_b)
-        dst = stage_bases(kk_lane, r0)         # this thread's staged slots' bases in a stage (slot_a, slot_b)
+        if PACKED_STAGE:                        # this thread's staged slots' bases in a stage (slot_a, slot_b)
+            a_dst, b_dst = stage_bases(kk_lane, r0)
+        else:                                   # its first staged slot in a stage (A, then B)
+            a_dst = IX(kk_lane * AS + r0)
+            b_dst = IX(kk_lane * BS + r0)
         # Per staged filter row: w's flat index of its row (-1: outside the tile or M); per staged pixel:
         # J's flat index of its window start at channel 0 (-1: outside the tile or N*P*Q).
         for ll in range(IX(LA)):
@@ -688,14 +695,14 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
         if ASYNC:
             for st in range(STAGES - 1):        # the ring's first stages in flight
                 if st < steps:
-                    stage_async(smem, J, w, abase, nbase, koff, IX(st * k_b + kk_lane), KD, KDP, r0, dst, st)
+                    stage_async(smem, J, w, abase, nbase, koff, IX(st * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst, st)
                 cp_async_commit()
             for s in range(steps):
                 wait_ring()                     # this thread's copies of step s have landed ...
                 cuda.syncthreads()              # ... and everyone's; slot (s-1) % STAGES is read by no one
                 nxt = IX(s + (STAGES - 1))
                 if nxt < steps:
-                    stage_async(smem, J, w, abase, nbase, koff, IX(nxt * k_b + kk_lane), KD, KDP, r0, dst,
+                    stage_async(smem, J, w, abase, nbase, koff, IX(nxt * k_b + kk_lane), KD, KDP, r0, a_dst, b_dst,
                                 IX(nxt % STAGES))
                 cp_async_commit()
                 multiply(smem, acc, fa, fb, IX(s % STAGES), a_thr, b_thr)
@@ -704,7 +711,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                 stage_fast(ra, rb, J, w, abase, nbase, koff, kk_lane, KDP)
             else:
                 stage_checked(ra, rb, J, w, abase, nbase, koff, kk_lane, KD, KDP)
-            registers_to_stage(smem, ra, rb, r0, dst, 0)
+            registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
             cuda.syncthreads()
             for s in range(steps):
                 more = IX(s + 1) < steps
@@ -718,7 +725,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                             stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
                     multiply(smem, acc, fa, fb, buf, a_thr, b_thr)
                     if more:    # the other stage: last read in step s-1, which ended with a barrier
-                        registers_to_stage(smem, ra, rb, r0, dst, IX(1 - buf))
+                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, IX(1 - buf))
                     cuda.syncthreads()
                 else:
                     multiply(smem, acc, fa, fb, 0, a_thr, b_thr)
@@ -728,7 +735,7 @@ def make_conv_kernel(m_b: int, n_b: int, k_b: int, m_t: int, n_t: int, vector: b
                             stage_fast(ra, rb, J, w, abase, nbase, koff, k, KDP)
                         else:
                             stage_checked(ra, rb, J, w, abase, nbase, koff, k, KD, KDP)
-                        registers_to_stage(smem, ra, rb, r0, dst, 0)
+                        registers_to_stage(smem, ra, rb, r0, a_dst, b_dst, 0)
                         cuda.syncthreads()
         store_tile(y, acc, tid, m0, n0, M, NPQ, PQ)
 
