@@ -50,9 +50,10 @@ from megasim.workloads.problem import ConvProblem
 
 DEFAULT_TILES = {"no_microkernel": NO_MICROKERNEL_TILE}
 # The 3xTF32 build's default tile (the thread tile m_t x n_t only sets the threads there: m_b*n_b/(m_t*n_t)):
-# 4 warps of 64 x 32 outputs. experiments/studies/im2win_tc (H200, im2win/conv1, 5, 8, 11 at batch 128): within
-# 0.3% of 128 x 64 (geomean), 9-13% ahead of 64 x 64, 128 x 128 and cp.async staging; and 128 x 64 wastes half its
-# filter tile on the 64-filter layers (conv3, 4, 7, 9: there 1.25-1.44x slower than the FP32 build, bench of 6cf7dc0)
+# 4 warps of 64 x 32 outputs. experiments/studies/im2win_tc (H200, im2win/conv1, 5, 8, 11 at batch 128, operands
+# staged in fragment order, 2cb156f): 64 x 64, 8 warps at 64 x 128, cp.async, register caps all within 3% of it
+# (64 x 64 1.9% ahead over the four but 1.06x slower on conv8); 128 x 64 wastes half its filter tile on the
+# 64-filter layers (conv3, 4, 7, 9)
 MATH_DEFAULT_TILES = {"fp32": {}, "3xtf32": {"m_b": 64, "n_b": 128, "k_b": 16, "m_t": 8, "n_t": 8}}
 TILE_KEYS = ("m_b", "n_b", "k_b", "m_t", "n_t")
 
