@@ -127,7 +127,8 @@ class Plan:
                 allowed = [*alg.params_type.KEYS, *getattr(alg.params_type, "PARSERS", {})]
                 if alg.megakernel:
                     allowed += list(EXECUTION_KEYS)
-                raise MappingError(f"unknown --param key {key!r} for {alg.name} (allowed: {', '.join(allowed)})")
+                listed = ", ".join(allowed) or "none: it has no parameters"
+                raise MappingError(f"unknown --param key {key!r} for {alg.name} (allowed: {listed})")
         return cls(schedule, params_from_items(alg.params_type, own), algorithm, **execution)
 
     def param_string(self) -> str:

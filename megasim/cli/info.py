@@ -65,5 +65,5 @@ def run_algorithms(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         print(f"{r['name']:13s} {r['summary']}")
-        print(f"{'':13s} schedules {', '.join(r['schedules'])}; --param {', '.join(r['params'])}")
+        print(f"{'':13s} schedules {', '.join(r['schedules'])}; --param {', '.join(r['params']) or '(none)'}")
     return 0
