@@ -38,12 +38,11 @@ from numba import config as numba_config
 from numba import cuda
 
 from gpu.errors import KernelInputError
-from gpu.kernels.im2win.conv import MATHS
 from gpu.operands import check_int, check_tensor, is_device_array
 from gpu.runtime.execute import PreparedRun
 from megasim.algorithms.im2win import Im2winParams
 from megasim.algorithms.im2win.lowering import footprint_bytes
-from megasim.algorithms.im2win.tiling import NO_MICROKERNEL_TILE, STAGINGS, VARIANTS, default_m_b
+from megasim.algorithms.im2win.tiling import MATHS, NO_MICROKERNEL_TILE, STAGINGS, VARIANTS, default_m_b
 from megasim.errors import MegasimError
 from megasim.plan import Plan, build, check_problem_size
 from megasim.workloads.problem import ConvProblem
@@ -115,11 +114,11 @@ class Im2winLaunch:
     the simulator)."""
 
     def __init__(self, x, w, problem: ConvProblem, params: Im2winParams, max_registers: int | None = None,
-                 staging: str | None = None, unroll: bool | None = None, math: str | None = None) -> None:
+                 staging: str | None = None, unroll: bool | None = None) -> None:
         self.graph, self.schedule, self.plan = _build(problem, Plan("kernel", params, "im2win"))
         self.problem, self.params = problem, self.plan.params
         options = {k: v for k, v in (("max_registers", max_registers), ("staging", staging),
-                                                      ("unroll", unroll), ("math", math)) if v is not None}
+                                     ("unroll", unroll)) if v is not None}
         self.prepared = PreparedRun(problem, self.plan, self.graph, self.schedule, options=options)
         self.workspace = self.prepared.workspace(x, w)
         self.output = self.prepared.output(self.workspace)
@@ -153,7 +152,7 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
     and 12 warps per SM; 255: no cap). ``staging``: "registers" or "async" (None: ``DEFAULT_STAGING``). ``unroll``: the
     micro-kernel's K loop written out (None: True; False: the rolled loop). ``math``: "fp32" (the FP32
     pipe) or "3xtf32" (TF32 tensor cores, FP32-accurate; variant "optimized" only; tiles not given come
-    from ``MATH_DEFAULT_TILES``)."""
+    from ``MATH_DEFAULT_TILES``): the plan's parameter ``math``, so the model prices what runs."""
     on_device = is_device_array(x)
     x = check_tensor("x", x, on_device, Im2winError)
     w = check_tensor("w", w, on_device, Im2winError)
@@ -168,7 +167,7 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
         m_b, n_b, k_b, m_t, n_t = (MATH_DEFAULT_TILES[math][k] if v is None else v for k, v in given.items())
     if m_b is None and variant != "basic":     # the rule on this device's SM count
         m_b = default_m_b(problem, variant, _sm_count())
-    params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t)
+    params = params_of(variant, m_b=m_b, n_b=n_b, k_b=k_b, m_t=m_t, n_t=n_t, math=math)
     if max_registers is not None and (isinstance(max_registers, bool) or not isinstance(max_registers, int)
                                       or not 32 <= max_registers <= 255):
         raise Im2winError(f"max_registers={max_registers!r} is not allowed: None or an integer from 32 to 255")
@@ -180,7 +179,7 @@ def prepare(x, w, stride: int = 1, padding: int = 0, *, variant: str = "optimize
         x = cuda.to_device(np.ascontiguousarray(x))
         w = cuda.to_device(np.ascontiguousarray(w))
     try:
-        return Im2winLaunch(x, w, problem, params, max_registers, staging, unroll, None if math == "fp32" else math)
+        return Im2winLaunch(x, w, problem, params, max_registers, staging, unroll)
     except KernelInputError as exc:
         if isinstance(exc, Im2winError):
             raise

@@ -151,7 +151,7 @@ def test_op_default_tensor_core_tile():
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(math="tf32"), "math='tf32' is not allowed (allowed: fp32, 3xtf32)"),
     (dict(math="3xtf32", variant="no_vector"), "variant='no_vector' is not allowed"),
-    (dict(math="3xtf32", m_b=32, n_b=32, m_t=1, n_t=1), "no tensor-core GEMM layout")])   # 32 warps on 32 x 32
+    (dict(math="3xtf32", m_b=32, n_b=32, m_t=1, n_t=1), "warps must tile 32 x 32 outputs as whole 16 x 8 MMA tiles")])
 def test_bad_math_arguments_give_one_line_errors(kwargs, needle):
     x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
     with pytest.raises(im2win.Im2winError) as err:

@@ -14,7 +14,7 @@ events (``time_cuda_queued``; Numba's kernels as packed launches, ``FrozenLaunch
 microseconds is timed at the device's pace; the JSON's ``host_bound_ms`` tells the fit which rows are still
 the host's), median of ``--repeats`` samples. The conv output is checked against torch's float64
 convolution (``rel_err``; above 1e-4 the row is marked).
-Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, regs,
+Rows: ``kind, cost_name, problem, variant, m_b, n_b, k_b, m_t, n_t, staging, max_registers, math, regs,
 median_ms, rel_err, status``.
 
 **Kernel boundary** (``--gap``; alone with ``--no-kinds``): the gap between two real kernels queued back to
@@ -148,7 +148,7 @@ def kind_rows(torch, cuda, repeats, inner, log, cost_names=None) -> list[dict]:
         xd, wd = cuda.as_cuda_array(xt), cuda.as_cuda_array(wt)
         for case in group:
             row = {k: case.get(k) for k in ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t",
-                                            "n_t", "staging", "max_registers")}
+                                            "n_t", "staging", "max_registers", "math")}
             row.update(regs="", median_ms=math.nan, rel_err=math.nan, status="ok")
             if case["kind"] in (*IM2COL_KINDS, NAIVE_DIRECT):
                 step = im2col_row if case["kind"] in IM2COL_KINDS else naive_direct_row
@@ -159,7 +159,8 @@ def kind_rows(torch, cuda, repeats, inner, log, cost_names=None) -> list[dict]:
             try:
                 tiles = {k: case[k] for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if case.get(k) is not None}
                 launch = im2win.prepare(xd, wd, p.stride, p.padding, variant=case["variant"],
-                                        max_registers=case.get("max_registers"), staging=case.get("staging"), **tiles)
+                                        max_registers=case.get("max_registers"), staging=case.get("staging"),
+                                        math=case.get("math") or "fp32", **tiles)
                 launch.run()
                 torch.cuda.synchronize()
                 row["rel_err"] = _err(torch, launch.output, ref)

@@ -13,8 +13,9 @@ parameters of ``make_conv_kernel``: ``max_registers``, a cap on the conv kernel'
 (default ``register_cap(threads)``: room for at least two blocks and 12 warps per SM); ``staging``, ``"registers"`` or
 ``"async"`` (cp.async into a ring of ``ASYNC_STAGES``; default ``DEFAULT_STAGING``); ``unroll``, the
 micro-kernel's K loop written out (default True; False: the rolled loop, for comparison); ``math``,
-``"fp32"`` (default) or ``"3xtf32"`` (the micro-kernel on TF32 tensor cores by the 3xTF32 split,
-FP32-accurate; same grid, threads and staging; the model does not price it: it prices the plan's kinds).
+``"fp32"`` or ``"3xtf32"`` (the micro-kernel on TF32 tensor cores by the 3xTF32 split, FP32-accurate; same
+grid, threads and staging): by default the plan's ``Im2winParams.math`` (which the model prices as
+``im2win_conv@3xtf32``); the run option is for a plan of math fp32 only.
 
 Every kernel takes its block from blockIdx and the lowering (``megasim.algorithms.im2win.lowering``)
 lays each kind's tasks out in that grid order, so each runs one launch per kind in its natural order
@@ -82,11 +83,15 @@ class Im2winWorkspace:
 def _state(problem, plan, graph, schedule, on_megakernel, options) -> Im2winState:
     tiling = plan.params.tiling
     meta = graph.meta if isinstance(graph.meta, dict) else {}
-    if meta.get("method") != "im2win" or meta.get("variant") != tiling.variant:
+    if meta.get("method") != "im2win" or meta.get("variant") != tiling.variant or \
+            meta.get("math", "fp32") != tiling.math:
         raise KernelInputError("the im2win kernels run graphs of lower_im2win(method='im2win') of the plan's tiling")
+    math = options.get("math")
+    if math is not None and tiling.math != "fp32" and math != tiling.math:
+        raise KernelInputError(f"run option math={math!r} is not allowed with a plan of math={tiling.math!r}: give one")
     koff = None if tiling.variant == "basic" else cuda.to_device(conv_offsets(problem, tiling.k_b))
     return Im2winState(problem, tiling, conv_kernel_for(tiling, options.get("max_registers"), options.get("staging"),
-                                                          options.get("unroll"), options.get("math")),
+                                                          options.get("unroll"), math or tiling.math),
                        cuda.to_device(transform_params(problem)), cuda.to_device(transform_magic(problem)),
                        cuda.to_device(conv_params(problem, tiling.tile_m)), koff)
 

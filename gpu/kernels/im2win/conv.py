@@ -84,11 +84,10 @@ from gpu.kernels.common.async_copy import cp_async4, cp_async_commit, cp_async_w
 from gpu.kernels.common.tensor_core import mma_tf32, split_tf32_trunc
 from gpu.kernels.common.vector_access import SHARED_ALIGNMENT, load1, load4, store1, store4
 from gpu.kernels.winograd.gemm_tc import warp_grid
-from megasim.algorithms.im2win.tiling import STAGINGS, k_offsets, register_cap
+from megasim.algorithms.im2win.tiling import MATHS, STAGINGS, k_offsets, register_cap
 
 ZERO = np.float32(0.0)
 PAD = 4
-MATHS = ("fp32", "3xtf32")      # the micro-kernel's math: the FP32 pipe, or tensor cores by the 3xTF32 split
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 
 

@@ -10,6 +10,7 @@ batch 4-64, so grids of under one wave to hundreds of waves. Its rows (``calibra
 - ``im2win_conv`` and ``im2win_conv@m64``: the optimized kernel at each filter tile of ``CAL_TILES`` (the
   plug-in's defaults otherwise: n_b 128, k_b 16, 8 x 8 register tiles, the register cap of
   ``tiling.register_cap``, the staging ``tiling.DEFAULT_STAGING``);
+- ``im2win_conv@3xtf32``: the optimized kernel on tensor cores (``math=3xtf32``) at the default tile;
 - ``im2win_conv@no_vector``, ``@no_prefetch`` (the default tile), ``@no_microkernel`` (32 x 32, 1 x 1),
   ``@basic`` (Alg. 2): the ablation's kernels;
 - ``im2col_transform`` and ``im2col_gemm``: the im2col + cuBLAS baseline's two steps, each timed alone as the
@@ -108,7 +109,8 @@ BOUNDS = {"compute_efficiency": (0.01, 1.0), "block_sm_ready": (0.02, 1.0), "ns_
 START = {"compute_efficiency": 0.4, "block_sm_ready": 0.3, "ns_per_step": 100.0, "launch_fixed_ns": 2000.0,
          "ns_per_other_op": 1e-4, "block_dram_bw_gbps": 50.0, "memory_overlap": 0.5, "fixed_ns": 1000.0, "ns_per_replay": 1e-3}
 LINEAR = ("ns_per_step", "launch_fixed_ns", "fixed_ns")
-CASE_KEYS = ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t", "n_t", "staging", "max_registers")
+CASE_KEYS = ("kind", "cost_name", "problem", "variant", "m_b", "n_b", "k_b", "m_t", "n_t", "staging", "max_registers",
+             "math")
 
 
 IM2COL_KINDS = ("im2col_transform", "im2col_gemm")
@@ -129,6 +131,8 @@ def calibration_cases() -> list[dict[str, Any]]:
         for m_b in CAL_TILES:
             out.append({**base, "kind": "im2win_conv", "cost_name": "im2win_conv", "variant": "optimized",
                         "m_b": m_b, "staging": None})
+        out.append({**base, "kind": "im2win_conv", "cost_name": "im2win_conv@3xtf32", "variant": "optimized",
+                    "m_b": None, "staging": None, "math": "3xtf32"})
         for variant in ("no_vector", "no_prefetch", "no_microkernel", "basic"):
             out.append({**base, "kind": conv_kind(variant), "cost_name": f"im2win_conv@{variant}", "variant": variant,
                         "m_b": None, "staging": None})
@@ -148,7 +152,7 @@ def case_tiling(row: dict[str, Any], problem: ConvProblem) -> Im2winTiling:
     given = {k: int(row[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t") if row.get(k) not in (None, "")}
     if variant == "no_microkernel":
         given = {**NO_MICROKERNEL_TILE, **given}
-    params = Im2winParams(**{**given, "variant": variant})
+    params = Im2winParams(**{**given, "variant": variant, "math": row.get("math") or "fp32"})
     if params.m_b is None:
         params = dataclasses.replace(params, m_b=default_m_b(problem, variant))
     return params.tiling
@@ -209,7 +213,7 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
     """One-line SpecError naming ``origin``, the CSV line and the field when a measured row cannot be fitted
     (checked before the fit): a kind the fit knows, a problem that parses, a variant, tile fields empty or
     positive integers, median_ms empty or a finite number > 0."""
-    from megasim.algorithms.im2win.tiling import VARIANTS
+    from megasim.algorithms.im2win.tiling import MATHS, VARIANTS
     kinds = {"im2win_transform", *OWN_KINDS, *(conv_kind(v) for v in VARIANTS)}
     for line, r in enumerate(rows, start=2):        # line 1 is the header
         where = f"{origin} line {line}"
@@ -217,6 +221,8 @@ def check_rows(rows: list[dict[str, str]], origin: str = "im2win measurements") 
             raise SpecError(f"{where}: kind={r.get('kind')!r} is not allowed (allowed: {', '.join(sorted(kinds))})")
         if (r.get("variant") or "optimized") not in VARIANTS:
             raise SpecError(f"{where}: variant={r.get('variant')!r} is not allowed (allowed: {', '.join(VARIANTS)})")
+        if (r.get("math") or "fp32") not in MATHS:
+            raise SpecError(f"{where}: math={r.get('math')!r} is not allowed (allowed: {', '.join(MATHS)})")
         parse_layer(str(r.get("problem")), source=f"{where} problem")
         for key in ("m_b", "n_b", "k_b", "m_t", "n_t"):
             v = r.get(key)

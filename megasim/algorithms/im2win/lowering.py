@@ -327,7 +327,7 @@ def lower_im2win(problem: ConvProblem, tiling: Im2winTiling, method: str = "im2w
     else:
         _im2col_gemm_tasks(g, p, conv_tiling, cols_region, f_region, out_region)
     meta = {"method": method, "problem": p.spec_string(), "m_b": tiling.tile_m, "n_b": tiling.tile_n,
-            "k_b": tiling.k_b, "m_t": tiling.m_t, "n_t": tiling.n_t, "variant": tiling.variant,
+            "k_b": tiling.k_b, "m_t": tiling.m_t, "n_t": tiling.n_t, "variant": tiling.variant, "math": tiling.math,
             "extra_bytes": footprint_bytes(p, method)}
     if method == "im2win":
         name = conv_cost_name(tiling)
@@ -349,11 +349,14 @@ def launches(graph: TaskGraph) -> tuple[Launch, ...]:
 
 def conv_cost_name(tiling: Im2winTiling) -> str:
     """The cost name of a tiling's conv kind: ``im2win_conv@VARIANT`` for a variant of the ablation;
+    ``im2win_conv@3xtf32`` for the optimized kernel on tensor cores (``math=3xtf32``, any tile);
     ``im2win_conv@m64`` for the optimized kernel at 64-row tiles (its own calibration rows: a 64-row block
     reuses each window value half as often as a 128-row one, which one cost cannot tell apart); else
     ``im2win_conv``. Each falls back to ``im2win_conv``'s entry where the spec has none."""
     if tiling.variant != "optimized":
         return f"im2win_conv@{tiling.variant}"
+    if tiling.math != "fp32":
+        return f"im2win_conv@{tiling.math}"
     return "im2win_conv@m64" if tiling.m_b == 64 else "im2win_conv"
 
 

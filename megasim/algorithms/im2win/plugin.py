@@ -1,7 +1,8 @@
 """The im2win and im2col + GEMM plug-ins: parameters, schedule, search space, footprint.
 
 ``im2win`` (Lu et al., Euro-Par 2023): the window transform, then the tiled GEMM-view convolution of
-Alg. 3 (or a variant of the paper's ablation: ``variant=basic|no_microkernel|no_vector|no_prefetch``).
+Alg. 3 (or a variant of the paper's ablation: ``variant=basic|no_microkernel|no_vector|no_prefetch``; or its
+multiply-adds on TF32 tensor cores by the FP32-accurate 3xTF32 split: ``math=3xtf32``).
 ``im2col_gemm``: the im2col matrix, then a batched GEMM tiled the same way (the model of
 torch ``unfold`` + ``matmul``; it has no kernel table of its own: the GPU side measures torch).
 ``naive_direct``: the paper's naive direct convolution (one thread per output, every tap from global
@@ -23,7 +24,8 @@ from typing import Any, ClassVar
 
 from megasim.algorithms.base import Algorithm, check_params
 from megasim.algorithms.im2win.lowering import conv_kind, footprint_bytes, launches, lower_im2win, lower_naive_direct
-from megasim.algorithms.im2win.tiling import DEFAULT_M_B_CHOICES, NO_MICROKERNEL_TILE, VARIANTS, Im2winTiling, default_m_b
+from megasim.algorithms.im2win.tiling import (DEFAULT_M_B_CHOICES, MATHS, NO_MICROKERNEL_TILE, VARIANTS, Im2winTiling,
+                                              default_m_b)
 from megasim.algorithms.registry import register
 from megasim.errors import MappingError
 from megasim.schedule import Schedule
@@ -46,11 +48,12 @@ class Im2winParams:
     m_t: int = 8
     n_t: int = 8
     variant: str = "optimized"
+    math: str = "fp32"
 
     KEYS: ClassVar[dict[str, str]] = {"m_b": "m_b", "n_b": "n_b", "k_b": "k_b", "m_t": "m_t", "n_t": "n_t",
-                                      "variant": "variant"}
+                                      "variant": "variant", "math": "math"}
     CHOICES: ClassVar[dict[str, tuple]] = {"m_b": TILES, "n_b": TILES, "k_b": K_STEPS, "m_t": THREAD_TILES,
-                                           "n_t": THREAD_TILES, "variant": VARIANTS}
+                                           "n_t": THREAD_TILES, "variant": VARIANTS, "math": MATHS}
 
     def __post_init__(self) -> None:
         check_params(self)
@@ -65,7 +68,7 @@ class Im2winParams:
         if self.m_b is None:
             raise MappingError("im2win parameters with m_b=None have no tiling yet: resolve them for a problem "
                                "(megasim.plan.build does)")
-        return Im2winTiling(self.m_b, self.n_b, self.k_b, self.m_t, self.n_t, self.variant)
+        return Im2winTiling(self.m_b, self.n_b, self.k_b, self.m_t, self.n_t, self.variant, self.math)
 
 
 @dataclass(frozen=True)

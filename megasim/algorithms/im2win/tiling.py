@@ -51,6 +51,10 @@ from megasim.workloads.problem import ConvProblem
 
 FLOAT_BYTES = 4
 VARIANTS = ("optimized", "basic", "no_microkernel", "no_vector", "no_prefetch")
+# The optimized kernel's micro-kernel math: the FP32 pipe, or TF32 tensor cores by the 3xTF32 split (three m16n8k8
+# MMAs per product, FP32-accurate; gpu.kernels.im2win.conv). Its threads are warps tiling the block's outputs as
+# whole 16 x 8 MMA tiles.
+MATHS = ("fp32", "3xtf32")
 TRANSFORM_THREADS = 256
 TRANSFORM_ELEMENTS = 4096       # elements of J one transform block writes (16 per thread)
 BASIC_TILE = 32                 # Alg. 2: 32 x 32 threads, one output each
@@ -151,10 +155,16 @@ class Im2winTiling:
     m_t: int = 8
     n_t: int = 8
     variant: str = "optimized"
+    math: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise MappingError(f"--param variant={self.variant!r} is not allowed (allowed: {', '.join(VARIANTS)})")
+        if self.math not in MATHS:
+            raise MappingError(f"--param math={self.math!r} is not allowed (allowed: {', '.join(MATHS)})")
+        if self.math != "fp32" and self.variant != "optimized":
+            raise MappingError(f"--param math={self.math} with variant={self.variant} is not allowed: the tensor-core "
+                               f"micro-kernel is the optimized kernel's (variant=optimized)")
         if self.variant == "basic":
             return
         for name in ("m_b", "n_b", "k_b", "m_t", "n_t"):
@@ -174,6 +184,10 @@ class Im2winTiling:
         if t % self.k_b:
             raise MappingError(f"--param k_b={self.k_b} is not allowed with {t} threads: the threads must be a multiple "
                                f"of k_b (each thread stages at one k of a step)")
+        if self.math == "3xtf32" and not tensor_core_layout(self.m_b, self.n_b, self.k_b, t):
+            raise MappingError(f"--param math=3xtf32 with m_b={self.m_b}, n_b={self.n_b}, k_b={self.k_b} and {t} threads "
+                               f"is not allowed: k_b must be a multiple of 8 and the {t // 32} warps must tile "
+                               f"{self.m_b} x {self.n_b} outputs as whole 16 x 8 MMA tiles")
         if self.shared_bytes > MAX_STATIC_SHARED_BYTES:
             raise MappingError(f"--param m_b={self.m_b},n_b={self.n_b},k_b={self.k_b} needs {self.shared_bytes:,} bytes "
                                f"of shared memory per block: at most {MAX_STATIC_SHARED_BYTES:,} are allowed")
@@ -224,6 +238,16 @@ class Im2winTiling:
     def k_steps(self, problem: ConvProblem) -> int:
         _, _, k = gemm_dims(problem)
         return k if self.variant == "basic" else -(-k // self.k_b)
+
+
+def tensor_core_layout(m_b: int, n_b: int, k_b: int, threads: int) -> bool:
+    """Whether the 3xTF32 micro-kernel can run a tile: k_b a multiple of 8 and ``threads / 32`` warps forming
+    a grid WM x WN with m_b a multiple of 16 WM and n_b of 8 WN (``gpu.kernels.winograd.gemm_tc.warp_grid``)."""
+    if k_b % 8 or threads % 32:
+        return False
+    warps = threads // 32
+    return any(warps % wm == 0 and m_b % (16 * wm) == 0 and n_b % (8 * (warps // wm)) == 0
+               for wm in range(1, warps + 1))
 
 
 def transform_blocks(problem: ConvProblem) -> int:
