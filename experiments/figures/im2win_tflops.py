@@ -4,8 +4,10 @@ From: a bench result (``experiments.benchmarks.im2win_bench``'s CSV; default
 ``experiments/results/nvidia-h200/im2win_bench.csv``) and the model (``megasim.plan.predict`` on a spec
 file, default ``experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json``, whose im2win kinds
 are fitted from the kernels timed alone on the H200; or a preset with ``--gpu``) for ``im2win`` at its default
-tile, ``im2col_gemm`` (the bench's ``im2col_cublas``) and ``naive_direct`` (the bench's ``direct``), each kind
-fitted from its kernel timed alone on the calibration problems, at every (layer, batch) of the bench. No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
+tile (and with ``math=3xtf32``, the bench's ``im2win_3xtf32``), ``im2col_gemm`` (the bench's ``im2col_cublas``)
+and ``naive_direct`` (the bench's ``direct``), each kind fitted from its kernel timed alone on the calibration
+problems, at every (layer, batch) of the bench, for the implementations the bench ran (a failed row: no
+``measured_ms``). No GPU is used. Produces ``DIR/im2win_predictions.csv`` + ``.json`` (predicted time per
 point, with provenance) and ``DIR/im2win_tflops.png`` / ``.pdf``, drawn from the two CSVs alone: bars
 of measured TFLOPS (direct-convolution FLOPs / time) at one batch, predictions as black markers.
 About 30 s on 2 shared cores (``--plot-only``: 2 s).
@@ -25,9 +27,11 @@ import numpy as np
 DEFAULT_DIR = Path("experiments/results/nvidia-h200")
 DEFAULT_SPEC = Path("experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json")
 NAME, PRED = "im2win_tflops", "im2win_predictions"
-SHOWN = ("im2win", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
+SHOWN = ("im2win", "im2win_3xtf32", "im2win_tuned", "im2win_no_prefetch", "im2win_no_microkernel", "im2win_basic", "direct",
          "im2col_cublas", "cudnn_best_fp32")
-MODELLED = {"im2win": "im2win", "im2col_cublas": "im2col_gemm", "direct": "naive_direct"}   # bench impl -> algorithm
+# bench impl -> (the model's algorithm, its --param string)
+MODELLED = {"im2win": ("im2win", None), "im2win_3xtf32": ("im2win", "math=3xtf32"),
+            "im2col_cublas": ("im2col_gemm", None), "direct": ("naive_direct", None)}
 
 
 def predict_points(bench_csv: Path, gpu: str | None, out_dir: Path, spec_path: Path = DEFAULT_SPEC) -> Path:
@@ -37,17 +41,20 @@ def predict_points(bench_csv: Path, gpu: str | None, out_dir: Path, spec_path: P
     from megasim.plan import Plan, predict
     from megasim.workloads import parse_layer
     spec = get_gpu(gpu) if gpu else load_spec(spec_path)
-    points = sorted({(r["layer"], int(r["batch"])) for r in read_rows(bench_csv)})
+    bench = read_rows(bench_csv)
+    points = sorted({(r["layer"], int(r["batch"])) for r in bench})
+    impls = [i for i in MODELLED if any(r["impl"] == i for r in bench)]       # those the bench ran
     rows = []
     for layer, batch in points:
         problem = parse_layer(layer, batch=batch)
-        for impl, algo in MODELLED.items():
-            result, plan = predict(problem, spec, Plan(algorithm=algo))
+        for impl in impls:
+            algo, param = MODELLED[impl]
+            result, plan = predict(problem, spec, Plan.parse(None, param, algorithm=algo))
             rows.append({"layer": layer, "batch": batch, "impl": impl, "algorithm": algo,
                          "params": plan.param_string(), "predicted_ms": plan.algo.time_us(result) / 1e3,
                          "predicted_tflops": problem.direct_flops / (plan.algo.time_us(result) * 1e6),
                          "taskgraph_hash": result.taskgraph_hash})
-    measured = {(r["layer"], int(r["batch"]), r["impl"]): float(r["median_ms"]) for r in read_rows(bench_csv)
+    measured = {(r["layer"], int(r["batch"]), r["impl"]): float(r["median_ms"]) for r in bench
                 if r.get("status", "ok") == "ok" and r["impl"] in MODELLED}
     for r in rows:
         m = measured.get((r["layer"], r["batch"], r["impl"]))
