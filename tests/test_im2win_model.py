@@ -224,6 +224,23 @@ def test_cli_optimize_searches_the_tiles(capsys):
     assert "best params" in out and "variant=optimized" in out
 
 
+def test_the_search_space_holds_the_math_and_refuses_tiles_the_tensor_cores_cannot_tile():
+    alg = ALGORITHMS["im2win"]
+    space = alg.spaces["default"]()
+    assert "math" in space.names and alg.space_defaults["math"] == "fp32"
+    assert "math" not in ALGORITHMS["im2col_gemm"].spaces["default"]().names
+    ok = dict(m_b=64, n_b=128, k_b=16, m_t=8, n_t=8)
+    assert alg.point_constraint({**ok, "math": "3xtf32"}, ()) is None
+    bad = dict(m_b=32, n_b=32, k_b=16, m_t=1, n_t=2)    # 16 warps cannot tile 32 x 32 as 16 x 8 MMA tiles
+    assert alg.point_constraint(bad, ()) is None
+    assert "whole 16 x 8 MMA tiles" in alg.point_constraint({**bad, "math": "3xtf32"}, ())
+    plan = alg.point_plan(parse_layer("Conv12"), {**ok, "math": "3xtf32"}, None)
+    assert plan.params.math == "3xtf32" and plan.params.tiling.math == "3xtf32"
+    graph, _ = lower_im2win(parse_layer("Conv12", batch=1), plan.params.tiling)
+    from megasim.algorithms.im2win.lowering import conv_cost_name
+    assert conv_cost_name(plan.params.tiling) == "im2win_conv@3xtf32" and graph.meta["math"] == "3xtf32"
+
+
 def test_default_filter_tile_rule():
     """64 rows (32 for no_microkernel); the register cap leaves room for 2 blocks of 256 and 3 of 128 threads."""
     from megasim.algorithms.im2win.tiling import default_m_b, register_cap

@@ -117,17 +117,22 @@ class _TiledConv(Algorithm):
     @property
     def spaces(self):   # type: ignore[override]
         from megasim.search.space import Parameter, SearchSpace
+        maths = (Parameter("math", MATHS, "the micro-kernel's math: FP32 pipe or 3xTF32 tensor cores"),) \
+            if self.searches_math else ()
         return {"default": lambda: SearchSpace(
             (Parameter("m_b", TILES, "filters per block"), Parameter("n_b", TILES, "output pixels per block"),
              Parameter("k_b", K_STEPS, "K step"), Parameter("m_t", (4, 8), "filters per thread"),
-             Parameter("n_t", (4, 8), "output pixels per thread")), name="default", algorithm=self.name)}
+             Parameter("n_t", (4, 8), "output pixels per thread"), *maths), name="default", algorithm=self.name)}
 
+    searches_math: ClassVar[bool] = False
     space_defaults: ClassVar[dict[str, Any]] = {"m_b": 128, "n_b": 128, "k_b": 8, "m_t": 8, "n_t": 8}
 
     def point_constraint(self, point: dict[str, Any], bound: tuple) -> str | None:
-        """Why a point's layout cannot run (threads outside 32..1024, staging, shared memory), or None."""
+        """Why a point's layout cannot run (threads outside 32..1024, staging, shared memory, a tile the
+        tensor cores cannot tile), or None."""
         try:
-            Im2winTiling(*(int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")))
+            Im2winTiling(*(int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")),
+                         math=str(point.get("math", "fp32")))
         except MappingError as e:
             return str(e)
         return None
@@ -135,7 +140,10 @@ class _TiledConv(Algorithm):
     def point_plan(self, problem: ConvProblem, point: dict[str, Any], base: Any) -> Any:
         from megasim.plan import Plan
         base = base or Plan(algorithm=self.name)
-        return replace(base, params=replace(base.params, **{k: int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")}))
+        fields = {k: int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")}
+        if "math" in point:
+            fields["math"] = str(point["math"])
+        return replace(base, params=replace(base.params, **fields))
 
 
 class Im2win(_TiledConv):
@@ -145,6 +153,8 @@ class Im2win(_TiledConv):
     params_type = Im2winParams
     kinds = ("im2win_transform", *(conv_kind(v) for v in VARIANTS))
     method = "im2win"
+    searches_math = True
+    space_defaults: ClassVar[dict[str, Any]] = {**_TiledConv.space_defaults, "math": "fp32"}
 
     def resolve(self, problem: ConvProblem, params: Im2winParams, schedule: str, spec: Any) -> Im2winParams:
         """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block; 32 for ``no_microkernel``)."""
