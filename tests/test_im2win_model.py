@@ -241,6 +241,19 @@ def test_the_search_space_holds_the_math_and_refuses_tiles_the_tensor_cores_cann
     assert conv_cost_name(plan.params.tiling) == "im2win_conv@3xtf32" and graph.meta["math"] == "3xtf32"
 
 
+def test_the_tensor_core_build_needs_a_spec_that_prices_it(capsys):
+    assert main(["simulate", "Conv12", "--algo", "im2win", "--gpu", "H100", "--batch", "1", "--param", "math=3xtf32"]) == 2
+    err = capsys.readouterr().err
+    assert "no cost for im2win_conv@3xtf32" in err and err.count("\n") == 1
+    spec = "experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json"
+    times = {}
+    for math in ("fp32", "3xtf32"):
+        assert main(["simulate", "Conv12", "--algo", "im2win", "--spec", spec, "--batch", "1", "--param",
+                     f"math={math}", "--json"]) == 0
+        times[math] = json.loads(capsys.readouterr().out)["time_us"]
+    assert times["fp32"] != times["3xtf32"]
+
+
 def test_default_filter_tile_rule():
     """64 rows (32 for no_microkernel); the register cap leaves room for 2 blocks of 256 and 3 of 128 threads."""
     from megasim.algorithms.im2win.tiling import default_m_b, register_cap

@@ -157,7 +157,15 @@ class Im2win(_TiledConv):
     space_defaults: ClassVar[dict[str, Any]] = {**_TiledConv.space_defaults, "math": "fp32"}
 
     def resolve(self, problem: ConvProblem, params: Im2winParams, schedule: str, spec: Any) -> Im2winParams:
-        """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block; 32 for ``no_microkernel``)."""
+        """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block; 32 for ``no_microkernel``).
+        ``math=3xtf32`` needs a spec that prices the tensor-core build (its cost name ``im2win_conv@3xtf32``):
+        falling back to the FP32 kernel's cost would predict another kernel's time."""
+        costs = getattr(spec, "task_costs", None)
+        if params.math != "fp32" and costs is not None and f"im2win_conv@{params.math}" not in costs:
+            raise MappingError(f"--param math={params.math} is not allowed with GPU spec {spec.name!r}: it has no cost "
+                               f"for im2win_conv@{params.math} (the tensor-core build); give a spec that has one, e.g. "
+                               f"experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json, or calibrate it "
+                               f"(docs/im2win.md)")
         if params.m_b is not None:
             return params
         return replace(params, m_b=default_m_b(problem, params.variant, getattr(spec, "sm_count", None)))
