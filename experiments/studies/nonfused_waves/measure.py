@@ -22,7 +22,11 @@ layers (``STUDY_SHAPES``: small maps, C 256-768, 1-7 waves of GEMM tasks):
         --metrics gpu__time_duration.sum,dram__bytes_read.sum,... --log-file $OUT/ncu.csv \\
         python3 -m experiments.studies.nonfused_waves.measure --ncu yolov3-5 N=64,C=512,K=512,H=9,W=9
 
-The model's side is ``experiments.studies.nonfused_waves.compare`` (any CPU).
+The model's side is ``experiments.studies.nonfused_waves.compare`` (any CPU); the refits and what the validation
+sets say of them, ``experiments.studies.nonfused_waves.refit``. Results (H200, 2026-11-28, a012111; both commands
+in one device run of 88 s, the machine's start included): ``experiments/results/nvidia-h200/nonfused_waves/``
+(``nonfused_waves_measured.json``, ``ncu.csv``: yolov3-5, resnet-4 and three study shapes, each pipeline's four
+kernels in launch order); docs/calibration.md, "Few-wave GEMM grids".
 """
 from __future__ import annotations
 
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ncu", nargs="+", metavar="SHAPE", help="profile one pipeline run of each shape instead")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("numba").setLevel(logging.WARNING)
     if args.ncu:
         profile(args.ncu)
         return 0
