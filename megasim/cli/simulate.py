@@ -49,6 +49,19 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
 
 
+def launch_runs(launches) -> list:
+    """(first launch, last launch, count) per run of consecutive launches alike in name, tasks and blocks per
+    SM (im2col's one unfold launch per image prints as one line)."""
+    runs: list = []
+    for launch in launches:
+        key = (launch.name, launch.tasks, launch.blocks_per_sm, launch.limited_by)
+        if runs and runs[-1][3] == key:
+            runs[-1][1:3] = [launch, runs[-1][2] + 1]
+        else:
+            runs.append([launch, launch, 1, key])
+    return [(first, last, count) for first, last, count, _ in runs]
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from megasim import __version__
     from megasim.plan import Plan, estimate_tasks, predict
@@ -88,9 +101,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"  kernel time     {summary['time_us']:,.1f} us  (first launch's start to last launch's end)")
     per_kind = ", ".join(f"{kind} {info['tasks']}" for kind, info in summary["kinds"].items())
     print(f"  tasks           {result.num_tasks:,}  ({per_kind})")
-    for launch in result.launches:
-        print(f"  launch          {launch.name}: {launch.tasks} tasks, {launch.blocks_per_sm} blocks/SM "
-              f"(limited by {launch.limited_by}), {launch.start_ns / 1e3:,.1f}-{launch.end_ns / 1e3:,.1f} us")
+    for first, last, count in launch_runs(result.launches):
+        times = "" if count == 1 else f"{count} launches of "
+        print(f"  launch          {first.name}: {times}{first.tasks} tasks, {first.blocks_per_sm} blocks/SM "
+              f"(limited by {first.limited_by}), {first.start_ns / 1e3:,.1f}-{last.end_ns / 1e3:,.1f} us")
     if extra is not None:
         tensors = ", ".join(f"{name} {b / 1e6:,.1f} MB" for name, b in extra.items()) or "none"
         print(f"  extra memory    {sum(extra.values()) / 1e6:,.1f} MB beyond input, filter, output ({tensors})")
