@@ -120,9 +120,20 @@ class TaskGraph:
         """The name under which each kind's cost is looked up in a GPUSpec: the kind's own name, or
         an implementation variant of it (``kind@variant``, e.g. ``gemm@t32``, given by the lowering in
         ``meta["cost_names"]``), which ``GPUSpec.task_cost`` resolves to the kind's entry when the
-        spec has none of its own. Not part of the hash: the tasks are the same, only their price is."""
+        spec has none of its own. Not part of the hash: the tasks are the same, only their price is
+        (``program_hash`` tells such graphs apart)."""
         variants = self.meta.get("cost_names", {})
         return tuple(variants.get(k, k) for k in self.kind_names)
+
+    @property
+    def program_hash(self) -> str:
+        """``hash``, or where a kind is priced under another name than its own, a hash of ``hash`` and
+        the cost names: what identifies the program a prediction simulates. Two graphs of the same tasks
+        priced as different builds (im2win's FP32 and 3xTF32 micro-kernels: the same tiles, another
+        kernel) share ``hash`` but not this, so a search or a validation does not take one for the other."""
+        if self.cost_names == self.kind_names:
+            return self.hash
+        return hashlib.sha256(json.dumps([self.hash, self.cost_names]).encode()).hexdigest()[:16]
 
     def tasks_of_kind(self, name: str) -> np.ndarray:
         return np.flatnonzero(self.kind == self.kind_id(name))

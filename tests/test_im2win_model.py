@@ -254,6 +254,23 @@ def test_the_tensor_core_build_needs_a_spec_that_prices_it(capsys):
     assert times["fp32"] != times["3xtf32"]
 
 
+def test_the_fp32_and_3xtf32_builds_are_two_programs():
+    """The same tasks priced as different builds: one graph hash, two program hashes; the optimiser simulates both
+    (it does not answer one from the other's record) and the default space is the calibrated builds."""
+    from megasim.search import optimize
+    from megasim.hardware.files import load_spec
+    p = parse_layer("Conv12", batch=1)
+    graphs = {m: lower_im2win(p, Im2winTiling(64, 128, 16, 8, 8, math=m))[0] for m in ("fp32", "3xtf32")}
+    assert graphs["fp32"].hash == graphs["3xtf32"].hash
+    assert graphs["fp32"].program_hash != graphs["3xtf32"].program_hash
+    plain = lower_im2win(p, Im2winTiling(128, 128, 16, 8, 8))[0]        # priced under its own kind name
+    assert plain.program_hash == plain.hash
+    spec = load_spec("experiments/results/nvidia-h200/im2win_calibration/h200_im2win.json")
+    result = optimize(p, spec, strategy="exhaustive", budget=10, workers=1, base=Plan(algorithm="im2win"),
+                      space=ALGORITHMS["im2win"].spaces["default"]())
+    assert result.simulated == 4 and {r.params["math"] for r in result.records} == {"fp32", "3xtf32"}
+
+
 def test_default_filter_tile_rule():
     """64 rows (32 for no_microkernel); the register cap leaves room for 2 blocks of 256 and 3 of 128 threads."""
     from megasim.algorithms.im2win.tiling import default_m_b, register_cap

@@ -196,8 +196,8 @@ class Algorithm:
                 graph, order, plan = build(problem, Plan(schedule, algorithm=self.name))
             except MappingError:
                 continue
-            if (graph.hash, order.hash) not in seen:
-                seen.add((graph.hash, order.hash))
+            if (graph.program_hash, order.hash) not in seen:
+                seen.add((graph.program_hash, order.hash))
                 out.append((schedule, plan))
         return out
 

@@ -34,11 +34,11 @@ CSV_COLUMNS = ("layer", "algorithm", "schedule", "label", "params", "spec", "pre
 
 
 def program_key(problem: ConvProblem, plan: Plan) -> tuple[str, str]:
-    """What the GPU runs for ``plan``: the TaskGraph's hash and the schedule's (its task maps, execution
-    style and dispatch). Two parameter sets with the same key are one program: Algorithm 1's D_IG or
+    """What the GPU runs for ``plan``: the TaskGraph's program hash (its tasks and the builds they are
+    priced as) and the schedule's (its task maps, execution style and dispatch). Two parameter sets with the same key are one program: Algorithm 1's D_IG or
     D_GO beyond the layer's tile or k-tile count change the parameters but not the map."""
     graph, schedule, _ = build(problem, plan)
-    return graph.hash, schedule.hash
+    return graph.program_hash, schedule.hash
 
 
 def validation_plans(problem: ConvProblem, n: int, seed: int = 0, algorithm: str = "winograd"

@@ -72,7 +72,7 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], o
     try:
         plan = point_plan(problem, point, algorithm, base)
         graph, schedule, plan = build(problem, plan, spec, max_tasks=max_tasks)
-        program = f"{graph.hash}:{schedule.hash}"
+        program = f"{graph.program_hash}:{schedule.hash}"
         if program in known:
             return None, None, {"program": program, "duplicate": True}
         result = simulate(graph, schedule, spec, options)

@@ -119,20 +119,37 @@ class _TiledConv(Algorithm):
         from megasim.search.space import Parameter, SearchSpace
         maths = (Parameter("math", MATHS, "the micro-kernel's math: FP32 pipe or 3xTF32 tensor cores"),) \
             if self.searches_math else ()
-        return {"default": lambda: SearchSpace(
-            (Parameter("m_b", TILES, "filters per block"), Parameter("n_b", TILES, "output pixels per block"),
-             Parameter("k_b", K_STEPS, "K step"), Parameter("m_t", (4, 8), "filters per thread"),
-             Parameter("n_t", (4, 8), "output pixels per thread"), *maths), name="default", algorithm=self.name)}
+        tiles = (Parameter("m_b", TILES, "filters per block"), Parameter("n_b", TILES, "output pixels per block"),
+                 Parameter("k_b", K_STEPS, "K step"), Parameter("m_t", (4, 8), "filters per thread"),
+                 Parameter("n_t", (4, 8), "output pixels per thread"))
+        out = {"default": lambda: SearchSpace((*tiles, *maths), name="default", algorithm=self.name)}
+        if self.calibrated_m_b:
+            out = {"default": lambda: SearchSpace((Parameter("m_b", self.calibrated_m_b, "filters per block"), *maths),
+                                                  name="default", algorithm=self.name),
+                   "tiles": lambda: SearchSpace((*tiles, *maths), name="tiles", algorithm=self.name)}
+        return out
 
     searches_math: ClassVar[bool] = False
+    # Filter tiles of the builds the calibration times (the other tile fields at the params' defaults); empty:
+    # the default space is every tile (the model's own tiling of a library GEMM, im2col_gemm)
+    calibrated_m_b: ClassVar[tuple[int, ...]] = ()
     space_defaults: ClassVar[dict[str, Any]] = {"m_b": 128, "n_b": 128, "k_b": 8, "m_t": 8, "n_t": 8}
+
+    def _point_fields(self, point: dict[str, Any]) -> dict[str, Any]:
+        """The params fields a point sets: its tile fields (the params' defaults for those it does not
+        search) and its math, if it searches one."""
+        defaults = self.params_type()
+        fields = {k: int(point[k]) if k in point else getattr(defaults, k) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")}
+        if "math" in point:
+            fields["math"] = str(point["math"])
+        return fields
 
     def point_constraint(self, point: dict[str, Any], bound: tuple) -> str | None:
         """Why a point's layout cannot run (threads outside 32..1024, staging, shared memory, a tile the
         tensor cores cannot tile), or None."""
+        fields = self._point_fields(point)
         try:
-            Im2winTiling(*(int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")),
-                         math=str(point.get("math", "fp32")))
+            Im2winTiling(*(fields[k] for k in ("m_b", "n_b", "k_b", "m_t", "n_t")), math=fields.get("math", "fp32"))
         except MappingError as e:
             return str(e)
         return None
@@ -140,10 +157,7 @@ class _TiledConv(Algorithm):
     def point_plan(self, problem: ConvProblem, point: dict[str, Any], base: Any) -> Any:
         from megasim.plan import Plan
         base = base or Plan(algorithm=self.name)
-        fields = {k: int(point[k]) for k in ("m_b", "n_b", "k_b", "m_t", "n_t")}
-        if "math" in point:
-            fields["math"] = str(point["math"])
-        return replace(base, params=replace(base.params, **fields))
+        return replace(base, params=replace(base.params, **self._point_fields(point)))
 
 
 class Im2win(_TiledConv):
@@ -154,7 +168,11 @@ class Im2win(_TiledConv):
     kinds = ("im2win_transform", *(conv_kind(v) for v in VARIANTS))
     method = "im2win"
     searches_math = True
-    space_defaults: ClassVar[dict[str, Any]] = {**_TiledConv.space_defaults, "math": "fp32"}
+    # The default space is the builds the calibration times (64- and 128-row filter tiles of n_b 128, k_b 16,
+    # 8 x 8 register tiles; the 3xTF32 build at 64 rows): the model is not fitted on other tiles, and its picks
+    # there measured slower than the default build (docs/im2win.md). ``--space tiles`` searches every tile.
+    calibrated_m_b = (64, 128)
+    space_defaults: ClassVar[dict[str, Any]] = {"m_b": 64, "n_b": 128, "k_b": 16, "m_t": 8, "n_t": 8, "math": "fp32"}
 
     def resolve(self, problem: ConvProblem, params: Im2winParams, schedule: str, spec: Any) -> Im2winParams:
         """m_b=None: the rule of ``tiling.default_m_b`` (64 filters per block; 32 for ``no_microkernel``).
