@@ -74,7 +74,8 @@ def add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=integer(1, MAX_BUDGET), default=200, help="most evaluations (default 200)")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
     p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
-    p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: algorithm1 and full too)")
+    p.add_argument("--space", default="default", help="the algorithm's named space (default; winograd: algorithm1 and full too; "
+                   "im2win: tiles too)")
     p.add_argument("--seed", type=integer(0, 2 ** 32 - 1), default=0)
     p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="simulations at once, as threads of this process (default: the usable CPUs, at most 8)")
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
