@@ -228,7 +228,8 @@ def test_the_search_space_holds_the_math_and_refuses_tiles_the_tensor_cores_cann
     alg = ALGORITHMS["im2win"]
     space = alg.spaces["default"]()
     assert "math" in space.names and alg.space_defaults["math"] == "fp32"
-    assert "math" not in ALGORITHMS["im2col_gemm"].spaces["default"]().names
+    assert ALGORITHMS["im2col_gemm"].spaces == {}       # cuBLAS picks its tiles: nothing to search
+    assert set(space.names) == {"m_b", "math"} and {"m_b", "n_b", "math"} <= set(alg.spaces["tiles"]().names)
     ok = dict(m_b=64, n_b=128, k_b=16, m_t=8, n_t=8)
     assert alg.point_constraint({**ok, "math": "3xtf32"}, ()) is None
     bad = dict(m_b=32, n_b=32, k_b=16, m_t=1, n_t=2)    # 16 warps cannot tile 32 x 32 as 16 x 8 MMA tiles

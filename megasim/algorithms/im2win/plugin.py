@@ -205,6 +205,9 @@ class Im2colGemm(_TiledConv):
     params_type = Im2colParams
     kinds = ("im2col_transform", "im2col_gemm")
     method = "im2col"
+    # Nothing to search: the GEMM's tiles are the model's stand-in for the ones cuBLAS picks per shape (its cost
+    # fitted at the default tile), not a choice a user of torch's matmul has.
+    spaces: ClassVar[dict] = {}
 
 
 @dataclass(frozen=True)
