@@ -156,6 +156,40 @@ def per_kind_launcher(plan, kind: int, d_table, size: int, d_prm, smem: int):
     return fn, kernel, threads
 
 
+def time_per_kind(plan, kind: int, d_table, size: int, d_prm, natural_smem: int, wss, spin, repeats: int,
+                  forced: bool = True):
+    """The kind's own kernel over ``size`` table rows timed alone: at its natural occupancy (``natural_smem``
+    bytes of dynamic shared memory), queued (the host's issue hidden) and between events, then, with
+    ``forced``, queued at each lower occupancy ``FORCED_SHARED`` forces by asking for more shared memory.
+    Yields (extra shared bytes, timing, the driver's blocks per SM, TimingStats, host issue ms or None,
+    error): ``error`` a message where a shared-memory size could not be set (the stats None then)."""
+    from gpu.runtime.timing import time_cuda
+    fn, kernel, threads = per_kind_launcher(plan, kind, d_table, size, d_prm, natural_smem)
+    fn(wss[0])
+    cuda.synchronize()
+    natural = _active_blocks(kernel, threads, natural_smem)
+    st, host = time_queued(lambda i: fn(wss[i]), spin, repeats=repeats, rotate=3)
+    yield 0, "queued", natural, st, host, None
+    yield 0, "events", natural, time_cuda(lambda i: fn(wss[i]), warmup=3, repeats=repeats, rotate=3), None, None
+    if not forced:
+        return
+    for bps, smem in sorted(FORCED_SHARED.items(), reverse=True):
+        if natural > 0 and bps >= natural:
+            continue
+        smem = max(smem, natural_smem)
+        try:
+            if smem > 48 * 1024:
+                _opt_in(kernel, smem)
+            fn_s, _, _ = per_kind_launcher(plan, kind, d_table, size, d_prm, smem)
+            fn_s(wss[0])
+            cuda.synchronize()
+        except Exception as err:  # noqa: BLE001 - reported to the caller, the run goes on
+            yield smem, "queued", None, None, None, f"{type(err).__name__}: {err}"
+            continue
+        st, host = time_queued(lambda i: fn_s(wss[i]), spin, repeats=repeats, rotate=3)
+        yield smem, "queued", _active_blocks(kernel, threads, smem), st, host, None
+
+
 def probe_queued_launch(sm: int, spin) -> dict[str, Any]:
     """Device-side start cost of a queued plain launch and of a queued megakernel launch (empty map)."""
     a = cuda.device_array(16, np.float32)
@@ -174,7 +208,6 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
     (default all). See the module docstring."""
     from gpu.runtime import executor as ex
     from gpu.runtime.prepared import PreparedSchedule
-    from gpu.runtime.timing import time_cuda
     from megasim.schedule import Launch, Schedule
     spin = spin or Spinner()
     rows: list[dict[str, Any]] = []
@@ -203,34 +236,15 @@ def time_kinds_occupancy(layers, plan_params: str = "", spin=None, repeats: int 
                 rows.append(row)
                 log.info("%s %s %s %.4f ms", name, kind, variant, stats.median_ms)
 
-            natural_smem = wplan.shared_bytes if kind == "gemm" else 0
-            fn, kernel, threads = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, natural_smem)
-            fn(wss[0])
-            cuda.synchronize()
-            natural = _active_blocks(kernel, threads, natural_smem)
-            st, host = time_queued(lambda i: fn(wss[i]), spin, repeats=repeats, rotate=3)
-            record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": 0, "timing": "queued",
-                    "blocks_per_sm_expected": natural}, st, host)
-            st = time_cuda(lambda i: fn(wss[i]), warmup=3, repeats=repeats, rotate=3)
-            record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": 0, "timing": "events",
-                    "blocks_per_sm_expected": natural}, st, None)
-            for bps, smem in sorted(FORCED_SHARED.items(), reverse=True):
-                if natural > 0 and bps >= natural:
+            for smem, timing, expected, st, host, error in time_per_kind(
+                    wplan, kind_id, d_table, size, d_prm, wplan.shared_bytes if kind == "gemm" else 0, wss, spin,
+                    repeats):
+                if error is not None:
+                    notes["opt_in_failed"][f"{name} {kind} {smem}"] = error[:300]
+                    log.warning("%s %s: %d B of dynamic shared memory failed: %s", name, kind, smem, error)
                     continue
-                smem = max(smem, natural_smem)
-                try:
-                    if smem > 48 * 1024:
-                        _opt_in(kernel, smem)
-                    fn_s, _, _ = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, smem)
-                    fn_s(wss[0])
-                    cuda.synchronize()
-                except Exception as err:
-                    notes["opt_in_failed"][f"{name} {kind} {smem}"] = f"{type(err).__name__}: {err}"[:300]
-                    log.warning("%s %s: %d B of dynamic shared memory failed: %s", name, kind, smem, err)
-                    continue
-                st, host = time_queued(lambda i: fn_s(wss[i]), spin, repeats=repeats, rotate=3)
-                record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": smem, "timing": "queued",
-                        "blocks_per_sm_expected": _active_blocks(kernel, threads, smem)}, st, host)
+                record({"kernel": "per_kind", "style": "per_task", "extra_shared_bytes": smem, "timing": timing,
+                        "blocks_per_sm_expected": expected}, st, host)
             for style, bps in (("per_task", None), ("persistent", 1), ("persistent", 2)):
                 one = Schedule(launch.name, (Launch(launch.order, launch.name, style, "ticket", bps),))
                 prep = PreparedSchedule(wplan, one, kernels="megakernel", check=False)

@@ -53,7 +53,7 @@ def measure_shape(name: str, spin, repeats: int = 20) -> list[dict[str, Any]]:
     """Every row of one shape (see the module docstring)."""
     import numpy as np
     from numba import cuda
-    from gpu.calibrate.occupancy import FORCED_SHARED, _active_blocks, _opt_in, per_kind_launcher, time_queued
+    from gpu.calibrate.occupancy import time_per_kind, time_queued
     from gpu.calibrate.runs import nonfused_workspaces
     from gpu.runtime import executor as ex
     from gpu.runtime.prepared import PreparedSchedule
@@ -79,36 +79,17 @@ def measure_shape(name: str, spin, repeats: int = 20) -> list[dict[str, Any]]:
         size = int(len(launch.order))
         d_table = cuda.to_device(ex.task_table(graph, np.asarray(launch.order, np.int64)))
         kbase = {**base, "what": "kind", "kind": kind, "tasks": size, "kernel": "per_kind", "style": "per_task"}
-        natural_smem = wplan.shared_bytes if kind == "gemm" else 0
-        fn, kernel, threads = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, natural_smem)
-        fn(wss[0])
-        cuda.synchronize()
-        natural = _active_blocks(kernel, threads, natural_smem)
-        st, host = time_queued(lambda i: fn(wss[i]), spin, repeats=repeats, rotate=3)
-        rows.append({**kbase, "extra_shared_bytes": 0, "timing": "queued", "blocks_per_sm_expected": natural,
-                     "host_issue_ms": host, **_stats(st)})
-        st = time_cuda(lambda i: fn(wss[i]), warmup=3, repeats=repeats, rotate=3)
-        rows.append({**kbase, "extra_shared_bytes": 0, "timing": "events", "blocks_per_sm_expected": natural,
-                     **_stats(st)})
-        if kind != "gemm":
-            continue
-        for bps, smem in sorted(FORCED_SHARED.items(), reverse=True):
-            if natural > 0 and bps >= natural:
+        for smem, timing, expected, st, host, error in time_per_kind(
+                wplan, kind_id, d_table, size, d_prm, wplan.shared_bytes if kind == "gemm" else 0, wss, spin, repeats,
+                forced=kind == "gemm"):
+            row = {**kbase, "extra_shared_bytes": smem}
+            if error is not None:
+                rows.append({**row, "error": error[:200]})
                 continue
-            smem = max(smem, natural_smem)
-            try:
-                if smem > 48 * 1024:
-                    _opt_in(kernel, smem)
-                fn_s, _, _ = per_kind_launcher(wplan, kind_id, d_table, size, d_prm, smem)
-                fn_s(wss[0])
-                cuda.synchronize()
-            except Exception as err:  # noqa: BLE001 - recorded, the run goes on
-                rows.append({**kbase, "extra_shared_bytes": smem, "error": f"{type(err).__name__}: {err}"[:200]})
-                continue
-            st, host = time_queued(lambda i: fn_s(wss[i]), spin, repeats=repeats, rotate=3)
-            rows.append({**kbase, "extra_shared_bytes": smem, "timing": "queued",
-                         "blocks_per_sm_expected": _active_blocks(kernel, threads, smem), "host_issue_ms": host,
-                         **_stats(st)})
+            row.update(timing=timing, blocks_per_sm_expected=expected)
+            if host is not None:
+                row["host_issue_ms"] = host
+            rows.append({**row, **_stats(st)})
     log.info("%s: %d rows", name, len(rows))
     del wss
     return rows
