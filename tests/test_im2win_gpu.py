@@ -32,6 +32,9 @@ from gpu.kernels.im2win.transform import (division_magic, reference_im2win, tran
 from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
 from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
+from tests.conv_checks import nan_device as _nan  # noqa: E402
+from tests.conv_checks import normwise_rel_err as _rel_err  # noqa: E402
+from tests.conv_checks import random_conv_inputs as _inputs  # noqa: E402
 
 pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
@@ -62,24 +65,10 @@ def _build(layout, **kw):
     return make_conv_kernel(m_b, n_b, k_b, m_t, n_t, vector=vector, prefetch=prefetch, **extra, **kw), m_b, n_b, k_b
 
 
-def _nan(shape):
-    return cuda.to_device(np.full(shape, np.nan, np.float32))
-
-
 @pytest.fixture(autouse=True)
 def _nan_filled_outputs(monkeypatch):
     """The op's workspaces (J and y) start as NaN, not as whatever the allocator hands out."""
     monkeypatch.setattr(im2win_kernels.cuda, "device_array", lambda shape, dtype=np.float32: _nan(shape))
-
-
-def _inputs(p: ConvProblem, seed: int):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((p.n, p.c, p.h, p.w)).astype(np.float32),
-            rng.standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32))
-
-
-def _rel_err(y, ref) -> float:
-    return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
 
 
 def _window(p: ConvProblem, x: np.ndarray):

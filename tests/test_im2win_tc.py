@@ -32,6 +32,9 @@ from gpu.kernels.im2win.transform import transform_kernel, transform_magic, tran
 from gpu.runtime import im2win_kernels
 from gpu.sparse import reference_conv2d
 from megasim.algorithms.im2win.tiling import TRANSFORM_THREADS, im2win_shape, transform_blocks
+from tests.conv_checks import nan_device as _nan  # noqa: E402
+from tests.conv_checks import normwise_rel_err as _rel_err  # noqa: E402
+from tests.conv_checks import random_conv_inputs as _inputs  # noqa: E402
 
 pytestmark = [pytest.mark.cudasim, pytest.mark.usefixtures("fast_simulator_barriers")]
 TOL = 1e-4
@@ -46,20 +49,6 @@ SHAPES = [ConvProblem(1, 1, 5, 7, 6, 1, 1, 1, 0),       # 1x1, C_in = 1
 # (m_b, n_b, k_b, m_t, n_t, staging): one warp of one MMA tile; two warps of 2 x 2 tiles, two K slices a step
 LAYOUTS = {"warp1": (16, 8, 8, 4, 1, "registers"), "warp1_async": (16, 8, 8, 4, 1, "async"),
            "warps2": (32, 32, 16, 4, 4, "registers")}
-
-
-def _nan(shape):
-    return cuda.to_device(np.full(shape, np.nan, np.float32))
-
-
-def _inputs(p: ConvProblem, seed: int):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((p.n, p.c, p.h, p.w)).astype(np.float32),
-            rng.standard_normal((p.k, p.c, p.r, p.s)).astype(np.float32))
-
-
-def _rel_err(y, ref) -> float:
-    return float(np.linalg.norm(np.asarray(y, np.float64) - ref) / np.linalg.norm(ref))
 
 
 def _conv(p: ConvProblem, layout: str, x, w, **kw):
