@@ -179,10 +179,9 @@ def case_graph(row: dict[str, Any]):
     sub, alone = kind_subgraph(graph, row["kind"], np.concatenate([l.order for l in launches]))
     if len(launches) == 1:
         return sub, alone
-    local = np.full(graph.num_tasks, -1, np.int64)      # im2col's transform: a launch per image, as the bench's
-    ids = np.flatnonzero(graph.kind == graph.kind_id(row["kind"]))
-    local[ids] = np.arange(ids.size)
-    return sub, Schedule(alone.name, tuple(Launch(local[l.order], name=l.name) for l in launches), {})
+    # im2col's transform: a launch per image, as the bench's; the one launch cut back at the same sizes
+    parts = np.split(alone.launches[0].order, np.cumsum([l.order.size for l in launches])[:-1])
+    return sub, Schedule(alone.name, tuple(Launch(part, name=row["kind"]) for part in parts), {})
 
 
 def simulated_us(spec: GPUSpec, name: str, cost: TaskCost, graphs) -> np.ndarray:
