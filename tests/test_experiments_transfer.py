@@ -90,6 +90,9 @@ def test_transfer_h100_on_two_measured_rows(tmp_path, capsys, monkeypatch):
     rows = [r for r in read_rows(DATA / "h100_transfer/validation_measured_resnet4.csv")
             if r["layer"] == "resnet-4" and r["label"] in ("nonfused", "a1_default")]
     assert len(rows) == 2
+    # Measured on kernels (b3d0478) whose transforms had other registers than today's: the rows are data for
+    # the transfer pipeline here, so their TaskGraph hashes (which `megasim validate` matches) are dropped.
+    rows = [{**r, "taskgraph_hash": ""} for r in rows]
     measured = tmp_path / "measured.csv"
     write_rows(rows, measured)
     table = transfer_h100.main(["--measured", str(measured), "--out", str(tmp_path), "--workers", "1"])

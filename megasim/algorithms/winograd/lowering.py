@@ -81,8 +81,10 @@ GEMM_GENERIC_REGISTERS = 128
 MEGAKERNEL_REGISTERS = 128
 PERSISTENT_MEGAKERNEL_REGISTERS = 216
 # The transform kernels (ftrans, itrans, otrans): F(2x2) and F(4x4) share gpu/'s general build, F(5x5), F(6x6)
-# and F(7x7) have their own (ptxas sm_90; ``python -m gpu.diagnostics.offline_compile itrans_kernel itrans_kernel_m5 ...``).
-TRANSFORM_REGISTERS = (48, 72, 80)
+# and F(7x7) have their own; each value is ptxas's for sm_90 (``CUDA_HOME=/usr/local/cuda-13.0 python -m
+# gpu.diagnostics.offline_compile ftrans_kernel itrans_kernel otrans_kernel ftrans_kernel_m5 ...``, no GPU needed;
+# the H200's driver runs 12 and 8 blocks per SM of the F(4x4) ftrans and otrans, as these give).
+TRANSFORM_REGISTERS = (40, 70, 62)
 TRANSFORM_REGISTERS_BY_TILE = {2: TRANSFORM_REGISTERS, 4: TRANSFORM_REGISTERS, 5: (40, 84, 72), 6: (40, 96, 72),
                                7: (32, 128, 96)}
 # Tiles whose transforms are priced under cost names of their own (``ftrans@m6``, ...; GPUSpec.task_cost falls
