@@ -37,8 +37,16 @@ def test_a_probe_file_without_fused_rows_is_a_one_line_error(tmp_path):
 def test_main_predicts_one_layer_of_a_committed_probe(tmp_path):
     rows = list(csv.DictReader(open(PROBE)))
     assert {r["layer"] for r in rows} == {"resnet-4"} and {"fused_ticket", "fused_blockidx"} <= {r["label"] for r in rows}
-    assert dispatch_model.main(["--probe", PROBE, "--spec", SPEC, "--workers", "1", "--out", str(tmp_path)]) == 0
+    # Measured on kernels (a941c41) whose transforms had other registers than today's: the rows are data for the
+    # script here, so their TaskGraph hashes (which the script matches) are dropped.
+    probe = tmp_path / "probe.csv"
+    with open(probe, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "taskgraph_hash": ""} for r in rows)
+    assert dispatch_model.main(["--probe", str(probe), "--spec", SPEC, "--workers", "1", "--out", str(tmp_path)]) == 0
     out = json.loads((tmp_path / "dispatch_model.json").read_text())
     (row,) = out["rows"]
-    assert row["layer"] == "resnet-4" and row["predicted_blockidx_us"] < row["predicted_ticket_us"]
-    assert out["meta"]["summary"][PROBE]["layers"] == 1
+    # The two dispatches measure within 0.4% of each other on resnet-4; the model must see no more than that.
+    assert row["layer"] == "resnet-4" and abs(row["predicted_ratio"] - row["measured_ratio"]) < 0.01
+    assert out["meta"]["summary"][str(probe)]["layers"] == 1
