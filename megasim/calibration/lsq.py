@@ -19,7 +19,10 @@ only the points it moves to, so a fit of 8 fields could simulate 9 times its bud
 batch would exceed it, the best point simulated so far is returned. The search also stops when the
 best cost has fallen by less than ``stall_rtol`` of itself over the last ``stall_points`` points
 (``stopped`` = ``stalled``): on a discrete-event simulation SciPy's tolerances are met late, if at
-all, and the last points move the fit by less than the runs' own noise. A point simulated twice (the
+all, and the last points move the fit by less than the runs' own noise. The rule waits until
+``stall_points`` points have followed the first Jacobian: a trust region's first step is often
+rejected (the region then shrinks), and judging the start point's Jacobian and that step alone stopped
+fits where they began. A point simulated twice (the
 point a Jacobian is taken at, the final point) is looked up, not simulated again.
 """
 
@@ -95,7 +98,7 @@ def least_squares_batched(residuals_many: Callable[[Sequence[np.ndarray]], Seque
             count[0] += len(need)
             if on_evaluation is not None:
                 on_evaluation(count[0], best[1])
-            if (stall_points is not None and len(history) > stall_points
+            if (stall_points is not None and len(history) > stall_points + x0.size + 1
                     and history[-1 - stall_points] - history[-1] <= stall_rtol * history[-1]):
                 raise _Stop("stalled")
         return [seen[p.tobytes()] for p in points]
