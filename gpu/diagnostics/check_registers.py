@@ -136,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(checks) - len(bad)} of {len(checks)} kernels at the modelled blocks per SM")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"meta": provenance(), "checks": [{**asdict(c), "agrees": c.agrees} for c in checks]}, f,
+            device = cuda.get_current_device().name
+            json.dump({"meta": provenance({"device": device.decode() if isinstance(device, bytes) else device,
+                                           "driver": ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))}),
+                       "checks": [{**asdict(c), "agrees": c.agrees} for c in checks]}, f,
                       indent=1)
     return 1 if bad else 0
 
