@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from megasim.errors import InputError, MegasimError
+from megasim.input_files import read_text
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -62,7 +63,7 @@ def spec_of(args: argparse.Namespace):
 def read_json(path: str, flag: str) -> Any:
     """The parsed JSON of the file `path` given to `flag`; one-line InputError if it cannot be read."""
     try:
-        raw = Path(path).read_text()
+        raw = read_text(path, f"{flag} {path!r}", "JSON file")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{flag} {path!r} cannot be read: {getattr(err, 'strerror', None) or err}") from None
     try:

@@ -59,19 +59,20 @@ def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> 
     """The rows of `path` (a validation_measured.csv) for `layers` and `algorithm`, each checked: its layer, schedule and
     params readable as a plan, its measured_us empty (a failed run) or a finite number > 0."""
     import csv
+    import io
     from megasim.calibration.measurements import measured_time
-    from megasim.calibration.validation import read_rows
+    from megasim.input_files import read_text
     from megasim.plan import Plan
     from megasim.workloads import parse_layer
     try:
-        rows = read_rows(path)
+        text = read_text(path, f"--measured {path!r}", "CSV file")
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"--measured {path!r} cannot be read: {getattr(err, 'strerror', None) or err}") from None
     except csv.Error as err:
         raise InputError(f"--measured {path!r} is not a CSV file: {err}") from None
     if rows:
-        with open(path, newline="") as fh:
-            header = next(csv.reader(fh))
+        header = next(csv.reader(io.StringIO(text, newline="")))
         twice = sorted({c for c in header if header.count(c) > 1})
         if twice:      # csv.DictReader would keep the last of them without a word
             raise InputError(f"--measured {path!r} is not allowed: its header names column {twice[0]!r} more than once")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from megasim.errors import SpecError
+from megasim.input_files import read_text
 from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
 
 _COST_FIELDS = ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step",
@@ -123,9 +124,11 @@ def load_spec(path: str | Path) -> GPUSpec:
         raise SpecError(f"spec file {path!r} is not allowed: give the path of a JSON spec file")
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_text(path, f"spec file {str(path)!r}", "spec file", error=SpecError)
     except OSError as err:
         raise SpecError(f"spec file {str(path)!r} cannot be read: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file {str(path)!r} is not UTF-8 text: a spec file is JSON") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

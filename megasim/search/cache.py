@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from megasim.errors import MegasimError
+from megasim.input_files import read_text
 from megasim.search.record import Record
 from megasim.search.space import SearchSpace
 
@@ -126,7 +127,11 @@ class Cache:
              problem_size: str | None = None) -> "Cache":
         """Read a cache file; MegasimError if it is not one or does not belong to this space/GPU/problem."""
         try:
-            data = json.loads(Path(path).read_text())
+            text = read_text(path, f"cache file {path}", "cache file", error=MegasimError)
+        except (OSError, UnicodeDecodeError) as err:
+            raise MegasimError(f"cache file {path}: not a readable Kernel Tuner cache ({err})") from None
+        try:
+            data = json.loads(text)
             cache = cls(data["device_name"], data["problem_size"],
                         {k: list(data["tune_params"][k]) for k in data["tune_params_keys"]},
                         dict(data["cache"]), data.get("kernel_name", KERNEL_NAME))

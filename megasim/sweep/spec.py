@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from megasim.errors import InputError
+from megasim.input_files import read_text
 
 TOP_KEYS = ("name", "problems", "networks", "batch", "gpus", "runs", "max_tasks", "out")
 RUN_KEYS = ("algorithm", "schedules", "param", "grid", "space", "optimize")
@@ -92,7 +93,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise InputError(f"sweep file {path!r} is not allowed: give the path of a TOML sweep file")
     where = f"sweep file {str(path)!r}"
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(read_text(path, where, "sweep file"))
     except OSError as err:
         raise InputError(f"{where} cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:

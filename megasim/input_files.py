@@ -1,0 +1,44 @@
+"""Reading the files a user gives megasim, with a cap on their size.
+
+Every input file (a spec, a sweep's TOML, a measurements JSON, an optimizer cache, a measured CSV) is
+read through ``read_text``, which reads at most the cap of the file's kind plus one byte: a file above
+it is refused in one line naming the file and the limit, before it is parsed, so `--spec /dev/zero`
+costs 64 MiB at most, not all the memory there is. The caps are far above any file megasim writes or
+reads in its experiments (the largest, a sparse benchmark CSV, is 0.35 MB; a spec with its
+measurements 0.27 MB; docs/errors.md lists them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from megasim.errors import InputError, MegasimError
+
+MiB = 1 << 20
+
+# kind -> the most bytes read from one file of that kind (docs/errors.md, "Input files").
+MAX_INPUT_BYTES = {
+    "spec file": 64 * MiB,      # GPU spec JSON (--spec)
+    "sweep file": 64 * MiB,     # sweep TOML
+    "JSON file": 64 * MiB,      # measurements JSON (--measurements, --from-measurements) and other JSON inputs
+    "cache file": 256 * MiB,    # optimizer cache (--cache): ~0.3 kB per evaluation, 100,000 evaluations at most
+    "CSV file": 256 * MiB,      # measured CSVs (--measured, --from-measurements)
+}
+
+
+def size_text(n: int) -> str:
+    return f"{n // MiB:,} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
+
+
+def read_text(path: str | Path, origin: str, kind: str, error: type[MegasimError] = InputError,
+              limit: int | None = None) -> str:
+    """The text (UTF-8) of the file `path`, read only up to the cap of `kind` (MAX_INPUT_BYTES, or
+    `limit`); `error` (one line naming `origin` and the limit) when the file holds more. OSError and
+    UnicodeDecodeError pass through, for the caller to name as it names its other failures."""
+    cap = MAX_INPUT_BYTES[kind] if limit is None else limit
+    with open(path, "rb") as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise error(f"{origin} is not allowed: it is larger than {size_text(cap)}, the limit for a {kind} "
+                    f"(docs/errors.md)")
+    return data.decode("utf-8")
