@@ -202,7 +202,11 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ("D_IG=x", "D_IG='x'"), ("sparsity=0.5", "'sparsity'"),
         # a GEMM block's shared memory beyond any spec's (before: OverflowError in the lowering's int32 tables)
         ("t=1000000000", "t=1,000,000,000 is not allowed"), ("t=0", "t=0"),
-        ("gemm_k_tile=100000000", "gemm_k_tile=100,000,000 is not allowed")]],
+        ("gemm_k_tile=100000000", "gemm_k_tile=100,000,000 is not allowed"),
+        # an integer beyond its range (before: an OverflowError traceback from Algorithm 1's plan)
+        ("D_IG=99999999999999999999999", "D_IG=99999999999999999999999 is not allowed: it must be an integer from 0 to 2,147,483,647"),
+        ("D_GO=9223372036854775808", "D_GO=9223372036854775808 is not allowed: it must be an integer from 0"),
+        ("M=9223372036854775808", "M=9223372036854775808 is not allowed")]],
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
         ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),
         ("cluster_px=0", "cluster_px=0"), ("k_tile=abc", "k_tile='abc'"), ("style=persistent", "ecr"),

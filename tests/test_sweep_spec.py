@@ -104,6 +104,9 @@ BAD = [
     (_RUN + 'optimize = {budget = 5, strategy = "annealing", options = {T0 = inf}}\n', "T0=inf"),
     (_RUN + 'optimize = {budget = 5, strategy = "annealing", options = {alpha = nan}}\n', "alpha=nan"),
     (_RUN + 'optimize = {budget = 5, options = {top = "x"}}\n', "top='x'"),
+    # an integer parameter beyond its range (before: a row 'model error: OverflowError')
+    (_RUN + 'param = "D_IG=99999999999999999999999"\n', "D_IG=99999999999999999999999 is not allowed: it must be an integer from 0"),
+    (_RUN + 'grid = {D_GO = [9223372036854775808]}\n', "D_GO=9223372036854775808 is not allowed"),
 ]
 
 

@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 
 _TYPES = {"int": int, "float": float, "str": str}
 
+# The range of an integer parameter unless its params class declares another (INT_RANGES): the GPU
+# kernels index with 32-bit integers, and a value of 2**63 or more overflowed the lowering's int64
+# arithmetic (an OverflowError traceback from Algorithm 1's plan).
+INT_PARAM_RANGE = (0, 2 ** 31 - 1)
+
 
 def _field_type(field: dataclasses.Field) -> tuple[type, bool]:
     """(value type, None allowed) of a params field annotated as int / float / str, optionally | None."""
@@ -63,10 +68,12 @@ def convert(value: str, kind: type, what: str) -> Any:
 
 
 def check_params(params: Any, source: str = "--param") -> None:
-    """One-line MappingError when a field of a params dataclass has the wrong type or a value outside
-    its CHOICES (called by every params class's __post_init__)."""
+    """One-line MappingError when a field of a params dataclass has the wrong type, a value outside its
+    CHOICES or an integer outside its range (INT_RANGES, else INT_PARAM_RANGE) (called by every params
+    class's __post_init__)."""
     keys = {name: key for key, name in getattr(params, "KEYS", {}).items()}
     choices = getattr(params, "CHOICES", {})
+    int_ranges = getattr(params, "INT_RANGES", {})
     for f in dataclasses.fields(params):
         value = getattr(params, f.name)
         kind, optional = _field_type(f)
@@ -81,6 +88,10 @@ def check_params(params: Any, source: str = "--param") -> None:
             raise MappingError(f"{what}={value!r} is not allowed: it must be {kind.__name__}")
         if f.name in choices and value not in choices[f.name]:
             raise MappingError(f"{what}={value!r} is not allowed (allowed: {', '.join(map(str, choices[f.name]))})")
+        if kind is int:
+            low, high = int_ranges.get(f.name, INT_PARAM_RANGE)
+            if not low <= value <= high:
+                raise MappingError(f"{what}={value} is not allowed: it must be an integer from {low:,} to {high:,}")
 
 
 def parse_items(text: str | None, source: str = "--param") -> list[tuple[str, str]]:

@@ -53,6 +53,7 @@ class SparseParams:
     KEYS: ClassVar[dict[str, str]] = {"sparsity": "sparsity", "pattern": "pattern", "cluster_px": "cluster_px",
                                       "seed": "seed", "k_tile": "k_tile"}
     CHOICES: ClassVar[dict[str, tuple]] = {"pattern": PATTERNS}
+    INT_RANGES: ClassVar[dict[str, tuple[int, int]]] = {"seed": (0, 2 ** 64 - 1)}
 
     def __post_init__(self) -> None:
         check_params(self)
