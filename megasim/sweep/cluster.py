@@ -95,6 +95,57 @@ def check_scheduler_address(address: Any) -> None:
                          f"address such as tcp://host:8786)") from None
 
 
+SCHEDULER_TIMEOUT_S = 20.0    # docs/errors.md: an address where no scheduler answers is refused after 20 s
+
+
+async def _identity(address: str) -> Any:
+    from distributed.comm import connect
+    comm = await connect(address, timeout=SCHEDULER_TIMEOUT_S)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def probe_scheduler(address: str, timeout_s: float | None = None) -> None:
+    """InputError unless a Dask scheduler answers at `address` within `timeout_s` (default
+    SCHEDULER_TIMEOUT_S): a connection, distributed's handshake and an ``identity`` reply naming a
+    Scheduler. distributed's own client waits for the handshake without a limit, so a server that accepts
+    and says nothing (an HTTP server) hung it, and one that answers other bytes made it allocate what
+    those bytes claimed a frame's length was (3 EiB); the probe runs in a thread of its own with the
+    whole exchange under one deadline, and any failure is one line."""
+    import asyncio
+    import threading
+    limit = SCHEDULER_TIMEOUT_S if timeout_s is None else timeout_s
+    outcome: dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(_identity(address), limit))
+        except BaseException as err:  # noqa: BLE001 - whatever the bytes did, the answer is one line
+            outcome["error"] = err
+
+    thread = threading.Thread(target=probe, name="megasim-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(limit + 5.0)
+    err = outcome.get("error")
+    hint = "start one with `dask scheduler`, workers with `dask worker ADDRESS`"
+    if thread.is_alive() or isinstance(err, (TimeoutError, asyncio.TimeoutError)):
+        raise InputError(f"scheduler {address!r} cannot be reached: no Dask scheduler answered within "
+                         f"{limit:g} s ({hint})")
+    if isinstance(err, OSError):
+        raise InputError(f"scheduler {address!r} cannot be reached: {' '.join(str(err).split())} ({hint})")
+    if err is not None:
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        raise InputError(f"scheduler {address!r} is not allowed: what answers there is not a Dask scheduler "
+                         f"({detail}; {hint})")
+    reply = outcome.get("reply")
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise InputError(f"scheduler {address!r} is not allowed: what answers there is not a Dask scheduler "
+                         f"(its identity is {str(reply)[:100]!r}; {hint})")
+
+
 @contextlib.contextmanager
 def open_client(client: Any = None, scheduler: str | None = None, workers: int | None = None,
                 processes: bool = True) -> Iterator[Any]:
@@ -108,6 +159,7 @@ def open_client(client: Any = None, scheduler: str | None = None, workers: int |
     from distributed import Client
     if scheduler is not None:
         check_scheduler_address(scheduler)
+        probe_scheduler(scheduler)
         try:
             own = Client(scheduler, timeout="20s")
         except ValueError as err:      # distributed's answer to an address it still cannot use
