@@ -247,6 +247,12 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (OPT + ["--landscape", "/no/such/dir/x.csv"], "/no/such/dir/x.csv"),
     (OPT + ["--cache", "{dir}"], "{dir}"),
     (OPT + ["--param", "tile=3"], "tile=3"),
+    # a key the search sets (before: --param M=4 searched M anyway and returned a best M=2)
+    (OPT + ["--param", "M=4"], "--param M=4 is not allowed with space 'default' of winograd: the search varies M"),
+    (OPT + ["--param", "D_IG=100"], "D_IG=100 is not allowed with space 'default'"),
+    (OPT + ["--param", "threads=256"], "the search holds threads at 128"),
+    (OPT + ["--space", "algorithm1", "--param", "style=persistent"], "style=persistent is not allowed with space 'algorithm1'"),
+    (["optimize", SMALL, "--gpu", "H100", "--algo", "ecr", "--param", "sparsity=0.5,k_tile=8"], "the search varies k_tile"),
     (["optimize", "resnet-1", "--gpu", "H100", "--batch", "4096", "--max-tasks", "1000"], "--max-tasks 1,000"),
     # transfer-spec, update-spec
     *[([cmd, "--spec", CALIBRATED, "--measurements", "{%s}" % name, "--out", "{dir}/out.json"], needle)

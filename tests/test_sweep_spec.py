@@ -107,6 +107,9 @@ BAD = [
     # an integer parameter beyond its range (before: a row 'model error: OverflowError')
     (_RUN + 'param = "D_IG=99999999999999999999999"\n', "D_IG=99999999999999999999999 is not allowed: it must be an integer from 0"),
     (_RUN + 'grid = {D_GO = [9223372036854775808]}\n', "D_GO=9223372036854775808 is not allowed"),
+    # a base param of a key the search sets, which it would replace without a word
+    (_RUN + 'param = "M=4"\noptimize = {budget = 5}\n', "param M=4 is not allowed with space 'default'"),
+    (_RUN + 'param = "t=64"\nspace = "algorithm1"\n', "the search varies t"),
 ]
 
 

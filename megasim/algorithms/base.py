@@ -215,6 +215,9 @@ class Algorithm:
     # -- search (see megasim.search.space) ---------------------------------------------------------
     spaces: ClassVar[dict[str, Callable[[], Any]]] = {}
     space_defaults: ClassVar[dict[str, Any]] = {}
+    # A point's fields whose --param key has another name (Winograd: d_ig_x sets D_IG); the others set the
+    # key of their own name. ``SearchSpace.check_base`` refuses a base --param of a key a point sets.
+    point_param_keys: ClassVar[dict[str, str]] = {}
 
     def point_constraint(self, point: dict[str, Any], bound: tuple) -> str | None:
         """Why a full point cannot run (one line), or None."""

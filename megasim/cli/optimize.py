@@ -70,7 +70,9 @@ def options_of(text: str | None, strategy: str, declared: dict, ranges: dict | N
 def add_optimize(p: argparse.ArgumentParser) -> None:
     from megasim.search import DEFAULT_STRATEGY, STRATEGIES
     add_problem_arguments(p)
-    p.add_argument("--param", help="parameters the search does not vary (e.g. tile=6, or sparsity=0.7)")
+    p.add_argument("--param", help="parameters the search does not set, kept in every point (e.g. tile=6, or "
+                   "sparsity=0.7); a key the --space varies or holds at its default (winograd: M, D_IG, D_GO, t, "
+                   "threads, pairs, gemm_k_tile, gemm_threads, style, dispatch, blocks_per_sm) is refused")
     p.add_argument("--budget", type=integer(1, MAX_BUDGET), default=200, help="most evaluations (default 200)")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=list(STRATEGIES))
     p.add_argument("--option", help="strategy options, e.g. top=8,explore=0.5")
@@ -114,6 +116,7 @@ def run_optimize(args: argparse.Namespace) -> int:
                          f"evaluation: more than --max-tasks {args.max_tasks:,} is not allowed (a smaller --batch, or "
                          f"raise --max-tasks; docs/errors.md)")
     space = spaces[args.space]()
+    space.check_base(args.param)
     result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
                       seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
                       progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator, base=base,

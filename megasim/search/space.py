@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
-from megasim.errors import MegasimError
+from megasim.errors import MappingError, MegasimError
 from megasim.schedule import DISPATCHES, STYLES
 from megasim.workloads.problem import ConvProblem
 
@@ -90,6 +90,27 @@ class SearchSpace:
     def key(self, point: dict[str, Any]) -> str:
         """Kernel Tuner's cache key: the values in parameter order, comma-joined."""
         return ",".join(str(point[n]) for n in self.names)
+
+    def check_base(self, param: str | None, source: str = "--param") -> None:
+        """MappingError naming the first key of the base --param string `param` that a point of this space
+        sets: a key the space varies, or one it holds at its default (``full``). The search would replace
+        its value without a word (``--param M=4`` on the default space returned a best M=2)."""
+        from megasim.algorithms import get_algorithm
+        from megasim.algorithms.base import parse_items
+        rename = get_algorithm(self.algorithm, "search space algorithm").point_param_keys
+        varied = {rename.get(n, n): n for n in self.names}
+        held = {rename.get(n, n): (n, v) for n, v in self.defaults.items() if n not in self.names}
+        for key, value in parse_items(param, source):
+            if key in varied:
+                raise MappingError(f"{source} {key}={value} is not allowed with space {self.name!r} of "
+                                   f"{self.algorithm}: the search varies {key} (the space's parameters: "
+                                   f"{', '.join(self.names)}); give --param only keys the search does not set")
+            if key in held:
+                name, default = held[key]
+                held_as = f"{default}" if name == key else f"its default ({name}={default})"
+                raise MappingError(f"{source} {key}={value} is not allowed with space {self.name!r} of "
+                                   f"{self.algorithm}: the search holds {key} at {held_as} in every point; "
+                                   f"give --param only keys the search does not set")
 
     def full(self, point: dict[str, Any]) -> dict[str, Any]:
         """The point with every parameter the space does not vary set to its default."""

@@ -153,6 +153,10 @@ def _check_run(run: RunSpec, where: str) -> tuple[RunSpec, list[tuple[str, str]]
         if space not in alg.spaces:
             raise InputError(f"{where}: space {space!r} is not allowed for {alg.name} "
                              f"(allowed: {', '.join(alg.spaces) or 'none: it has no search space'})")
+        try:
+            alg.spaces[space]().check_base(run.param or None, source="param")
+        except MegasimError as err:
+            raise InputError(f"{where}: {err}") from None
     if run.optimize is not None:
         from megasim.search import get_strategy
         from megasim.search.budget import check_options

@@ -117,6 +117,7 @@ class Winograd(Algorithm):
     kinds = KINDS
     megakernel = True
     calibration = "megakernel_kinds"
+    point_param_keys = {"d_ig_x": "D_IG", "d_go_x": "D_GO"}
 
     def check(self, params: WinogradParams, schedule: str) -> None:
         if schedule != "fused" and any(v is not None for v in (params.d_ig, params.d_go, params.m)):
