@@ -216,3 +216,15 @@ def test_a_sweep_above_max_points_is_refused_before_it_is_built(tmp_path, monkey
     assert needle in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
     monkeypatch.setattr(points, "MAX_POINTS", 1_000)
     assert len(expand(load_sweep(path))) in (120, 121)
+
+
+@pytest.mark.parametrize("where", ["--out", "out"])
+def test_a_table_in_a_folder_that_does_not_exist_is_refused_and_not_made(capsys, tmp_path, where):
+    from megasim.cli.main import main
+    missing = tmp_path / "no_such_folder" / "t.csv"
+    text = (f'out = "{missing}"\n' if where == "out" else "") + GOOD
+    args = ["sweep", str(_write(tmp_path, text)), "--workers", "1"] + (["--out", str(missing)] if where == "--out" else [])
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err, err
+    assert str(missing.parent) in err and not missing.parent.exists()

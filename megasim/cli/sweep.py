@@ -79,9 +79,8 @@ def run_sweep(args: argparse.Namespace) -> int:
               f"{sweep.name}: {len(points):,} points ({', '.join(f'{v:,} {k}' for k, v in modes.items() if v)}), "
               f"{len(todo):,} not in {path}; {stale:,} in it from another model version")
         return 0
-    if path.parent.is_dir() or not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    check_out_path(str(path), "--out" if args.out else "the table")
+    # the table's folder must exist, as every output path's (docs/errors.md): a typo is refused, not made
+    check_out_path(str(path), "--out" if args.out else f"sweep file {sweep.source!r}: out")
     line = _ProgressLine() if not args.json and sys.stderr.isatty() else None
     try:
         result = runner.run_sweep(sweep, scheduler=args.scheduler, workers=args.workers, out=path,
