@@ -188,6 +188,7 @@ def test_the_command_runs_a_sweep_file_and_a_rerun_adds_nothing(tmp_path, capsys
                      '[[runs]]\nalgorithm = "winograd"\nschedules = ["fused", "nonfused"]\n'
                      '[[runs]]\nalgorithm = "direct"\noptimize = {budget = 2}\n')
     out = tmp_path / "sub" / "tiny.csv"
+    out.parent.mkdir()          # the table's folder must exist (docs/errors.md); the command makes none
     assert main(["sweep", str(sweep), "--workers", "1", "--out", str(out), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["evaluated"] == first["points"] == 3 and first["failed"] == 0 and out.exists()
