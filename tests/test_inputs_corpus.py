@@ -123,6 +123,9 @@ def files(tmp_path_factory) -> dict[str, str]:
     write("csv_dup_column.csv", "layer,schedule,params,measured_us,device,measured_us\nresnet-1,fused,M=4,100,gpu,200\n")
     write("csv_short_row.csv", header + "resnet-1,fused,M=4,100\n")
     write("csv_bom.csv", "\ufeff" + header + "resnet-1,fused,M=4,100,gpu\n")
+    write("csv_unknown_layer.csv", header + "resnet-1,fused,M=4,100,gpu\nresnet-9,fused,M=4,100,gpu\n")
+    write("csv_misfit.csv", header + "resnet-1,fused,M=4,100,gpu\nresnet-1,fused,\"D_IG=0,M=4\",100,gpu\n")
+    write("csv_huge_int.csv", header + "resnet-1,fused,D_IG=99999999999999999999999,100,gpu\n")
     write("sparse_rows_missing.json", {"meta": {}})
     write("sparse_rows_bad.json", {"meta": {}, "rows": [{"op": "ecr", "kind": "ecr", "problem": "N=1,C=1,K=1,H=4,W=4",
                                                          "sparsity": 2.0, "pattern": "uniform", "seed": 0,
@@ -295,7 +298,15 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_column.csv}"], "'measured_us'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_time.csv}"], "measured_us='fast'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_negative_time.csv}"], "measured_us='-3'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_param.csv}"], "M='abc'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_param.csv}"], "csv_bad_param.csv' row 2 schedule='fused' params='M=abc': M='abc'"),
+    # a row's problems name the file and the row (before: '--param ...' alone, a misfit found when predicted
+    # named no row, an unknown layer was dropped without a word, an int >= 2**63 a traceback)
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_unknown_layer.csv}", "--workers", "1"],
+     "csv_unknown_layer.csv' row 3 layer 'resnet-9'"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_misfit.csv}", "--workers", "1", "--out", "{dir}/v"],
+     "csv_misfit.csv' row 3: D_IG=0 is too small for M=4"),
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_huge_int.csv}"],
+     "csv_huge_int.csv' row 2 schedule='fused' params='D_IG=99999999999999999999999': D_IG=99999999999999999999999 is not allowed"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_schedule.csv}"], "'sideways'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_all_failed.csv}"], "no measured times"),
     # a duplicated column (before: the last one read silently), a short row (before: accepted), a BOM

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from megasim.algorithms import get_algorithm
-from megasim.errors import MappingError
+from megasim.errors import InputError, MappingError, MegasimError
 from megasim.plan import Plan, build, predicted_time_us
 from megasim.workloads.problem import ConvProblem
 
@@ -259,22 +259,33 @@ def predict_row(args: tuple[dict[str, Any], str]) -> dict[str, Any]:
     return out
 
 
-def _predict_chunk(rows: Sequence[dict[str, Any]], spec_path: str) -> list[dict[str, Any]]:
-    return [predict_row((dict(r), spec_path)) for r in rows]
+def _predict_chunk(items: Sequence[tuple[dict[str, Any], str | None]], spec_path: str) -> list[dict[str, Any]]:
+    out = []
+    for row, origin in items:
+        try:
+            out.append(predict_row((dict(row), spec_path)))
+        except MegasimError as err:
+            if origin is None:
+                raise
+            raise InputError(f"{origin}: {' '.join(str(err).split())}") from None
+    return out
 
 
 def predict_rows(rows: Sequence[dict[str, Any]], spec_path: str, spec_label: str,
-                 workers: int | None = None, client: Any = None) -> list[dict[str, Any]]:
+                 workers: int | None = None, client: Any = None,
+                 origins: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
     """Every row predicted, ``spec`` set to ``spec_label``: on ``client``'s Dask cluster, else on a
     LocalCluster of ``workers`` processes (default: the available CPUs; 1: in this process), in chunks
-    of rows (about four per worker), in the rows' order."""
+    of rows (about four per worker), in the rows' order. ``origins`` (one per row, e.g. ``--measured
+    'm.csv' row 7``): a row whose plan does not fit its layer is an InputError naming its origin."""
     from megasim.sweep.cluster import check_workers, map_batches, open_client
     workers = check_workers(workers)
+    items = list(zip(rows, origins if origins is not None else [None] * len(rows)))
     if client is None and (workers == 1 or len(rows) <= 1):
-        out = _predict_chunk(rows, spec_path)
+        out = _predict_chunk(items, spec_path)
     else:
         with open_client(client, workers=None if client is not None else workers) as c:
-            out = map_batches(c, _predict_chunk, list(rows), spec_path, per_worker=4)
+            out = map_batches(c, _predict_chunk, items, spec_path, per_worker=4)
     for r in out:
         r["spec"] = spec_label
     return out

@@ -19,7 +19,7 @@ import json
 import sys
 
 from megasim.cli.common import gpu_module, integer, layers_of, repo_relative
-from megasim.errors import InputError, OutcomeError
+from megasim.errors import InputError, MegasimError, OutcomeError
 
 REQUIRED_COLUMNS = ("layer", "schedule", "params", "measured_us")
 
@@ -58,6 +58,13 @@ device_list.__name__ = "device list"
 def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> list[dict[str, str]]:
     """The rows of `path` (a validation_measured.csv) for `layers` and `algorithm`, each checked: its layer, schedule and
     params readable as a plan, its measured_us empty (a failed run) or a finite number > 0."""
+    return [row for _, row in measured_rows(path, layers, algorithm)]
+
+
+def measured_rows(path: str, layers: list[str], algorithm: str = "winograd") -> list[tuple[str, dict[str, str]]]:
+    """(where, row) of each row ``read_measured`` keeps, where naming the file and the row's line (``--measured
+    'm.csv' row 7``) for errors found later, when the row is predicted. Every row's layer is checked, also of
+    rows for other layers (an unknown one, e.g. resnet-9, was dropped without a word)."""
     import csv
     import io
     from megasim.calibration.measurements import measured_time
@@ -87,16 +94,20 @@ def read_measured(path: str, layers: list[str], algorithm: str = "winograd") -> 
         where = f"--measured {path!r} row {i}"
         if None in r or any(v is None for v in r.values()):
             raise InputError(f"{where} is not allowed: it has {'more' if None in r else 'fewer'} fields than the header")
+        parse_layer(r["layer"], source=f"{where} layer")
         if r["layer"] not in layers or (r.get("algorithm") or "winograd") != algorithm:
             continue
-        parse_layer(r["layer"], source=f"{where} layer")
-        Plan.parse(r["schedule"] or None, r["params"], algorithm=algorithm)
+        try:
+            Plan.parse(r["schedule"] or None, r["params"], algorithm=algorithm)
+        except MegasimError as err:
+            reason = " ".join(str(err).split()).removeprefix("--param ")   # the file's column, not the flag
+            raise InputError(f"{where} schedule={r['schedule']!r} params={r['params']!r}: {reason}") from None
         try:
             measured_time(r["measured_us"])
         except ValueError:
             raise InputError(f"{where} measured_us={r['measured_us'].strip()!r} is not allowed: it must be a finite "
                              f"number > 0 (or empty for a failed run)") from None
-        out.append(r)
+        out.append((where, r))
     return out
 
 
@@ -118,7 +129,9 @@ def run_validate(args: argparse.Namespace) -> int:
         raise InputError(f"--mappings-per-task {args.mappings_per_task} is not allowed without --gpus: "
                          f"a run on one GPU measures each layer's mappings together")
     if args.measured:
-        rows = read_measured(args.measured, layers, args.algo)
+        measured = measured_rows(args.measured, layers, args.algo)
+        origins = {id(row): where for where, row in measured}
+        rows = [row for _, row in measured]
         if not rows:
             raise OutcomeError(f"--measured {args.measured!r} has no {args.algo} rows for {', '.join(layers)}: "
                                f"nothing to validate (its layers and algorithm must be those given)")
@@ -151,7 +164,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if not ok:
         raise OutcomeError(f"no measured times among the {len(rows)} rows for {', '.join(layers)} (every run "
                            f"failed): nothing to validate")
-    rows = predict_rows(ok, args.spec, repo_relative(args.spec), workers=args.workers)
+    rows = predict_rows(ok, args.spec, repo_relative(args.spec), workers=args.workers,
+                        origins=[origins.get(id(r)) for r in ok] if args.measured else None)
     rows = [{c: r.get(c, "") for c in columns} for r in rows]
     summary = summarize([r for r in rows if r["predicted_us"] != ""])
     write_rows(rows, out / "validation.csv", columns)
