@@ -125,6 +125,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     write("csv_bom.csv", "\ufeff" + header + "resnet-1,fused,M=4,100,gpu\n")
     write("csv_unknown_layer.csv", header + "resnet-1,fused,M=4,100,gpu\nresnet-9,fused,M=4,100,gpu\n")
     write("csv_misfit.csv", header + "resnet-1,fused,M=4,100,gpu\nresnet-1,fused,\"D_IG=0,M=4\",100,gpu\n")
+    write("csv_absurd_time.csv", header + "resnet-1,fused,M=4,1e300,gpu\n")
     write("csv_huge_int.csv", header + "resnet-1,fused,D_IG=99999999999999999999999,100,gpu\n")
     write("sparse_rows_missing.json", {"meta": {}})
     write("sparse_rows_bad.json", {"meta": {}, "rows": [{"op": "ecr", "kind": "ecr", "problem": "N=1,C=1,K=1,H=4,W=4",
@@ -305,6 +306,9 @@ CLI_CASES: list[tuple[list[str], str]] = [
      "csv_unknown_layer.csv' row 3 layer 'resnet-9'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_misfit.csv}", "--workers", "1", "--out", "{dir}/v"],
      "csv_misfit.csv' row 3: D_IG=0 is too small for M=4"),
+    # an absurd time (before: every ranking metric NaN, 'met regret<=5%', exit 0)
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_absurd_time.csv}"],
+     "row 2 measured_us='1e300' is not allowed: it must be a finite number > 0 and at most 1e+09"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_huge_int.csv}"],
      "csv_huge_int.csv' row 2 schedule='fused' params='D_IG=99999999999999999999999': D_IG=99999999999999999999999 is not allowed"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_schedule.csv}"], "'sideways'"),

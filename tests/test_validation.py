@@ -58,6 +58,16 @@ def test_summarize_speedup_and_targets():
     assert s["overall"]["points"] == 3 and not s["targets_met"]["points>=200"]
 
 
+def test_summarize_with_error_metrics_not_finite_meets_no_target():
+    """Times out of range (measured_us = 1e300, refused by --measured since) gave NaN metrics and 'met
+    regret<=5%': such a summary has an outcome (exit 1) and meets nothing."""
+    rows = [{"layer": "L", "label": f"m{i}", "params": str(i), "predicted_us": 100 + i, "measured_us": 1e308}
+            for i in range(3)]
+    rows[0]["measured_us"] = 1e-320          # relative errors overflow: inf
+    s = summarize(rows)
+    assert "not finite" in s["overall"]["outcome"] and not any(s["targets_met"].values())
+
+
 def test_summarize_one_mapping_per_layer_is_quiet_and_not_applicable():
     """Every layer measured at one mapping: nothing to rank, so the pairwise target does not apply (before:
     NumPy's 'Mean of empty slice' and 'All-NaN' warnings, and the target counted as missed)."""

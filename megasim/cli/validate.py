@@ -68,6 +68,7 @@ def measured_rows(path: str, layers: list[str], algorithm: str = "winograd") -> 
     import csv
     import io
     from megasim.calibration.measurements import measured_time
+    from megasim.calibration.validation import MAX_MEASURED_US
     from megasim.input_files import read_text
     from megasim.plan import Plan
     from megasim.workloads import parse_layer
@@ -103,10 +104,12 @@ def measured_rows(path: str, layers: list[str], algorithm: str = "winograd") -> 
             reason = " ".join(str(err).split()).removeprefix("--param ")   # the file's column, not the flag
             raise InputError(f"{where} schedule={r['schedule']!r} params={r['params']!r}: {reason}") from None
         try:
-            measured_time(r["measured_us"])
+            time_us = measured_time(r["measured_us"])
+            if time_us is not None and time_us > MAX_MEASURED_US:
+                raise ValueError(r["measured_us"])
         except ValueError:
             raise InputError(f"{where} measured_us={r['measured_us'].strip()!r} is not allowed: it must be a finite "
-                             f"number > 0 (or empty for a failed run)") from None
+                             f"number > 0 and at most {MAX_MEASURED_US:.0e} (1,000 s), or empty for a failed run") from None
         out.append((where, r))
     return out
 
