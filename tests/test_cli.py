@@ -145,3 +145,15 @@ def test_a_parameter_of_another_algorithm_is_refused_in_one_line(capsys):
     assert code == 2 and "unknown --param key 'D_IG' for ecr" in err and err.count("\n") == 1
     code, _, err = run(capsys, "simulate", "resnet-1", "--gpu", "H100", "--algo", "nope")
     assert code == 2 and "nope" in err
+
+
+def test_a_requested_persistent_grid_is_labelled_as_requested(capsys):
+    """`blocks_per_sm=1` set the grid; the launch line said 'limited by registers' (the engine's limited_by
+    names what limits the most that fit)."""
+    args = ("simulate", SMALL, "--gpu", "H100", "--param", "style=persistent,blocks_per_sm=1")
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "1 blocks/SM (requested: blocks_per_sm=1)" in out and "limited by" not in out, out
+    code, out, _ = run(capsys, *args, "--json")
+    assert json.loads(out)["launches"][0]["blocks_per_sm_set_by"] == "requested: blocks_per_sm=1"
+    code, out, _ = run(capsys, "simulate", SMALL, "--gpu", "H100", "--param", "style=persistent")
+    assert "(limited by " in out and "requested" not in out, out

@@ -62,6 +62,15 @@ def launch_runs(launches) -> list:
     return [(first, last, count) for first, last, count, _ in runs]
 
 
+def grid_set_by(launch, plan) -> str:
+    """What set a launch's blocks per SM: the plan's ``blocks_per_sm`` for a persistent grid that asked for
+    it (the engine's ``limited_by`` then names what limits the most that fit, not this grid), else the
+    occupancy limit (registers, shared memory, threads, blocks)."""
+    if launch.style == "persistent" and plan.blocks_per_sm is not None and launch.blocks_per_sm == plan.blocks_per_sm:
+        return f"requested: blocks_per_sm={plan.blocks_per_sm}"
+    return f"limited by {launch.limited_by}"
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from megasim import __version__
     from megasim.plan import Plan, estimate_tasks, predict
@@ -86,6 +95,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "time_us": plan.algo.time_us(result),
                "megasim_version": __version__, "python": platform.python_version()}
+    for record, launch in zip(summary.get("launches", ()), result.launches):
+        record["blocks_per_sm_set_by"] = grid_set_by(launch, plan)    # limited_by: the most that fit
     extra = plan.algo.footprint(problem, plan.params, plan.schedule)
     if extra is not None:
         summary["extra_bytes"] = extra
@@ -104,7 +115,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     for first, last, count in launch_runs(result.launches):
         times = "" if count == 1 else f"{count} launches of "
         print(f"  launch          {first.name}: {times}{first.tasks} tasks, {first.blocks_per_sm} blocks/SM "
-              f"(limited by {first.limited_by}), {first.start_ns / 1e3:,.1f}-{last.end_ns / 1e3:,.1f} us")
+              f"({grid_set_by(first, plan)}), {first.start_ns / 1e3:,.1f}-{last.end_ns / 1e3:,.1f} us")
     if extra is not None:
         tensors = ", ".join(f"{name} {b / 1e6:,.1f} MB" for name, b in extra.items()) or "none"
         print(f"  extra memory    {sum(extra.values()) / 1e6:,.1f} MB beyond input, filter, output ({tensors})")
