@@ -157,3 +157,18 @@ def test_a_requested_persistent_grid_is_labelled_as_requested(capsys):
     assert json.loads(out)["launches"][0]["blocks_per_sm_set_by"] == "requested: blocks_per_sm=1"
     code, out, _ = run(capsys, "simulate", SMALL, "--gpu", "H100", "--param", "style=persistent")
     assert "(limited by " in out and "requested" not in out, out
+
+
+@pytest.mark.parametrize("command", ["simulate", "optimize"])
+def test_a_spec_file_is_named_beside_the_gpu(capsys, command):
+    """--gpu H200 and --spec calibrated/h200.json both printed 'on H200' for different predictions."""
+    from pathlib import Path
+    spec = str(Path(__file__).resolve().parents[1] / "megasim/hardware/calibrated/h200.json")
+    extra = ["--budget", "2", "--workers", "1"] if command == "optimize" else []
+    code, out, _ = run(capsys, command, SMALL, "--spec", spec, *extra)
+    assert code == 0 and f"on H200 (spec file {spec})" in out.splitlines()[0], out
+    code, out, _ = run(capsys, command, SMALL, "--spec", spec, "--json", *extra)
+    d = json.loads(out)
+    assert d["gpu"] == "H200" and d["spec_file"] == spec
+    code, out, _ = run(capsys, command, SMALL, "--gpu", "H200", "--json", *extra)
+    assert json.loads(out)["spec_file"] is None

@@ -60,6 +60,13 @@ def spec_of(args: argparse.Namespace):
     return get_gpu(args.gpu)
 
 
+def gpu_label(spec, args: argparse.Namespace) -> str:
+    """The GPU as the output names it: the spec's name, and the spec file when --spec gave one (a calibrated
+    spec and the preset of the same name predict differently: 'on H200' named both)."""
+    path = getattr(args, "spec", None)
+    return f"{spec.name} (spec file {path})" if path else spec.name
+
+
 def read_json(path: str, flag: str) -> Any:
     """The parsed JSON of the file `path` given to `flag`; one-line InputError if it cannot be read."""
     try:

@@ -13,7 +13,7 @@ import json
 import math
 import sys
 
-from megasim.cli.common import check_out_path, integer, spec_of
+from megasim.cli.common import check_out_path, gpu_label, integer, spec_of
 from megasim.cli.simulate import add_problem_arguments
 from megasim.errors import InputError, ResourceError
 
@@ -125,6 +125,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         write_landscape(result.records, space.names, args.landscape)
     best = result.best
     summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
+               "spec_file": args.spec,
                "algorithm": args.algo, "strategy": args.strategy, "options": options, "seed": args.seed, "space": args.space,
                "budget": args.budget, "best_point": best.params, "params": best.extras.get("param"),
                ("measured_us" if args.evaluator == "gpu" else "predicted_us"): best.time_us,
@@ -134,7 +135,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, {args.algo}: strategy {args.strategy}, "
+    print(f"{summary['layer']} ({problem.spec_string()}) on {gpu_label(spec, args)}, {args.algo}: strategy {args.strategy}, "
           f"space {args.space}, budget {args.budget}")
     print(f"  best params     {summary['params']}")
     print(f"  best point      {', '.join(f'{k}={v}' for k, v in best.params.items())}")

@@ -11,7 +11,7 @@ import argparse
 import json
 import platform
 
-from megasim.cli.common import Progress, check_out_path, integer, spec_of, text
+from megasim.cli.common import Progress, check_out_path, gpu_label, integer, spec_of, text
 
 ALGO_HELP = "the algorithm (default winograd; see megasim algorithms)"
 # One run in a fresh process: below this many tasks SimPy's loop finishes before Numba would have started
@@ -91,6 +91,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             progress(f"writing {args.trace}")
             result.write_chrome_trace(args.trace)
     summary = {"layer": problem.name or args.layer, "problem": problem.spec_string(), "gpu": spec.name,
+               "spec_file": args.spec,
                "algorithm": plan.algorithm, "schedule": plan.schedule, "params": plan.param_string(), **{
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "time_us": plan.algo.time_us(result),
@@ -105,7 +106,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         summary["utilization_20_bins"] = {k: [round(float(x), 4) for x in v] for k, v in util.items()}
         print(json.dumps(summary))
         return 0
-    print(f"{summary['layer']} ({problem.spec_string()}) on {spec.name}, {plan.algorithm}, schedule {plan.schedule}")
+    print(f"{summary['layer']} ({problem.spec_string()}) on {gpu_label(spec, args)}, {plan.algorithm}, schedule {plan.schedule}")
     print(f"  params          {summary['params']}")
     print(f"  predicted       {result.predicted_us:,.1f} us")
     if summary["time_us"] != result.predicted_us:
