@@ -270,3 +270,20 @@ def test_multifidelity_spends_the_whole_budget(budget, space, caches):
     res = run_search(space, _evaluator(space, caches), "multifidelity", budget=budget, seed=0)
     assert res.evaluations == budget
     assert res.best.params == OPTIMUM
+
+
+
+def test_a_search_reports_what_simulate_predicts_for_every_algorithm():
+    """A search's time is the whole run, as `megasim simulate` prints it, also for the sparse family, whose
+    GPU measurements are compared with its kernels' span alone: a sweep compares searches across algorithms."""
+    from megasim.hardware import get_gpu
+    from megasim.plan import predict
+    from megasim.search.evaluators import point_plan, simulate_point
+    spec = get_gpu("H100")
+    problem = parse_layer("N=1,C=32,K=32,H=14,W=14", batch=1)
+    for algorithm, point in (("ecr", {"k_tile": 8}), ("direct", {"k_tile": 16})):
+        result, plan = predict(problem, spec, point_plan(problem, point, algorithm))
+        time_us, reason, _ = simulate_point(problem, spec, point, algorithm=algorithm)
+        assert reason is None and time_us == result.predicted_us, algorithm
+        if algorithm == "ecr":     # the two differ there
+            assert plan.algo.time_us(result) < result.predicted_us

@@ -82,7 +82,10 @@ def simulate_point(problem: ConvProblem, spec: GPUSpec, point: dict[str, Any], o
         _log.warning("model error on %s %s: %s: %s", problem.spec_string(), point, type(err).__name__, err)
         return None, f"model error: {type(err).__name__}: {err}", {
             "batch": problem.n, "sim_wall_s": round(time.perf_counter() - start, 4)}
-    time_us = float(plan.algo.time_us(result))
+    # The whole run, as `megasim simulate` prints it, for every algorithm: a search's and a sweep's times
+    # are compared across algorithms (plan.algo.time_us is what a measurement of one algorithm is
+    # compared with, e.g. the sparse kernels' time without the first launch's start).
+    time_us = float(result.predicted_us)
     del result   # only scalars leave this function
     return time_us, None, {
         **plan.algo.record_extras(plan), "param": plan.param_string(), "batch": problem.n,
