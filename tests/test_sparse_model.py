@@ -57,6 +57,16 @@ def test_clustered_zeros_come_in_patches():
     assert _neighbour_agreement(clustered) > 0.8
 
 
+@pytest.mark.parametrize("cluster_px", [6, 55, 56, 64, 1000])
+def test_clustered_zeros_hit_the_sparsity_for_any_cluster_size(cluster_px):
+    """A cluster as large as the map blurred its field flat and zeroed the whole map (sparsity 0.5 on
+    resnet-1 with cluster_px=64 predicted as 1.0)."""
+    mask = zero_mask((2, 3, 56, 56), SparsitySpec(0.5, "clustered", cluster_px=cluster_px, seed=7))
+    assert (mask.reshape(6, -1).sum(axis=1) == round(0.5 * 56 * 56)).all()
+    if cluster_px != 55:   # a box just under the side wraps into a field that is no longer smooth
+        assert _neighbour_agreement(mask) > 0.8   # in patches (one run of rows when the field is flat)
+
+
 @pytest.mark.parametrize("bad", [dict(sparsity=1.5), dict(sparsity=-0.1), dict(sparsity=0.5, pattern="stripes"),
                                  dict(sparsity=0.5, cluster_px=0)])
 def test_sparsity_spec_rejects_bad_values(bad):

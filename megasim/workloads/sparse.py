@@ -92,9 +92,22 @@ def zero_mask(shape, spec: SparsitySpec) -> np.ndarray:
     zeros = round(spec.sparsity * h * w)
     if zeros == 0:
         return np.zeros((n, c, h, w), bool)
-    # The zeros are the `zeros` lowest values of each map's field (ties have probability zero).
+    # The zeros are the `zeros` lowest values of each map's field. Ties at the cut have probability zero
+    # while a cluster is smaller than the map; one as large as the map (cluster_px >= H or W) blurs the
+    # field flat, every value tied, and `field <= kth` zeroed the whole map (sparsity 0.5 ran as 1.0).
+    # Tied values fill the count exactly: a contiguous run of them (raster order, wrapping, from a seeded
+    # start), i.e. one cluster.
     kth = np.partition(field, zeros - 1, axis=2)[:, :, zeros - 1:zeros]
-    mask = field <= kth
+    mask = field < kth
+    tied = field == kth
+    short = zeros - mask.sum(axis=2)
+    over = np.argwhere(tied.sum(axis=2) > short)
+    mask |= tied
+    for i, j in over:
+        idx = np.flatnonzero(tied[i, j])
+        keep = np.roll(idx, -int(rng.integers(len(idx))))[:short[i, j]]
+        mask[i, j] = field[i, j] < kth[i, j, 0]
+        mask[i, j, keep] = True
     return mask.reshape(n, c, h, w)
 
 
