@@ -172,3 +172,13 @@ def test_a_spec_file_is_named_beside_the_gpu(capsys, command):
     assert d["gpu"] == "H200" and d["spec_file"] == spec
     code, out, _ = run(capsys, command, SMALL, "--gpu", "H200", "--json", *extra)
     assert json.loads(out)["spec_file"] is None
+
+
+def test_calibrate_without_a_gpu_names_itself_not_a_missing_subcommand(capsys, tmp_path, monkeypatch):
+    """It suggested `megasim measure`, which does not exist (the GPU module is gpu.calibrate.measure)."""
+    numba = pytest.importorskip("numba", reason="numba is not installed: the GPU check fails before naming")
+    from numba import cuda
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", False, raising=False)
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and "megasim calibrate needs a CUDA GPU" in err and "megasim measure" not in err, err

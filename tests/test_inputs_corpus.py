@@ -151,7 +151,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ("N=-1,C=1,K=1,H=4,W=4", "N=-1 is not allowed"), ("N=1.5,C=1,K=1,H=4,W=4", "'N=1.5'"),
         ("N=1,C=1,K=1,H=4,W=4,X=3", "'X'"), ("N=1,N=2,C=1,K=1,H=4,W=4", "'N' given twice"),
         ("N=1,C=1,K=1,H=1,W=1,R=5,padding=0", "filter 5x3"), ("N=99999999999,C=1,K=1,H=4,W=4", "N=99999999999"),
-        ("N=1,C=1,K=1,H=4,W=4,stride=0", "STRIDE=0"), ("N=1,C=1,K=1,H=4,W=4,padding=-1", "padding=-1 is not allowed"),
+        ("N=1,C=1,K=1,H=4,W=4,stride=0", ": stride=0"), ("N=1,C=1,K=1,H=4,W=4,padding=-1", "padding=-1 is not allowed"),
         ("N=100000,C=1024,K=1024,H=1024,W=1024", "N*C*H*W"), ("N=1000000,C=64,K=64,H=56,W=56", "N*C*H*W"),
         ("N=1;C=1", "'N=1;C=1'"), ("=", "'='"), ("N=,C=1,K=1,H=4,W=4", "'N='"), ("x" * 2000, "2000 characters"),
         ("vgg99/conv1", "'vgg99/conv1'"), ("N=1,C=1,K=1,H=4,W=4,R=0", "R=0"),
@@ -210,7 +210,17 @@ CLI_CASES: list[tuple[list[str], str]] = [
         # an integer beyond its range (before: an OverflowError traceback from Algorithm 1's plan)
         ("D_IG=99999999999999999999999", "D_IG=99999999999999999999999 is not allowed: it must be an integer from 0 to 2,147,483,647"),
         ("D_GO=9223372036854775808", "D_GO=9223372036854775808 is not allowed: it must be an integer from 0"),
-        ("M=9223372036854775808", "M=9223372036854775808 is not allowed")]],
+        ("M=9223372036854775808", "M=9223372036854775808 is not allowed"),
+        # the user's key named (before: the engine's bytes alone, the config's field names)
+        ("t=524224", "t=524,224 is not allowed: a GEMM block would stage 67,108,864 bytes in shared memory, above the 232,448 H100 gives"),
+        ("pairs=0", "--param pairs=0 is not allowed"), ("threads=0", "--param threads=0 is not allowed"),
+        ("gemm_threads=33", "--param gemm_threads=33 is not allowed")]],
+    (["simulate", "N=1,C=8,K=8,H=8,W=8,stride=0", "--gpu", "H100"], ": stride=0 is not allowed"),
+    (["simulate", "conv1_1", "--gpu", "H100"], "vgg16/conv1_1, vgg19/conv1_1"),
+    (["simulate", SMALL, "--spec", ""], "--spec '' is not allowed"),
+    (SIM + ["--frobnicate"], "unrecognized arguments: --frobnicate (see megasim simulate --help)"),
+    # no prefix matching: --gpu is not validate's --gpus
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--gpu", "H100"], "unrecognized arguments: --gpu H100 (see megasim validate --help)"),
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
         ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),
         ("cluster_px=0", "cluster_px=0"), ("k_tile=abc", "k_tile='abc'"), ("style=persistent", "ecr"),

@@ -96,7 +96,7 @@ def test_batch_override():
     ("N=0,C=3,K=8,H=10,W=10", "N=0"),
     ("N=1,C=-3,K=8,H=10,W=10", "C=-3"),
     ("N=1,C=3,K=0,H=10,W=10", "K=0"),
-    ("N=1,C=3,K=8,H=10,W=10,stride=0", "STRIDE=0"),
+    ("N=1,C=3,K=8,H=10,W=10,stride=0", ": stride=0 is not allowed"),
     ("N=1,C=3,K=8,H=10,W=10,padding=-1", "padding=-1"),
     ("N=1,C=3,K=8,H=2,W=10,R=7,S=3,padding=1", "7x3"),
     ("N=1,C=3,K=8,H=10,W=2,R=3,S=5,padding=0", "3x5"),

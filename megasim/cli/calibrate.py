@@ -136,7 +136,7 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                                            progress=report_progress)
             dump_spec(_carry_kinds(spec, carry), args.out)
         else:
-            calibrate = gpu_module("measure")
+            calibrate = gpu_module("measure", "calibrate")
             report = calibrate.calibrate(args.out, layers=layers or CALIBRATION_LAYERS, plan_params=args.param or "",
                                          workers=args.workers, progress=report_progress)
             if carry is not None:

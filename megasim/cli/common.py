@@ -50,10 +50,12 @@ def text(what: str) -> Callable[[str], str]:
 def spec_of(args: argparse.Namespace):
     """The GPUSpec of --spec FILE, else of --gpu NAME; InputError when both or neither are given."""
     from megasim.hardware import get_gpu, load_spec, preset_names
-    if getattr(args, "spec", None) and getattr(args, "gpu", None):
+    if getattr(args, "spec", None) is not None and getattr(args, "gpu", None) is not None:
         raise InputError(f"--gpu {args.gpu!r} and --spec {args.spec!r} are given together: give one of them "
                          f"(--spec is a spec file, instead of a preset)")
-    if getattr(args, "spec", None):
+    if getattr(args, "spec", None) is not None:
+        if not str(args.spec).strip():
+            raise InputError(f"--spec {args.spec!r} is not allowed: give the path of a JSON spec file")
         return load_spec(args.spec)
     if not getattr(args, "gpu", None):
         raise InputError("give --gpu NAME (one of " + ", ".join(preset_names()) + ") or --spec FILE")
@@ -161,21 +163,23 @@ class Progress:
             self._done.wait(self.every_s)
 
 
-def gpu_module(name: str):
-    """Import gpu.calibrate.<name> (numba, a CUDA device) lazily; a one-line MegasimError without them."""
+def gpu_module(name: str, command: str | None = None):
+    """Import gpu.calibrate.<name> (numba, a CUDA device) lazily; a one-line MegasimError without them,
+    naming the megasim `command` that needs it (default: `name`; calibrate imports `measure`)."""
     import importlib
+    what = f"megasim {command or name}"
     try:
         from numba import config, cuda
     except ImportError as err:
-        raise MegasimError(f"{name} needs numba-cuda and a CUDA GPU ({err}); install the [gpu] extra on a GPU machine") from None
+        raise MegasimError(f"{what} needs numba-cuda and a CUDA GPU ({err}); install the [gpu] extra on a GPU machine") from None
     if config.ENABLE_CUDASIM:
-        raise MegasimError(f"{name} needs a real CUDA GPU, not Numba's simulator (NUMBA_ENABLE_CUDASIM=1)")
+        raise MegasimError(f"{what} needs a real CUDA GPU, not Numba's simulator (NUMBA_ENABLE_CUDASIM=1)")
     try:
         available = cuda.is_available()
     except Exception:  # noqa: BLE001 - any driver problem means no GPU here
         available = False
     if not available:
-        raise MegasimError(f"{name} needs a CUDA GPU and none was found (run it on the GPU machine: bash gpu/on_device.sh megasim {name} ...)")
+        raise MegasimError(f"{what} needs a CUDA GPU and none was found (run it on the GPU machine: bash gpu/on_device.sh {what} ...)")
     return importlib.import_module(f"gpu.calibrate.{name}")
 
 

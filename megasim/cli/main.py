@@ -57,6 +57,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)   # `validate --gpu` is not `--gpus`, nor `--spec` `--specs`
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:   # one line, exit status 2 (argparse's own convention), via main
         raise UsageError(f"{message} (see {self.prog} --help)")
 
@@ -88,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0, or 2 for a user error) and never raises for one."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = make_parser(argv).parse_args(argv)
+        args, unknown = make_parser(argv).parse_known_args(argv)
+        if unknown:     # argparse names the top parser here: point to the command's own --help
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see megasim {args.command} --help)")
         return _function(args.command, "run")(args)
     except UsageError as err:
         print(f"megasim: error: {_one_line(err)}", file=sys.stderr)

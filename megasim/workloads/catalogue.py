@@ -170,6 +170,9 @@ def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> C
         problem = CATALOGUE[text]
     elif len(_short_matches(text)) == 1:
         problem = CATALOGUE[_short_matches(text)[0]]
+    elif _short_matches(text):         # conv1_1: vgg16/conv1_1 and vgg19/conv1_1
+        raise WorkloadError(f"unknown {source} {text!r}: it names more than one catalogue layer (allowed: "
+                            f"{', '.join(_short_matches(text))} -- see `megasim layers`)")
     else:
         close = [n for n in CATALOGUE if n.startswith(text.split("/")[0])][:6] or list(TABLE2_NAMES)
         raise WorkloadError(

@@ -32,7 +32,8 @@ class ConvProblem:
         for attr in ("n", "c", "k", "h", "w", "r", "s", "stride"):
             value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise WorkloadError(f"{label}: {attr.upper()}={value!r} is not allowed: it must be a positive integer")
+                key = attr if attr == "stride" else attr.upper()     # the layer spec's own keys
+                raise WorkloadError(f"{label}: {key}={value!r} is not allowed: it must be a positive integer")
         if isinstance(self.padding, bool) or not isinstance(self.padding, int) or self.padding < 0:
             raise WorkloadError(f"{label}: padding={self.padding!r} is not allowed: it must be an integer >= 0")
         if self.r > self.h + 2 * self.padding or self.s > self.w + 2 * self.padding:

@@ -19,7 +19,8 @@ from megasim.algorithms.base import Algorithm, check_params, param_items
 from megasim.algorithms.registry import register
 from megasim.algorithms.winograd.algorithm1 import Algorithm1Params, algorithm1, default_params
 from megasim.algorithms.winograd.lowering import (DEFAULT_GEMM_MATH, DEFAULT_TRANSFORM_PAIRS_PER_THREAD, FLOAT_BYTES,
-                                                  GEMM_MATHS, GEMM_REGISTER_TILE, KINDS, WinogradConfig,
+                                                  GEMM_MATHS, GEMM_REGISTER_TILE, KINDS, MAX_TRANSFORM_PAIRS_PER_THREAD,
+                                                  WinogradConfig,
                                                   gemm_kernel_order, lower_winograd, winograd_shape)
 from megasim.algorithms.winograd.winograd_math import SUPPORTED_TILES
 from megasim.errors import MappingError
@@ -52,6 +53,7 @@ class WinogradParams:
     def __post_init__(self) -> None:
         check_params(self)
         check_gemm_sizes(self)
+        check_thread_sizes(self)
 
     @property
     def config(self) -> WinogradConfig:
@@ -71,10 +73,24 @@ class WinogradParams:
 MAX_BLOCK_SHARED_BYTES = SPEC_CEILINGS["max_shared_mem_per_block_bytes"]
 
 
-def check_gemm_sizes(params: WinogradParams, source: str = "--param") -> None:
+def check_thread_sizes(params: WinogradParams, source: str = "--param") -> None:
+    """One-line MappingError naming the user's key (threads, gemm_threads, pairs) for a value the lowering
+    cannot take (its own error named the config's fields: transform_pairs_per_thread=0)."""
+    for key, value in (("threads", params.transform_threads), ("gemm_threads", params.gemm_threads)):
+        if not (32 <= value <= 1024 and value % 32 == 0):
+            raise MappingError(f"{source} {key}={value} is not allowed: it must be a multiple of 32 from 32 to 1024")
+    pairs = params.transform_pairs_per_thread
+    if pairs is not None and not 1 <= pairs <= MAX_TRANSFORM_PAIRS_PER_THREAD:
+        raise MappingError(f"{source} pairs={pairs} is not allowed: it must be an integer from 1 to "
+                           f"{MAX_TRANSFORM_PAIRS_PER_THREAD}")
+
+
+def check_gemm_sizes(params: WinogradParams, source: str = "--param", limit: int = MAX_BLOCK_SHARED_BYTES,
+                     holder: str = "any GPU spec may give a block") -> None:
     """One-line MappingError unless t (tiles per group) and gemm_k_tile are positive and a GEMM block's
     shared memory (``WinogradConfig.gemm_shared_bytes``: two stages of gemm_k_step x (t + gemm_k_tile)
-    floats) is at most ``MAX_BLOCK_SHARED_BYTES``; the message names the key, its value and its range."""
+    floats) is at most `limit` (default ``MAX_BLOCK_SHARED_BYTES``; a spec's own when the plan is resolved
+    for it, `holder` naming whose); the message names the key, its value and its range."""
     t, k = params.tiles_per_group, params.gemm_k_tile
     for key, value in (("t", t), ("gemm_k_tile", k)):
         if value < 1:
@@ -82,17 +98,17 @@ def check_gemm_sizes(params: WinogradParams, source: str = "--param") -> None:
     cfg = WinogradConfig(m=params.tile, tiles_per_group=t, gemm_k_tile=k, transform_pairs_per_thread=1,
                          gemm_math=params.gemm_math)
     need = cfg.gemm_shared_bytes
-    if need <= MAX_BLOCK_SHARED_BYTES:
+    if need <= limit:
         return
     # rows + cols (each padded to GEMM_REGISTER_TILE) that fit: 2 stages x gemm_k_step x (rows + cols) floats.
     pad = GEMM_REGISTER_TILE
-    fit = MAX_BLOCK_SHARED_BYTES // (2 * cfg.gemm_k_step * FLOAT_BYTES)
+    fit = limit // (2 * cfg.gemm_k_step * FLOAT_BYTES)
     key, value, other, other_value = ("t", t, "gemm_k_tile", k) if t >= k else ("gemm_k_tile", k, "t", t)
     high = (fit - -(-other_value // pad) * pad) // pad * pad
     allowed = (f"it must be from 1 to {high:,} with {other}={other_value:,}" if high >= 1 else
                f"{other}={other_value:,} is too large as well: t + gemm_k_tile must be at most about {fit - pad:,}")
     raise MappingError(f"{source} {key}={value:,} is not allowed: a GEMM block would stage {need:,} bytes in shared "
-                       f"memory, above the {MAX_BLOCK_SHARED_BYTES:,} any GPU spec may give a block; {allowed}")
+                       f"memory, above the {limit:,} {holder}; {allowed}")
 
 
 def winograd_nonfused(graph: TaskGraph) -> Schedule:
@@ -124,6 +140,9 @@ class Winograd(Algorithm):
             raise MappingError(f"D_IG, D_GO and M apply to the fused schedule only, not to {schedule!r}")
 
     def resolve(self, problem: ConvProblem, params: WinogradParams, schedule: str, spec: Any) -> WinogradParams:
+        limit = getattr(spec, "max_shared_mem_per_block_bytes", None)
+        if limit is not None:       # the spec's own limit, named by t or gemm_k_tile (not the engine's bytes)
+            check_gemm_sizes(params, limit=limit, holder=f"{spec.name} gives a block")
         if params.transform_pairs_per_thread is not None:
             return params
         return replace(params, transform_pairs_per_thread=DEFAULT_TRANSFORM_PAIRS_PER_THREAD[schedule])
