@@ -228,3 +228,11 @@ def test_a_table_in_a_folder_that_does_not_exist_is_refused_and_not_made(capsys,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err, err
     assert str(missing.parent) in err and not missing.parent.exists()
+
+
+def test_a_free_spec_under_batch_is_labelled_as_it_runs(tmp_path):
+    """`batch = 4` ran problems = ["N=8,..."] at N=4, and the layer column said N=8."""
+    text = 'problems = ["N=8,C=8,K=8,H=8,W=8", "resnet-4"]\nbatch = 4\ngpus = ["H100"]\n[[runs]]\nalgorithm = "winograd"\n'
+    points = expand(load_sweep(_write(tmp_path, text)))
+    assert {p.layer for p in points} == {"N=4,C=8,K=8,H=8,W=8,R=3,S=3,stride=1,padding=1", "resnet-4"}
+    assert all(p.problem.n == 4 for p in points)

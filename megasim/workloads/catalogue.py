@@ -13,6 +13,7 @@ Names:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from megasim.errors import WorkloadError
@@ -181,5 +182,10 @@ def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> C
     if batch is not None:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
             raise WorkloadError(f"batch={batch!r} is not allowed: it must be a positive integer (the layer's N)")
+        # a free spec is named by its text, which states another N: name it as it runs (a sweep's
+        # `batch = 4` ran "N=8,..." at N=4 under the label N=8)
+        renamed = "=" in text and batch != problem.n
         problem = problem.with_batch(batch)
+        if renamed:
+            problem = dataclasses.replace(problem, name=problem.spec_string())
     return problem
