@@ -198,18 +198,25 @@ def d_ig_range(graph: TaskGraph, m: int, factors: Sequence[float]) -> list[int]:
 # --- command line ------------------------------------------------------------------------------------
 def parse_args(description: str, argv: Sequence[str] | None,
                extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
-               default_gpu: str = "V100") -> argparse.Namespace:
-    """The common options; `extra_args` adds a script's own (e.g. --measured)."""
+               default_gpu: str = "V100", options: Sequence[str] = ("quick", "gpu")) -> argparse.Namespace:
+    """The common options (--out, --plot-only, and those of `options`: --quick, --gpu; a script that has
+    no use for one leaves it out of its --help, and reads quick=False, gpu=None); `extra_args` adds a
+    script's own (e.g. --measured)."""
     ap = argparse.ArgumentParser(description=description.strip().splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help=f"fewer points and batch {QUICK_BATCH} instead of {FULL_BATCH} (CI; < 60 s)")
+    if "quick" in options:
+        ap.add_argument("--quick", action="store_true",
+                        help=f"fewer points and batch {QUICK_BATCH} instead of {FULL_BATCH} (CI; < 60 s)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    ap.add_argument("--gpu", default=default_gpu, help=f"GPU preset or spec file (default {default_gpu}"
-                    + (", the paper's GPU)" if default_gpu == "V100" else ")"))
+    if "gpu" in options:
+        ap.add_argument("--gpu", default=default_gpu, help=f"GPU preset or spec file (default {default_gpu}"
+                        + (", the paper's GPU)" if default_gpu == "V100" else ")"))
     ap.add_argument("--plot-only", action="store_true", help="redraw the figure from DIR/NAME.csv only")
     if extra_args is not None:
         extra_args(ap)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.quick = getattr(args, "quick", False)
+    args.gpu = getattr(args, "gpu", None)
+    return args
 
 
 def gpu_spec(name_or_path: str) -> GPUSpec:
@@ -224,13 +231,14 @@ def run_script(name: str, description: str, argv: Sequence[str] | None,
                plot: Callable[[Path, Path], tuple[Path, Path]],
                extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
                prepare: Callable[[argparse.Namespace], None] | None = None,
-               default_gpu: str = "V100", uses_gpu_option: bool = True) -> int:
+               default_gpu: str = "V100", uses_gpu_option: bool = True,
+               options: Sequence[str] = ("quick", "gpu")) -> int:
     """The shared main(): compute (unless --plot-only) and then plot from the CSV.
 
     `extra_args` adds a script's own options; `prepare(args)` runs first in both modes (e.g. to turn
     a recorded GPU run into a results CSV beside the model's, which the plot then reads). A script
     that does not use --gpu (`uses_gpu_option=False`) gets None for the spec."""
-    args = parse_args(description, argv, extra_args, default_gpu)
+    args = parse_args(description, argv, extra_args, default_gpu, options)
     if prepare is not None:
         prepare(args)
     csv_path = args.out / f"{name}.csv"

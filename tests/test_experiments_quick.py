@@ -67,8 +67,8 @@ MORE_SCRIPTS = {
 }
 
 
-def _run_and_replot(module, name, tmp_path, argv):
-    assert module.main(["--quick", "--out", str(tmp_path), *argv]) == 0
+def _run_and_replot(module, name, tmp_path, argv, quick=True):
+    assert module.main([*(["--quick"] if quick else []), "--out", str(tmp_path), *argv]) == 0
     for ext in ("png", "pdf"):
         path = tmp_path / f"{name}.{ext}"
         assert path.stat().st_size > 1000
@@ -147,9 +147,34 @@ def test_pred_vs_measured(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     source = tmp_path / "validation.csv"
     _synthetic_validation(source)
-    _run_and_replot(module, "pred_vs_measured", tmp_path, ["--measured", str(source)])
+    _run_and_replot(module, "pred_vs_measured", tmp_path, ["--measured", str(source)], quick=False)
+    for unused in ("--quick", "--gpu"):      # listed by --help before, and they did nothing
+        with pytest.raises(SystemExit) as exc:
+            module.main([unused, "--out", str(tmp_path)])
+        assert exc.value.code == 2
     rows = list(csv.DictReader((tmp_path / "pred_vs_measured.csv").open(newline="")))
     assert len(rows) == 6 and {"ratio", "rel_error", "gpu"} <= set(rows[0])
     assert "skipped 1 rows" in capsys.readouterr().out
     first = next(r for r in rows if r["layer"] == "resnet-2" and r["schedule"] == "nonfused")
     assert float(first["rel_error"]) == pytest.approx(1 / 1.05 - 1, abs=1e-4)
+
+
+def test_plot_validation_takes_out_and_writes_nothing_by_default(tmp_path, capsys):
+    """--help was read as the CSV's path (a FileNotFoundError traceback), and with no arguments it drew
+    into experiments/results/nvidia-h200/."""
+    module = importlib.import_module("experiments.figures.plot_validation")
+    with pytest.raises(SystemExit) as exc:
+        module.main(["--help"])
+    assert exc.value.code == 0 and "--out" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:      # no --out: argparse's error, nothing written
+        module.main([])
+    assert exc.value.code == 2 and "--out" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        module.main([str(tmp_path / "missing.csv"), "--out", str(tmp_path)])
+    assert exc.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    source = tmp_path / "validation.csv"
+    _synthetic_validation(source)
+    out = tmp_path / "figs"
+    out.mkdir()
+    assert [p.parent for p in module.main([str(source), "--out", str(out)])] == [out, out]
+    assert not list(tmp_path.glob("*.png"))

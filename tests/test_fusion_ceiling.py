@@ -145,3 +145,18 @@ def test_model_columns_predict_the_profiled_runs():
     for schedule in ("fused", "nonfused"):
         assert cols[f"model_dram_read_{schedule}_MB"] >= x_mb * 0.99
         assert cols[f"model_dram_write_{schedule}_MB"] >= y_mb * 0.99
+
+
+@pytest.mark.parametrize("make", ["nothing", "folder", "manifest only"])
+def test_a_folder_without_the_profile_run_is_one_line_saying_what_it_must_hold(tmp_path, capsys, make):
+    """A results folder without profile_manifest.json gave '[Errno 2] ...'."""
+    d = tmp_path / "run"
+    if make != "nothing":
+        d.mkdir()
+    if make == "manifest only":
+        (d / "profile_manifest.json").write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        fc.main([str(d)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and str(d) in err
+    assert "profile_manifest.json and the ncu --csv log" in err and "Errno" not in err

@@ -12,7 +12,7 @@ From: a validation CSV written by the GPU validation harness (``--measured``, de
 JSON). Nothing is simulated or measured here. If the file does not exist the script prints one line and exits with
 status 2. Relative error = (predicted - measured) / measured.
 
-Run time: ~2 s (``--quick`` is accepted and changes nothing; ``--gpu`` is not used).
+Run time: ~2 s (no ``--quick`` or ``--gpu``: there is nothing to shorten and no GPU spec to use).
 
     python -m experiments.figures.pred_vs_measured [--measured FILE] [--out DIR]
     python -m experiments.figures.pred_vs_measured --plot-only --out DIR
@@ -84,7 +84,7 @@ def compute(args, _spec) -> Path:
     meta = provenance({"script": f"experiments.{NAME}", "device": "none (reads a validation CSV)",
                        "parameters": {"source": str(args.measured),
                                       "source_sha256": hashlib.sha256(args.measured.read_bytes()).hexdigest(),
-                                      "band": BAND, "quick": args.quick,
+                                      "band": BAND,
                                       "skipped_rows": skipped},
                        "source_meta": source_meta})
     if not rows:
@@ -170,7 +170,7 @@ def plot(csv_path: Path, out_dir: Path) -> tuple[Path, Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_script(NAME, __doc__, argv, compute, plot, extra_args=_extra_args, prepare=prepare,
-                      uses_gpu_option=False)
+                      uses_gpu_option=False, options=())
 
 
 if __name__ == "__main__":

@@ -196,6 +196,11 @@ COLUMNS = ("layer", "tile", "measured_speedup", "inst_fused_over_nonfused", "iss
            "ceiling_at_cublas_issue")
 
 
+def _refuse(message: str) -> None:
+    print(f"fusion_ceiling: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", help="holds profile_manifest.json and the ncu log")
@@ -206,6 +211,15 @@ def main(argv: list[str] | None = None) -> None:
                     help="a calibrated spec: add the model's predictions of the same runs (time, DRAM bytes)")
     args = ap.parse_args(argv)
     d = Path(args.dir)
+    holds = ("the folder of a gpu.diagnostics.profile_schedules run under ncu: profile_manifest.json and the "
+             "ncu --csv log, ncu.csv or ncu.csv.gz")
+    if not d.is_dir():
+        _refuse(f"{args.dir!r} is not a folder: give {holds}")
+    if not (d / "profile_manifest.json").is_file():
+        _refuse(f"{args.dir!r} holds no profile_manifest.json: give {holds}")
+    ncu_name = args.ncu or ("ncu.csv" if (d / "ncu.csv").exists() else "ncu.csv.gz")
+    if not (d / ncu_name).is_file():
+        _refuse(f"{args.dir!r} holds no ncu log {ncu_name!r}: give {holds}")
     try:
         manifest = json.loads((d / "profile_manifest.json").read_text())
         ncu = args.ncu or ("ncu.csv" if (d / "ncu.csv").exists() else "ncu.csv.gz")
