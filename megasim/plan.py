@@ -36,8 +36,8 @@ from megasim.sim import SimOptions, SimResult, simulate
 from megasim.taskgraph import TaskGraph
 from megasim.workloads.problem import ConvProblem
 
-# The default ceiling on the tasks of one simulation: about 20 s of simulation at the engine's ~100k
-# tasks/s on a laptop core (resnet-1 at batch 64 has 10,200 Winograd tasks) and a few GB of memory.
+# The default ceiling on the tasks of one simulation: about 6 s and 1.3 GB at the compiled engine's ~700k
+# tasks/s on the 2-core development machine (docs/errors.md; resnet-1 at batch 64 has 10,200 Winograd tasks).
 DEFAULT_MAX_TASKS = 2_000_000
 # The largest tensor (input, output or filters) in elements: the GPU kernels index with 32-bit integers.
 MAX_TENSOR_ELEMENTS = 2 ** 31 - 1
@@ -275,7 +275,7 @@ def _lower(alg: Algorithm, problem: ConvProblem, params: Any, schedule: str | No
 def _refuse(problem: ConvProblem, plan: Plan, what: str, max_tasks: int) -> None:
     raise ResourceError(f"layer {problem.name or problem.spec_string()!r} under {plan.algorithm} is {what}: more than "
                         f"max_tasks={max_tasks:,} is not allowed (a smaller batch, or raise the limit with "
-                        f"--max-tasks / max_tasks=; the engine runs ~100k tasks/s; docs/errors.md)")
+                        f"--max-tasks / max_tasks=; the compiled engine runs ~700k tasks/s; docs/errors.md)")
 
 
 def _check_args(problem: Any, plan: Any, spec: Any) -> None:

@@ -220,6 +220,8 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["simulate", SMALL, "--spec", ""], "--spec '' is not allowed"),
     (SIM + ["--frobnicate"], "unrecognized arguments: --frobnicate (see megasim simulate --help)"),
     # no prefix matching: --gpu is not validate's --gpus
+    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}", "--workers", "257"],
+     "'257' is not allowed: it must be an integer in [1, 256]"),     # as optimize and sweep (was 1 to 1,024)
     (["validate", "resnet-1", "--spec", CALIBRATED, "--gpu", "H100"], "unrecognized arguments: --gpu H100 (see megasim validate --help)"),
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
         ("sparsity=2", "sparsity=2.0"), ("sparsity=abc", "sparsity='abc'"), ("pattern=stripes", "pattern='stripes'"),

@@ -37,7 +37,7 @@ def add_validate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="results folder (default experiments/results/<device>)")
     p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
-    p.add_argument("--workers", type=integer(1, 1024), help="processes for the predictions (default: all cores)")
+    p.add_argument("--workers", type=integer(1, 256), help="processes for the predictions (default: all cores)")
     p.add_argument("--gpus", type=device_list,
                    help="measure on these GPUs of this host, one worker each: 'all' or indices such as 0,1,2,3 "
                         "(default: this process's GPU alone); rows get a cuda_device column")
