@@ -108,6 +108,8 @@ def run_optimize(args: argparse.Namespace) -> int:
                          f"`megasim simulate --algo {args.algo}` predicts")
     if args.space not in spaces:
         raise InputError(f"--space {args.space!r} is not allowed for {args.algo} (allowed: {', '.join(spaces)})")
+    space = spaces[args.space]()
+    space.check_base(args.param)       # a key the search sets would be replaced without a word
     check_out_path(args.landscape, "--landscape")
     check_out_path(args.cache, "--cache")
     estimate = estimate_tasks(problem, base, spec)
@@ -115,8 +117,6 @@ def run_optimize(args: argparse.Namespace) -> int:
         raise ResourceError(f"layer {problem.name or args.layer!r} under {args.algo} is about {estimate:,} tasks per "
                          f"evaluation: more than --max-tasks {args.max_tasks:,} is not allowed (a smaller --batch, or "
                          f"raise --max-tasks; docs/errors.md)")
-    space = spaces[args.space]()
-    space.check_base(args.param)
     result = optimize(problem, spec, strategy=args.strategy, budget=args.budget, options=options,
                       seed=args.seed, workers=args.workers, cache_path=args.cache, space=space,
                       progress=not args.json and sys.stderr.isatty(), evaluator=args.evaluator, base=base,
