@@ -98,15 +98,12 @@ def zero_mask(shape, spec: SparsitySpec) -> np.ndarray:
     # Tied values fill the count exactly: a contiguous run of them (raster order, wrapping, from a seeded
     # start), i.e. one cluster.
     kth = np.partition(field, zeros - 1, axis=2)[:, :, zeros - 1:zeros]
-    mask = field < kth
-    tied = field == kth
-    short = zeros - mask.sum(axis=2)
-    over = np.argwhere(tied.sum(axis=2) > short)
-    mask |= tied
-    for i, j in over:
-        idx = np.flatnonzero(tied[i, j])
-        keep = np.roll(idx, -int(rng.integers(len(idx))))[:short[i, j]]
-        mask[i, j] = field[i, j] < kth[i, j, 0]
+    mask = field <= kth
+    for i, j in np.argwhere(mask.sum(axis=2) > zeros):       # maps with ties at the cut only
+        below = field[i, j] < kth[i, j, 0]
+        tied = np.flatnonzero(field[i, j] == kth[i, j, 0])
+        keep = np.roll(tied, -int(rng.integers(len(tied))))[:zeros - int(below.sum())]
+        mask[i, j] = below
         mask[i, j, keep] = True
     return mask.reshape(n, c, h, w)
 
