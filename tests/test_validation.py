@@ -174,3 +174,23 @@ def test_committed_csv_reproduced_by_simulate(capsys):
         d = json.loads(capsys.readouterr().out)
         assert d["predicted_us"] == pytest.approx(float(r["predicted_us"]), rel=1e-9)
         assert d["taskgraph_hash"] == r["taskgraph_hash"]
+
+
+def test_a_row_that_does_not_fit_its_layer_is_named_without_a_worker_traceback(caplog, tmp_path):
+    """On a Dask cluster the row's error was raised in the worker, which logged 'Compute Failed' and its
+    traceback on the command's stderr before the one line."""
+    import logging
+    pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+    from distributed import Client, LocalCluster
+    from megasim.calibration.validation import predict_rows
+    from megasim.errors import InputError
+    spec_path = tmp_path / "h100.json"
+    dump_spec(get_gpu("H100"), spec_path)
+    layer = "N=2,C=8,K=8,H=8,W=8"
+    rows = [{"layer": layer, "schedule": "nonfused", "params": "", "measured_us": "10"},
+            {"layer": layer, "schedule": "fused", "params": "D_IG=0,M=1", "measured_us": "10"}]
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client, caplog.at_level(logging.ERROR, logger="distributed"):
+        with pytest.raises(InputError, match=r"^m\.csv row 3: D_IG=0 is too small"):
+            predict_rows(rows, str(spec_path), "h100", client=client, origins=["m.csv row 2", "m.csv row 3"])
+    assert not [r for r in caplog.records if "Compute Failed" in r.getMessage()]

@@ -268,7 +268,13 @@ def predict_row(args: tuple[dict[str, Any], str]) -> dict[str, Any]:
     return out
 
 
+_ROW_ERROR = "_row_error"
+
+
 def _predict_chunk(items: Sequence[tuple[dict[str, Any], str | None]], spec_path: str) -> list[dict[str, Any]]:
+    """The chunk's rows predicted; a row with an origin whose plan cannot be built ends the chunk with a
+    record of its error (raised by ``predict_rows`` in the calling process: an exception raised in a Dask
+    worker is logged there with its traceback, on the command's stderr)."""
     out = []
     for row, origin in items:
         try:
@@ -276,7 +282,8 @@ def _predict_chunk(items: Sequence[tuple[dict[str, Any], str | None]], spec_path
         except MegasimError as err:
             if origin is None:
                 raise
-            raise InputError(f"{origin}: {' '.join(str(err).split())}") from None
+            out.append({_ROW_ERROR: f"{origin}: {' '.join(str(err).split())}"})
+            break
     return out
 
 
@@ -296,6 +303,8 @@ def predict_rows(rows: Sequence[dict[str, Any]], spec_path: str, spec_label: str
         with open_client(client, workers=None if client is not None else workers) as c:
             out = map_batches(c, _predict_chunk, items, spec_path, per_worker=4)
     for r in out:
+        if _ROW_ERROR in r:
+            raise InputError(r[_ROW_ERROR])
         r["spec"] = spec_label
     return out
 
