@@ -236,3 +236,19 @@ def test_a_free_spec_under_batch_is_labelled_as_it_runs(tmp_path):
     points = expand(load_sweep(_write(tmp_path, text)))
     assert {p.layer for p in points} == {"N=4,C=8,K=8,H=8,W=8,R=3,S=3,stride=1,padding=1", "resnet-4"}
     assert all(p.problem.n == 4 for p in points)
+
+
+
+def test_a_rows_prediction_is_the_whole_run_for_every_algorithm():
+    """A table compares algorithms: its predicted_us is what `megasim simulate` prints as 'predicted', also for
+    the sparse plug-ins, whose own measured time (plan.algo.time_us) is their kernels' span alone."""
+    from megasim.hardware import get_gpu
+    from megasim.plan import Plan, predict
+    from megasim.sweep.evaluate import _params
+    from megasim.sweep.points import SweepPoint, spec_hash
+    from megasim.workloads import parse_layer
+    problem, spec = parse_layer("N=1,C=32,K=32,H=14,W=14"), get_gpu("H100")
+    point = SweepPoint(index=0, key="k", layer="N=1,C=32,K=32,H=14,W=14", problem=problem, gpu="H100", spec=spec,
+                       gpu_spec_hash=spec_hash(spec), algorithm="ecr", schedule="kernel", param="k_tile=8")
+    result, plan = predict(problem, spec, Plan.parse("kernel", "k_tile=8", algorithm="ecr"))
+    assert _params(point)["predicted_us"] == result.predicted_us > plan.algo.time_us(result)

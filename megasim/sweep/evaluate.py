@@ -47,10 +47,11 @@ def evaluate_point(p: SweepPoint) -> dict[str, Any]:
 
 
 def _params(p: SweepPoint) -> dict[str, Any]:
-    from megasim.plan import Plan, predict, predicted_time_us
+    from megasim.plan import Plan, predict
     result, plan = predict(p.problem, p.spec, Plan.parse(p.schedule, p.param or None, algorithm=p.algorithm),
                            max_tasks=p.max_tasks)
-    return {"predicted_us": float(predicted_time_us(result, plan)), "param": plan.param_string(),
+    # the whole run, as `megasim simulate` prints it and a search records it: rows compare across algorithms
+    return {"predicted_us": float(result.predicted_us), "param": plan.param_string(),
             "taskgraph_hash": result.taskgraph_hash, "tasks": int(result.num_tasks), "evaluations": 1}
 
 
