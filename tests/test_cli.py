@@ -1,6 +1,7 @@
 """The megasim command: outputs, JSON fields, traces, and one-line errors with exit status 2."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -182,3 +183,15 @@ def test_calibrate_without_a_gpu_names_itself_not_a_missing_subcommand(capsys, t
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x.json"))
     assert code == 2 and "megasim calibrate needs a CUDA GPU" in err and "megasim measure" not in err, err
+
+
+def test_simulate_says_when_a_kind_has_no_calibrated_cost(capsys):
+    """A preset prices every kind with its one 'default' cost: the output says so (im2win's variants then
+    differ only by their tasks' work), and names nothing on a spec calibrated for the kinds that run."""
+    assert main(["simulate", "Conv5", "--algo", "im2win", "--gpu", "H100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["default_cost"] == ["im2win_transform", "im2win_conv@m64"]
+    assert main(["simulate", "Conv5", "--algo", "im2win", "--gpu", "H100"]) == 0
+    assert "uncalibrated: every kind takes the spec's 'default' cost" in capsys.readouterr().out
+    spec = str(Path(__file__).resolve().parent.parent / "megasim/hardware/calibrated/h200.json")
+    assert main(["simulate", "resnet-1", "--spec", spec, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["default_cost"] == []

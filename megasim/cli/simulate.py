@@ -95,6 +95,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                "algorithm": plan.algorithm, "schedule": plan.schedule, "params": plan.param_string(), **{
                    k: v for k, v in result.summary().items() if k not in ("gpu", "schedule", "params")},
                "time_us": plan.algo.time_us(result),
+               "default_cost": [n for n in dict.fromkeys(result.cost_names) if not spec.prices(n)],
                "megasim_version": __version__, "python": platform.python_version()}
     for record, launch in zip(summary.get("launches", ()), result.launches):
         record["blocks_per_sm_set_by"] = grid_set_by(launch, plan)    # limited_by: the most that fit
@@ -111,6 +112,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(f"  predicted       {result.predicted_us:,.1f} us")
     if summary["time_us"] != result.predicted_us:
         print(f"  kernel time     {summary['time_us']:,.1f} us  (first launch's start to last launch's end)")
+    if summary["default_cost"]:
+        which = ("every kind takes" if len(summary["default_cost"]) == len(set(result.cost_names))
+                 else ", ".join(summary["default_cost"]) + (" takes" if len(summary["default_cost"]) == 1 else " take"))
+        print(f"  costs           uncalibrated: {which} the spec's 'default' cost (docs/calibration.md)")
     per_kind = ", ".join(f"{kind} {info['tasks']}" for kind, info in summary["kinds"].items())
     print(f"  tasks           {result.num_tasks:,}  ({per_kind})")
     for first, last, count in launch_runs(result.launches):

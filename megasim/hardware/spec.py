@@ -282,6 +282,11 @@ class GPUSpec:
             return self.task_costs[base]
         return self.task_costs.get("default", TaskCost())
 
+    def prices(self, cost_name: str) -> bool:
+        """Whether the spec has a cost of its own for `cost_name` (its entry, or its kind's), rather than
+        the 'default' entry every kind it does not name falls back to (a preset has only that one)."""
+        return cost_name in self.task_costs or base_kind(cost_name) in self.task_costs
+
 
 def base_kind(cost_name: str) -> str:
     """The kind of a cost name (``TaskGraph.cost_names``): ``gemm`` for ``gemm@t32`` and for ``gemm``."""

@@ -61,6 +61,7 @@ class SimResult:
     predicted_ns: float
     launches: tuple[LaunchRecord, ...]
     kind_names: tuple[str, ...]
+    cost_names: tuple[str, ...]   # per kind, the name its TaskCost is looked up by (GPUSpec.task_cost)
     tensor_names: tuple[str, ...]
     kind: np.ndarray
     claim_ns: np.ndarray      # block takes the task (its start)
@@ -107,7 +108,7 @@ class SimResult:
             taskgraph_hash=g.hash, schedule_hash=schedule.hash,
             predicted_ns=max(float(max(rec.end_ns for rec in launches)) if launches else 0.0,
                              run.host_ns),
-            launches=launches, kind_names=g.kind_names, tensor_names=g.tensor_names, kind=g.kind.copy(),
+            launches=launches, kind_names=g.kind_names, cost_names=tuple(g.cost_names), tensor_names=g.tensor_names, kind=g.kind.copy(),
             claim_ns=claim, ready_ns=ready, mem_start_ns=np.asarray(run.mem_start, np.float64),
             compute_start_ns=np.asarray(run.comp_start, np.float64), end_ns=np.asarray(run.end, np.float64),
             wait_ns=np.maximum(0.0, ready - claim - claim_cost),
