@@ -180,3 +180,13 @@ def test_sparse_calibration_rows_are_checked(changes):
     for key, value in changes:
         row[key] = value
     _parses_or_refuses(lambda: check_rows([row], "rows.json"))
+
+
+def test_a_measurements_key_with_a_newline_is_named_on_one_line():
+    """Hypothesis found it: a value's name is the file's, so the error quotes it rather than print it raw."""
+    from megasim.calibration.measurements import Measurements
+    data = copy.deepcopy(MEASURED)
+    data["values"]["\n"] = 0
+    with pytest.raises(MegasimError) as err:
+        Measurements.from_dict(data, "test.measurements.json")
+    assert "\n" not in str(err.value) and "values['\\n']" in str(err.value)

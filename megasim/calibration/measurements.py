@@ -92,7 +92,8 @@ class Measurements:
         for name, entry in data["values"].items():
             value = entry.get("value") if isinstance(entry, dict) else None
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SpecError(f"{origin}: values.{name} = {entry!r} is not allowed: it must be an object whose "
+                field = f"values.{name}" if name.isidentifier() else f"values[{name!r}]"   # (a key may hold a newline)
+                raise SpecError(f"{origin}: {field} = {entry!r} is not allowed: it must be an object whose "
                                 f"'value' is a finite number")
         for i, row in enumerate(data.get("kind_times", [])):
             if not isinstance(row, dict):
