@@ -344,3 +344,16 @@ def test_stall_is_reported():
     bad = dataclasses.replace(g, counter_init=np.array([2], np.int32))
     with pytest.raises(SimulationError, match=r"stalled with 1 tasks unfinished.*\[1\]"):
         simulate(bad, one_launch([0, 1, 2]), toy_spec(max_blocks_per_sm=2))
+
+
+def test_a_persistent_grid_smaller_than_what_fits_is_limited_by_the_request():
+    """The launch record named what limits the most that fit (registers) for a grid the plan set smaller."""
+    from megasim.hardware import get_gpu
+    from megasim.plan import Plan, predict
+    from megasim.sim.launches import REQUESTED_GRID
+    from megasim.workloads import parse_layer
+    problem, spec = parse_layer("N=2,C=16,K=24,H=10,W=9"), get_gpu("H100")
+    asked, _ = predict(problem, spec, Plan.parse("fused", "style=persistent,blocks_per_sm=1"))
+    full, _ = predict(problem, spec, Plan.parse("fused", "style=persistent"))
+    assert full.launches[0].blocks_per_sm > 1 and full.launches[0].limited_by != REQUESTED_GRID
+    assert (asked.launches[0].blocks_per_sm, asked.launches[0].limited_by) == (1, REQUESTED_GRID)

@@ -62,12 +62,12 @@ def launch_runs(launches) -> list:
     return [(first, last, count) for first, last, count, _ in runs]
 
 
-def grid_set_by(launch, plan) -> str:
-    """What set a launch's blocks per SM: the plan's ``blocks_per_sm`` for a persistent grid that asked for
-    it (the engine's ``limited_by`` then names what limits the most that fit, not this grid), else the
-    occupancy limit (registers, shared memory, threads, blocks)."""
-    if launch.style == "persistent" and plan.blocks_per_sm is not None and launch.blocks_per_sm == plan.blocks_per_sm:
-        return f"requested: blocks_per_sm={plan.blocks_per_sm}"
+def grid_set_by(launch) -> str:
+    """What set a launch's blocks per SM: a persistent grid's own ``blocks_per_sm``, where it asked for fewer
+    than fit, else the occupancy limit (registers, shared memory, threads, blocks)."""
+    from megasim.sim.launches import REQUESTED_GRID
+    if launch.limited_by == REQUESTED_GRID:
+        return f"requested: blocks_per_sm={launch.blocks_per_sm}"
     return f"limited by {launch.limited_by}"
 
 
@@ -98,7 +98,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                "default_cost": [n for n in dict.fromkeys(result.cost_names) if not spec.prices(n)],
                "megasim_version": __version__, "python": platform.python_version()}
     for record, launch in zip(summary.get("launches", ()), result.launches):
-        record["blocks_per_sm_set_by"] = grid_set_by(launch, plan)    # limited_by: the most that fit
+        record["blocks_per_sm_set_by"] = grid_set_by(launch)
     extra = plan.algo.footprint(problem, plan.params, plan.schedule)
     if extra is not None:
         summary["extra_bytes"] = extra
@@ -121,7 +121,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     for first, last, count in launch_runs(result.launches):
         times = "" if count == 1 else f"{count} launches of "
         print(f"  launch          {first.name}: {times}{first.tasks} tasks, {first.blocks_per_sm} blocks/SM "
-              f"({grid_set_by(first, plan)}), {first.start_ns / 1e3:,.1f}-{last.end_ns / 1e3:,.1f} us")
+              f"({grid_set_by(first)}), {first.start_ns / 1e3:,.1f}-{last.end_ns / 1e3:,.1f} us")
     if extra is not None:
         tensors = ", ".join(f"{name} {b / 1e6:,.1f} MB" for name, b in extra.items()) or "none"
         print(f"  extra memory    {sum(extra.values()) / 1e6:,.1f} MB beyond input, filter, output ({tensors})")

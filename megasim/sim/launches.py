@@ -43,9 +43,12 @@ def launch_footprint(graph: TaskGraph, launch: Launch) -> Footprint:
     return Footprint(int(graph.kind_threads[kinds].max()), registers, shared)
 
 
+REQUESTED_GRID = "the requested grid"      # Occupancy.limited_by of a persistent grid smaller than what fits
+
+
 def launch_blocks_per_sm(spec: GPUSpec, graph: TaskGraph, launch: Launch) -> tuple[Occupancy, int]:
     """The launch's occupancy and the blocks it places per SM: those that fit, or a persistent grid's
-    own ``blocks_per_sm`` (SimulationError if more than fit)."""
+    own ``blocks_per_sm`` (SimulationError if more than fit; ``limited_by`` REQUESTED_GRID if fewer)."""
     occ = occupancy(spec, launch_footprint(graph, launch))
     per_sm = occ.blocks_per_sm
     if launch.style == "persistent" and launch.blocks_per_sm is not None:
@@ -53,6 +56,8 @@ def launch_blocks_per_sm(spec: GPUSpec, graph: TaskGraph, launch: Launch) -> tup
             raise SimulationError(f"blocks_per_sm={launch.blocks_per_sm} is not allowed for launch "
                                   f"{launch.name!r}: at most {occ.blocks_per_sm} fit ({occ.limited_by})")
         per_sm = launch.blocks_per_sm
+        if per_sm < occ.blocks_per_sm:
+            occ = Occupancy(per_sm, REQUESTED_GRID)
     return occ, per_sm
 
 
