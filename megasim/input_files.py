@@ -1,7 +1,7 @@
 """Reading the files a user gives megasim, with a cap on their size.
 
 Every input file (a spec, a sweep's TOML, a measurements JSON, an optimizer cache, a measured CSV) is
-read through ``read_text``, which reads at most the cap of the file's kind plus one byte: a file above
+read through ``read_text`` (a CSV file through ``read_csv``), which reads at most the cap of the file's kind plus one byte: a file above
 it is refused in one line naming the file and the limit, before it is parsed, so `--spec /dev/zero`
 costs 64 MiB at most, not all the memory there is. The caps are far above any file megasim writes or
 reads in its experiments (the largest, a sparse benchmark CSV, is 0.35 MB; a spec with its
@@ -10,6 +10,8 @@ measurements 0.27 MB; docs/errors.md lists them).
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 from megasim.errors import InputError, MegasimError
@@ -42,3 +44,12 @@ def read_text(path: str | Path, origin: str, kind: str, error: type[MegasimError
         raise error(f"{origin} is not allowed: it is larger than {size_text(cap)}, the limit for a {kind} "
                     f"(docs/errors.md)")
     return data.decode("utf-8")
+
+
+def read_csv(path: str | Path, origin: str, error: type[MegasimError] = InputError) -> tuple[list[str], list[dict]]:
+    """(header, rows as dicts) of the CSV file `path`, read through ``read_text`` (the CSV cap). The header
+    is the file's first line as written (duplicates kept, which ``csv.DictReader`` would merge); OSError,
+    UnicodeDecodeError and csv.Error pass through, as ``read_text``'s do."""
+    reader = csv.DictReader(io.StringIO(read_text(path, origin, "CSV file", error), newline=""))
+    rows = list(reader)
+    return list(reader.fieldnames or []), rows

@@ -21,6 +21,9 @@ import math
 import sys
 from pathlib import Path
 
+from megasim.errors import MegasimError
+from megasim.input_files import read_csv
+
 RATIOS = (
     ("fused best / cuDNN best FP32", ("fused_sweep_best", "fused_blockidx_best"), ("cudnn_best_fp32", "cudnn_winograd_nonfused")),
     ("fused default / cuDNN best FP32", ("fused",), ("cudnn_best_fp32", "cudnn_winograd_nonfused")),
@@ -63,12 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also write the summary as JSON here")
     args = ap.parse_args(argv)
     try:
-        with open(args.csv, newline="") as f:
-            rows = list(csv.DictReader(f))
+        rows = read_csv(args.csv, args.csv)[1]
         missing = {"layer", "impl", "median_ms"} - set(rows[0] if rows else ())
         if missing:
             raise ValueError(f"no rows with the columns {', '.join(sorted(missing))}")
-    except (OSError, ValueError, csv.Error) as err:
+    except (OSError, ValueError, csv.Error, MegasimError) as err:
         print(f"winograd_summary: {args.csv} cannot be read as a winograd_bench CSV: {err}", file=sys.stderr)
         return 2
     summary = summarize(rows)

@@ -335,8 +335,5 @@ def write_rows(rows: Sequence[dict[str, Any]], path, columns: Sequence[str] | No
 
 def read_rows(path) -> list[dict[str, str]]:
     """The rows of a CSV file, read up to the CSV size cap (megasim.input_files)."""
-    import csv
-    import io
-    from megasim.input_files import read_text
-    text = read_text(path, f"CSV file {str(path)!r}", "CSV file")
-    return list(csv.DictReader(io.StringIO(text, newline="")))
+    from megasim.input_files import read_csv
+    return read_csv(path, f"CSV file {str(path)!r}")[1]

@@ -208,10 +208,8 @@ def _calibrate_im2win(args: argparse.Namespace) -> int:
                          "im2win_calibration.csv and --spec BASE (the spec to extend)")
     origin = f"--from-measurements {args.from_measurements!r}"
     try:
-        import io
-        from megasim.input_files import read_text
-        text = read_text(args.from_measurements, origin, "CSV file")
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        from megasim.input_files import read_csv
+        rows = read_csv(args.from_measurements, origin)[1]
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise InputError(f"{origin} cannot be read: {getattr(err, 'strerror', None) or err}") from None
     needed = ("problem", "kind", "median_ms", "status")

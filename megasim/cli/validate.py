@@ -66,21 +66,18 @@ def measured_rows(path: str, layers: list[str], algorithm: str = "winograd") -> 
     'm.csv' row 7``) for errors found later, when the row is predicted. Every row's layer is checked, also of
     rows for other layers (an unknown one, e.g. resnet-9, was dropped without a word)."""
     import csv
-    import io
     from megasim.calibration.measurements import measured_time
     from megasim.calibration.validation import MAX_MEASURED_US
-    from megasim.input_files import read_text
+    from megasim.input_files import read_csv
     from megasim.plan import Plan
     from megasim.workloads import parse_layer
     try:
-        text = read_text(path, f"--measured {path!r}", "CSV file")
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        header, rows = read_csv(path, f"--measured {path!r}")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"--measured {path!r} cannot be read: {getattr(err, 'strerror', None) or err}") from None
     except csv.Error as err:
         raise InputError(f"--measured {path!r} is not a CSV file: {err}") from None
     if rows:
-        header = next(csv.reader(io.StringIO(text, newline="")))
         twice = sorted({c for c in header if header.count(c) > 1})
         if twice:      # csv.DictReader would keep the last of them without a word
             raise InputError(f"--measured {path!r} is not allowed: its header names column {twice[0]!r} more than once")

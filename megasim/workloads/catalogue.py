@@ -169,11 +169,11 @@ def parse_layer(text: str, batch: int | None = None, source: str = "layer") -> C
         problem = _parse_free_spec(text, source)
     elif text in CATALOGUE:
         problem = CATALOGUE[text]
-    elif len(_short_matches(text)) == 1:
-        problem = CATALOGUE[_short_matches(text)[0]]
-    elif _short_matches(text):         # conv1_1: vgg16/conv1_1 and vgg19/conv1_1
+    elif len(short := _short_matches(text)) == 1:
+        problem = CATALOGUE[short[0]]
+    elif short:         # conv1_1: vgg16/conv1_1 and vgg19/conv1_1
         raise WorkloadError(f"unknown {source} {text!r}: it names more than one catalogue layer (allowed: "
-                            f"{', '.join(_short_matches(text))} -- see `megasim layers`)")
+                            f"{', '.join(short)} -- see `megasim layers`)")
     else:
         close = [n for n in CATALOGUE if n.startswith(text.split("/")[0])][:6] or list(TABLE2_NAMES)
         raise WorkloadError(
