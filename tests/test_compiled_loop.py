@@ -94,6 +94,19 @@ def test_random_points_on_every_spec_are_identical(algorithm, layer, seed):
     assert ran >= 3
 
 
+@pytest.mark.parametrize("schedule", ["fused", "nonfused"])
+@pytest.mark.parametrize("dram_x", [0.5, 2.0])
+def test_caps_by_hit_fraction_with_stretch_are_identical(schedule, dram_x):
+    """A calibrated spec (stretch classes, readiness SMs) at another DRAM bandwidth keeps its
+    block_l2_bw_ratio, so each memory job's cap follows its hit fraction."""
+    base = load_spec("megasim/hardware/calibrated/h200.json")
+    spec = dataclasses.replace(base, dram_bw_gbps=base.dram_bw_gbps * dram_x)
+    assert not spec.l2_ratio_implied
+    problem = parse_layer("N=2,C=40,K=48,H=14,W=15")
+    graph, sched, _ = build(problem, Plan(schedule), spec)
+    assert_same(*both(graph, sched, spec))
+
+
 def _mixed_spec():
     """Every kind its own memory cap and SM share (capped servers), claims and fixed costs measured."""
     base = get_gpu("H100")

@@ -16,13 +16,18 @@ from megasim.workloads import parse_layer
 POINTS = json.loads((Path(__file__).parent / "data" / "golden_predictions.json").read_text())["points"]
 CALIBRATED = Path(__file__).parent.parent / "megasim" / "hardware" / "calibrated"
 # The spec files the points were written with, where the package's file has been recalibrated since.
-WRITTEN_WITH = {"h200.json": Path(__file__).parent / "data" / "golden_h200_spec.json"}
+# The H200 preset's file before it stated block_l2_bw_ratio (until then its L2 hits' per-block rate followed
+# its DRAM bandwidth).
+WRITTEN_WITH = {"h200.json": Path(__file__).parent / "data" / "golden_h200_spec.json",
+                "H200": Path(__file__).parent / "data" / "golden_h200_preset.json"}
 
 
 def _spec(name: str):
+    if name in WRITTEN_WITH:
+        return load_spec(WRITTEN_WITH[name])
     if not name.endswith(".json"):
         return get_gpu(name)
-    return load_spec(WRITTEN_WITH.get(name, CALIBRATED / name))
+    return load_spec(CALIBRATED / name)
 
 
 def _plan(point: dict) -> Plan:

@@ -249,6 +249,38 @@ def test_memory_sharing_with_per_block_cap():
     assert r.dram_read_bytes.tolist() == [100, 300] and r.task_dram_bytes.tolist() == [100, 300]
 
 
+def reuse_graph(nbytes):
+    """Two tasks reading one region: the first misses, the second (run after it) hits."""
+    b = TaskGraphBuilder()
+    b.add_kind("k")
+    reg = b.add_region("r", parts=1, part_bytes=nbytes)
+    for _ in range(2):
+        b.add_task("k", flops=0, accesses=[(reg, 0, 1, nbytes, False)])
+    return b.build()
+
+
+@pytest.mark.parametrize("engine", ["simpy", "compiled"])
+def test_a_block_moves_hits_at_its_l2_rate_whatever_the_dram(engine):
+    # One SM, one block at a time: task 0 misses 128 B, task 1 hits them. Block rate b = 0.25 B/ns on
+    # misses, b * block_l2_bw_ratio on hits (the ratio implied by D = 1, L = 2 B/ns: 2).
+    # Task 0: work max(128 / 1, 128 / 2) = 128 ns at cap b / D = 0.25: 512 ns. Task 1: work 64 ns, at
+    # least 128 / (2 * 0.25) = 256 ns: ends 768.
+    spec = toy_spec(sm_count=1, max_blocks_per_sm=1, tb_max_dram_bw_gbps=0.25)
+    assert spec.block_l2_bw_ratio == 2.0 and spec.l2_ratio_implied
+    g, order = reuse_graph(128), one_launch([0, 1])
+    r = simulate(g, order, spec, SimOptions(engine=engine))
+    assert r.end_ns.tolist() == [512.0, 768.0] and r.task_dram_bytes.tolist() == [128, 0]
+    # Twice the DRAM bandwidth, the ratio kept: task 0 is held to b on its misses (512 ns), task 1
+    # still takes 256 ns; it does not slow down as when its cap followed the DRAM (b / D: 512 ns).
+    faster = dataclasses.replace(spec, dram_bw_gbps=2.0)
+    assert faster.block_l2_bw_ratio == 2.0 and not faster.l2_ratio_implied
+    r = simulate(g, order, faster, SimOptions(engine=engine))
+    assert r.end_ns.tolist() == [512.0, 768.0]
+    # A stated ratio of 4: hits move at 1 B/ns per block, capped by the L2 (2 B/ns): task 1 takes 128 ns.
+    r = simulate(g, order, dataclasses.replace(spec, block_l2_bw_ratio=4.0), SimOptions(engine=engine))
+    assert r.end_ns.tolist() == [512.0, 640.0]
+
+
 def test_memory_then_compute_with_latency_and_task_cost():
     # Kind cost: efficiency 0.5, fixed 7 ns. dram_latency 30.
     # t0: 100 B miss + 50 flops: ready 0, memory starts 30 + 7 = 37, ends 137, computes 50 / 0.5 = 100: 237.

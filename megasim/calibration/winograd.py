@@ -144,7 +144,9 @@ def reset_entry(values: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str
 def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
     """The preset with the directly measured fields replaced (sources say how they were measured).
     ``megakernel_reset_ns``, when the measurements do not give it as a value, is derived from the
-    queued-launch probe's two runs (``reset_entry``; measurements taken before it was a value)."""
+    queued-launch probe's two runs (``reset_entry``; measurements taken before it was a value).
+    ``block_l2_bw_ratio`` is the measured bandwidths' own (``l2_bw_gbps / dram_bw_gbps``) unless the
+    measurements give it: the rule every calibration's per-block rates were fitted under."""
     names = set(spec_field_names()) | set(OPTIONAL_FIELDS)
     kwargs, sources = {}, dict(preset.sources)
     values = dict(m.values)
@@ -159,6 +161,10 @@ def measured_base(preset: GPUSpec, m: Measurements) -> GPUSpec:
         field_type = next(f.type for f in dataclasses.fields(GPUSpec) if f.name == name)
         kwargs[name] = int(round(value)) if field_type == "int" else float(value)
         sources[name] = source(m, entry["method"])
+    if "block_l2_bw_ratio" not in kwargs:
+        # The per-block rates are fitted under the ratio the measured bandwidths imply (GPUSpec).
+        kwargs["block_l2_bw_ratio"] = None
+        sources.pop("block_l2_bw_ratio", None)
     return dataclasses.replace(preset, sources=sources, **kwargs)
 
 

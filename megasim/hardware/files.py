@@ -106,6 +106,8 @@ def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
     values = {n: {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
               for n in spec_field_names()}
     for n in OPTIONAL_FIELDS:
+        if n == "block_l2_bw_ratio" and spec.l2_ratio_implied:
+            continue                        # (the default: implied by the bandwidths)
         if getattr(spec, n) is not None:
             values[n] = {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
     costs = {}

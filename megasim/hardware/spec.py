@@ -215,11 +215,20 @@ class GPUSpec:
     # series with the device work; a launch of one kind's own kernel (the non-fused pipeline) has none.
     # None = not modelled (0).
     megakernel_reset_ns: float | None = None
+    # Optional: how much faster one block moves the bytes the L2 serves than the bytes it misses to
+    # DRAM. A block's memory phase takes at least max(dram_bytes / b, l2_bytes / (b * this)), b its
+    # kind's block_dram_bw_gbps (megasim.sim.resources.block_rates). It belongs to the SM and the L2,
+    # not to the DRAM, so a variant of a spec with another dram_bw_gbps or l2_bw_gbps keeps it. None =
+    # l2_bw_gbps / dram_bw_gbps of the values given (the rule every calibration's per-block rates were
+    # fitted under), fixed when the spec is made.
+    block_l2_bw_ratio: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
 
     def __post_init__(self) -> None:
+        if self.block_l2_bw_ratio is None and _positive(self.l2_bw_gbps) and _positive(self.dram_bw_gbps):
+            object.__setattr__(self, "block_l2_bw_ratio", self.l2_bw_gbps / self.dram_bw_gbps)
         for f in dataclasses.fields(self):
             if f.name in ("name", "task_costs", "sources", "description"):
                 continue
@@ -253,6 +262,11 @@ class GPUSpec:
     def sm_gflops(self) -> float:
         """FP32 peak of one SM, in GFLOP/s (= FLOP per ns)."""
         return self.fp32_peak_gflops / self.sm_count
+
+    @property
+    def l2_ratio_implied(self) -> bool:
+        """Whether ``block_l2_bw_ratio`` is the one the spec's bandwidths imply (its default)."""
+        return self.block_l2_bw_ratio == self.l2_bw_gbps / self.dram_bw_gbps
 
     def launch_ns(self, megakernel: bool) -> float:
         """The host's cost of issuing one launch: a megakernel's or a plain kernel's."""
@@ -288,6 +302,11 @@ class GPUSpec:
         return cost_name in self.task_costs or base_kind(cost_name) in self.task_costs
 
 
+def _positive(value) -> bool:
+    """A finite number > 0 (not a bool): a field the checks below will accept as a rate."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def base_kind(cost_name: str) -> str:
     """The kind of a cost name (``TaskGraph.cost_names``): ``gemm`` for ``gemm@t32`` and for ``gemm``."""
     return cost_name.split("@", 1)[0]
@@ -303,6 +322,7 @@ def base_kind(cost_name: str) -> str:
 _NS = (0.0, 1e7)
 SPEC_RANGES = {"sm_clock_mhz": (1.0, 1e5), "fp32_peak_gflops": (1.0, 1e8), "l2_bw_gbps": (1.0, 1e7),
                "dram_bw_gbps": (1.0, 1e7), "tb_max_dram_bw_gbps": (0.01, 1e7),
+               "block_l2_bw_ratio": (1e-3, 1e4),
                **{name: _NS for name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
                                          "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
                                          "queued_launch_ns", "megakernel_ticket_ns", "megakernel_reset_ns")}}
@@ -321,7 +341,7 @@ SPEC_CEILINGS = {"sm_count": 4096, "max_threads_per_sm": 65536, "max_blocks_per_
 
 # Numeric fields a spec file may leave out (None: see the field's comment).
 OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_factor", "younger_block_weight",
-                   "megakernel_ticket_ns", "megakernel_reset_ns")
+                   "megakernel_ticket_ns", "megakernel_reset_ns", "block_l2_bw_ratio")
 
 
 def spec_field_names() -> tuple[str, ...]:

@@ -108,7 +108,9 @@ C_MIXED = 6                 # readiness servers' mixing factor
 C_OVERLAP_ON = 7            # a kind overlaps memory and compute
 C_STRETCH_ON = 8            # a kind gives coresident_stretch
 C_TRACK_AGE = 9             # the spec weighs blocks by age
-N_CONSTS = 10
+C_HIT_ON = 10               # a block's memory cap depends on its hit fraction (resources.hit_dependent)
+C_L2_RATIO = 11             # the spec's block_l2_bw_ratio
+N_CONSTS = 12
 
 # Why run_events returned (bits of R_STOP, or one of the last three alone).
 STOP_LAUNCH = 1             # the launch's last task ended
@@ -151,6 +153,7 @@ class Tables(structref.StructRefProxy):
     - ``further``: f8[K]: readiness classes' further-block readiness
     - ``overlap``: f8[kinds]: memory_overlap
     - ``stretch``: f8[kinds]: coresident_stretch
+    - ``hit_scale``: f8[kinds]: the scale of a memory job's hit level (``resources.block_rates``)
     - ``mem_class``: i8[kinds, STRETCH_LEVELS + 1]: the stretch class of a kind at a level
     - ``weights``: f8[M]: rho ** k (the age-weighted servers' weights, as they grow them)
     - ``weight_sums``: f8[M + 1]: sums of the first k weights
@@ -163,8 +166,8 @@ class Tables(structref.StructRefProxy):
 
     FIELDS = ("consts", "kind_of", "compute_ns", "task_bytes", "rptr", "waits", "signals", "acc_region", "acc_lo",
               "acc_hi", "acc_step", "acc_count", "acc_nbytes", "acc_write", "part_off", "part_bytes",
-              "region_parts", "caps", "further", "overlap", "stretch", "mem_class", "weights", "weight_sums",
-              "s_rule", "s_row", "s_k", "s_is_mem", "k_max",)
+              "region_parts", "caps", "further", "overlap", "stretch", "hit_scale", "mem_class", "weights",
+              "weight_sums", "s_rule", "s_row", "s_k", "s_is_mem", "k_max",)
 
 
 structref.define_proxy(Tables, TablesType, Tables.FIELDS)
@@ -299,12 +302,12 @@ structref.define_proxy(Launch, LaunchType, Launch.FIELDS)
 @njit(cache=True)
 def new_tables(consts, kind_of, compute_ns, task_bytes, rptr, waits, signals, acc_region, acc_lo, acc_hi,
                acc_step, acc_count, acc_nbytes, acc_write, part_off, part_bytes, region_parts, caps, further,
-               overlap, stretch, mem_class, weights, weight_sums, s_rule, s_row, s_k, s_is_mem, k_max):
+               overlap, stretch, hit_scale, mem_class, weights, weight_sums, s_rule, s_row, s_k, s_is_mem, k_max):
     """A ``Tables`` made in compiled code (the proxy's own constructor compiles anew in every process)."""
     return Tables(consts, kind_of, compute_ns, task_bytes, rptr, waits, signals, acc_region, acc_lo, acc_hi,
                   acc_step, acc_count, acc_nbytes, acc_write, part_off, part_bytes, region_parts, caps,
-                  further, overlap, stretch, mem_class, weights, weight_sums, s_rule, s_row, s_k, s_is_mem,
-                  k_max)
+                  further, overlap, stretch, hit_scale, mem_class, weights, weight_sums, s_rule, s_row, s_k,
+                  s_is_mem, k_max)
 
 @njit(cache=True)
 def new_state(ireg, freg, ev_t, ev_e, ev_k, ev_a, ev_b, class_of, remaining, w_head, w_tail, w_next, claim,
@@ -1152,16 +1155,36 @@ def _on_mem_start(tb, st, ln, task):
         if tb.consts[C_STRETCH_ON] != 0.0:  # its memory class (the overlapped rest keeps it)
             kind = tb.kind_of[task]
             gamma = tb.stretch[kind]
-            if gamma <= 0.0:
+            q = _hit_q(tb, st, task) if tb.consts[C_HIT_ON] != 0.0 else 1.0
+            if gamma <= 0.0 and q == 1.0:
                 st.class_of[ROW_STRETCH, task] = tb.mem_class[kind, STRETCH_LEVELS]
             else:
-                idle = _idle_beside(tb, st, sm, task)
-                level = int(np.rint((1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
+                if gamma <= 0.0:
+                    level = int(np.rint(q * STRETCH_LEVELS))
+                else:
+                    idle = _idle_beside(tb, st, sm, task)
+                    level = int(np.rint(q * (1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
                 st.class_of[ROW_STRETCH, task] = tb.mem_class[kind, level if level > 1 else 1]
     if work > 0.0:
         _add(tb, st, st.ireg[R_MEM], task, work)
     else:
         _mem_done(tb, st, ln, task)
+
+
+@njit(cache=True)
+def _hit_q(tb, st, task):
+    """Phases._hit_q: the fraction of its kind's largest memory cap the task's memory phase may take."""
+    dram = 0.0
+    for j in range(tb.rptr[task], tb.rptr[task + 1]):
+        dram += st.miss[j]
+    l2_bytes = tb.task_bytes[task]
+    c = tb.consts
+    work = dram * c[C_INV_DRAM_BW]
+    if l2_bytes * c[C_INV_L2_BW] > work:
+        work = l2_bytes * c[C_INV_L2_BW]
+    per = l2_bytes / c[C_L2_RATIO]
+    q = work * tb.hit_scale[tb.kind_of[task]] / (dram if dram > per else per)
+    return q if q < 1.0 else 1.0
 
 
 @njit(cache=True)

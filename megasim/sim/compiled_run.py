@@ -26,7 +26,7 @@ from megasim.sim import compiled_loop as loop
 from megasim.sim import launches as launches_module
 from megasim.sim.clock import event_limit, runaway_error
 from megasim.sim.launches import claim_costs, is_megakernel, launch_blocks_per_sm
-from megasim.sim.resources import STRETCH_LEVELS, classes_of, kind_caps
+from megasim.sim.resources import STRETCH_LEVELS, block_rates, classes_of, hit_dependent, kind_caps
 from megasim.sim.result import SimResult
 from megasim.sim.run_setup import task_costs, tracked_accesses
 from megasim.taskgraph import TaskGraph
@@ -98,7 +98,10 @@ class _CompiledRun:
         mem_keys, self.mem_class = _classes(self.mem_caps, kind)
         sm_keys, self.sm_class = _classes(self.shares, kind)
         self.stretch = [c.coresident_stretch for c in costs]
-        self.stretch_on = any(g > 0.0 for g in self.stretch)
+        self.hit_on = hit_dependent(spec)
+        self.hit_scale = block_rates(spec, costs)[1]
+        # Memory classes by level: a stretch, or a cap that depends on the job's hit fraction.
+        self.stretch_on = self.hit_on or any(g > 0.0 for g in self.stretch)
         levels = range(1, STRETCH_LEVELS + 1)
         stretch_keys = (sorted({cap * lv / STRETCH_LEVELS for cap in self.mem_caps for lv in levels})
                         if self.stretch_on else [1.0])
@@ -173,6 +176,8 @@ class _CompiledRun:
         consts[loop.C_OVERLAP_ON] = any(c.memory_overlap > 0.0 for c in costs)
         consts[loop.C_STRETCH_ON] = self.stretch_on
         consts[loop.C_TRACK_AGE] = self.track_age
+        consts[loop.C_HIT_ON] = self.hit_on
+        consts[loop.C_L2_RATIO] = spec.block_l2_bw_ratio
         tables = dict(
             consts=consts, kind_of=np.ascontiguousarray(graph.kind, np.int16), compute_ns=self.compute_ns,
             task_bytes=self.task_bytes, rptr=self.rptr,
@@ -184,7 +189,8 @@ class _CompiledRun:
             part_off=np.concatenate([[0], np.cumsum(self.region_parts)[:-1]]).astype(np.int64),
             part_bytes=graph.region_part_bytes.astype(np.float64), region_parts=self.region_parts,
             caps=self.caps, further=self.further, overlap=np.array([c.memory_overlap for c in costs], np.float64),
-            stretch=np.array(self.stretch, np.float64), mem_class=self.mem_class_at, weights=np.array(self.weights),
+            stretch=np.array(self.stretch, np.float64), hit_scale=np.array(self.hit_scale, np.float64),
+            mem_class=self.mem_class_at, weights=np.array(self.weights),
             weight_sums=np.array(self.weight_sums), s_rule=self.s_rule, s_row=self.s_row, s_k=self.s_k,
             s_is_mem=self.s_is_mem, k_max=self.k_max)
         return loop.new_tables(*(tables[field] for field in loop.Tables.FIELDS))

@@ -38,9 +38,10 @@ GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
   ``megakernel_fixed_ns`` when the megakernel runs the task: its fence and signal, and its ticket
   and counter check unless the kind gives ``megakernel_claim_ns``),
   and is a job on one shared memory-system server with work
-  ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; each block gets at most its kind's
-  ``block_dram_bw_gbps`` (default ``tb_max_dram_bw_gbps``) of it (water-filling, as below, when
-  the kinds of a launch differ). The compute phase is a job on its SM's server, work
+  ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)`` ns; a block moves its bytes no faster than its
+  kind's ``block_dram_bw_gbps`` b (default ``tb_max_dram_bw_gbps``) on its misses and ``b *
+  block_l2_bw_ratio`` on all its bytes, which caps its share of the server (water-filling, as below,
+  when the caps of a launch's blocks differ; ``megasim.sim.resources``). The compute phase is a job on its SM's server, work
   ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op + shared_replays *
   ns_per_replay`` ns, shared equally by
   the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM

@@ -9,10 +9,13 @@ servers' rules). A block on a readiness SM counts there while it moves its data 
 ``leave``; an age-weighted SM turns it into a computing block in one change). A kind with
 ``memory_overlap`` o moves ``1 - o`` of its memory work first and the rest beside its compute; the task
 ends when both have (``_join``). A kind with ``coresident_stretch`` takes its memory class from its
-SM's neighbours when its memory phase starts.
+SM's neighbours when its memory phase starts; so does a block whose cap depends on the bytes it missed
+(``megasim.sim.resources``: a spec whose ``block_l2_bw_ratio`` is not its bandwidths' own).
 """
 
 from __future__ import annotations
+
+from megasim.sim.resources import hit_level
 
 
 class _Phases:
@@ -51,11 +54,25 @@ class _Phases:
                 self.sms[self.sm_of[task]].enter(task)
             if self.stretch_on:                 # its memory class (the overlapped rest keeps it)
                 sm = self.sms[self.sm_of[task]]
-                self.mem_class_of[task] = self.resources.stretch_class(self.kind_of[task], sm, task)
+                q = self._hit_q(task) if self.resources.hit_on else 1.0
+                self.mem_class_of[task] = self.resources.stretch_class(self.kind_of[task], sm, task, q)
         if work > 0.0:
             self.mem.add(task, work)
         else:
             self._mem_done(task)
+
+    def _hit_q(self, task: int) -> float:
+        """The fraction of its kind's largest memory cap that `task`'s memory phase may take, from the
+        bytes its accesses missed and moved (``megasim.sim.resources.hit_level``)."""
+        dram = 0.0
+        for j in range(self.rptr[task], self.rptr[task + 1]):
+            dram += self.miss_of[j]
+        l2_bytes = self.task_bytes[task]
+        work = dram * self.inv_dram_bw
+        if l2_bytes * self.inv_l2_bw > work:
+            work = l2_bytes * self.inv_l2_bw
+        res = self.resources
+        return hit_level(work, dram, l2_bytes, res.hit_scale[self.kind_of[task]], res.l2_ratio)
 
     def _mem_done(self, task: int) -> None:
         if task >= self.num_tasks:          # a user process's transfer (external_transfer)

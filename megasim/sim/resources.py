@@ -10,12 +10,20 @@ Each launch needs servers whose rule fits the kinds it runs (``megasim.sim.serve
   as always ready (1). Such blocks count on their SM through their memory phase too (``presence``).
   Otherwise a block's share of its SM is capped by its kind's ``block_sm_share``: ``shared`` servers when
   the launch's kinds agree on it (the fast path), ``capped`` ones (water-filling) when they differ.
-- **Memory system.** A block's share is capped by its kind's ``block_dram_bw_gbps`` (default
-  ``tb_max_dram_bw_gbps``) over the spec's DRAM bandwidth: ``shared`` when the launch's kinds agree,
-  ``capped`` when they differ. With co-residence stretch (a kind with ``coresident_stretch`` gamma > 0)
-  a block moves its data at ``1 - gamma * U_others`` of its cap, ``U_others`` read from its SM's
-  readiness server when its memory phase starts, in steps of 1/``STRETCH_LEVELS``: one ``capped``
-  server over (cap, level) classes serves every launch.
+- **Memory system.** A block moves its bytes no faster than its kind's ``block_dram_bw_gbps`` b
+  (default ``tb_max_dram_bw_gbps``) on the bytes it misses and ``b * block_l2_bw_ratio`` on all its
+  bytes (``block_rates``): its memory phase, a job of ``max(dram_bytes / dram_bw, l2_bytes / l2_bw)``
+  ns on the memory server, takes at least ``max(dram_bytes / b, l2_bytes / (b * ratio))`` ns alone. At
+  a spec's own bandwidths with the ratio they imply (``l2_bw / dram_bw``, the default) that floor is
+  the job's work times ``dram_bw / b`` for every job, so a block's share of the server is one cap per
+  kind, ``b / dram_bw``: ``shared`` servers when the launch's kinds agree, ``capped`` when they differ.
+  Otherwise (a stated ratio, or a variant of a spec with another bandwidth, which keeps its ratio) the
+  share depends on the job's hit fraction: a fraction q <= 1 of its kind's largest cap, set when its
+  accesses are resolved. With co-residence stretch (a kind with ``coresident_stretch`` gamma > 0) a
+  block moves its data at ``1 - gamma * U_others`` of its cap, ``U_others`` read from its SM's
+  readiness server when its memory phase starts. Either way the cap is taken in steps of
+  1/``STRETCH_LEVELS`` of the kind's largest: one ``capped`` server over (cap, level) classes serves
+  every launch.
 
 A server is made the first time a launch needs it and kept for the rest of the run: the servers are
 idle between launches, so they can be swapped, and reusing one keeps its virtual times where the last
@@ -39,16 +47,44 @@ def classes_of(keys_of_kind: list, task_kind: list[int]) -> tuple[list, list[int
 
 
 def kind_caps(spec: GPUSpec, costs: list[TaskCost]) -> tuple[float, list[float], list[tuple[float, float]]]:
-    """The memory system's default per-block cap, each kind's cap (its ``block_dram_bw_gbps``, else the
-    spec's ``tb_max_dram_bw_gbps``, over the DRAM bandwidth, at most 1) and each kind's readiness (first
-    block, further blocks; (1, 1) for a kind without ``block_sm_ready``)."""
+    """The memory system's default per-block cap, each kind's largest cap (``block_rates``) and each
+    kind's readiness (first block, further blocks; (1, 1) for a kind without ``block_sm_ready``)."""
     mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
-    mem_caps = [mem_cap if c.block_dram_bw_gbps is None else min(1.0, c.block_dram_bw_gbps / spec.dram_bw_gbps)
-                for c in costs]
+    mem_caps = block_rates(spec, costs)[0]
     block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
                    (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
                     else c.further_block_sm_ready) for c in costs]
     return mem_cap, mem_caps, block_ready
+
+
+def hit_dependent(spec: GPUSpec) -> bool:
+    """Whether a block's share of the memory server depends on its hit fraction: the spec's
+    ``block_l2_bw_ratio`` is not the one its bandwidths imply (module docstring)."""
+    return not spec.l2_ratio_implied
+
+
+def block_rates(spec: GPUSpec, costs: list[TaskCost]) -> tuple[list[float], list[float]]:
+    """Per kind, its largest share of the memory server, and the scale s of its hit fraction's level.
+
+    A block of kind b (its ``block_dram_bw_gbps``, else the spec's ``tb_max_dram_bw_gbps``; GB/s =
+    bytes/ns) with ``d`` DRAM and ``l`` L2 bytes, server work ``w = max(d / dram_bw, l / l2_bw)`` ns,
+    takes at least ``T = max(d, l / ratio) / b`` ns, so its share is at most ``w / T``. That is at most
+    ``b * max(1 / dram_bw, ratio / l2_bw)`` (the kind's largest, capped at 1) and is ``q = w * s /
+    max(d, l / ratio)`` of it, ``s = b / largest``. At the ratio the bandwidths imply, every job's share
+    is ``b / dram_bw`` (q = 1): those caps are computed as before the ratio was a field, bit for bit."""
+    bw = [spec.tb_max_dram_bw_gbps if c.block_dram_bw_gbps is None else c.block_dram_bw_gbps for c in costs]
+    if hit_dependent(spec):
+        per_byte = max(1.0 / spec.dram_bw_gbps, spec.block_l2_bw_ratio / spec.l2_bw_gbps)
+        caps = [min(1.0, b * per_byte) for b in bw]
+    else:
+        caps = [min(1.0, b / spec.dram_bw_gbps) for b in bw]
+    return caps, [b / cap for b, cap in zip(bw, caps)]
+
+
+def hit_level(work_ns: float, dram_bytes: float, l2_bytes: float, scale: float, ratio: float) -> float:
+    """The fraction q (<= 1) of its kind's largest cap that a memory job may take (``block_rates``)."""
+    q = work_ns * scale / max(dram_bytes, l2_bytes / ratio)
+    return q if q < 1.0 else 1.0
 
 
 class Resources:
@@ -65,7 +101,11 @@ class Resources:
         self.ready_kinds = {k for k, c in enumerate(costs) if c.block_sm_ready is not None}
         self.track_age = spec.younger_block_weight not in (None, 1.0)
         self.stretch = [c.coresident_stretch for c in costs]
-        self.stretch_on = any(g > 0.0 for g in self.stretch)
+        self.hit_on = hit_dependent(spec)
+        self.hit_scale = block_rates(spec, costs)[1]
+        self.l2_ratio = spec.block_l2_bw_ratio
+        # Memory classes by level: a stretch, or a cap that depends on the job's hit fraction.
+        self.stretch_on = self.hit_on or any(g > 0.0 for g in self.stretch)
         if self.stretch_on:
             levels = range(1, STRETCH_LEVELS + 1)
             caps = sorted({cap * lv / STRETCH_LEVELS for cap in self.mem_caps for lv in levels})
@@ -135,13 +175,17 @@ class Resources:
             return self._sm_servers("age_weighted", age_of=self.age_of, rho=self.spec.younger_block_weight, **params)
         return self._sm_servers("readiness", **params)
 
-    def stretch_class(self, kind: int, sm, task: int) -> int:
+    def stretch_class(self, kind: int, sm, task: int, q: float = 1.0) -> int:
         """The memory system's cap class of `task`'s memory phase (its block has entered `sm`, a
-        readiness server): its kind's cap times ``1 - gamma * U_others``, ``U_others = 1 - prod(1 -
-        ready)`` over the other blocks on the SM that move data or compute."""
+        readiness server, when it counts there): its kind's largest cap times `q` (``hit_level``) times
+        ``1 - gamma * U_others``, ``U_others = 1 - prod(1 - ready)`` over the other blocks on the SM
+        that move data or compute."""
         gamma = self.stretch[kind]
         if gamma <= 0.0:
-            return self.mem_class[kind][STRETCH_LEVELS]
-        idle = sm.idle_beside(task)
-        level = int(round((1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
+            if q == 1.0:
+                return self.mem_class[kind][STRETCH_LEVELS]
+            level = int(round(q * STRETCH_LEVELS))
+        else:
+            idle = sm.idle_beside(task)
+            level = int(round(q * (1.0 - gamma * (1.0 - idle)) * STRETCH_LEVELS))
         return self.mem_class[kind][level if level > 1 else 1]
