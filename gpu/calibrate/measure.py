@@ -321,6 +321,27 @@ def probe_tb_dram() -> tuple[float, str]:
     return a.nbytes / (ms * 1e6), "one block of 128 threads reads 256 MiB once (4 loads in flight per thread)"
 
 
+def probe_tb_l2(sm: int, mib: int = 8, threads: int = 128) -> tuple[float, str]:
+    """One block's read rate from the L2 (GB/s): the whole GPU reads a `mib` MiB buffer (it then sits in
+    the L2; more than an SM's L1 holds), then ONE block of `threads` threads reads it 4 times with the
+    kernel of ``probe_tb_dram`` (4 loads in flight per thread). Over ``probe_tb_dram``'s rate: how much
+    faster a block moves the bytes it hits than those it misses (``GPUSpec.block_l2_bw_ratio``)."""
+    a = cuda.to_device(np.zeros(mib * 2 ** 20 // 4, np.float32))
+    warm = cuda.device_array(sm * 16 * 256, np.float32)
+    out = cuda.device_array(threads, np.float32)
+    reps = 4
+
+    def run():
+        _read4[sm * 16, 256](a, 1, warm, 0)         # the buffer into the L2
+        _read4[1, threads](a, reps, out, 0)
+
+    ms_both = _ms(run, warmup=1, repeats=7)
+    ms_warm = _ms(lambda: _read4[sm * 16, 256](a, 1, warm, 0), warmup=1, repeats=7)
+    return reps * a.nbytes / ((ms_both - ms_warm) * 1e6), (
+        f"the GPU reads a {mib} MiB buffer (into the L2), then one block of {threads} threads reads it {reps} times "
+        f"(4 loads in flight per thread); time of both less the first alone")
+
+
 def probe_fp32(sm: int) -> tuple[float, str]:
     grid, block, rounds = sm * 8, 256, 2500
     out = cuda.device_array(grid * block, np.float32)
