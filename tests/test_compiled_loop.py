@@ -107,6 +107,17 @@ def test_caps_by_hit_fraction_with_stretch_are_identical(schedule, dram_x):
     assert_same(*both(graph, sched, spec))
 
 
+@pytest.mark.parametrize("params", ["", "style=persistent,dispatch=ready"])
+@pytest.mark.parametrize("schedule", ["fused", "nonfused"])
+def test_caps_by_hit_fraction_across_kinds_are_identical(schedule, params):
+    """Kinds of different per-block rates (capped classes, no stretch) at a stated block_l2_bw_ratio."""
+    spec = dataclasses.replace(_mixed_spec(), block_l2_bw_ratio=3.0)
+    assert not spec.l2_ratio_implied
+    problem = parse_layer("N=2,C=24,K=40,H=14,W=15")
+    graph, sched, _ = build(problem, Plan.parse(schedule, params) if params else Plan(schedule), spec)
+    assert_same(*both(graph, sched, spec))
+
+
 def _mixed_spec():
     """Every kind its own memory cap and SM share (capped servers), claims and fixed costs measured."""
     base = get_gpu("H100")
