@@ -82,6 +82,31 @@ def test_fit_predicts_a_held_out_occupancy():
         assert got == pytest.approx(want, rel=0.03), kind
 
 
+def _two_minima(costs):
+    """Times whose log error has a local minimum at block_sm_ready 0.35 (error 0.2 left) and the global one
+    at 0.9, and pins coresident_stretch at 0.1."""
+    out = []
+    for c in costs:
+        r = c.block_sm_ready
+        out.append(np.exp([(r - 0.9) * (r - 0.35) * 10.0, 0.2 if r < 0.62 else 0.0, c.coresident_stretch - 0.1]))
+    return out
+
+
+def test_a_fit_from_scratch_keeps_the_start_with_the_least_error():
+    from megasim.calibration.fit import ALT_STARTS, fit_kind
+    spec, free = get_gpu("H100"), ("block_sm_ready", "coresident_stretch")
+    one = fit_kind(spec, "k", None, [1.0, 1.0, 1.0], max_evals=150, free=free, simulate_costs=_two_minima)
+    assert one["cost"].block_sm_ready == pytest.approx(0.35, abs=0.02) and one["rms_log_error"] > 0.1
+    both = fit_kind(spec, "k", None, [1.0, 1.0, 1.0], max_evals=150, free=free, simulate_costs=_two_minima,
+                    alt_starts=ALT_STARTS)
+    assert both["cost"].block_sm_ready == pytest.approx(0.9, abs=0.02) and both["rms_log_error"] < 0.01
+    assert both["cost"].coresident_stretch == pytest.approx(0.1, abs=0.01)
+    # a start naming a field the fit does not free is skipped
+    same = fit_kind(spec, "k", None, [1.0, 1.0, 1.0], max_evals=150, free=("block_sm_ready",),
+                    simulate_costs=_two_minima, alt_starts=ALT_STARTS)
+    assert same["cost"].block_sm_ready == pytest.approx(0.35, abs=0.02)
+
+
 # --- mixed-kind runs: two kinds interleaved in one megakernel launch (checks, not fitted) ----------
 
 def test_interleave_keeps_each_order_and_spreads_both():

@@ -45,7 +45,8 @@ import numpy as np
 
 from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
-from megasim.calibration.fit import (FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS, ROUND1_MAX_EVALS,
+from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
+                                     ROUND1_MAX_EVALS,
                                      ROUND2_MAX_EVALS, STAGE2, fit_kind)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
@@ -189,7 +190,8 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     """One kind's fit and its check simulations (a thread's unit of work; the simulations run on ``pool``,
     under the keys ``kind`` and ``kind + " checks"``)."""
     spec, kind = job["spec"], job["kind"]
-    budget = job["evals"] * (2 if any(f in STAGE2 for f in job["free"]) else 1)
+    starts = 1 + sum(set(alt) <= set(job["free"]) for alt in job.get("alt_starts", ()))
+    budget = job["evals"] * (starts + (1 if any(f in STAGE2 for f in job["free"]) else 0))
 
     def on_evaluation(n: int, rms: float) -> None:
         if progress is not None:
@@ -197,7 +199,8 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
 
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
                    simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
-                   start_values=job.get("start_values"), on_evaluation=on_evaluation)
+                   start_values=job.get("start_values"), on_evaluation=on_evaluation,
+                   alt_starts=job.get("alt_starts", ()))
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     if progress is not None:
         progress(CalibrationProgress(stage, kind, fit["evaluations"], budget, fit["rms_log_error"], done=True))
@@ -269,6 +272,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
+                     "alt_starts": ALT_STARTS if round2 and refit is None else (),
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     cases_by_key = {}
