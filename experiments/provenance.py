@@ -48,6 +48,17 @@ def _version(package: str) -> str | None:
         return None
 
 
+def nvidia_smi(fields: tuple[str, ...]) -> list[dict[str, str]]:
+    """Every GPU of the host as nvidia-smi lists it, one dict of `fields` (its --query-gpu names) per GPU;
+    one dict with the key ``error`` where nvidia-smi cannot be run."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [{"error": f"{type(exc).__name__}: {exc}"}]
+    return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.stdout.strip().splitlines()]
+
+
 def provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What produced a result: commit, date, machine, versions; `extra` (parameters, GPU spec) is merged in."""
     status = _git("status", "--porcelain", "--untracked-files=no")

@@ -52,12 +52,11 @@ import csv
 import math
 import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from experiments.provenance import provenance, write_results
+from experiments.provenance import nvidia_smi, provenance, write_results
 
 TARGET_SPEEDUP = 3.5        # issue 45's bar on 4 GPUs; on G GPUs the same efficiency, 3.5 * G / 4
 DEFAULTS = {"layers": "table2", "mappings": 32, "repeats": 30, "rounds": 6, "per_task": 4, "algo": "winograd",
@@ -67,17 +66,8 @@ QUICK = {"layers": "N=1,C=4,K=4,H=4,W=4", "mappings": 2, "repeats": 1, "rounds":
          "per_task": 1, "algo": "direct", "warm_layer": "N=1,C=4,K=4,H=4,W=4", "warm_mappings": 1}
 SIMULATED_DEVICES = 2
 KEY = ("layer", "label", "params")
-
-
-def _nvidia_smi() -> list[dict[str, str]]:
-    """Every GPU of the host as nvidia-smi lists it (index, name, uuid, driver, memory, max SM clock)."""
-    fields = ("index", "name", "uuid", "driver_version", "memory.total", "clocks.max.sm", "pci.bus_id")
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return [{"error": f"{type(exc).__name__}: {exc}"}]
-    return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.stdout.strip().splitlines()]
+# What the JSON records of each GPU of the host (nvidia-smi --query-gpu names).
+SMI_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "clocks.max.sm", "pci.bus_id")
 
 
 def _versions() -> dict[str, str | None]:
@@ -302,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if simulator:
         from gpu.runtime.timing import time_host
         timer = time_host
-    smi = [] if simulator else _nvidia_smi()
+    smi = [] if simulator else nvidia_smi(SMI_FIELDS)
     name = smi[0].get("name", "") if smi and "name" in smi[0] else ("CUDA simulator" if simulator else "unknown")
     from experiments.benchmarks.winograd_bench import device_slug
     out = args.out or Path("experiments/results") / device_slug(name) / "validate_scaling"

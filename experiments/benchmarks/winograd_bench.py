@@ -64,7 +64,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
@@ -282,14 +281,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 # -- GPU side -----------------------------------------------------------------------------------------------
 
 def _nvidia_smi() -> dict[str, str]:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
-    keys = ("name", "driver_version", "memory_total", "max_sm_clock")
-    return dict(zip(keys, (v.strip() for v in first.split(","))))
+    """The first GPU's name, driver, memory and largest SM clock (nvidia-smi), or its error."""
+    from experiments.provenance import nvidia_smi
+    gpus = nvidia_smi(("name", "driver_version", "memory.total", "clocks.max.sm"))
+    first = gpus[0] if gpus else {}
+    names = {"memory.total": "memory_total", "clocks.max.sm": "max_sm_clock"}
+    return {names.get(k, k): v for k, v in first.items()}
 
 
 def _versions() -> dict[str, str | None]:

@@ -85,6 +85,11 @@ STALL_JACOBIANS = 1
 STALL_RTOL = 0.02
 
 
+def starts_for(free, alt_starts) -> list[Mapping[str, float]]:
+    """The starts of `alt_starts` that name only fields in `free` (the others are skipped)."""
+    return [alt for alt in alt_starts if set(alt) <= set(free)]
+
+
 def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_of, max_evals: int, *,
                        diff_step: float, tol: float | None = None,
                        residuals_many: Callable[[list[TaskCost]], list[np.ndarray]] | None = None,
@@ -226,15 +231,13 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         tol = FIT_TOL if tol is None else tol
         search = {"diff_step": 2e-2, "tol": tol, "residuals_many": residuals_many, "on_evaluation": report,
                   "refresh": JACOBIAN_REFRESH, "stall_rtol": STALL_RTOL}
-        best, best_sse = None, math.inf
-        for alt in (None, *(alt_starts or ())):
-            if alt is not None and not set(alt) <= set(first):
-                continue
-            fitted = least_squares_cost(start, first, BOUNDS, {**starts, **(alt or {})}, LINEAR, None, max_evals,
-                                        **search)
-            sse = float(np.sum(residuals_many([fitted])[0] ** 2)) if alt_starts else 0.0
-            if best is None or sse < best_sse:
-                best, best_sse = fitted, sse
+        fits = [least_squares_cost(start, first, BOUNDS, {**starts, **alt}, LINEAR, None, max_evals, **search)
+                for alt in ({}, *starts_for(first, alt_starts))]
+        if len(fits) == 1:
+            best = fits[0]
+        else:
+            errors = [float(np.sum(r ** 2)) for r in residuals_many(fits)]
+            best = fits[errors.index(min(errors))]
         if first != tuple(free):          # the second stage: all free, from the first stage's fit
             starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}
             best = least_squares_cost(best, free, BOUNDS, starts, LINEAR, None, max_evals, **search)

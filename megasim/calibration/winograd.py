@@ -46,8 +46,7 @@ import numpy as np
 from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
 from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
-                                     ROUND1_MAX_EVALS,
-                                     ROUND2_MAX_EVALS, STAGE2, fit_kind)
+                                     ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, fit_kind, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
 from megasim.errors import SpecError
@@ -190,7 +189,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     """One kind's fit and its check simulations (a thread's unit of work; the simulations run on ``pool``,
     under the keys ``kind`` and ``kind + " checks"``)."""
     spec, kind = job["spec"], job["kind"]
-    starts = 1 + sum(set(alt) <= set(job["free"]) for alt in job.get("alt_starts", ()))
+    starts = 1 + len(starts_for(job["free"], job["alt_starts"]))
     budget = job["evals"] * (starts + (1 if any(f in STAGE2 for f in job["free"]) else 0))
 
     def on_evaluation(n: int, rms: float) -> None:
@@ -200,7 +199,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
                    simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
                    start_values=job.get("start_values"), on_evaluation=on_evaluation,
-                   alt_starts=job.get("alt_starts", ()))
+                   alt_starts=job["alt_starts"])
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     if progress is not None:
         progress(CalibrationProgress(stage, kind, fit["evaluations"], budget, fit["rms_log_error"], done=True))

@@ -108,7 +108,7 @@ C_MIXED = 6                 # readiness servers' mixing factor
 C_OVERLAP_ON = 7            # a kind overlaps memory and compute
 C_STRETCH_ON = 8            # a kind gives coresident_stretch
 C_TRACK_AGE = 9             # the spec weighs blocks by age
-C_HIT_ON = 10               # a block's memory cap depends on its hit fraction (resources.hit_dependent)
+C_HIT_ON = 10               # a block's memory cap depends on its hit fraction (not GPUSpec.l2_ratio_implied)
 C_L2_RATIO = 11             # the spec's block_l2_bw_ratio
 N_CONSTS = 12
 

@@ -26,7 +26,7 @@ from megasim.sim import compiled_loop as loop
 from megasim.sim import launches as launches_module
 from megasim.sim.clock import event_limit, runaway_error
 from megasim.sim.launches import claim_costs, is_megakernel, launch_blocks_per_sm
-from megasim.sim.resources import STRETCH_LEVELS, block_rates, classes_of, hit_dependent, kind_caps
+from megasim.sim.resources import STRETCH_LEVELS, classes_of, kind_caps
 from megasim.sim.result import SimResult
 from megasim.sim.run_setup import task_costs, tracked_accesses
 from megasim.taskgraph import TaskGraph
@@ -93,13 +93,12 @@ class _CompiledRun:
         readiness) and the servers: the memory system shared, capped or by stretch class; per SM shared,
         capped or readiness (age-weighted where ages are weighed)."""
         spec, costs, kind = self.spec, self.costs, self.kind
-        self.mem_cap, self.mem_caps, block_ready = kind_caps(spec, costs)
+        self.mem_cap, self.mem_caps, self.hit_scale, block_ready = kind_caps(spec, costs)
         self.shares = [c.block_sm_share for c in costs]
         mem_keys, self.mem_class = _classes(self.mem_caps, kind)
         sm_keys, self.sm_class = _classes(self.shares, kind)
         self.stretch = [c.coresident_stretch for c in costs]
-        self.hit_on = hit_dependent(spec)
-        self.hit_scale = block_rates(spec, costs)[1]
+        self.hit_on = not spec.l2_ratio_implied
         # Memory classes by level: a stretch, or a cap that depends on the job's hit fraction.
         self.stretch_on = self.hit_on or any(g > 0.0 for g in self.stretch)
         levels = range(1, STRETCH_LEVELS + 1)

@@ -71,8 +71,8 @@ class _Phases:
         work = dram * self.inv_dram_bw
         if l2_bytes * self.inv_l2_bw > work:
             work = l2_bytes * self.inv_l2_bw
-        res = self.resources
-        return hit_level(work, dram, l2_bytes, res.hit_scale[self.kind_of[task]], res.l2_ratio)
+        return hit_level(work, dram, l2_bytes, self.resources.hit_scale[self.kind_of[task]],
+                         self.spec.block_l2_bw_ratio)
 
     def _mem_done(self, task: int) -> None:
         if task >= self.num_tasks:          # a user process's transfer (external_transfer)

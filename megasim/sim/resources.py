@@ -46,21 +46,17 @@ def classes_of(keys_of_kind: list, task_kind: list[int]) -> tuple[list, list[int
     return keys, [of_kind[k] for k in task_kind]
 
 
-def kind_caps(spec: GPUSpec, costs: list[TaskCost]) -> tuple[float, list[float], list[tuple[float, float]]]:
-    """The memory system's default per-block cap, each kind's largest cap (``block_rates``) and each
-    kind's readiness (first block, further blocks; (1, 1) for a kind without ``block_sm_ready``)."""
+def kind_caps(spec: GPUSpec, costs: list[TaskCost]) -> tuple[float, list[float], list[float],
+                                                            list[tuple[float, float]]]:
+    """The memory system's default per-block cap; each kind's largest cap and the scale of its hit level
+    (``block_rates``); and each kind's readiness (first block, further blocks; (1, 1) for a kind without
+    ``block_sm_ready``)."""
     mem_cap = min(1.0, spec.tb_max_dram_bw_gbps / spec.dram_bw_gbps)
-    mem_caps = block_rates(spec, costs)[0]
+    mem_caps, hit_scale = block_rates(spec, costs)
     block_ready = [(1.0, 1.0) if c.block_sm_ready is None else
                    (c.block_sm_ready, c.block_sm_ready if c.further_block_sm_ready is None
                     else c.further_block_sm_ready) for c in costs]
-    return mem_cap, mem_caps, block_ready
-
-
-def hit_dependent(spec: GPUSpec) -> bool:
-    """Whether a block's share of the memory server depends on its hit fraction: the spec's
-    ``block_l2_bw_ratio`` is not the one its bandwidths imply (module docstring)."""
-    return not spec.l2_ratio_implied
+    return mem_cap, mem_caps, hit_scale, block_ready
 
 
 def block_rates(spec: GPUSpec, costs: list[TaskCost]) -> tuple[list[float], list[float]]:
@@ -73,7 +69,7 @@ def block_rates(spec: GPUSpec, costs: list[TaskCost]) -> tuple[list[float], list
     max(d, l / ratio)`` of it, ``s = b / largest``. At the ratio the bandwidths imply, every job's share
     is ``b / dram_bw`` (q = 1): those caps are computed as before the ratio was a field, bit for bit."""
     bw = [spec.tb_max_dram_bw_gbps if c.block_dram_bw_gbps is None else c.block_dram_bw_gbps for c in costs]
-    if hit_dependent(spec):
+    if not spec.l2_ratio_implied:
         per_byte = max(1.0 / spec.dram_bw_gbps, spec.block_l2_bw_ratio / spec.l2_bw_gbps)
         caps = [min(1.0, b * per_byte) for b in bw]
     else:
@@ -96,14 +92,12 @@ class Resources:
         dispatched); `mem_done` and `comp_done` receive the task whose memory or compute job ended."""
         self.clock, self.spec, self.task_kind, self.age_of = clock, spec, task_kind, age_of
         self.mem_done, self.comp_done = mem_done, comp_done
-        self.mem_cap, self.mem_caps, self.block_ready = kind_caps(spec, costs)
+        self.mem_cap, self.mem_caps, self.hit_scale, self.block_ready = kind_caps(spec, costs)
         self.block_share = [c.block_sm_share for c in costs]
         self.ready_kinds = {k for k, c in enumerate(costs) if c.block_sm_ready is not None}
         self.track_age = spec.younger_block_weight not in (None, 1.0)
         self.stretch = [c.coresident_stretch for c in costs]
-        self.hit_on = hit_dependent(spec)
-        self.hit_scale = block_rates(spec, costs)[1]
-        self.l2_ratio = spec.block_l2_bw_ratio
+        self.hit_on = not spec.l2_ratio_implied
         # Memory classes by level: a stretch, or a cap that depends on the job's hit fraction.
         self.stretch_on = self.hit_on or any(g > 0.0 for g in self.stretch)
         if self.stretch_on:

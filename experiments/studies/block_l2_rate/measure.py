@@ -14,19 +14,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 
-from experiments.provenance import provenance, write_results
-
-
-def _driver() -> str | None:
-    """The driver's version (nvidia-smi), or None where it cannot be read."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+from experiments.provenance import nvidia_smi, provenance, write_results
 
 
 def main(argv=None) -> None:
@@ -58,7 +47,8 @@ def main(argv=None) -> None:
     dev = cuda.get_current_device()
     write_results(rows, args.out, "block_l2_rate", provenance({
         "script": "block_l2_rate.measure", "device": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
-        "driver": _driver(), "dram_latency_ns": dram_lat, "l2_latency_ns": l2_lat,
+        "driver": (nvidia_smi(("driver_version",)) or [{}])[0].get("driver_version"),
+        "dram_latency_ns": dram_lat, "l2_latency_ns": l2_lat,
         "latency_ratio": dram_lat / l2_lat, "block_l2_bw_ratio": rows[1]["over_dram"]}))
 
 
