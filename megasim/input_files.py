@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from megasim.errors import InputError, MegasimError
 
@@ -53,3 +56,29 @@ def read_csv(path: str | Path, origin: str, error: type[MegasimError] = InputErr
     reader = csv.DictReader(io.StringIO(read_text(path, origin, "CSV file", error), newline=""))
     rows = list(reader)
     return list(reader.fieldnames or []), rows
+
+
+def parse_json(text: str, origin: str, error: type[MegasimError] = InputError) -> Any:
+    """The JSON value of `text`, read from `origin`; `error`, one line naming `origin`, when the text is not
+    JSON, nests deeper than the parser recurses, holds an integer of more digits than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300) or names one key twice in an object (``json`` would keep the
+    last of them without a word: a spec's second ``dram_bw_gbps`` replaced the first)."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise error(f"{origin} is not allowed: its JSON names key {key!r} twice in one object (give each "
+                            f"key once)")
+            out[key] = value
+        return out
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as err:
+        raise error(f"{origin} is not valid JSON: {err.msg} at line {err.lineno}") from None
+    except RecursionError:
+        raise error(f"{origin} is not allowed: its JSON nests too deeply") from None
+    except MegasimError:
+        raise
+    except ValueError:      # int() of a number with more digits than Python converts
+        raise error(f"{origin} is not allowed: it holds an integer of more than {sys.get_int_max_str_digits():,} "
+                    f"digits") from None

@@ -47,3 +47,61 @@ def test_the_cli_refuses_a_file_above_its_cap_in_one_line(capsys, monkeypatch, t
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and kind in err and str(big) in err and "larger than 1,000 bytes" in err, err
+
+
+PRESET = (REPO / "megasim/hardware/presets/h100.json").read_text()
+HUGE_INT = "1" + "0" * 5000            # more digits than Python converts to an int (4,300)
+DEEP = "[" * 100_000 + "]" * 100_000     # deeper than the JSON and TOML parsers recurse
+
+
+@pytest.mark.parametrize("content, needle", [
+    (PRESET.replace('"value": 132', f'"value": {HUGE_INT}', 1), "integer of more than 4,300 digits"),
+    (DEEP, "nests too deeply"),
+    (PRESET[:-2] + ', "name": "other"}', "names key 'name' twice"),
+    (PRESET.replace('"sm_count": {', '"sm_count": {"value": 64, "source": "x"}, "sm_count": {', 1),
+     "names key 'sm_count' twice"),
+])
+@pytest.mark.parametrize("args", [
+    ["simulate", "N=2,C=8,K=8,H=8,W=8", "--spec", "{file}"],
+    ["transfer-spec", "--spec", CALIBRATED, "--measurements", "{file}", "--out", "{out}"],
+])
+def test_json_inputs_that_json_loads_cannot_take_are_one_line(capsys, tmp_path, content, needle, args):
+    """A JSON integer of 5,000 digits or nesting 100,000 deep raised ValueError / RecursionError out of
+    json.loads (a traceback, spec files), and a key given twice was read as its last value without a word."""
+    path = tmp_path / "in.json"
+    path.write_text(content)
+    code = main([a.format(file=path, out=tmp_path / "o.json") for a in args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and str(path) in err and needle in err, err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('problems = ["resnet-1"]\ngpus = ["H100"]\nbatch = ' + "9" * 5000 + '\n[[runs]]\nalgorithm = "winograd"\n',
+     "integer of more than 4,300 digits"),
+    ("a = " + DEEP.replace("][", "],[").replace("[]", "[1]") + "\n", "nests too deeply"),
+])
+def test_sweep_files_that_tomllib_cannot_take_are_one_line(capsys, tmp_path, content, needle):
+    path = tmp_path / "s.toml"
+    path.write_text(content)
+    code = main(["sweep", str(path), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and str(path) in err and needle in err, err
+
+
+@pytest.mark.parametrize("where", ["values", "kind_times"])
+def test_measurements_integers_too_large_for_a_float_are_one_line(capsys, tmp_path, where):
+    """10**400 in a measurements file raised OverflowError from math.isfinite (a traceback)."""
+    import json
+    data = json.loads((REPO / "megasim/hardware/calibrated/h200.measurements.json").read_text())
+    if where == "values":
+        data["values"]["sm_count"]["value"] = 10 ** 400
+    else:
+        data["kind_times"][0]["median_ms"] = 10 ** 400
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    code = main(["transfer-spec", "--spec", CALIBRATED, "--measurements", str(path), "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and str(path) in err and "finite number" in err, err

@@ -46,3 +46,38 @@ def test_the_presets_are_below_the_ceilings():
 def test_non_finite_spec_values_are_refused(value):
     with pytest.raises(SpecError, match="dram_bw_gbps"):
         dataclasses.replace(get_gpu("H100"), dram_bw_gbps=value)
+
+
+def _preset_with(**values):
+    import json
+    from pathlib import Path
+    data = json.loads((Path(__file__).resolve().parents[1] / "megasim/hardware/presets/h100.json").read_text())
+    for field, value in values.items():
+        data["values"][field]["value"] = value
+    return data
+
+
+@pytest.mark.parametrize("field", ["dram_bw_gbps", "sm_count", "l2_bytes"])
+def test_integers_too_large_for_a_float_are_refused(field):
+    """JSON reads 10**400 as an int, on which math.isfinite raised OverflowError (a traceback)."""
+    from megasim.hardware import spec_from_dict
+    with pytest.raises(SpecError, match=f"values.{field}.value=1000.* it must be a finite number"):
+        spec_from_dict(_preset_with(**{field: 10 ** 400}), origin="'s.json'")
+    with pytest.raises(SpecError, match=f"{field}=1000.* must be a finite number"):
+        dataclasses.replace(get_gpu("H100"), **{field: 10 ** 400})
+    with pytest.raises(SpecError, match="fixed_ns=1000.* must be a finite number"):
+        TaskCost(fixed_ns=10 ** 400)
+
+
+def test_integer_fields_written_as_whole_floats_are_integers():
+    """sm_count=132.0 (a JSON writer's integer) passed the integer check and reached the engine as a float:
+    TypeError from range() and np.zeros (a traceback) in simulate, validate and optimize."""
+    from megasim.hardware import spec_from_dict
+    from megasim.plan import predict
+    from megasim.workloads import parse_layer
+    spec = spec_from_dict(_preset_with(sm_count=132.0, registers_per_sm=65536.0, l2_partitions=2.0))
+    assert type(spec.sm_count) is int and type(spec.registers_per_sm) is int and type(spec.l2_partitions) is int
+    assert spec == get_gpu("H100")
+    result, _ = predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), spec)
+    assert result.predicted_us == predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), get_gpu("H100"))[0].predicted_us
+    assert type(dataclasses.replace(get_gpu("H100"), sm_count=64.0).sm_count) is int

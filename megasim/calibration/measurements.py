@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from megasim.errors import SpecError
+from megasim.hardware.spec import finite_number
 
 # The layers whose single-kind runs a calibration measures: 16, 64 and 512 input channels. The few-channel
 # shape is none of the paper's 13 layers; without it the costs extrapolate to few channels from C = 64
@@ -91,7 +92,7 @@ class Measurements:
                                 f"JSON {'object' if kind is dict else 'list'}")
         for name, entry in data["values"].items():
             value = entry.get("value") if isinstance(entry, dict) else None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not finite_number(value):
                 field = f"values.{name}" if name.isidentifier() else f"values[{name!r}]"   # (a key may hold a newline)
                 raise SpecError(f"{origin}: {field} = {entry!r} is not allowed: it must be an object whose "
                                 f"'value' is a finite number")
@@ -103,8 +104,7 @@ class Measurements:
                     raise SpecError(f"{origin}: kind_times[{i}].{key}={row.get(key)!r} is not allowed: it must be a string")
             for key in ("median_ms", "min_ms", "max_ms"):
                 v = row.get(key)
-                if key in row and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                   or v <= 0):
+                if key in row and (not finite_number(v) or v <= 0):
                     raise SpecError(f"{origin}: kind_times[{i}].{key}={v!r} is not allowed: it must be a finite "
                                     f"number > 0")
             if "median_ms" not in row:

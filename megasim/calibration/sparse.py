@@ -42,7 +42,7 @@ import numpy as np
 from megasim.calibration.cases import kind_subgraph
 from megasim.calibration.fit import fit_log_times
 from megasim.errors import MegasimError, SpecError
-from megasim.hardware.spec import GPUSpec, TaskCost
+from megasim.hardware.spec import GPUSpec, TaskCost, finite_number
 from megasim.algorithms.sparse.lowering import lower_sparse
 from megasim.algorithms.sparse.tiling import PoolSpec
 from megasim.schedule import Schedule
@@ -366,8 +366,7 @@ def check_rows(rows: Any, origin: str = "sparse measurements") -> None:
                 raise SpecError(f"{where}.{key}={r.get(key)!r} is not allowed: it must be a string")
         for key, low, high in (("sparsity", 0.0, 1.0), ("median_ms", 0.0, math.inf)):
             v = r.get(key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or not low <= v <= high or (key == "median_ms" and v == 0):
+            if not finite_number(v) or not low <= v <= high or (key == "median_ms" and v == 0):
                 allowed = "a number in [0, 1]" if key == "sparsity" else "a finite number > 0"
                 raise SpecError(f"{where}.{key}={v!r} is not allowed: it must be {allowed}")
         if isinstance(r.get("seed"), bool) or not isinstance(r.get("seed"), int):

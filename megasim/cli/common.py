@@ -10,7 +10,6 @@ its stages through a callback (``megasim.plan.predict(..., progress=)``), which 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from megasim.errors import InputError, MegasimError
-from megasim.input_files import read_text
+from megasim.input_files import parse_json, read_text
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -75,12 +74,7 @@ def read_json(path: str, flag: str) -> Any:
         raw = read_text(path, f"{flag} {path!r}", "JSON file")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{flag} {path!r} cannot be read: {getattr(err, 'strerror', None) or err}") from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{flag} {path!r} is not valid JSON: {err.msg} at line {err.lineno}") from None
-    except RecursionError:
-        raise InputError(f"{flag} {path!r} is not allowed: its JSON nests too deeply") from None
+    return parse_json(raw, f"{flag} {path!r}")
 
 
 def read_measurements(path: str, flag: str):

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from megasim.errors import SpecError
-from megasim.input_files import read_text
-from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, TaskCost, spec_field_names
+from megasim.input_files import parse_json, read_text
+from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, TaskCost, finite_number, spec_field_names
 
 _COST_FIELDS = ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step",
                 "block_dram_bw_gbps", "megakernel_fixed_ns", "block_sm_ready", "ns_per_iteration",
@@ -37,7 +36,7 @@ def _entry(where: str, raw: Any) -> tuple[float, str]:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise SpecError(f"{where} must be an object with 'value' and 'source', got {raw!r}")
     value, source = raw["value"], raw["source"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         raise SpecError(f"{where}.value={value!r} is not allowed: it must be a finite number")
     if not isinstance(source, str) or not source.strip():
         raise SpecError(f"{where}.source must be a non-empty string, got {source!r}")
@@ -131,10 +130,7 @@ def load_spec(path: str | Path) -> GPUSpec:
         raise SpecError(f"spec file {str(path)!r} cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:
         raise SpecError(f"spec file {str(path)!r} is not UTF-8 text: a spec file is JSON") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(f"spec file {str(path)!r} is not valid JSON: {err.msg} at line {err.lineno}") from None
+    data = parse_json(text, f"spec file {str(path)!r}", SpecError)
     return spec_from_dict(data, origin=repr(str(path)))
 
 

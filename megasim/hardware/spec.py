@@ -96,7 +96,7 @@ class TaskCost:
             value = getattr(self, f.name)
             if value is None and f.default is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not finite_number(value):
                 raise SpecError(f"{f.name}={value!r} is not allowed: it must be a finite number"
                                 + (" or None" if f.default is None else ""))
         if not (self.launch_fixed_ns >= 0.0):
@@ -235,10 +235,14 @@ class GPUSpec:
             value = getattr(self, f.name)
             if f.name in OPTIONAL_FIELDS and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not finite_number(value):
                 raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be a finite number")
-            if f.type == "int" and int(value) != value:
-                raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
+            if f.type == "int":
+                if int(value) != value:
+                    raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
+                # 132.0 (a JSON writer's integer) is 132: the engine counts SMs, slots and registers with it
+                value = int(value)
+                object.__setattr__(self, f.name, value)
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
                           "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
                           "queued_launch_ns", "megakernel_ticket_ns", "megakernel_reset_ns"):
@@ -302,9 +306,20 @@ class GPUSpec:
         return cost_name in self.task_costs or base_kind(cost_name) in self.task_costs
 
 
+def finite_number(value) -> bool:
+    """Whether `value` is a number (not a bool) that is finite as a float. An integer too large for a
+    float (JSON reads 10**400 as an int) is not: ``math.isfinite`` raises OverflowError on it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _positive(value) -> bool:
     """A finite number > 0 (not a bool): a field the checks below will accept as a rate."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return finite_number(value) and value > 0
 
 
 def base_kind(cost_name: str) -> str:

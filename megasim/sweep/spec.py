@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,13 +94,20 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise InputError(f"sweep file {path!r} is not allowed: give the path of a TOML sweep file")
     where = f"sweep file {str(path)!r}"
     try:
-        data = tomllib.loads(read_text(path, where, "sweep file"))
+        text = read_text(path, where, "sweep file")
     except OSError as err:
         raise InputError(f"{where} cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:
         raise InputError(f"{where} is not UTF-8 text: write the sweep in TOML") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{where} is not valid TOML: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise InputError(f"{where} is not allowed: its TOML nests too deeply") from None
+    except ValueError:      # int() of a number with more digits than Python converts
+        raise InputError(f"{where} is not allowed: it holds an integer of more than "
+                         f"{sys.get_int_max_str_digits():,} digits") from None
     return parse_sweep(data, source=str(path), default_name=Path(path).stem)
 
 
