@@ -194,3 +194,31 @@ def test_a_row_that_does_not_fit_its_layer_is_named_without_a_worker_traceback(c
         with pytest.raises(InputError, match=r"^m\.csv row 3: D_IG=0 is too small"):
             predict_rows(rows, str(spec_path), "h100", client=client, origins=["m.csv row 2", "m.csv row 3"])
     assert not [r for r in caplog.records if "Compute Failed" in r.getMessage()]
+
+
+def test_measured_flag_empty_or_with_no_predict_is_refused(capsys, tmp_path):
+    """`--measured ''` was taken as no --measured (the error said a CUDA GPU is needed), and `--measured F
+    --no-predict` copied F's rows into experiments/results/<device>/validation_measured.csv."""
+    spec = str(REPO / "megasim/hardware/calibrated/h200.json")
+    assert main(["validate", "resnet-1", "--spec", spec, "--measured", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--measured '' is not allowed" in err, err
+    out = tmp_path / "out"
+    assert main(["validate", "resnet-1", "--spec", spec, "--measured", str(CSV), "--no-predict", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--no-predict is not allowed with --measured" in err, err
+    assert not out.exists()
+
+
+def test_a_summary_of_one_point_prints_no_nan(capsys, tmp_path):
+    """Kendall tau of one point is undefined: the summary line printed 'Kendall tau nan'."""
+    rows = list(csv.DictReader(CSV.open()))
+    one = tmp_path / "one.csv"
+    with one.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(rows[0])
+    spec = str(REPO / "megasim/hardware/calibrated/h200.json")
+    assert main(["validate", rows[0]["layer"], "--spec", spec, "--measured", str(one), "--out", str(tmp_path / "o")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("1 points on 1 layers") and "Kendall tau n/a" in first and "nan" not in first, first

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from megasim.cli.common import gpu_module, integer, layers_of, repo_relative
@@ -119,6 +120,11 @@ def run_validate(args: argparse.Namespace) -> int:
     from megasim.hardware import load_spec
     layers = layers_of(args.layers, "layer")
     get_algorithm(args.algo)
+    if args.measured is not None and not args.measured.strip():
+        raise InputError(f"--measured {args.measured!r} is not allowed: give the path of a validation_measured.csv")
+    if args.measured and args.no_predict:
+        raise InputError(f"--no-predict is not allowed with --measured {args.measured!r}: the file's rows are measured "
+                         f"already and --no-predict measures only; leave one of them out")
     if not args.no_predict:
         load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
     gpus = getattr(args, "gpus", None)
@@ -174,8 +180,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if not o.get("points"):
         raise OutcomeError(f"no point could be predicted among {len(ok)} measured rows (see {out / 'validation.csv'}): "
                            f"nothing to compare, no target is met")
-    print(f"{o['points']} points on {o['layers']} layers: MAPE {o.get('mape', float('nan')):.1%}, "
-          f"Kendall tau {o.get('kendall_tau', float('nan')):.3f}, worst regret {o.get('regret_max', float('nan')):.1%}")
+    print(f"{o['points']} points on {o['layers']} layers: MAPE {_metric(o, 'mape', '.1%')}, "
+          f"Kendall tau {_metric(o, 'kendall_tau', '.3f')}, worst regret {_metric(o, 'regret_max', '.1%')}")
     for name, met in summary["targets_met"].items():
         print(f"  {'met    ' if met else 'NOT met'}  {name}")
     for name in summary.get("targets_not_applicable", []):
@@ -185,6 +191,13 @@ def run_validate(args: argparse.Namespace) -> int:
         print(f"error: {o['outcome']}", file=sys.stderr)
         return 1
     return 0
+
+
+def _metric(overall: dict, key: str, form: str) -> str:
+    """A summary metric as printed: 'n/a' where it is undefined (Kendall tau of one point, or of times all
+    equal, is NaN: printed as 'nan' before)."""
+    value = overall.get(key)
+    return format(value, form) if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
 def measure_on_gpus(layers: list[str], args: argparse.Namespace, gpus) -> tuple[list[dict], tuple[str, ...]]:
