@@ -244,6 +244,8 @@ def build(problem: ConvProblem, plan: Plan | None = None, spec: GPUSpec | None =
     takes ``costed`` (the sparse family, where pricing counts every window's zeros); not for predictions."""
     _check_args(problem, plan, spec)
     check_max_tasks(max_tasks)
+    if progress is not None and not callable(progress):
+        raise MappingError(f"progress={progress!r} is not allowed: give a function of one message (a str), or None")
     plan = plan or Plan()
     alg = plan.algo
     check_problem_size(problem, alg)

@@ -402,6 +402,9 @@ def _py_cases():
         ("predict options str", lambda: predict(small, get_gpu("H100"), None, "fast"), "'fast'"),
         ("predict max_tasks 0", lambda: predict(small, get_gpu("H100"), max_tasks=0), "max_tasks=0"),
         ("predict max_tasks float", lambda: predict(small, get_gpu("H100"), max_tasks=1e6), "max_tasks=1000000.0"),
+        ("predict progress int", lambda: predict(small, get_gpu("H100"), progress=5), "progress=5"),   # TypeError before
+        ("build progress str", lambda: build(small, progress="log"), "progress='log'"),
+        ("ConvProblem stride huge", lambda: ConvProblem(1, 1, 1, 8, 8, stride=10 ** 30), "stride=10000"),  # OverflowError before
         ("predict above max_tasks", lambda: predict(parse_layer("resnet-1"), get_gpu("H100"), max_tasks=100), "max_tasks=100"),
         ("build above max_tasks", lambda: build(parse_layer("resnet-1", batch=4096), max_tasks=1000), "N=4,096"),
         ("build tensor limit", lambda: build(parse_layer("resnet-1", batch=10 ** 9)), "200,704,000,000,000"),

@@ -107,6 +107,8 @@ def test_batch_override():
     ("N=1,C=3,K=8,H=10,W=10,N=2", "'N' given twice"),
     ("N=1,C=3,K=8,H=10", "lacks W"),
     ("resnet-99", "'resnet-99'"),
+    ("N=\u0666\u0664,C=3,K=8,H=10,W=10", "'N=\u0666\u0664'"),     # Arabic-Indic digits, which int() reads as 64
+    ("N=1,C=3,K=8,H=\uff11\uff10,W=10", "'H=\uff11\uff10'"),     # fullwidth digits
 ])
 def test_bad_layer_specs(text, needle):
     with pytest.raises(WorkloadError) as err:
@@ -129,3 +131,15 @@ def test_problem_constructor_checks():
     # The filter may equal the padded input exactly.
     p = ConvProblem(1, 1, 1, 1, 1, 3, 3, 1, 1)
     assert (p.out_h, p.out_w) == (1, 1)
+
+
+@pytest.mark.parametrize("attr", ["n", "c", "k", "h", "w", "r", "s", "stride", "padding"])
+def test_problem_dimensions_above_the_32_bit_limit_are_refused(attr):
+    """ConvProblem(..., stride=10**30) raised OverflowError in the sparse lowering (a traceback)."""
+    kwargs = dict(n=1, c=1, k=1, h=8, w=8, r=3, s=3, stride=1, padding=1)
+    kwargs[attr] = 2 ** 31
+    key = attr if attr in ("stride", "padding") else attr.upper()
+    with pytest.raises(WorkloadError, match=f"{key}=2147483648 is not allowed: each dimension must be at most"):
+        ConvProblem(**kwargs)
+    kwargs[attr] = 2 ** 31 - 1 if attr in ("stride", "padding") else 1
+    ConvProblem(**kwargs)

@@ -17,12 +17,9 @@ import dataclasses
 import re
 
 from megasim.errors import WorkloadError
-from megasim.workloads.problem import ConvProblem
+from megasim.workloads.problem import MAX_DIMENSION, ConvProblem
 
 DEFAULT_BATCH = 64
-# The largest value of one dimension in a free spec: 2**31 - 1, the kernels' 32-bit indices
-# (larger problems are refused by megasim.plan's resource limits anyway, docs/errors.md).
-MAX_DIMENSION = 2 ** 31 - 1
 
 # (name, K, C, H=W): the megakernel paper's Table 2.
 _TABLE2 = [
@@ -129,7 +126,7 @@ def _parse_free_spec(text: str, source: str = "layer") -> ConvProblem:
     values: dict[str, int] = {}
     for item in text.split(","):
         item = item.strip()
-        m = re.fullmatch(r"([A-Za-z]+)\s*=\s*(-?\d+)", item)
+        m = re.fullmatch(r"([A-Za-z]+)\s*=\s*(-?[0-9]+)", item)   # ASCII digits: int() read N=٦٤ as 64
         if not m:
             raise WorkloadError(f"malformed {source} spec item {item!r} in {text!r}: write KEY=INT, e.g. N=64,C=64,K=64,H=56,W=56")
         key = m.group(1).upper()

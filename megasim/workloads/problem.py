@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from megasim.errors import WorkloadError
 
+# The largest value of one dimension (N, C, K, H, W, R, S, stride, padding): the kernels' 32-bit indices.
+MAX_DIMENSION = 2 ** 31 - 1
+
 
 @dataclass(frozen=True)
 class ConvProblem:
@@ -36,6 +39,12 @@ class ConvProblem:
                 raise WorkloadError(f"{label}: {key}={value!r} is not allowed: it must be a positive integer")
         if isinstance(self.padding, bool) or not isinstance(self.padding, int) or self.padding < 0:
             raise WorkloadError(f"{label}: padding={self.padding!r} is not allowed: it must be an integer >= 0")
+        for attr in ("n", "c", "k", "h", "w", "r", "s", "stride", "padding"):
+            # the kernels index with 32-bit integers; stride=10**30 raised OverflowError in the sparse lowering
+            if getattr(self, attr) > MAX_DIMENSION:
+                key = attr if attr in ("stride", "padding") else attr.upper()
+                raise WorkloadError(f"{label}: {key}={getattr(self, attr)} is not allowed: each dimension must be at "
+                                    f"most {MAX_DIMENSION:,} (docs/errors.md)")
         if self.r > self.h + 2 * self.padding or self.s > self.w + 2 * self.padding:
             raise WorkloadError(
                 f"{label}: filter {self.r}x{self.s} is larger than the padded input "
