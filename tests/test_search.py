@@ -180,6 +180,26 @@ def test_gpu_evaluator_with_a_stand_in_harness(tmp_path):
     assert len(calls) == before and res2.best.time_us == res.best.time_us   # all from the cache
 
 
+@pytest.mark.parametrize("time", [float("nan"), -5.0, 0.0, 1e308, None, 10 ** 400])
+def test_a_cache_entry_whose_time_is_not_a_time_is_refused(tmp_path, space, caches, time):
+    """A NaN, negative, zero or overflowing time in a --cache file was replayed as the search's best point
+    (`megasim optimize` printed 'predicted nan us', '-5,000.0 us', 'inf us'); None raised TypeError."""
+    path = tmp_path / "c.json"
+    caches[0].save(path)
+    data = json.loads(path.read_text())
+    data["cache"]["4,2,2,32"]["time"] = time
+    path.write_text(json.dumps(data))
+    with pytest.raises(MegasimError, match=r"entry '4,2,2,32' time=.* is not allowed: its time must be a finite"):
+        Cache.load(path, space, DEVICE, PROBLEM)
+
+
+def test_a_cache_file_nested_too_deeply_is_refused(tmp_path, space):
+    path = tmp_path / "c.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(MegasimError, match="nests too deeply"):      # RecursionError before
+        Cache.load(path, space, DEVICE, PROBLEM)
+
+
 def test_landscape_csv_and_plot(tmp_path, space, caches):
     res = run_search(space, _evaluator(space, caches), "random", budget=40, seed=1)
     path = write_landscape(res.records, space.names, tmp_path / "l.csv")

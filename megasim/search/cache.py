@@ -21,11 +21,13 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from megasim.errors import MegasimError
+from megasim.hardware.spec import finite_number
 from megasim.input_files import read_text
 from megasim.search.record import Record
 from megasim.search.space import SearchSpace
@@ -135,8 +137,21 @@ class Cache:
             cache = cls(data["device_name"], data["problem_size"],
                         {k: list(data["tune_params"][k]) for k in data["tune_params_keys"]},
                         dict(data["cache"]), data.get("kernel_name", KERNEL_NAME))
+        except RecursionError:      # JSON nested deeper than the parser recurses
+            raise MegasimError(f"cache file {path}: not a readable Kernel Tuner cache (its JSON nests too deeply)") from None
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise MegasimError(f"cache file {path}: not a readable Kernel Tuner cache ({err})") from None
+        if not isinstance(cache.entries, dict):
+            raise MegasimError(f"cache file {path}: not a readable Kernel Tuner cache ('cache' must be an object)")
+        for key, entry in cache.entries.items():
+            time = entry.get("time") if isinstance(entry, dict) else None
+            if isinstance(time, str):       # a configuration that failed: InvalidConfig, RuntimeFailedConfig, ...
+                continue
+            # a NaN, negative, zero or overflowing time was replayed as the best point ("predicted -5,000.0 us")
+            if not finite_number(time) or not time > 0 or not math.isfinite(time * 1e3):
+                what = f"time={time!r}" if isinstance(entry, dict) else f"{entry!r}"
+                raise MegasimError(f"cache file {path}: entry {key!r} {what} is not allowed: its time must be a finite "
+                                   f"number of milliseconds > 0, or a failure such as {INVALID!r}")
         if space is not None and not cache.matches(space):
             raise MegasimError(f"cache file {path}: parameters {cache.keys} differ from the space's {list(space.names)}")
         if device is not None and cache.device_name != device:
