@@ -81,3 +81,13 @@ def test_integer_fields_written_as_whole_floats_are_integers():
     result, _ = predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), spec)
     assert result.predicted_us == predict(parse_layer("N=2,C=8,K=8,H=8,W=8"), get_gpu("H100"))[0].predicted_us
     assert type(dataclasses.replace(get_gpu("H100"), sm_count=64.0).sm_count) is int
+
+
+@pytest.mark.parametrize("name", ["x\ny", "tab\there", "   ", ""])
+def test_a_spec_name_with_control_characters_or_blank_is_refused(name):
+    """A newline in a spec file's name was printed inside `megasim simulate`'s one-line header."""
+    from megasim.hardware import spec_from_dict
+    data = _preset_with()
+    data["name"] = name
+    with pytest.raises(SpecError, match="'name' must be a non-empty string without control characters"):
+        spec_from_dict(data, origin="'s.json'")

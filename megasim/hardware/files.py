@@ -51,8 +51,9 @@ def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     if version != SCHEMA_VERSION:
         raise SpecError(f"spec {origin}: schema_version={version!r} is not supported (allowed: {SCHEMA_VERSION})")
     name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"spec {origin}: 'name' must be a non-empty string, got {name!r}")
+    if not isinstance(name, str) or not name.strip() or any(ord(ch) < 32 for ch in name):
+        # a newline in the name split the commands' one-line reports (`on x\ny (spec file ...)`)
+        raise SpecError(f"spec {origin}: 'name' must be a non-empty string without control characters, got {name!r}")
     allowed_top = {"schema_version", "name", "description", "values", "task_costs"}
     unknown = sorted(set(data) - allowed_top)
     if unknown:
