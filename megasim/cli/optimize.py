@@ -83,7 +83,7 @@ def add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", help="a Kernel Tuner cache file to consult and update")
     p.add_argument("--landscape", help="write every evaluated point to this CSV")
     p.add_argument("--evaluator", default="simulator", choices=("simulator", "gpu"),
-                   help="simulator (the model) or gpu (measured; needs the validation harness, not built yet)")
+                   help="simulator (the model) or gpu (measured on this machine's CUDA GPU by the validation harness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
