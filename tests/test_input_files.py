@@ -35,7 +35,7 @@ def test_every_cap_is_far_above_the_files_of_the_repo():
 @pytest.mark.parametrize("args, kind", [
     (["simulate", "resnet-1", "--spec", "{big}"], "spec file"),
     (["sweep", "{big}"], "sweep file"),
-    (["validate", "table2", "--spec", CALIBRATED, "--measured", "{big}"], "CSV file"),
+    (["validate", "table2", "--spec", CALIBRATED, "--measured", "{big}", "--out", "{out}"], "CSV file"),
     (["transfer-spec", "--spec", CALIBRATED, "--measurements", "{big}", "--out", "{out}"], "JSON file"),
     (["optimize", "N=2,C=8,K=8,H=8,W=8", "--gpu", "H100", "--budget", "2", "--cache", "{big}"], "cache file"),
 ])

@@ -210,6 +210,17 @@ def test_measured_flag_empty_or_with_no_predict_is_refused(capsys, tmp_path):
     assert not out.exists()
 
 
+def test_measured_without_out_is_refused(capsys, tmp_path, monkeypatch):
+    """`--measured F` without --out wrote validation.csv into experiments/results/<device>/ of the working
+    folder: in a checkout, over the committed results."""
+    monkeypatch.chdir(tmp_path)
+    spec = str(REPO / "megasim/hardware/calibrated/h200.json")
+    assert main(["validate", "resnet-1", "--spec", spec, "--measured", str(CSV)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs --out DIR" in err, err
+    assert not (tmp_path / "experiments").exists()
+
+
 def test_a_summary_of_one_point_prints_no_nan(capsys, tmp_path):
     """Kendall tau of one point is undefined: the summary line printed 'Kendall tau nan'."""
     rows = list(csv.DictReader(CSV.open()))

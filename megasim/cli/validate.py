@@ -35,7 +35,8 @@ def add_validate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=integer(1, 1_000), default=6,
                    help="rounds over a layer's mappings, timed round-robin (default 6; the summary's "
                         "measurement repeatability needs >= 2)")
-    p.add_argument("--out", help="results folder (default experiments/results/<device>)")
+    p.add_argument("--out", help="results folder (when measuring, default experiments/results/<device>; "
+                   "with --measured, required)")
     p.add_argument("--measured", help="reuse a validation_measured.csv instead of measuring (no GPU needed)")
     p.add_argument("--no-predict", action="store_true", help="measure only; write validation_measured.csv")
     p.add_argument("--workers", type=integer(1, 256), help="processes for the predictions (default: all cores)")
@@ -125,6 +126,10 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.measured and args.no_predict:
         raise InputError(f"--no-predict is not allowed with --measured {args.measured!r}: the file's rows are measured "
                          f"already and --no-predict measures only; leave one of them out")
+    if args.measured and not args.out:
+        raise InputError(f"--measured {args.measured!r} needs --out DIR: predicting measured rows writes validation.csv "
+                         f"and its summary, and the measuring runs' default folder, experiments/results/<device>, "
+                         f"holds committed results")
     if not args.no_predict:
         load_spec(args.spec)                    # a broken spec fails before the GPU time is spent
     gpus = getattr(args, "gpus", None)
