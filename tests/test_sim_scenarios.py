@@ -138,7 +138,10 @@ def test_occupancy_limits(fp, blocks, limit):
 @pytest.mark.parametrize("fp,needle", [(Footprint(1025, 32, 0), "1025 threads"),
                                        (Footprint(128, 256, 0), "256 registers"),
                                        (Footprint(128, 32, 50000), "50000 bytes"),
-                                       (Footprint(128, 32, 40000), "not one block fits")])
+                                       (Footprint(128, 32, 40000), "not one block fits"),
+                                       (Footprint(128, 32, 40000), "needs shared_mem_per_sm_bytes=40,064, the spec has 32,768"),
+                                       (Footprint(1024, 128, 0), "a block of 1024 threads, 128 registers per thread and 0 "
+                                                                 "bytes of shared memory needs registers_per_sm=131,072")])
 def test_occupancy_errors(fp, needle):
     spec = toy_spec(shared_mem_per_sm_bytes=32768)
     with pytest.raises(SimulationError, match=needle):

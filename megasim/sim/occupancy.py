@@ -52,5 +52,14 @@ def occupancy(spec: GPUSpec, fp: Footprint) -> Occupancy:
     }
     limited_by = min(limits, key=limits.__getitem__)
     if limits[limited_by] < 1:
-        raise SimulationError(f"not one block fits on an SM of {spec.name}: limited by {limited_by}")
+        field, has, needs = {
+            "blocks": ("max_blocks_per_sm", spec.max_blocks_per_sm, 1),
+            "threads": ("max_threads_per_sm", spec.max_threads_per_sm, warps * WARP),
+            "registers": ("registers_per_sm", spec.registers_per_sm, regs_per_warp * warps),
+            "shared memory": ("shared_mem_per_sm_bytes", spec.shared_mem_per_sm_bytes, smem),
+        }[limited_by]
+        raise SimulationError(f"not one block fits on an SM of {spec.name}: a block of {fp.threads} threads, "
+                              f"{fp.registers_per_thread} registers per thread and {fp.shared_bytes:,} bytes of shared "
+                              f"memory needs {field}={needs:,}, the spec has {has:,}; allowed: a smaller block (fewer "
+                              f"threads) or a spec with more")
     return Occupancy(limits[limited_by], limited_by)
