@@ -199,3 +199,22 @@ def test_an_implementation_variant_is_priced_by_its_own_entry_or_its_kinds():
     assert spec2.task_cost("gemm@t32") is slow
     assert simulate(g32, s32, spec2).predicted_ns > simulate(g32, s32, spec).predicted_ns
     assert simulate(g64, s64, spec2).predicted_ns == simulate(g64, s64, spec).predicted_ns
+
+
+def test_numpy_scalars_are_numbers_and_become_plain_ones():
+    """From Python a value often is a NumPy scalar: np.int64 was refused as 'not a finite number'. Such
+    values are taken and stored as plain ints and floats (a spec is written as JSON); a NumPy bool is not
+    a number."""
+    import numpy as np
+
+    spec = get_gpu("H100")
+    spec2 = dataclasses.replace(spec, sm_count=np.int64(100), dram_bw_gbps=np.float32(3000.0))
+    assert (type(spec2.sm_count), spec2.sm_count) == (int, 100)
+    assert (type(spec2.dram_bw_gbps), spec2.dram_bw_gbps) == (float, 3000.0)
+    assert spec_from_dict(json.loads(json.dumps(spec_to_dict(spec2)))) == spec2
+    cost = TaskCost(compute_efficiency=np.float32(0.5), fixed_ns=np.int32(3))
+    assert (type(cost.compute_efficiency), type(cost.fixed_ns), cost.fixed_ns) == (float, float, 3.0)
+    with pytest.raises(SpecError, match="sm_count=np.True_ must be a finite number"):
+        dataclasses.replace(spec, sm_count=np.bool_(True))
+    with pytest.raises(SpecError, match="must be a finite number"):
+        TaskCost(compute_efficiency=np.float64("nan"))

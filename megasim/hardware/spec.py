@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -99,6 +100,8 @@ class TaskCost:
             if not finite_number(value):
                 raise SpecError(f"{f.name}={value!r} is not allowed: it must be a finite number"
                                 + (" or None" if f.default is None else ""))
+            if value is not None and type(value) not in (int, float):
+                object.__setattr__(self, f.name, float(value))     # a NumPy scalar: a plain float
         if not (self.launch_fixed_ns >= 0.0):
             raise SpecError(f"launch_fixed_ns={self.launch_fixed_ns!r} is not allowed: it must be >= 0")
         if not (0.0 <= self.memory_overlap <= 1.0):
@@ -242,7 +245,9 @@ class GPUSpec:
                     raise SpecError(f"GPU spec {self.name!r}: {f.name}={value!r} must be an integer")
                 # 132.0 (a JSON writer's integer) is 132: the engine counts SMs, slots and registers with it
                 value = int(value)
-                object.__setattr__(self, f.name, value)
+            elif type(value) is not int:
+                value = float(value)                 # a NumPy scalar: a plain float (a JSON int stays as written)
+            object.__setattr__(self, f.name, value)
             if f.name in ("dram_latency_ns", "l2_latency_ns", "atomic_latency_ns", "kernel_launch_ns",
                           "kernel_boundary_ns", "block_dispatch_ns", "megakernel_launch_ns",
                           "queued_launch_ns", "megakernel_ticket_ns", "megakernel_reset_ns"):
@@ -307,9 +312,10 @@ class GPUSpec:
 
 
 def finite_number(value) -> bool:
-    """Whether `value` is a number (not a bool) that is finite as a float. An integer too large for a
-    float (JSON reads 10**400 as an int) is not: ``math.isfinite`` raises OverflowError on it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """Whether `value` is a real number (not a bool; NumPy's scalars count) that is finite as a float. An
+    integer too large for a float (JSON reads 10**400 as an int) is not: ``math.isfinite`` raises
+    OverflowError on it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value).__name__ == "bool_":
         return False
     try:
         return math.isfinite(value)
