@@ -102,7 +102,9 @@ def _problems(sweep: SweepSpec, where: str) -> list[tuple[str, ConvProblem]]:
         try:
             problem = parse_layer(text, batch=sweep.batch, source=f"{where} problems")
         except MegasimError as err:
-            raise InputError(f"{where}: problems entry {text!r}: {err} (see `megasim layers`)") from None
+            # parse_layer names the file and field for an unknown name, not for a free spec's bad value
+            message = str(err) if where in str(err) else f"{where}: problems entry {err}"
+            raise InputError(message) from None
         found.append((problem.name or text, problem))
     for net in sweep.networks:
         try:
