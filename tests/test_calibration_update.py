@@ -30,19 +30,19 @@ TRUTH = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8
 TRACED = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 1, "timing": "queued"}
 
 
-def measured(spec, plan_params: str = "", kinds=None):
+def measured(spec, plan_params: str = "", kinds=None, layer: str = LAYER):
     """Measurements of ``spec``'s kinds as gpu.calibrate.occupancy records them: each kind alone at
     several occupancies (simulated with ``spec``), its persistent run traced with its claim time (at
-    ``plan_params``, rows tagged with them; ``kinds``: only these)."""
+    ``plan_params``, rows tagged with them; ``kinds``: only these; on ``layer``)."""
     rows = []
-    for kind, cases in kind_cases((LAYER,), plan_params).items():
+    for kind, cases in kind_cases((layer,), plan_params).items():
         if kinds is not None and kind not in kinds:
             continue
         (_, sub, sched), = cases
         tag = {"plan_params": plan_params} if plan_params else {}
         for v in VARIANTS:
             g, s = variant_case(sub, sched, v)
-            row = {"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, **tag,
+            row = {"layer": layer, "kind": kind, "tasks": sub.num_tasks, **tag,
                    "median_ms": simulated_us(simulate(g, s, spec), v["timing"]) / 1000.0, **v}
             if v == TRACED:
                 row["trace_claim_ns"] = spec.task_cost(sub.cost_names[sub.kind_id(kind)]).megakernel_claim_ns
@@ -120,6 +120,25 @@ def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
     for kind in ("ftrans", "itrans", "otrans"):
         assert updated.task_cost(kind).megakernel_fixed_ns == TRUTH[kind].megakernel_fixed_ns, kind
         assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}, kind
+
+
+def test_an_update_needs_rows_only_of_what_it_refits():
+    """A measurements file with a layer that has only the GEMM's own runs (the few-wave shapes of
+    experiments.studies.nonfused_waves.refit): an update of GEMM fields took every other cost name on it too
+    ('no time of kind gemm@t32 on layer ...'), though it refits none of their fields."""
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    m = measured(new)
+    m.kind_times += measured(new, "t=32", kinds=("gemm",)).kind_times        # gemm@t32 on LAYER only
+    other = "N=8,C=128,K=64,H=12,W=12"
+    m.kind_times += [r for r in measured(new, kinds=("gemm",), layer=other).kind_times if r["kernel"] == "per_kind"]
+    updated, report = updated_spec(old, m, ("megakernel_fixed_ns@gemm",), workers=1)
+    assert "megakernel_fixed_ns" in report["kinds"]["gemm"]
+    assert all(set(report["kinds"][k]) <= {"megakernel_claim_ns"} for k in report["kinds"] if k != "gemm")
+    assert updated.task_cost("gemm").megakernel_fixed_ns == pytest.approx(
+        new.task_cost("gemm").megakernel_fixed_ns, rel=0.05, abs=50.0)
+    for kind in ("ftrans", "itrans", "otrans"):
+        assert updated.task_cost(kind).megakernel_fixed_ns == TRUTH[kind].megakernel_fixed_ns, kind
 
 
 def test_a_new_variant_gets_a_cost_of_its_own_started_from_its_kind():

@@ -14,8 +14,9 @@ Variant B0, the model as it is (the GEMM's second-round fields refitted from the
         --refit memory_overlap@gemm block_dram_bw_gbps@gemm compute_efficiency@gemm fixed_ns@gemm \\
                 block_sm_ready@gemm further_block_sm_ready@gemm megakernel_fixed_ns@gemm --out spec_B0.json --json
 
-(``update-spec`` refuses the merged file as it is, because ``gemm@t32`` has no rows on the new shapes; the patch
-below makes an update skip a cost name none of whose fields it refits.) Variant B1, with
+(an update needs rows only of the cost names whose fields it refits: ``gemm@t32`` has none on the new shapes.)
+The same merged file fitted from scratch: ``megasim calibrate --from-measurements merged.measurements.json --out
+spec_scratch.json``. Variant B1, with
 ``experiments/studies/nonfused_waves/stage_overlap.patch`` applied (``git apply`` in a worktree): a new
 ``TaskCost.stage_memory_overlap`` s_o, a GEMM task overlapping ``s_o * (1 - 1/stages)`` of its memory work with
 its compute (stages = ceil(C / gemm_k_step), its cp.async ring's slices), started from ``memory_overlap`` 0 and
