@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 pytest.importorskip("numba", reason="numba is not installed (the [gpu] extra)")
+if not __import__("numba").config.ENABLE_CUDASIM:
+    pytest.skip("runs on the CUDA simulator only: two simulated devices stand in for the GPUs (on GPUs, a sweep with gpus)", allow_module_level=True)
 
 from numba import cuda  # noqa: E402  (the simulator: tests/conftest.py sets NUMBA_ENABLE_CUDASIM first)
 

@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 pytest.importorskip("numba", reason="numba is not installed (the [gpu] extra)")
+if not __import__("numba").config.ENABLE_CUDASIM:
+    pytest.skip("runs on the CUDA simulator only: two simulated devices stand in for the GPUs (on GPUs, megasim validate --gpus)", allow_module_level=True)
 
 from megasim.cli import validate as cli_validate  # noqa: E402
 from megasim.cli.main import main  # noqa: E402
@@ -60,11 +62,12 @@ def test_bad_gpu_lists_are_one_line_errors(capsys, value, needle):
     assert "--gpus" in line
 
 
-def test_a_device_that_does_not_exist_and_flags_that_do_not_fit(capsys, simulated_gpus):
+def test_a_device_that_does_not_exist_and_flags_that_do_not_fit(capsys, simulated_gpus, tmp_path):
     base = ["validate", TINY[0], "--spec", SPEC, "--algo", "direct", "--no-predict"]
     _one_line_error(capsys, [*base, "--gpus", "0,2"], "--gpus device 2 does not exist: this machine has devices 0-1")
     _one_line_error(capsys, [*base, "--mappings-per-task", "2"], "--mappings-per-task 2 is not allowed without --gpus")
-    _one_line_error(capsys, [*base, "--gpus", "all", "--measured", "x.csv"], "--gpus is not allowed with --measured")
+    _one_line_error(capsys, [*base[:-1], "--gpus", "all", "--measured", "x.csv", "--out", str(tmp_path / "v")],
+                    "--gpus is not allowed with --measured")
 
 
 def test_select_devices_counts_and_follows_cuda_visible_devices():
