@@ -141,7 +141,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     print(f"  best point      {', '.join(f'{k}={v}' for k, v in best.params.items())}")
     print(f"  {'measured ' if args.evaluator == 'gpu' else 'predicted'}       {best.time_us:,.1f} us")
     print(f"  evaluations     {result.evaluations} ({len(result.full_fidelity())} at full fidelity, "
-          f"{result.simulated} simulated, the rest from the cache)")
+          f"{result.simulated} {'measured' if args.evaluator == 'gpu' else 'simulated'}, the rest from the cache)")
     print(f"  wall time       {result.wall_s:.1f} s")
     if args.landscape:
         print(f"  landscape       {args.landscape}")
