@@ -17,6 +17,9 @@ ALGO_HELP = "the algorithm (default winograd; see megasim algorithms)"
 # One run in a fresh process: below this many tasks SimPy's loop finishes before Numba would have started
 # (about 0.45 s to import it and load the compiled loop; the loop then saves 8-20 us per task).
 SINGLE_RUN_COMPILED_TASKS = 50_000
+# Where the compiled loop is not on disk yet, its first run compiles it (about 15 s); below this many tasks
+# SimPy's loop (about 90,000 tasks/s) finishes first.
+COLD_COMPILED_TASKS = 1_500_000
 LAYER_HELP = "a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56"
 
 
@@ -44,7 +47,8 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="auto", choices=("auto", "compiled", "simpy"),
                    help="what runs the model's events: the compiled loop or the handlers on SimPy's queue (the same "
                         f"prediction, bit for bit; default auto: compiled from {SINGLE_RUN_COMPILED_TASKS:,} tasks, "
-                        "where it pays for Numba's start; docs/model.md)")
+                        f"where it pays for Numba's start, and from {COLD_COMPILED_TASKS:,} where Numba has "
+                        "not compiled it on this machine yet; docs/model.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", help="write a Chrome trace (JSON) of every task to this file")
 
@@ -71,6 +75,31 @@ def grid_set_by(launch) -> str:
     return f"limited by {launch.limited_by}"
 
 
+def auto_engine(tasks: int | None) -> str:
+    """What runs one simulation of about `tasks` tasks in this process (``--engine auto``): SimPy's loop below
+    ``SINGLE_RUN_COMPILED_TASKS``, and below ``COLD_COMPILED_TASKS`` where the compiled loop would first have to
+    be compiled; else the compiled loop."""
+    if tasks is None:
+        return "compiled"
+    if tasks < SINGLE_RUN_COMPILED_TASKS:
+        return "simpy"
+    if tasks < COLD_COMPILED_TASKS and not compiled_on_disk():
+        return "simpy"
+    return "compiled"
+
+
+def compiled_on_disk() -> bool:
+    """Whether Numba's disk cache holds the compiled event loop (``megasim.sim.compiled_loop``, ``cache=True``)
+    of this source, so a run loads it (about 0.45 s) instead of compiling it (about 15 s, once per machine and
+    source). Read from ``run_events``' cache index, which Numba keys by the source file's stamp (a Numba
+    internal, not its public API); True when it cannot be read, so ``auto_engine`` keeps its usual choice."""
+    from megasim.sim.compiled_loop import run_events
+    try:
+        return bool(run_events._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - another Numba version: no answer
+        return True
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from megasim import __version__
     from megasim.plan import Plan, estimate_tasks, predict
@@ -81,8 +110,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     plan = Plan.parse(args.schedule, args.param, algorithm=args.algo)
     engine = args.engine
     if engine == "auto":
-        estimate = estimate_tasks(problem, plan, spec)
-        engine = "compiled" if estimate is None or estimate >= SINGLE_RUN_COMPILED_TASKS else "simpy"
+        engine = auto_engine(estimate_tasks(problem, plan, spec))
     options = SimOptions(placement=args.placement, engine=engine)
     check_out_path(args.trace, "--trace")
     with Progress() as progress:
