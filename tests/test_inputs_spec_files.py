@@ -4,6 +4,7 @@ refuse values no GPU has (non-finite numbers, resource counts above the document
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -91,3 +92,13 @@ def test_a_spec_name_with_control_characters_or_blank_is_refused(name):
     data["name"] = name
     with pytest.raises(SpecError, match="'name' must be a non-empty string without control characters"):
         spec_from_dict(data, origin="'s.json'")
+
+
+def test_the_cli_cuts_a_huge_echoed_number(tmp_path, capsys):
+    """The refusal of 10**400 printed all 401 digits: the CLI's line keeps the first 12 and the count."""
+    from megasim.cli.main import main
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(_preset_with(dram_bw_gbps=10 ** 400)))
+    assert main(["simulate", "resnet-1", "--spec", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dram_bw_gbps.value=100000000000...(401 digits) is not allowed" in err, err

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import Sequence
 
@@ -84,8 +85,13 @@ def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+LONG_DIGITS = re.compile(r"\d{41,}")     # a number echoed from the input, e.g. a spec's 10**400
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """The message on one line, any run of more than 40 digits cut to its first 12 and its length."""
+    line = " ".join(str(text).split())
+    return LONG_DIGITS.sub(lambda m: f"{m.group()[:12]}...({len(m.group())} digits)", line)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
