@@ -48,6 +48,13 @@ def test_unknown_gpu_lists_allowed_names():
     assert "'B200'" in msg and "H100" in msg and "V100" in msg and "\n" not in msg
 
 
+def test_gpu_names_ignore_surrounding_blanks_as_layer_names_do():
+    """--gpu 'H100 ' was refused while a layer 'resnet-1 ' was taken."""
+    assert get_gpu(" h100 ") is get_gpu("H100")
+    with pytest.raises(SpecError, match="unknown GPU 'H 100'"):
+        get_gpu("H 100")
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_spec_file_round_trip(tmp_path, name):
     spec = get_gpu(name)

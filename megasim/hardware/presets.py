@@ -36,10 +36,11 @@ def _load(key: str) -> GPUSpec:
 
 
 def get_gpu(name: str) -> GPUSpec:
-    """The preset called `name` (case-insensitive; aliases such as 'h100-sxm' accepted)."""
+    """The preset called `name` (case-insensitive, surrounding blanks ignored; aliases such as 'h100-sxm' accepted)."""
     if not isinstance(name, str):
         raise SpecError(f"GPU {name!r} is not allowed: give a preset name ({', '.join(_FILES)}) as a string")
-    key = {k.lower(): k for k in _FILES}.get(name.lower()) or _ALIASES.get(name.lower())
+    wanted = name.strip().lower()          # as layer names are: ' H100 ' is H100
+    key = {k.lower(): k for k in _FILES}.get(wanted) or _ALIASES.get(wanted)
     if key is None:
         raise SpecError(f"unknown GPU {name!r} (allowed: {', '.join(_FILES)}; or --spec FILE)")
     return _load(key)
