@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -80,5 +81,21 @@ def parse_json(text: str, origin: str, error: type[MegasimError] = InputError) -
     except MegasimError:
         raise
     except ValueError:      # int() of a number with more digits than Python converts
-        raise error(f"{origin} is not allowed: it holds an integer of more than {sys.get_int_max_str_digits():,} "
-                    f"digits") from None
+        raise error(_too_many_digits(origin)) from None
+
+
+def parse_toml(text: str, origin: str, error: type[MegasimError] = InputError) -> dict[str, Any]:
+    """The TOML table of `text`, read from `origin`; `error`, one line naming `origin`, when the text is not
+    TOML, nests deeper than the parser recurses or holds an integer of more digits than Python converts."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise error(f"{origin} is not valid TOML: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise error(f"{origin} is not allowed: its TOML nests too deeply") from None
+    except ValueError:      # int() of a number with more digits than Python converts
+        raise error(_too_many_digits(origin)) from None
+
+
+def _too_many_digits(origin: str) -> str:
+    return f"{origin} is not allowed: it holds an integer of more than {sys.get_int_max_str_digits():,} digits"

@@ -138,6 +138,11 @@ def files(tmp_path_factory) -> dict[str, str]:
 
 
 # (argv, needle); "{name}" is replaced by the path of the bad file `name`.
+
+def _validate_measured(csv: str, *extra: str, layer: str = "resnet-1", spec: str = CALIBRATED) -> list[str]:
+    """`megasim validate LAYER --spec SPEC --measured CSV ... --out DIR` (--measured needs --out)."""
+    return ["validate", layer, "--spec", spec, "--measured", csv, *extra, "--out", "{out_dir}"]
+
 CLI_CASES: list[tuple[list[str], str]] = [
     # the command line itself
     ([], "required: command"),
@@ -221,7 +226,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["simulate", SMALL, "--spec", ""], "--spec '' is not allowed"),
     (SIM + ["--frobnicate"], "unrecognized arguments: --frobnicate (see megasim simulate --help)"),
     # no prefix matching: --gpu is not validate's --gpus
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}", "--workers", "257", "--out", "{out_dir}"],
+    (_validate_measured("{csv_no_rows.csv}", "--workers", "257"),
      "'257' is not allowed: it must be an integer in [1, 256]"),     # as optimize and sweep (was 1 to 1,024)
     (["validate", "resnet-1", "--spec", CALIBRATED, "--gpu", "H100"], "unrecognized arguments: --gpu H100 (see megasim validate --help)"),
     *[(SIM + ["--algo", "ecr", "--param", p], needle) for p, needle in [
@@ -306,32 +311,32 @@ CLI_CASES: list[tuple[list[str], str]] = [
       "{sparse_rows_bad.json}"], "rows[0].sparsity=2.0"),
     (["calibrate", "--out", "{dir}/c.json", "--algo", "fft"], "'fft'"),
     # validate (honest outcomes: no rows, no times)
-    (["validate", "resnet-9", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}", "--out", "{out_dir}"], "'resnet-9'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_rows.csv}", "--out", "{out_dir}"], "no winograd rows"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_other_layer.csv}", "--out", "{out_dir}"], "no winograd rows for resnet-1"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_no_column.csv}", "--out", "{out_dir}"], "'measured_us'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_time.csv}", "--out", "{out_dir}"], "measured_us='fast'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_negative_time.csv}", "--out", "{out_dir}"], "measured_us='-3'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_param.csv}", "--out", "{out_dir}"], "csv_bad_param.csv' row 2 schedule='fused' params='M=abc': M='abc'"),
+    (_validate_measured("{csv_no_rows.csv}", layer="resnet-9"), "'resnet-9'"),
+    (_validate_measured("{csv_no_rows.csv}"), "no winograd rows"),
+    (_validate_measured("{csv_other_layer.csv}"), "no winograd rows for resnet-1"),
+    (_validate_measured("{csv_no_column.csv}"), "'measured_us'"),
+    (_validate_measured("{csv_bad_time.csv}"), "measured_us='fast'"),
+    (_validate_measured("{csv_negative_time.csv}"), "measured_us='-3'"),
+    (_validate_measured("{csv_bad_param.csv}"), "csv_bad_param.csv' row 2 schedule='fused' params='M=abc': M='abc'"),
     # a row's problems name the file and the row (before: '--param ...' alone, a misfit found when predicted
     # named no row, an unknown layer was dropped without a word, an int >= 2**63 a traceback)
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_unknown_layer.csv}", "--workers", "1", "--out", "{out_dir}"],
+    (_validate_measured("{csv_unknown_layer.csv}", "--workers", "1"),
      "csv_unknown_layer.csv' row 3 layer 'resnet-9'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_misfit.csv}", "--workers", "1", "--out", "{dir}/v"],
      "csv_misfit.csv' row 3: D_IG=0 is too small for M=4"),
     # an absurd time (before: every ranking metric NaN, 'met regret<=5%', exit 0)
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_absurd_time.csv}", "--out", "{out_dir}"],
+    (_validate_measured("{csv_absurd_time.csv}"),
      "row 2 measured_us='1e300' is not allowed: it must be a finite number > 0 and at most 1e+09"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_huge_int.csv}", "--out", "{out_dir}"],
+    (_validate_measured("{csv_huge_int.csv}"),
      "csv_huge_int.csv' row 2 schedule='fused' params='D_IG=99999999999999999999999': D_IG=99999999999999999999999 is not allowed"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bad_schedule.csv}", "--out", "{out_dir}"], "'sideways'"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_all_failed.csv}", "--out", "{out_dir}"], "no measured times"),
+    (_validate_measured("{csv_bad_schedule.csv}"), "'sideways'"),
+    (_validate_measured("{csv_all_failed.csv}"), "no measured times"),
     # a duplicated column (before: the last one read silently), a short row (before: accepted), a BOM
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_dup_column.csv}", "--out", "{out_dir}"], "'measured_us' more than once"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_short_row.csv}", "--out", "{out_dir}"], "row 2 is not allowed: it has fewer"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "{csv_bom.csv}", "--out", "{out_dir}"], "byte-order mark"),
-    (["validate", "resnet-1", "--spec", CALIBRATED, "--measured", "/no/such.csv", "--out", "{out_dir}"], "/no/such.csv"),
-    (["validate", "resnet-1", "--spec", "{spec_inf_sm_count.json}", "--measured", "{csv_no_rows.csv}", "--out", "{out_dir}"], "sm_count"),
+    (_validate_measured("{csv_dup_column.csv}"), "'measured_us' more than once"),
+    (_validate_measured("{csv_short_row.csv}"), "row 2 is not allowed: it has fewer"),
+    (_validate_measured("{csv_bom.csv}"), "byte-order mark"),
+    (_validate_measured("/no/such.csv"), "/no/such.csv"),
+    (_validate_measured("{csv_no_rows.csv}", spec="{spec_inf_sm_count.json}"), "sm_count"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--mappings", "0"], "'0'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--rounds", "-2"], "'-2'"),
     (["validate", "resnet-1", "--spec", CALIBRATED, "--algo", "fft", "--measured", "{csv_no_rows.csv}", "--out", "{out_dir}"], "'fft'"),

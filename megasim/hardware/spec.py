@@ -315,7 +315,7 @@ def finite_number(value) -> bool:
     """Whether `value` is a real number (not a bool; NumPy's scalars count) that is finite as a float. An
     integer too large for a float (JSON reads 10**400 as an int) is not: ``math.isfinite`` raises
     OverflowError on it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value).__name__ == "bool_":
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):     # NumPy's bool is no numbers.Real
         return False
     try:
         return math.isfinite(value)

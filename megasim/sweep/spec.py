@@ -19,14 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from megasim.errors import InputError
-from megasim.input_files import read_text
+from megasim.input_files import parse_toml, read_text
 
 TOP_KEYS = ("name", "problems", "networks", "batch", "gpus", "runs", "max_tasks", "out")
 RUN_KEYS = ("algorithm", "schedules", "param", "grid", "space", "optimize")
@@ -99,15 +97,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise InputError(f"{where} cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:
         raise InputError(f"{where} is not UTF-8 text: write the sweep in TOML") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(f"{where} is not valid TOML: {' '.join(str(err).split())}") from None
-    except RecursionError:
-        raise InputError(f"{where} is not allowed: its TOML nests too deeply") from None
-    except ValueError:      # int() of a number with more digits than Python converts
-        raise InputError(f"{where} is not allowed: it holds an integer of more than "
-                         f"{sys.get_int_max_str_digits():,} digits") from None
+    data = parse_toml(text, where)
     return parse_sweep(data, source=str(path), default_name=Path(path).stem)
 
 
