@@ -111,7 +111,7 @@ def pooled_hw(problem: ConvProblem, pool: PoolSpec) -> tuple[int, int]:
     p, q = problem.out_h, problem.out_w
     if p < pool.size or q < pool.size:
         raise LoweringError(f"pool size {pool.size} is not allowed for a {p}x{q} convolution output: "
-                            f"it must be <= {min(p, q)}")
+                            f"it must be <= {min(p, q)} (the max-pool window after ReLU: parameter pool, default 2x2)")
     return (p - pool.size) // pool.stride + 1, (q - pool.size) // pool.stride + 1
 
 
