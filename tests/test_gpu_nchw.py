@@ -1,6 +1,6 @@
 """The NCHW Winograd transforms (gpu.kernels.winograd.nchw): the non-fused pipeline run on NCHW tensors
-with layout="NCHW" matches the float64 reference and the NHWC pipeline on the same data (bit for bit
-under the simulator: the same arithmetic in the same order; on a GPU within 1e-6, as ptxas contracts
+with layout="NCHW" matches the float64 reference, as the NHWC pipeline on the same data does (and equals it
+bit for bit under the simulator: the same arithmetic in the same order; not on a GPU, where ptxas contracts
 multiply-adds per kernel), for every tile, awkward shapes (sizes not multiples of the tile,
 of the strip or of the channel chunk) and paddings 0-2; launches the NCHW kernels cannot run are refused.
 
