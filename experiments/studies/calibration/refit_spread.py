@@ -27,6 +27,7 @@ from pathlib import Path
 
 from experiments.studies.megakernel_reset.variants import variant_entry
 from megasim.calibration.validation import run_meta
+from megasim.hardware import load_spec
 
 VALIDATION_SETS = {
     "mappings_208": ("experiments/results/nvidia-h200/calibration_measure_fit/validation_measured.csv", 16),
@@ -40,9 +41,11 @@ def validate(spec: str, out_dir: Path) -> dict[str, str]:
     dirs = {}
     for name, (measured, mappings) in VALIDATION_SETS.items():
         folder = out_dir / name
-        subprocess.run([sys.executable, "-m", "megasim.cli.main", "validate", "table2", "--spec", spec,
-                        "--mappings", str(mappings), "--measured", measured, "--out", str(folder)],
-                       check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, "-m", "megasim.cli.main", "validate", "table2", "--spec", spec,
+                               "--mappings", str(mappings), "--measured", measured, "--out", str(folder)],
+                              stdout=subprocess.DEVNULL)
+        if done.returncode != 0:      # megasim has printed its one-line reason on stderr
+            raise SystemExit(f"refit_spread: megasim validate refused --spec {spec} on {name} (status {done.returncode})")
         dirs[name] = str(folder)
     return dirs
 
@@ -52,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", nargs=3, action="append", required=True, metavar=("NAME", "SPEC", "NOTE"))
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    names = [name for name, _, _ in args.spec]
+    if len(set(names)) < len(names):
+        ap.error(f"--spec NAME {next(n for n in names if names.count(n) > 1)!r} is given twice: each spec needs its own name")
     specs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec, note in args.spec:
             specs[name] = variant_entry(spec, validate(spec, Path(tmp) / name), note)
-            specs[name]["mixed_kinds_sm_factor"] = json.loads(Path(spec).read_text())["values"][
-                "mixed_kinds_sm_factor"]["value"]
+            specs[name]["mixed_kinds_sm_factor"] = load_spec(spec).mixed_kinds_sm_factor
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": run_meta({"what": __doc__.splitlines()[0]}), "specs": specs}, indent=1) + "\n")
