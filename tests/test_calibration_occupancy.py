@@ -63,8 +63,16 @@ def test_fit_predicts_a_held_out_occupancy():
             rows.append({"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, "median_ms": us / 1000.0, **v})
     values = {name: {"value": getattr(spec, name), "method": "test"} for name in
               ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
-    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows)
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_case
+    mixed = [{"layer": LAYER, "kind": "+".join(pair), "median_ms": simulated_us(simulate(
+              *mixed_case(LAYER, pair), spec), "queued") / 1000.0} for pair in MIXED_PAIRS]
+    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows,
+                     extra={"mixed_kind_rows": mixed})
     fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=150, workers=1)
+    # the mixed-kind runs are checks unless fit_mixed asks for the factor
+    assert fitted.mixed_kinds_sm_factor is None and "mixed_kinds_sm_factor" not in report
+    assert [c["kinds"] for c in report["mixed_checks"]] == ["+".join(p) for p in MIXED_PAIRS]
+    assert all(abs(c["error"]) < 0.05 for c in report["mixed_checks"]), report["mixed_checks"]
     held_out = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 2, "timing": "queued"}
     for kind, true in truth.items():
         assert report["kinds"][kind]["rms_log_error"] < 0.02, kind

@@ -548,15 +548,18 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "",
 
 def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
               plan_params: str = "", workers: int | None = None,
-              progress: Callable[[CalibrationProgress], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[CalibrationProgress], None] | None = None,
+              fit_mixed: bool = False) -> dict[str, Any]:
     """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report.
     ``workers``: the fit's processes (default: all cores); ``progress``: ``CalibrationProgress`` records of
-    the measuring and of the fit (``megasim.calibration.winograd.calibrated_spec``)."""
+    the measuring and of the fit; ``fit_mixed``: fit mixed_kinds_sm_factor too
+    (``megasim.calibration.winograd.calibrated_spec``)."""
     m = measure(tuple(layers), plan_params, progress)
     raw = Path(measurements_out) if measurements_out else Path(out).with_suffix(".measurements.json")
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(m.as_dict(), indent=1) + "\n")
-    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers), workers=workers, progress=progress)
+    spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers), workers=workers, progress=progress,
+                                   fit_mixed=fit_mixed)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     dump_spec(spec, out)
     report["measurements"] = str(raw)

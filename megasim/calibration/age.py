@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from megasim.calibration.reproducible import rounded_scalar
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec
 
@@ -110,7 +111,7 @@ def fit_age_weight(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str =
             if sim.shape != meas.shape:
                 return 1e3      # a different number of blocks per SM: not comparable
             total += float(np.sum((sim - meas) ** 2))
-        return total
+        return rounded_scalar(total)     # megasim.calibration.reproducible: one path on every machine
 
     res = minimize_scalar(loss, bounds=AGE_WEIGHT_BOUNDS, method="bounded", options={"xatol": 2e-3})
     rho = float(res.x)

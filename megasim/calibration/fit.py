@@ -14,7 +14,8 @@
   stage ``further_block_sm_ready`` for those of ``FURTHER_READY_KINDS``), by SciPy's bounded least
   squares (``least_squares_cost``; its batched search in ``megasim.calibration.lsq``), each field
   within ``BOUNDS``, started from ``START`` or a spec's own values, searched in log space except those
-  in ``LINEAR``.
+  in ``LINEAR``, each held weakly to its start (``PRIOR_WEIGHT``) so that a field the runs leave loose
+  stays there, on every machine.
 
 ``least_squares_cost`` is shared by the Winograd and the sparse calibrations
 (``megasim.calibration.sparse``).
@@ -29,6 +30,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from megasim.calibration.pool import simulated_kind_us
+from megasim.calibration.reproducible import rounded_scalar, sum_of_squares
 from megasim.hardware.spec import GPUSpec, TaskCost
 
 # The first round's bounds (efficiency, fixed time) and the SM-sharing fields' bounds.
@@ -83,6 +85,12 @@ ROUND1_MAX_EVALS = 60
 JACOBIAN_REFRESH = 3
 STALL_JACOBIANS = 1
 STALL_RTOL = 0.02
+# The least squares' prior: every field is also held to its start by a residual PRIOR_WEIGHT * (x - x0) in the
+# search's coordinates (log, or us for LINEAR fields), so that a field the runs do not pin stays where it
+# started instead of going where the last bits of a singular Jacobian send it (megasim.calibration.lsq).
+# An e-fold (or 1 us) from the start costs 1e-4 of squared error, under 1% of a kind's (~18 runs at a
+# few percent), so a field the runs do pin moves as before.
+PRIOR_WEIGHT = 0.01
 
 
 def starts_for(free, alt_starts) -> list[Mapping[str, float]]:
@@ -114,7 +122,9 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
         kw = {}
         for name, v in zip(free, x):
             lo, hi = bounds[name]
-            kw[name] = float(np.clip(v * 1000.0 if name in linear else math.exp(v), lo, hi))
+            value = np.clip(v * 1000.0 if name in linear else math.exp(v), lo, hi)
+            # the batched search's values are rounded as its points are (megasim.calibration.reproducible)
+            kw[name] = rounded_scalar(value) if residuals_many is not None else float(value)
         return dataclasses.replace(start, **kw)
 
     x0 = [to_x(n, starts[n]) for n in free]
@@ -127,7 +137,7 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
                                     max_evals=max_evals, diff_step=diff_step, xtol=tol, ftol=tol, gtol=tol,
                                     refresh=refresh, on_evaluation=on_evaluation,
                                     stall_points=None if stall_rtol is None else STALL_JACOBIANS * (len(free) + 1),
-                                    stall_rtol=stall_rtol or 0.0)
+                                    stall_rtol=stall_rtol or 0.0, prior_weight=PRIOR_WEIGHT)
         return cost_of(res.x)
     tols = {} if tol is None else {"xtol": tol, "ftol": tol, "gtol": tol}
     res = least_squares(lambda x: residuals_of(cost_of(x)), x0, bounds=(lo, hi), max_nfev=max_evals,
@@ -199,8 +209,8 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         from scipy.optimize import minimize
 
         def cost_of(x) -> TaskCost:
-            eff = float(np.clip(math.exp(x[0]), *EFF_BOUNDS))
-            fixed = float(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
+            eff = rounded_scalar(np.clip(math.exp(x[0]), *EFF_BOUNDS))
+            fixed = rounded_scalar(np.clip(x[1] * 1000.0, *FIXED_BOUNDS_NS))
             return dataclasses.replace(start, compute_efficiency=eff, fixed_ns=fixed)
 
         memo: dict[tuple, float] = {}
@@ -208,7 +218,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         def loss(x) -> float:
             key = tuple(np.round(x, 6))
             if key not in memo:
-                memo[key] = float(np.sum(np.log(sims_of([cost_of(x)])[0] / meas) ** 2))
+                memo[key] = sum_of_squares(np.log(sims_of([cost_of(x)])[0] / meas))
                 report(len(memo), 0.5 * min(memo.values()))
             return memo[key]
 
@@ -236,7 +246,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         if len(fits) == 1:
             best = fits[0]
         else:
-            errors = [float(np.sum(r ** 2)) for r in residuals_many(fits)]
+            errors = [sum_of_squares(r) for r in residuals_many(fits)]
             best = fits[errors.index(min(errors))]
         if first != tuple(free):          # the second stage: all free, from the first stage's fit
             starts = {f: getattr(best, STAGE2.get(f, f)) for f in free}

@@ -25,10 +25,17 @@ counter look, acquire fence) is not fitted: it is the mean claim -> ready time o
 persistent run of 1 block per SM (``with_measured_claim``), so the fitted ``megakernel_fixed_ns`` is what
 the megakernel adds once the task is ready (the whole overhead after ready would also delay tasks whose
 claim overlaps a wait on their parents). The spec's ``younger_block_weight`` (``megasim.calibration.age``)
-and ``mixed_kinds_sm_factor`` (``fit_mixed_factor``) are fitted around the kinds' fits.
+is fitted around the kinds' fits.
+
+How kinds share an SM follows from each kind's own costs: the mixed-kind runs (two kinds' non-fused tasks
+interleaved in one megakernel launch) are simulated and reported as checks, and fit the spec-wide
+``mixed_kinds_sm_factor`` only when asked (``fit_mixed=True``, ``megasim calibrate --fit-mixed-factor``):
+they stream their operands from DRAM where the fused megakernel reads from the L2, no one factor fits
+them across layers, and the factor they give slowed fused mappings of held-out layers by about 7%
+(docs/findings.md, "Calibration and validation").
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
-megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds', and they fit one factor).
+megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds', and they are checks).
 Everything here is CPU-only; ``megasim calibrate --from-measurements`` re-runs the fit from a saved
 measurements file.
 """
@@ -49,6 +56,7 @@ from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KIND
                                      ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, fit_kind, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
+from megasim.calibration.reproducible import sum_of_squares
 from megasim.errors import SpecError
 from megasim.hardware.spec import (
     OPTIONAL_FIELDS,
@@ -288,7 +296,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
 
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
                     max_evals: int | None = None, workers: int | None = None,
-                    progress: Callable[[CalibrationProgress], None] | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+                    progress: Callable[[CalibrationProgress], None] | None = None,
+                    fit_mixed: bool = False) -> tuple[GPUSpec, dict[str, Any]]:
     """The calibrated spec and a report of the per-kind fits.
 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
@@ -301,7 +310,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
 
     With traced end-order rows (``extra.block_end_order``), the spec's ``younger_block_weight`` is
     fitted first (``megasim.calibration.age``) on a first fit of those rows' kinds at equal sharing,
-    and every kind is then fitted with it in place. ``mixed_kinds_sm_factor`` is fitted last.
+    and every kind is then fitted with it in place. The mixed-kind runs (``extra.mixed_kind_rows``) are
+    simulated with the fitted spec and reported (``mixed_checks``); with ``fit_mixed`` they also fit
+    ``mixed_kinds_sm_factor`` (``fit_mixed_factor``), last.
     ``progress`` receives a ``CalibrationProgress`` as each stage starts and after each batch of simulations
     (from the fits' threads: it must be thread-safe)."""
     def tell(stage: str, **kw) -> None:
@@ -379,15 +390,17 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     mixed = m.extra.get("mixed_kind_rows") or []
     with _scalar_pool(workers) as map_fn:
         if mixed:
-            tell("mixed_kinds_sm_factor")
             cases = [mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", m.plan_params))
                      for r in mixed]
-            report["mixed_checks_unfitted"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
-            factor, how = fit_mixed_factor(spec, mixed, m.plan_params, map_fn=map_fn,
-                                           on_evaluation=lambda n: tell("mixed_kinds_sm_factor", evaluations=n))
-            spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
-                                       sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
-            report["mixed_kinds_sm_factor"] = factor
+            if fit_mixed:
+                tell("mixed_kinds_sm_factor")
+                report["mixed_checks_unfitted"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
+                factor, how = fit_mixed_factor(spec, mixed, m.plan_params, map_fn=map_fn,
+                                               on_evaluation=lambda n: tell("mixed_kinds_sm_factor", evaluations=n))
+                spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
+                                           sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
+                report["mixed_kinds_sm_factor"] = factor
+            tell("checks")
             report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
         if end_rows:
             tell("checks")
@@ -436,7 +449,7 @@ def fit_mixed_factor(spec: GPUSpec, rows: list[dict[str, Any]], plan_params: str
         evaluations[0] += 1
         if on_evaluation is not None:
             on_evaluation(evaluations[0])
-        return float(np.sum(np.log(np.array([c["simulated_us"] for c in sims]) / meas) ** 2))
+        return sum_of_squares(np.log(np.array([c["simulated_us"] for c in sims]) / meas))   # calibration.reproducible
 
     res = minimize_scalar(loss, bounds=MIXED_FACTOR_BOUNDS, method="bounded", options={"xatol": 2e-3})
     factor = float(res.x)

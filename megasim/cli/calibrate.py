@@ -41,6 +41,9 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--carry-kinds-from", metavar="SPEC",
                    help="copy the task costs (and their sources) of kinds this calibration does not fit from SPEC "
                         "(e.g. the sparse kinds of megasim/hardware/calibrated/h200.json), unchanged")
+    p.add_argument("--fit-mixed-factor", action="store_true",
+                   help="winograd: also fit mixed_kinds_sm_factor on the mixed-kind runs (default: they are checks; "
+                        "docs/calibration.md says why)")
     p.add_argument("--workers", type=integer(1, 1024),
                    help="processes that simulate the fit's cases (default: all cores; the spec does not depend on it)")
     p.add_argument("--json", action="store_true")
@@ -133,12 +136,13 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                 raise InputError(f"--layers {missing[0]!r} is not allowed: {args.from_measurements} has no runs of it "
                                  f"(its layers: {', '.join(m.layers)})")
             spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
-                                           progress=report_progress)
+                                           progress=report_progress, fit_mixed=args.fit_mixed_factor)
             dump_spec(_carry_kinds(spec, carry), args.out)
         else:
             calibrate = gpu_module("measure", "calibrate")
             report = calibrate.calibrate(args.out, layers=layers or CALIBRATION_LAYERS, plan_params=args.param or "",
-                                         workers=args.workers, progress=report_progress)
+                                         workers=args.workers, progress=report_progress,
+                                         fit_mixed=args.fit_mixed_factor)
             if carry is not None:
                 dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
     report["out"] = args.out
@@ -151,9 +155,11 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                                                                    "megakernel_fixed_ns") if name in fit)
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
               f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
-    if report.get("mixed_kinds_sm_factor") is not None:
+    if report.get("mixed_checks"):
         errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
-        print(f"  mixed_kinds_sm_factor {report['mixed_kinds_sm_factor']:.3f} (mixed-kind runs: {errors})")
+        factor = report.get("mixed_kinds_sm_factor")
+        print(f"  mixed-kind runs, simulated / measured - 1 (checks"
+              f"{f'; mixed_kinds_sm_factor {factor:.3f} fitted on them' if factor is not None else ''}): {errors}")
     if report.get("younger_block_weight") is not None:
         orders = "; ".join(f"{c['layer']} {c['kind']} measured {c['measured']} simulated {c['simulated']}"
                            for c in report["end_order_checks"])
