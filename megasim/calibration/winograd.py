@@ -53,7 +53,8 @@ import numpy as np
 from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
 from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
-                                     ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, fit_kind, starts_for)
+                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, UPDATE_PRIOR_WEIGHT,
+                                     fit_kind, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
 from megasim.calibration.reproducible import sum_of_squares
@@ -207,7 +208,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
                    simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
                    start_values=job.get("start_values"), on_evaluation=on_evaluation,
-                   alt_starts=job["alt_starts"])
+                   alt_starts=job["alt_starts"], prior_weight=job["prior_weight"])
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     if progress is not None:
         progress(CalibrationProgress(stage, kind, fit["evaluations"], budget, fit["rms_log_error"], done=True))
@@ -282,6 +283,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
                      "alt_starts": ALT_STARTS if round2 and refit is None else (),
+                     "prior_weight": PRIOR_WEIGHT if refit is None else UPDATE_PRIOR_WEIGHT,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     cases_by_key = {}
