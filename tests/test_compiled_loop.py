@@ -211,8 +211,7 @@ def _idle(env: simpy.Environment):
 
 def test_a_single_cli_run_compiles_the_loop_only_where_that_pays(monkeypatch):
     """`megasim simulate --engine auto`: SimPy's loop for small runs; the compiled loop from 50,000 tasks when Numba
-    has it on disk, and from 1,500,000 when it would first compile it (about 15 s; a fresh machine's first
-    simulation of vgg-1 took 17 s compiled against 1.2 s on SimPy's loop)."""
+    has it on disk, and from 750,000 when it would first compile it (about 8 s on 2 cores)."""
     from megasim.cli import simulate as cli_simulate
     from megasim.cli.simulate import COLD_COMPILED_TASKS, SINGLE_RUN_COMPILED_TASKS, auto_engine
     for on_disk in (True, False):

@@ -93,7 +93,7 @@ STALL_RTOL = 0.02
 # at rms 0.03-0.08), so a field its runs pin moves little and a loose one stays. 0.1 was chosen, before any
 # validation, as the weight at which three measurement sets of one H200 give specs that agree: the fused
 # schedule's predicted time on the calibration layers spreads 3.9% across them at 0.1, 10.5% at 0.03 and 15.7%
-# at 0.01, at a cost of 13% in the kinds' mean rms log error (0.053 -> 0.060; docs/findings.md).
+# at 0.01, the cost names' mean rms log error rising 0.053 -> 0.058 (docs/findings.md).
 PRIOR_WEIGHT = 0.1
 # An update (megasim.calibration.update) refits fields a kernel change moved, from the spec's own values: there the
 # runs must move them (at 0.1 a field its runs pin weakly, such as megakernel_fixed_ns, stayed 60% of the way back

@@ -17,9 +17,9 @@ ALGO_HELP = "the algorithm (default winograd; see megasim algorithms)"
 # One run in a fresh process: below this many tasks SimPy's loop finishes before Numba would have started
 # (about 0.45 s to import it and load the compiled loop; the loop then saves 8-20 us per task).
 SINGLE_RUN_COMPILED_TASKS = 50_000
-# Where the compiled loop is not on disk yet, its first run compiles it (about 15 s); below this many tasks
-# SimPy's loop (about 90,000 tasks/s) finishes first.
-COLD_COMPILED_TASKS = 1_500_000
+# Where the compiled loop is not on disk yet, its first run compiles it (about 8 s on 2 cores); below this many
+# tasks SimPy's loop (about 90,000 tasks/s) finishes first.
+COLD_COMPILED_TASKS = 750_000
 LAYER_HELP = "a layer name (megasim layers) or a spec such as N=64,C=64,K=64,H=56,W=56"
 
 
@@ -90,7 +90,7 @@ def auto_engine(tasks: int | None) -> str:
 
 def compiled_on_disk() -> bool:
     """Whether Numba's disk cache holds the compiled event loop (``megasim.sim.compiled_loop``, ``cache=True``)
-    of this source, so a run loads it (about 0.45 s) instead of compiling it (about 15 s, once per machine and
+    of this source, so a run loads it (about 0.45 s) instead of compiling it (about 8 s, once per machine and
     source). Read from ``run_events``' cache index, which Numba keys by the source file's stamp (a Numba
     internal, not its public API); True when it cannot be read, so ``auto_engine`` keeps its usual choice."""
     from megasim.sim.compiled_loop import run_events
