@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from experiments.studies.calibration.prior_spread import mean_rms
-from experiments.studies.calibration.search_trace import compare
+from experiments.studies.calibration.search_trace import compare, main
 
 
 def _search(x0, points):
@@ -40,3 +40,11 @@ def test_mean_rms_reads_each_cost_names_fit_from_its_sources(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(spec))
     assert abs(mean_rms(str(path)) - 0.040) < 1e-12
+
+
+def test_compare_refuses_a_file_that_is_not_a_trace_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    assert main(["compare", str(bad), str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "x.json" in err and "no 'searches' list" in err

@@ -114,6 +114,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if procedure not in _CALIBRATIONS:
         raise MegasimError(f"--algo {args.algo!r} has no calibration procedure (algorithms with one: "
                            f"{', '.join(n for n, a in ALGORITHMS.items() if a.calibration in _CALIBRATIONS)})")
+    if args.fit_mixed_factor and procedure != "megakernel_kinds":
+        raise InputError(f"--fit-mixed-factor is not allowed with --algo {args.algo!r}: only the megakernel's kinds "
+                         f"(--algo winograd) have mixed-kind runs to fit it on")
     check_out_path(args.out, "--out")
     return _CALIBRATIONS[procedure](args)
 

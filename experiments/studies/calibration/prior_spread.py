@@ -53,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", nargs=3, action="append", required=True, metavar=("WEIGHT", "SET", "SPEC"))
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    for weight, name, spec in args.spec:
+        if not Path(spec).is_file():
+            ap.error(f"--spec {weight} {name} {spec!r}: no such file")
+        try:
+            float(weight)
+        except ValueError:
+            ap.error(f"--spec WEIGHT {weight!r} is not allowed: it must be a number (the prior weight the spec was fitted at)")
     by_weight: dict[str, dict[str, dict]] = defaultdict(dict)
     for weight, name, spec in args.spec:
         by_weight[weight][name] = {"spec": spec, "mean_rms_log_error": mean_rms(spec),

@@ -94,8 +94,20 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "trace":
         return trace(argv[1], argv[2:])
     if len(argv) >= 3 and argv[0] == "compare":
-        with open(argv[1]) as fa, open(argv[2]) as fb:
-            result = compare(json.load(fa), json.load(fb))
+        traces = []
+        for path in argv[1:3]:
+            try:
+                with open(path) as fh:
+                    traces.append(json.load(fh))
+            except (OSError, ValueError) as err:
+                print(f"search_trace compare: {path!r} is not a trace written by 'search_trace trace': {err}",
+                      file=sys.stderr)
+                return 2
+            if not isinstance(traces[-1], dict) or not isinstance(traces[-1].get("searches"), list):
+                print(f"search_trace compare: {path!r} is not a trace written by 'search_trace trace' "
+                      "(no 'searches' list)", file=sys.stderr)
+                return 2
+        result = compare(*traces)
         text = json.dumps(result, indent=1)
         if "--out" in argv:
             with open(argv[argv.index("--out") + 1], "w") as fh:
