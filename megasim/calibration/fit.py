@@ -89,8 +89,8 @@ STALL_RTOL = 0.02
 # search's coordinates (log, or us for LINEAR fields). It makes the search well posed where a kind's runs leave a
 # direction loose (a zero column in the Jacobian, whose step SciPy takes from the BLAS's rounding: another machine,
 # another spec; megasim.calibration.lsq), and it keeps such a field near its start instead of wherever the runs'
-# noise carries it. An e-fold (or 1 us) from the start costs 0.01 of squared error, about half a kind's (18-24 runs
-# at rms 0.03-0.08), so a field its runs pin moves little and a loose one stays. 0.1 was chosen, before any
+# noise carries it. An e-fold (or 1 us) from the start costs 0.01 of squared error, against 0.02-0.15 for a kind's
+# own runs (18-24 runs at rms 0.03-0.08), so a field its runs pin moves little and a loose one stays. 0.1 was chosen, before any
 # validation, as the weight at which three measurement sets of one H200 give specs that agree: the fused
 # schedule's predicted time on the calibration layers spreads 3.9% across them at 0.1, 10.5% at 0.03 and 15.7%
 # at 0.01, the cost names' mean rms log error rising 0.053 -> 0.058 (docs/findings.md).
@@ -121,7 +121,8 @@ def least_squares_cost(start: TaskCost, free, bounds, starts, linear, residuals_
     counting every point simulated, ``on_evaluation(points, best half sum of squares)`` after each batch;
     ``tol`` is then SciPy's xtol, ftol and gtol, ``refresh`` the finite-difference Jacobians' period
     (Broyden updates between), ``stall_rtol`` the stall rule's over ``STALL_JACOBIANS`` Jacobians and
-    ``prior_weight`` the weight holding each field to its start."""
+    ``prior_weight`` the weight holding each field to its start. Without ``residuals_many`` (the sparse and
+    im2win fits, through ``fit_log_times``) it is SciPy's own search, with no prior and no rounding."""
     from scipy.optimize import least_squares
 
     def to_x(name, v):

@@ -102,6 +102,7 @@ def least_squares_batched(residuals_many: Callable[[Sequence[np.ndarray]], Seque
 
     def with_prior(J: np.ndarray) -> np.ndarray:
         return np.vstack([J, prior_rows]) if prior_weight > 0.0 else J
+
     seen: dict[bytes, np.ndarray] = {}
     best: list = [x0, float("inf")]
     history: list[float] = []          # the best cost after each point simulated

@@ -402,10 +402,11 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
                 spec = dataclasses.replace(spec, mixed_kinds_sm_factor=factor,
                                            sources={**spec.sources, "mixed_kinds_sm_factor": source(m, how)})
                 report["mixed_kinds_sm_factor"] = factor
+        if mixed or end_rows:
             tell("checks")
+        if mixed:
             report["mixed_checks"] = mixed_checks(spec, mixed, m.plan_params, cases, map_fn)
         if end_rows:
-            tell("checks")
             report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params, map_fn=map_fn)
     return spec, report
 
