@@ -83,7 +83,7 @@ class CalibrationProgress:
     done: bool = False
 
 
-STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "mixed_kinds_sm_factor", "checks")
+STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "own kernels", "mixed_kinds_sm_factor", "checks")
 
 
 # The kinds whose own kernel at forced lower occupancy is fitted all the same: the GEMMs. Their own kernel
@@ -218,14 +218,17 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
 def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
               only: set[str] | None = None, refit: tuple[str, ...] | None = None,
               progress: Callable[[CalibrationProgress], None] | None = None, stage: str = "kinds",
-              start_costs: Mapping[str, TaskCost] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              start_costs: Mapping[str, TaskCost] | None = None,
+              own_kernel: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration.update``): only these second-round fields are
     free (``"field"`` for every kind, ``"field@name"`` for cost name ``name`` alone), started from
     ``base``'s values, and the kinds without second-round rows are not fitted. ``start_costs``: a cost
     name's second-round fit starts from the values of its entry there, or of its kind's (a variant
-    such as gemm@t32 from gemm's), instead of ``START``. ``progress`` receives a
+    such as gemm@t32 from gemm's), instead of ``START``. ``own_kernel``: fit each cost name's cost in its
+    own kernel (``GPUSpec.kernel_task_costs``) on the rows it fits that ran its own kernel (the megakernel's
+    rows left out; ``kernel_fits``). ``progress`` receives a
     ``CalibrationProgress`` of ``stage`` after each batch of simulations of each fit (from the fits' threads)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -244,6 +247,11 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         forced_fitted = base_kind(name) in FORCED_FITTED_KINDS
         fitted_rows = ([r for r in queued if forced_fitted or not forced_occupancy(r)]
                        or [r for r in rows if r.get("timing", "events") == "events"])
+        if own_kernel:
+            if not queued:
+                continue                  # (a first-round kind's one fit is its own kernel's already)
+            rows = [r for r in rows if r.get("kernel") != "megakernel"]
+            fitted_rows = [r for r in fitted_rows if r.get("kernel") != "megakernel"]
         for layer in layers:     # a variant (gemm@t32) is timed on some layers only: priced as its kind elsewhere
             if "@" not in name and not any(r["layer"] == layer for r in fitted_rows):
                 raise SpecError(f"measurements: no time of kind {name!r} on layer {layer!r}")
@@ -389,6 +397,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
+    spec = kernel_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
     mixed = m.extra.get("mixed_kind_rows") or []
     with _scalar_pool(workers) as map_fn:
         if mixed:
@@ -409,6 +418,40 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         if end_rows:
             report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params, map_fn=map_fn)
     return spec, report
+
+
+def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
+                report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
+    """``spec`` with each second-round cost name's cost in its own kernel (``GPUSpec.kernel_task_costs``),
+    fitted as a kind of its own: on the runs of its own kernel that its megakernel cost was fitted on too
+    (natural occupancy; the GEMMs' forced ones), every field its own kernel reads free, from scratch (the
+    kinds' starts, ``ALT_STARTS`` too, the prior). The kind's own kernel and the megakernel's device function
+    are different builds, and one cost left the own kernel's runs off by up to 11% (the input transform slow,
+    the output transform fast) to fit the megakernel's; the megakernel's cost keeps the joint fit of every
+    occupancy, which is what pins how its blocks share an SM (docs/calibration.md, "A kind's own kernel").
+    The report's ``own_kernels``."""
+    if progress is not None:
+        progress(CalibrationProgress("own kernels"))
+    jobs, fits = kind_fits(spec, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
+                           stage="own kernels", own_kernel=True)
+    kernel_costs: dict[str, TaskCost] = {}
+    sources = dict(spec.sources)
+    report["own_kernels"] = {}
+    for job, fit in zip(jobs, fits):
+        name = job["kind"]
+        kernel_costs[name] = dataclasses.replace(fit["cost"], megakernel_fixed_ns=0.0, megakernel_claim_ns=None)
+        how = (f"{name}'s tasks alone in its own kernel on {', '.join(layers)} at --param {job['params']}: "
+               f"{job['n_rows']} runs (natural occupancy{', and forced lower' if job['forced_fitted'] else ''}), "
+               f"timed with the host's launch cost hidden (gpu.calibrate.occupancy); {', '.join(job['free'])} "
+               f"fitted jointly so that megasim's simulation of each run matches its median, rms log error "
+               f"{fit['rms_log_error']:.3f}")
+        for field_name in job["free"]:
+            sources[f"kernel_task_costs.{name}.{field_name}"] = source(m, how)
+        report["own_kernels"][name] = {**{f: getattr(fit["cost"], f) for f in job["free"]},
+                                       "cases": [c[0] for c in job["cases"]], "measured_us": fit["measured_us"],
+                                       "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
+                                       "evaluations": fit["evaluations"]}
+    return dataclasses.replace(spec, kernel_task_costs=kernel_costs, sources=sources)
 
 
 @contextlib.contextmanager

@@ -95,16 +95,20 @@ class FitReport:
 
 
 def _carry_kinds(spec, other):
-    """`spec` with the task costs of kinds it lacks copied, with their sources, from the spec `other`."""
+    """`spec` with the task costs of kinds it lacks copied, with their sources, from the spec `other` (and
+    their own kernels' costs, ``kernel_task_costs``, where `other` gives them)."""
     if other is None:
         return spec
     import dataclasses
-    costs, sources = dict(spec.task_costs), dict(spec.sources)
+    costs, kernel_costs, sources = dict(spec.task_costs), dict(spec.kernel_task_costs), dict(spec.sources)
     for kind, cost in other.task_costs.items():
         if kind not in costs:
             costs[kind] = cost
-            sources.update({k: v for k, v in other.sources.items() if k.startswith(f"task_costs.{kind}.")})
-    return dataclasses.replace(spec, task_costs=costs, sources=sources)
+            if kind in other.kernel_task_costs:
+                kernel_costs[kind] = other.kernel_task_costs[kind]
+            sources.update({k: v for k, v in other.sources.items()
+                            if k.startswith((f"task_costs.{kind}.", f"kernel_task_costs.{kind}."))})
+    return dataclasses.replace(spec, task_costs=costs, kernel_task_costs=kernel_costs, sources=sources)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -158,6 +162,9 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                                                                    "megakernel_fixed_ns") if name in fit)
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
               f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
+    if report.get("own_kernels"):
+        fits = ", ".join(f"{kind} {fit['rms_log_error']:.3f}" for kind, fit in report["own_kernels"].items())
+        print(f"  own kernels (the non-fused pipeline's launches), rms log error over their own runs: {fits}")
     if report.get("mixed_checks"):
         errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
         factor = report.get("mixed_kinds_sm_factor")

@@ -43,6 +43,30 @@ def _entry(where: str, raw: Any) -> tuple[float, str]:
     return value, source
 
 
+def _costs(origin: str, data: dict, key: str, sources: dict[str, str]) -> dict[str, TaskCost]:
+    """The TaskCost entries under ``key`` (``task_costs``, ``kernel_task_costs``) of a spec file's JSON,
+    their sources added to ``sources`` as ``key.name.field``."""
+    raw_costs = data.get(key, {})
+    if not isinstance(raw_costs, dict):
+        raise SpecError(f"spec {origin}: '{key}' must be an object")
+    costs: dict[str, TaskCost] = {}
+    for kind, raw in raw_costs.items():
+        if not isinstance(raw, dict):
+            raise SpecError(f"spec {origin}: {key}.{kind} must be an object")
+        unknown = sorted(set(raw) - set(_COST_FIELDS))
+        if unknown:
+            raise SpecError(f"spec {origin}: unknown task cost field {unknown[0]!r} (allowed: {', '.join(_COST_FIELDS)})")
+        cost_kwargs = {}
+        for cf in _COST_FIELDS:
+            if cf in raw:
+                cost_kwargs[cf], sources[f"{key}.{kind}.{cf}"] = _entry(f"spec {origin}: {key}.{kind}.{cf}", raw[cf])
+        try:
+            costs[kind] = TaskCost(**cost_kwargs)
+        except SpecError as err:
+            raise SpecError(f"spec {origin}: {key}.{kind}: {err}") from None
+    return costs
+
+
 def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     """Build a GPUSpec from the parsed JSON of a spec file; `origin` names it in errors."""
     if not isinstance(data, dict):
@@ -54,7 +78,7 @@ def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     if not isinstance(name, str) or not name.strip() or any(ord(ch) < 32 for ch in name):
         # a newline in the name split the commands' one-line reports (`on x\ny (spec file ...)`)
         raise SpecError(f"spec {origin}: 'name' must be a non-empty string without control characters, got {name!r}")
-    allowed_top = {"schema_version", "name", "description", "values", "task_costs"}
+    allowed_top = {"schema_version", "name", "description", "values", "task_costs", "kernel_task_costs"}
     unknown = sorted(set(data) - allowed_top)
     if unknown:
         raise SpecError(f"spec {origin}: unknown top-level key {unknown[0]!r} (allowed: {', '.join(sorted(allowed_top))})")
@@ -75,28 +99,11 @@ def spec_from_dict(data: Any, origin: str = "<dict>") -> GPUSpec:
     for n in OPTIONAL_FIELDS:
         if n in values:
             kwargs[n], sources[n] = _entry(f"spec {origin}: values.{n}", values[n])
-    costs: dict[str, TaskCost] = {}
-    raw_costs = data.get("task_costs", {})
-    if not isinstance(raw_costs, dict):
-        raise SpecError(f"spec {origin}: 'task_costs' must be an object")
-    for kind, raw in raw_costs.items():
-        if not isinstance(raw, dict):
-            raise SpecError(f"spec {origin}: task_costs.{kind} must be an object")
-        unknown = sorted(set(raw) - set(_COST_FIELDS))
-        if unknown:
-            raise SpecError(f"spec {origin}: unknown task cost field {unknown[0]!r} (allowed: {', '.join(_COST_FIELDS)})")
-        cost_kwargs = {}
-        for cf in _COST_FIELDS:
-            if cf in raw:
-                cost_kwargs[cf], sources[f"task_costs.{kind}.{cf}"] = _entry(
-                    f"spec {origin}: task_costs.{kind}.{cf}", raw[cf])
-        try:
-            costs[kind] = TaskCost(**cost_kwargs)
-        except SpecError as err:
-            raise SpecError(f"spec {origin}: task_costs.{kind}: {err}") from None
+    costs = _costs(origin, data, "task_costs", sources)
+    kernel_costs = _costs(origin, data, "kernel_task_costs", sources)
     try:
         return GPUSpec(name=name, description=str(data.get("description", "")),
-                       task_costs=costs, sources=sources, **kwargs)
+                       task_costs=costs, kernel_task_costs=kernel_costs, sources=sources, **kwargs)
     except SpecError as err:
         raise SpecError(f"spec {origin}: {err}") from None
 
@@ -110,14 +117,18 @@ def spec_to_dict(spec: GPUSpec) -> dict[str, Any]:
             continue                        # (the default: implied by the bandwidths)
         if getattr(spec, n) is not None:
             values[n] = {"value": getattr(spec, n), "source": spec.sources.get(n, "unknown")}
-    costs = {}
-    for kind, cost in spec.task_costs.items():
-        costs[kind] = {cf: {"value": getattr(cost, cf),
-                            "source": spec.sources.get(f"task_costs.{kind}.{cf}", "unknown")}
-                       for cf in _COST_FIELDS
-                       if cf in _COST_ALWAYS or getattr(cost, cf) != _COST_DEFAULTS[cf]}
-    return {"schema_version": SCHEMA_VERSION, "name": spec.name, "description": spec.description,
-            "values": values, "task_costs": costs}
+    out = {"schema_version": SCHEMA_VERSION, "name": spec.name, "description": spec.description,
+           "values": values, "task_costs": _costs_dict(spec, "task_costs")}
+    if spec.kernel_task_costs:
+        out["kernel_task_costs"] = _costs_dict(spec, "kernel_task_costs")
+    return out
+
+
+def _costs_dict(spec: GPUSpec, key: str) -> dict[str, Any]:
+    """The JSON-ready form of a spec's cost table ``key`` (its fields at their defaults left out)."""
+    return {kind: {cf: {"value": getattr(cost, cf), "source": spec.sources.get(f"{key}.{kind}.{cf}", "unknown")}
+                   for cf in _COST_FIELDS if cf in _COST_ALWAYS or getattr(cost, cf) != _COST_DEFAULTS[cf]}
+            for kind, cost in getattr(spec, key).items()}
 
 
 def load_spec(path: str | Path) -> GPUSpec:

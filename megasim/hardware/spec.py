@@ -226,6 +226,14 @@ class GPUSpec:
     # fitted under), fixed when the spec is made.
     block_l2_bw_ratio: float | None = None
     task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
+    # Optional, per cost name: the kind's cost in its own kernel (a launch of that kind alone, not the
+    # megakernel: the non-fused pipeline's launches), where it differs from ``task_costs``'. The two are
+    # different builds of the kind's code: its own kernel at its own registers and threads, and a device
+    # function of the megakernel. A calibration fits ``task_costs`` on all the kind's single-kind runs (both
+    # kernels, every occupancy: what pins how its blocks share an SM) and then this on its own kernel's
+    # runs alone, started from (and held to) the first (megasim.calibration.winograd.kernel_fits). A cost
+    # name without an entry here is priced by ``task_costs`` in both (``kernel_task_cost``).
+    kernel_task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
 
@@ -233,7 +241,7 @@ class GPUSpec:
         if self.block_l2_bw_ratio is None and _positive(self.l2_bw_gbps) and _positive(self.dram_bw_gbps):
             object.__setattr__(self, "block_l2_bw_ratio", self.l2_bw_gbps / self.dram_bw_gbps)
         for f in dataclasses.fields(self):
-            if f.name in ("name", "task_costs", "sources", "description"):
+            if f.name in ("name", "task_costs", "kernel_task_costs", "sources", "description"):
                 continue
             value = getattr(self, f.name)
             if f.name in OPTIONAL_FIELDS and value is None:
@@ -305,6 +313,17 @@ class GPUSpec:
             return self.task_costs[base]
         return self.task_costs.get("default", TaskCost())
 
+    def kernel_task_cost(self, cost_name: str) -> TaskCost:
+        """The cost of a cost name's tasks in a launch of their kind's own kernel: its
+        ``kernel_task_costs`` entry; a variant without an entry of its own in either table takes its kind's
+        own-kernel entry (as ``task_cost`` falls back to the kind's); else ``task_cost``."""
+        if cost_name in self.kernel_task_costs:
+            return self.kernel_task_costs[cost_name]
+        base = base_kind(cost_name)
+        if cost_name not in self.task_costs and base in self.kernel_task_costs:
+            return self.kernel_task_costs[base]
+        return self.task_cost(cost_name)
+
     def prices(self, cost_name: str) -> bool:
         """Whether the spec has a cost of its own for `cost_name` (its entry, or its kind's), rather than
         the 'default' entry every kind it does not name falls back to (a preset has only that one)."""
@@ -367,5 +386,5 @@ OPTIONAL_FIELDS = ("megakernel_launch_ns", "queued_launch_ns", "mixed_kinds_sm_f
 
 def spec_field_names() -> tuple[str, ...]:
     """The numeric fields a spec file must give, in declaration order."""
-    skip = {"name", "task_costs", "sources", "description", *OPTIONAL_FIELDS}
+    skip = {"name", "task_costs", "kernel_task_costs", "sources", "description", *OPTIONAL_FIELDS}
     return tuple(f.name for f in dataclasses.fields(GPUSpec) if f.name not in skip)

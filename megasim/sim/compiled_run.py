@@ -28,7 +28,7 @@ from megasim.sim.clock import event_limit, runaway_error
 from megasim.sim.launches import claim_costs, is_megakernel, launch_blocks_per_sm
 from megasim.sim.resources import STRETCH_LEVELS, classes_of, kind_caps
 from megasim.sim.result import SimResult
-from megasim.sim.run_setup import task_costs, tracked_accesses
+from megasim.sim.run_setup import priced_kinds, task_costs, tracked_accesses
 from megasim.taskgraph import TaskGraph
 
 MEM_SHARED, MEM_CAPPED, MEM_STRETCH, SM_FIRST = 0, 1, 2, 3   # server ids; then the SMs: shared, capped, readiness
@@ -67,14 +67,14 @@ class _CompiledRun:
     def __init__(self, graph: TaskGraph, schedule: Schedule, spec: GPUSpec, placement: str,
                  progress: Callable[[int, int], None] | None) -> None:
         self.graph, self.schedule, self.spec, self.placement, self.progress = graph, schedule, spec, placement, progress
-        self.costs = [spec.task_cost(k) for k in graph.cost_names]
-        self.kind = graph.kind.astype(np.int64)
+        # per price (run_setup.priced_kinds: a kind's cost name, or its own kernel's cost), each task's
+        self.costs, self.kind = priced_kinds(graph, schedule, spec)
         self.launches = list(schedule.launches)
         # Per launch: its occupancy, blocks per SM, kinds and whether the megakernel runs it.
         self.plans = []
         for launch in self.launches:
             occ, per_sm = launch_blocks_per_sm(spec, graph, launch)
-            self.plans.append((occ, per_sm, np.unique(graph.kind[launch.order]).tolist(), is_megakernel(graph, launch)))
+            self.plans.append((occ, per_sm, np.unique(self.kind[launch.order]).tolist(), is_megakernel(graph, launch)))
         self.max_per_sm = max((p[1] for p in self.plans), default=1)
         self.max_slots = spec.sm_count * self.max_per_sm
         self.sm_room = 2 * self.max_per_sm + 2          # blocks on an SM at once, with a margin
@@ -82,7 +82,7 @@ class _CompiledRun:
                       for launch in self.launches]
         self._classes_and_servers()
         self.tracked, self.rptr, self.task_bytes = tracked_accesses(graph)
-        self.compute_ns, self.fixed_plain, self.fixed_mega = task_costs(graph, spec, self.costs)
+        self.compute_ns, self.fixed_plain, self.fixed_mega = task_costs(graph, spec, self.costs, self.kind)
         self.tb = self._tables()
         self.arrays = self._state_arrays()
         # (the loop writes into these arrays; the event heap's it replaces as it grows)
@@ -178,7 +178,7 @@ class _CompiledRun:
         consts[loop.C_HIT_ON] = self.hit_on
         consts[loop.C_L2_RATIO] = spec.block_l2_bw_ratio
         tables = dict(
-            consts=consts, kind_of=np.ascontiguousarray(graph.kind, np.int16), compute_ns=self.compute_ns,
+            consts=consts, kind_of=np.ascontiguousarray(self.kind, np.int16), compute_ns=self.compute_ns,
             task_bytes=self.task_bytes, rptr=self.rptr,
             waits=np.ascontiguousarray(graph.wait_counters, np.int32).reshape(t, -1),
             signals=np.ascontiguousarray(graph.signal_counters, np.int32).reshape(t, -1),

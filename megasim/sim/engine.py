@@ -115,7 +115,7 @@ from megasim.sim.launches import _Launches, launch_footprint
 from megasim.sim.phases import _Phases
 from megasim.sim.resources import STRETCH_LEVELS, Resources
 from megasim.sim.result import SimResult
-from megasim.sim.run_setup import _Setup
+from megasim.sim.run_setup import _Setup, priced_kinds
 from megasim.taskgraph import TaskGraph
 
 PLACEMENTS = ("round_robin", "fill")
@@ -232,7 +232,7 @@ class Simulation:
                     why = str(err)
             if engine == "compiled":
                 raise SimulationError(f"engine='compiled' is not allowed here: {why} (use engine='auto' or 'simpy')")
-        self._run = _Run(self.graph, self.spec, self.options, self.env, self.progress)
+        self._run = _Run(self.graph, self.schedule, self.spec, self.options, self.env, self.progress)
         return self._run.run(self.schedule, self._wall)
 
 
@@ -245,13 +245,13 @@ class _Run(_Setup, _Launches, _Claims, _Phases):
         """The queue entries the model posted (``ModelEnvironment.events``)."""
         return self.clock.events
 
-    def __init__(self, graph: TaskGraph, spec: GPUSpec, options: SimOptions, env: ModelEnvironment,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, graph: TaskGraph, schedule: Schedule, spec: GPUSpec, options: SimOptions,
+                 env: ModelEnvironment, progress: Callable[[int, int], None] | None = None) -> None:
         self.graph, self.spec, self.options, self.progress = graph, spec, options, progress
         self.clock = env
         self.done = env.event()         # succeeds when the schedule's last launch has ended
-        costs = [spec.task_cost(k) for k in graph.cost_names]     # per kind, under its cost name
-        self._init_costs(costs)
+        costs, price = priced_kinds(graph, schedule, spec)     # per kind, under its cost name (and own kernel)
+        self._init_costs(costs, price)
         self._init_counters()
         self._init_accesses()
         self._init_records()

@@ -94,7 +94,7 @@ class _Launches:
             return
         launch = self.launches[self.launch_index]
         occ, per_sm = launch_blocks_per_sm(self.spec, self.graph, launch)
-        kinds = np.unique(self.graph.kind[launch.order]).tolist()
+        kinds = np.unique(self.price[launch.order]).tolist()     # its tasks' prices (run_setup.priced_kinds)
         self.sms, self.mem, self.presence = self.resources.for_launch(kinds)
         self.fixed_ns = self._fixed_mega if self._is_megakernel(launch) else self._fixed_plain
         self.cur = launch

@@ -14,34 +14,65 @@ from array import array
 import numpy as np
 
 from megasim.hardware.spec import TaskCost
+from megasim.schedule import Schedule
 from megasim.sim.l2 import L2Cache
+from megasim.sim.launches import is_megakernel
 from megasim.taskgraph import PER_TASK_LATENCIES, PER_TASK_SM_COSTS, TaskGraph
 
 
-def _priced(graph: TaskGraph, costs: list[TaskCost], pairs) -> np.ndarray | float:
-    """Sum over (per-task array, TaskCost field) pairs of array * the task's kind's price (ns; ``costs``
-    per kind of ``graph``); the arrays a graph does not give add nothing."""
+def _priced(graph: TaskGraph, costs: list[TaskCost], price: np.ndarray, pairs) -> np.ndarray | float:
+    """Sum over (per-task array, TaskCost field) pairs of array * the task's cost's field (ns; ``price``
+    each task's index in ``costs``); the arrays a graph does not give add nothing."""
     total = 0.0
     for name, field in pairs:
         arr = getattr(graph, name)
         if arr is not None:
-            price = np.array([getattr(c, field) for c in costs])
-            total = total + arr * price[graph.kind]
+            values = np.array([getattr(c, field) for c in costs])
+            total = total + arr * values[price]
     return total
 
 
-def task_costs(graph: TaskGraph, spec, costs: list[TaskCost]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def priced_kinds(graph: TaskGraph, schedule: Schedule, spec) -> tuple[list[TaskCost], np.ndarray]:
+    """Each task's price: the costs, and per task the index of its own in them (int64). A task is priced
+    by its kind's cost name (``graph.cost_names``, ``GPUSpec.task_cost``), and in a launch of its kind's
+    own kernel (not the megakernel: ``megasim.sim.launches.is_megakernel``) by the name's own-kernel cost
+    where the spec gives one (``GPUSpec.kernel_task_cost``): a price of its own, after the kinds'. Without
+    such costs the prices are the kinds (``graph.kind``, the costs ``task_cost``'s)."""
+    names = graph.cost_names
+    costs = [spec.task_cost(n) for n in names]
+    if not spec.kernel_task_costs:
+        return costs, graph.kind.astype(np.int64)
+    price = graph.kind.astype(np.int64)
+    own: dict[int, int] = {}            # kind -> the index of its own-kernel price
+    for launch in schedule.launches:
+        if is_megakernel(graph, launch) or not len(launch.order):
+            continue
+        k = int(graph.kind[launch.order[0]])
+        cost = spec.kernel_task_cost(names[k])
+        if cost is costs[k]:
+            continue                    # (no own-kernel cost: priced as in the megakernel)
+        if k not in own:
+            own[k] = len(costs)
+            costs.append(cost)
+        price[np.asarray(launch.order, np.int64)] = own[k]
+    return costs, price
+
+
+def task_costs(graph: TaskGraph, spec, costs: list[TaskCost], price: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per task (float64): compute work (ns of its SM), fixed latency, and fixed latency when the
-    megakernel runs it (the same array when no kind gives ``megakernel_fixed_ns``)."""
+    megakernel runs it (the same array when no kind gives ``megakernel_fixed_ns``). ``price``: each task's
+    index in ``costs`` (``priced_kinds``; default its kind)."""
     t = graph.num_tasks
+    price = graph.kind if price is None else price
     eff = np.array([c.compute_efficiency for c in costs])
     fixed = np.array([c.fixed_ns for c in costs])
-    compute_ns = graph.flops / (spec.sm_gflops * eff[graph.kind]) + _priced(graph, costs, PER_TASK_SM_COSTS)
+    compute_ns = graph.flops / (spec.sm_gflops * eff[price]) + _priced(graph, costs, price, PER_TASK_SM_COSTS)
     compute_ns = np.ascontiguousarray(np.broadcast_to(compute_ns, (t,)).astype(np.float64))
-    fixed_ns = fixed[graph.kind] + _priced(graph, costs, PER_TASK_LATENCIES)
+    fixed_ns = fixed[price] + _priced(graph, costs, price, PER_TASK_LATENCIES)
     fixed_plain = np.ascontiguousarray(np.broadcast_to(fixed_ns, (t,)).astype(np.float64))
     mk_fixed = np.array([c.megakernel_fixed_ns for c in costs])
-    fixed_mega = (fixed_ns + mk_fixed[graph.kind]).astype(np.float64) if mk_fixed.any() else fixed_plain
+    fixed_mega = (fixed_ns + mk_fixed[price]).astype(np.float64) if mk_fixed.any() else fixed_plain
     return compute_ns, fixed_plain, fixed_mega
 
 
@@ -61,11 +92,11 @@ def tracked_accesses(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray, np.ndarr
 class _Setup:
     """``_Run``'s tables (mixed into ``megasim.sim.engine._Run``; ``graph`` and ``spec`` are set first)."""
 
-    def _init_costs(self, costs: list[TaskCost]) -> None:
-        """Per task: compute work, fixed latency (plain and in the megakernel); per kind: claim and
-        launch costs, memory overlap."""
+    def _init_costs(self, costs: list[TaskCost], price: np.ndarray) -> None:
+        """Per task: compute work, fixed latency (plain and in the megakernel); per price (``priced_kinds``;
+        ``kind_of`` holds each task's): claim and launch costs, memory overlap."""
         graph = self.graph
-        compute_ns, fixed_plain, fixed_mega = task_costs(graph, self.spec, costs)
+        compute_ns, fixed_plain, fixed_mega = task_costs(graph, self.spec, costs, price)
         self.launch_fixed = [c.launch_fixed_ns for c in costs]
         self.compute_ns = array("d", compute_ns.tobytes())
         self.fixed_ns = self._fixed_plain = array("d", fixed_plain.tobytes())
@@ -74,7 +105,8 @@ class _Setup:
         # A megakernel block's claim of a task (ticket, table row, counter look, acquire fence): its
         # kind's megakernel_claim_ns, None = an atomic round trip for the ticket and one for the look.
         self.mk_claim = [c.megakernel_claim_ns for c in costs]
-        self.kind_of = graph.kind.tolist()
+        self.price = price
+        self.kind_of = price.tolist()
         # Memory/compute overlap (TaskCost.memory_overlap): that fraction of a task's memory work runs
         # beside its compute phase (a pipelined kernel's loads of the next stage); the task ends when both end.
         self.overlap = [c.memory_overlap for c in costs]
