@@ -212,3 +212,45 @@ def test_case_pool_matches_one_process_and_keeps_order():
     assert all(a > b for a, b in zip(again, serial))   # a slower kind: every case slower (no stale cost)
     with pytest.raises(ValueError, match="workers=0"):
         CasePool({"gemm": cases}, workers=0)
+
+
+@pytest.mark.slow
+def test_own_kernel_costs_fit_the_own_kernels_runs_that_the_joint_cost_cannot():
+    """Each kind's own kernel a slower build than its megakernel function (the truth's kernel_task_costs): the
+    joint cost fits both kernels' runs as well as one cost can, and the own-kernel stage fits the own kernel's."""
+    mega = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
+            "itrans": TaskCost(0.2, 1500.0, block_sm_ready=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
+            "gemm": TaskCost(0.45, 300.0, block_sm_ready=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
+            "otrans": TaskCost(0.25, 900.0, block_sm_ready=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
+    own = {k: dataclasses.replace(c, compute_efficiency=c.compute_efficiency * 0.6,
+                                  megakernel_fixed_ns=0.0) for k, c in mega.items()}
+    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **mega}, kernel_task_costs=own)
+    rows = []
+    for kind, cases in kind_cases((LAYER,)).items():
+        (_, sub, sched), = cases
+        for v in VARIANTS:
+            g, s = variant_case(sub, sched, v)
+            rows.append({"layer": LAYER, "kind": kind, "tasks": sub.num_tasks,
+                         "median_ms": simulated_us(simulate(g, s, spec), v["timing"]) / 1000.0, **v})
+    values = {name: {"value": getattr(spec, name), "method": "test"} for name in
+              ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
+    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows)
+    fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=100, workers=1)
+    assert set(report["own_kernels"]) == set(mega)
+    # kept where it fits the own kernel's runs better than the joint cost (here: not the filter transform,
+    # whose one run hardly moves with the efficiency)
+    assert set(fitted.kernel_task_costs) == {k for k, r in report["own_kernels"].items() if r["kept"]} >= {"gemm", "itrans"}
+    joint_only = dataclasses.replace(fitted, kernel_task_costs={})
+    for kind in mega:
+        # (a transform has one own-kernel run fitted here, and the prior holds its six fields near their starts)
+        assert report["own_kernels"][kind]["rms_log_error"] < 0.04, kind
+        (_, sub, sched), = kind_cases((LAYER,))[kind]
+        g, s = variant_case(sub, sched, VARIANTS[0])          # its own kernel at its own occupancy
+        want = simulated_us(simulate(g, s, spec), "queued")
+        own_error = abs(simulated_us(simulate(g, s, fitted), "queued") / want - 1)
+        joint_error = abs(simulated_us(simulate(g, s, joint_only), "queued") / want - 1)
+        assert own_error <= joint_error, kind
+        if kind in fitted.kernel_task_costs:
+            assert own_error < 0.04 and joint_error > 1.8 * own_error, (kind, own_error, joint_error)
+        g, s = variant_case(sub, sched, VARIANTS[4])          # the megakernel's runs: priced by the joint cost
+        assert simulated_us(simulate(g, s, fitted), "queued") == simulated_us(simulate(g, s, joint_only), "queued")

@@ -22,7 +22,9 @@ tail), the task bodies, and with them every cost that describes how a body uses 
   (``mixed_kinds_sm_factor``, ``younger_block_weight``) and measured GPU values are kept, but for one: a
   spec without ``megakernel_reset_ns`` (fitted before the model priced the reset kernel before each
   megakernel launch) gets the measurements' (``megasim.calibration.winograd.reset_entry``) before the
-  refit, so that the refitted ``megakernel_fixed_ns`` no longer holds it.
+  refit, so that the refitted ``megakernel_fixed_ns`` no longer holds it;
+- a spec's costs of the kinds' own kernels (``GPUSpec.kernel_task_costs``) are kept: the refitted fields
+  are the joint costs', fitted on all their rows as a calibration fits them (the own kernels' costs aside).
 
 Every changed value's source names the new measurements; every kept value keeps its source. As for a
 full calibration, nothing is fitted to a fused run.
@@ -91,7 +93,9 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
             report["kinds"].setdefault(name, {})["megakernel_claim_ns"] = {"before": before, "after": claim["value"]}
     costs = dict(base.task_costs)
     if refit:
-        jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, refit=tuple(refit))
+        # (the joint costs, on all their rows, as the calibration fitted them: its own kernels' costs aside)
+        jobs, fits = kind_fits(dataclasses.replace(base, kernel_task_costs={}), m, layers, natural_of, params_of,
+                               max_evals, workers, refit=tuple(refit))
         for job, fit in zip(jobs, fits):
             name = job["kind"]
             old = base.task_cost(name)

@@ -210,6 +210,8 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
                    start_values=job.get("start_values"), on_evaluation=on_evaluation,
                    alt_starts=job["alt_starts"], prior_weight=job["prior_weight"])
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
+    if job.get("own_kernel"):       # what the spec's (joint) cost gives the same runs, to compare (kernel_fits)
+        fit["joint_simulated_us"] = pool.simulate(kind, spec, kind, spec.task_cost(kind))
     if progress is not None:
         progress(CalibrationProgress(stage, kind, fit["evaluations"], budget, fit["rms_log_error"], done=True))
     return fit
@@ -292,7 +294,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "round2": round2, "start_values": start_values,
                      "alt_starts": ALT_STARTS if round2 and refit is None else (),
                      "prior_weight": PRIOR_WEIGHT if refit is None else UPDATE_PRIOR_WEIGHT,
-                     "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "checks": [case_of(r) for r in checks],
+                     "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "own_kernel": own_kernel,
+                     "checks": [case_of(r) for r in checks],
                      "check_measured_us": [float(r["median_ms"]) * 1000.0 for r in checks]})
     cases_by_key = {}
     for j in jobs:
@@ -429,7 +432,9 @@ def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, m
     are different builds, and one cost left the own kernel's runs off by up to 11% (the input transform slow,
     the output transform fast) to fit the megakernel's; the megakernel's cost keeps the joint fit of every
     occupancy, which is what pins how its blocks share an SM (docs/calibration.md, "A kind's own kernel").
-    The report's ``own_kernels``."""
+    A cost name gets its own-kernel cost only where that fits its own kernel's runs better (rms log error)
+    than its joint cost does: with few runs the prior holds the fit near the kinds' generic starts. The
+    report's ``own_kernels`` (``kept``: whether it did)."""
     if progress is not None:
         progress(CalibrationProgress("own kernels"))
     jobs, fits = kind_fits(spec, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
@@ -439,18 +444,23 @@ def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, m
     report["own_kernels"] = {}
     for job, fit in zip(jobs, fits):
         name = job["kind"]
+        joint_rms = float(np.sqrt(np.mean(np.log(np.asarray(fit["joint_simulated_us"]) / fit["measured_us"]) ** 2)))
+        kept = fit["rms_log_error"] < joint_rms
+        report["own_kernels"][name] = {**{f: getattr(fit["cost"], f) for f in job["free"]},
+                                       "cases": [c[0] for c in job["cases"]], "measured_us": fit["measured_us"],
+                                       "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
+                                       "joint_simulated_us": fit["joint_simulated_us"], "joint_rms_log_error": joint_rms,
+                                       "kept": kept, "evaluations": fit["evaluations"]}
+        if not kept:
+            continue
         kernel_costs[name] = dataclasses.replace(fit["cost"], megakernel_fixed_ns=0.0, megakernel_claim_ns=None)
         how = (f"{name}'s tasks alone in its own kernel on {', '.join(layers)} at --param {job['params']}: "
                f"{job['n_rows']} runs (natural occupancy{', and forced lower' if job['forced_fitted'] else ''}), "
                f"timed with the host's launch cost hidden (gpu.calibrate.occupancy); {', '.join(job['free'])} "
                f"fitted jointly so that megasim's simulation of each run matches its median, rms log error "
-               f"{fit['rms_log_error']:.3f}")
+               f"{fit['rms_log_error']:.3f} (its joint cost: {joint_rms:.3f})")
         for field_name in job["free"]:
             sources[f"kernel_task_costs.{name}.{field_name}"] = source(m, how)
-        report["own_kernels"][name] = {**{f: getattr(fit["cost"], f) for f in job["free"]},
-                                       "cases": [c[0] for c in job["cases"]], "measured_us": fit["measured_us"],
-                                       "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
-                                       "evaluations": fit["evaluations"]}
     return dataclasses.replace(spec, kernel_task_costs=kernel_costs, sources=sources)
 
 

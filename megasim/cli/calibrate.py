@@ -163,8 +163,10 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
               f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
     if report.get("own_kernels"):
-        fits = ", ".join(f"{kind} {fit['rms_log_error']:.3f}" for kind, fit in report["own_kernels"].items())
-        print(f"  own kernels (the non-fused pipeline's launches), rms log error over their own runs: {fits}")
+        fits = ", ".join(f"{kind} {fit['rms_log_error']:.3f} against {fit['joint_rms_log_error']:.3f}"
+                         f"{'' if fit['kept'] else ' (not kept)'}" for kind, fit in report["own_kernels"].items())
+        print(f"  own kernels (the non-fused pipeline's launches), rms log error over their own runs, own cost "
+              f"against the joint one: {fits}")
     if report.get("mixed_checks"):
         errors = ", ".join(f"{c['layer']} {c['kinds']} {c['error']:+.1%}" for c in report["mixed_checks"])
         factor = report.get("mixed_kinds_sm_factor")
