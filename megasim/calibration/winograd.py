@@ -18,7 +18,9 @@ forced shared memory, the megakernel running only that kind, per task and persis
 host's launch cost hidden; ``calibrated_spec`` then fits the second round's costs per kind on those runs
 (``kind_fits``: efficiency, fixed time, ``block_sm_ready``, ``block_dram_bw_gbps``,
 ``megakernel_fixed_ns``, ...), simulating each run as it was measured. The runs of a kind's own kernel at
-forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``).
+forced lower occupancy are checks, not fitted, for the transforms (``forced_occupancy``). Last, each cost name
+is fitted again on its own kernel's runs alone, its cost in the non-fused pipeline's launches (``kernel_fits``,
+``GPUSpec.kernel_task_costs``): its own kernel is another build than its function in the megakernel.
 
 Each kind's ``megakernel_claim_ns`` (a megakernel block's claim of a task: ticket, table row,
 counter look, acquire fence) is not fitted: it is the mean claim -> ready time of the kind's traced

@@ -2,7 +2,8 @@
 
 What it models (times in ns, data in bytes; all costs from the GPUSpec, each kind's from the entry
 of its cost name, ``TaskGraph.cost_names``: the kind, or an implementation variant of it such as the
-GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry):
+GEMM at t = 32, ``gemm@t32``, which falls back to the kind's entry; in a launch of one kind's own
+kernel, the name's own-kernel entry where the spec gives one, ``megasim.sim.run_setup.priced_kinds``):
 
 - **SMs and occupancy.** Each launch fits ``blocks_per_sm`` blocks on every SM (``occupancy``), the
   limit set by its largest task kind. A block holds its slot from dispatch until its task ends,

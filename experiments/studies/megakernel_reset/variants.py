@@ -24,6 +24,7 @@ Reads only the files named; no simulation (seconds).
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import json
 from pathlib import Path
@@ -35,9 +36,25 @@ SUMMARY_KEYS = ("mape", "kendall_tau", "pairwise_accuracy_min", "pairwise_accura
                 "regret_fused_max", "speedup_error_max")
 
 
+def _per_layer(summary: dict, rows_csv: Path) -> dict:
+    """Per layer: regret, speedup error, and the mean of predicted / measured - 1 over its fused mappings and
+    over its non-fused ones (``megasim validate``'s rows)."""
+    errors: dict[str, dict[str, list[float]]] = {}
+    with rows_csv.open() as f:
+        for r in csv.DictReader(f):
+            if r.get("predicted_us") and r.get("measured_us"):
+                side = "nonfused" if r["schedule"] == "nonfused" else "fused"
+                errors.setdefault(r["layer"], {}).setdefault(side, []).append(
+                    float(r["predicted_us"]) / float(r["measured_us"]) - 1.0)
+    return {layer: {"regret": v["regret"], "speedup_error": v.get("speedup_error"),
+                    **{f"mean_error_{side}": sum(e) / len(e) for side, e in sorted(errors.get(layer, {}).items())}}
+            for layer, v in summary["per_layer"].items()}
+
+
 def variant_entry(spec_path: str, dirs: dict[str, str], note: str) -> dict:
     """One variant: its spec (hash, reset, each cost name's megakernel_fixed_ns) and, per validation set, the
-    overall metrics, the bars missed and each layer's pairwise accuracy."""
+    overall metrics, the bars missed, each layer's pairwise accuracy, and each layer's regret, speedup error and
+    mean signed error (predicted / measured - 1) of its fused and of its non-fused mappings."""
     spec = load_spec(spec_path)
     entry = {"note": note, "spec": spec_path, "spec_sha256": hashlib.sha256(Path(spec_path).read_bytes()).hexdigest(),
              "megakernel_reset_ns": spec.megakernel_reset_ns,
@@ -48,6 +65,7 @@ def variant_entry(spec_path: str, dirs: dict[str, str], note: str) -> dict:
         entry[name] = {"overall": {k: summary["overall"][k] for k in SUMMARY_KEYS},
                        "bars_not_met": [t for t, ok in summary["targets_met"].items() if not ok],
                        "pairwise_accuracy": {layer: v["pairwise_accuracy"] for layer, v in summary["per_layer"].items()},
+                       "per_layer": _per_layer(summary, Path(folder) / "validation.csv"),
                        "measured_from": summary["meta"]["measured_from"]}
     return entry
 
