@@ -231,8 +231,8 @@ class GPUSpec:
     # different builds of the kind's code: its own kernel at its own registers and threads, and a device
     # function of the megakernel. A calibration fits ``task_costs`` on all the kind's single-kind runs (both
     # kernels, every occupancy: what pins how its blocks share an SM) and then this on its own kernel's
-    # runs alone, started from (and held to) the first (megasim.calibration.winograd.kernel_fits). A cost
-    # name without an entry here is priced by ``task_costs`` in both (``kernel_task_cost``).
+    # runs alone, kept where it fits them better (megasim.calibration.winograd.kernel_fits). A cost name
+    # without an entry here is priced by ``task_costs`` in both (``kernel_task_cost``).
     kernel_task_costs: Mapping[str, TaskCost] = field(default_factory=dict, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     description: str = ""

@@ -49,8 +49,8 @@ def priced_kinds(graph: TaskGraph, schedule: Schedule, spec) -> tuple[list[TaskC
             continue
         k = int(graph.kind[launch.order[0]])
         cost = spec.kernel_task_cost(names[k])
-        if cost is costs[k]:
-            continue                    # (no own-kernel cost: priced as in the megakernel)
+        if cost == costs[k]:
+            continue                    # (no own-kernel cost of its own: priced as in the megakernel)
         if k not in own:
             own[k] = len(costs)
             costs.append(cost)
