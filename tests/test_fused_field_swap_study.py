@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from experiments.studies.calibration.fused_field_swap import main
 
-SPEC = "experiments/results/nvidia-h200/calibration_prior/specs/c_prior_0.1.json"
+SPEC = "megasim/hardware/calibrated/h200.json"
 
 
 def test_the_field_that_moves_the_fused_prediction_comes_first(tmp_path, capsys):
@@ -28,3 +30,10 @@ def test_the_field_that_moves_the_fused_prediction_comes_first(tmp_path, capsys)
     (move,) = data["swaps"][0]["moves"].values()
     assert move > 0.0            # a slower per-block rate: a longer fused run
     assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec, layers, says", [("/nonexistent.json", "resnet-1", "cannot be read"),
+                                                (SPEC, "no-such-layer", "unknown layer")])
+def test_bad_input_is_one_line(tmp_path, spec, layers, says):
+    with pytest.raises(SystemExit, match=f"fused_field_swap: .*{says}"):
+        main(["--spec", spec, "--reference", SPEC, "--layers", layers, "--out", str(tmp_path / "x.json")])

@@ -101,6 +101,11 @@ PRIOR_WEIGHT = 0.1
 UPDATE_PRIOR_WEIGHT = 0.01
 
 
+def rms_log_error(simulated_us, measured_us) -> float:
+    """The rms over runs of log(simulated / measured): how a fit's error is stated."""
+    return float(np.sqrt(np.mean(np.log(np.asarray(simulated_us, float) / np.asarray(measured_us, float)) ** 2)))
+
+
 def starts_for(free, alt_starts) -> list[Mapping[str, float]]:
     """The starts of `alt_starts` that name only fields in `free` (the others are skipped)."""
     return [alt for alt in alt_starts if set(alt) <= set(free)]
@@ -170,7 +175,7 @@ def fit_log_times(start: TaskCost, free, bounds, starts, linear, simulate_us: Ca
     best = least_squares_cost(start, free, bounds, starts, linear, residuals, max_evals, diff_step=1e-3)
     sim = np.asarray(simulate_us(best), float)
     return {"cost": best, "simulated_us": sim.tolist(), "measured_us": meas.tolist(),
-            "rms_log_error": float(np.sqrt(np.mean(np.log(sim / meas) ** 2))), "evaluations": evals[0]}
+            "rms_log_error": rms_log_error(sim, meas), "evaluations": evals[0]}
 
 
 def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_evals: int = 60,
@@ -266,5 +271,5 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         evaluations = evals[0]
     sim = list(simulate_costs([best])[0])
     return {"cost": best, "simulated_us": sim, "measured_us": list(map(float, meas)),
-            "rms_log_error": float(np.sqrt(np.mean(np.log(np.asarray(sim) / meas) ** 2))),
+            "rms_log_error": rms_log_error(sim, meas),
             "evaluations": evaluations}

@@ -56,7 +56,7 @@ from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
 from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
                                      PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, UPDATE_PRIOR_WEIGHT,
-                                     fit_kind, starts_for)
+                                     fit_kind, rms_log_error, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
 from megasim.calibration.reproducible import sum_of_squares
@@ -446,7 +446,7 @@ def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, m
     report["own_kernels"] = {}
     for job, fit in zip(jobs, fits):
         name = job["kind"]
-        joint_rms = float(np.sqrt(np.mean(np.log(np.asarray(fit["joint_simulated_us"]) / fit["measured_us"]) ** 2)))
+        joint_rms = rms_log_error(fit["joint_simulated_us"], fit["measured_us"])
         kept = fit["rms_log_error"] < joint_rms
         report["own_kernels"][name] = {**{f: getattr(fit["cost"], f) for f in job["free"]},
                                        "cases": [c[0] for c in job["cases"]], "measured_us": fit["measured_us"],

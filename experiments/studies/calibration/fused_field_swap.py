@@ -22,6 +22,7 @@ from experiments.studies.calibration.field_swap import differing_fields, swapped
 from megasim.calibration.validation import run_meta
 from megasim.hardware.files import spec_from_dict
 from megasim.cli.common import read_json
+from megasim.errors import MegasimError
 from megasim.plan import Plan, build
 from megasim.sim import simulate
 from megasim.workloads import parse_layer
@@ -33,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", nargs="+", default=["resnet-1", "N=32,C=16,K=64,H=96,W=96"])
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except MegasimError as err:            # a bad file or layer: one line naming it
+        raise SystemExit(f"fused_field_swap: {err}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     spec, reference = read_json(args.spec, "--spec"), read_json(args.reference, "--reference")
+    for data, flag, path in ((spec, "--spec", args.spec), (reference, "--reference", args.reference)):
+        spec_from_dict(data, f"{flag} {path!r}")
     cases = {layer: build(parse_layer(layer), Plan.parse("fused", ""))[:2] for layer in args.layers}
 
     def predicted(data: dict) -> dict[str, float]:
