@@ -71,15 +71,21 @@ def test_fit_predicts_a_held_out_occupancy():
     m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows,
                      extra={"mixed_kind_rows": mixed})
     fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=150, workers=1)
-    # the mixed-kind runs are checks unless fit_mixed asks for the factor
+    # the mixed-kind runs fit no spec-wide factor unless fit_mixed asks for it
     assert fitted.mixed_kinds_sm_factor is None and "mixed_kinds_sm_factor" not in report
     assert [c["kinds"] for c in report["mixed_checks"]] == ["+".join(p) for p in MIXED_PAIRS]
-    # runs of two kinds the fit never saw, predicted from each kind's own runs (itrans+gemm 5.1% fast here: the
-    # prior holds the fields those runs leave loose near their starts, not at the truth's values)
-    assert all(abs(c["error"]) < 0.10 for c in report["mixed_checks"]), report["mixed_checks"]
+    # each transform was fitted again beside the GEMM, on its own runs and the mixed run it takes part in; the
+    # GEMM was not (its own runs pin it)
+    assert report["kinds"]["itrans"]["mixed_runs"] == 1 and report["kinds"]["otrans"]["mixed_runs"] == 1
+    assert report["kinds"]["gemm"]["mixed_runs"] == 0 and report["kinds"]["ftrans"]["mixed_runs"] == 0
+    assert report["kinds"]["itrans"]["cases"][-1] == f"{LAYER} itrans+gemm mixed"
+    # so the mixed runs, which the single-kind runs alone left 5.1% off (itrans+gemm: the prior holds the fields
+    # those runs leave loose near their starts), are fitted
+    assert all(abs(c["error"]) < 0.03 for c in report["mixed_checks"]), report["mixed_checks"]
     held_out = {"kernel": "megakernel", "style": "persistent", "blocks_per_sm": 2, "timing": "queued"}
     for kind, true in truth.items():
         assert report["kinds"][kind]["rms_log_error"] < 0.02, kind
+        assert report["kinds"][kind]["single_kind_rms_log_error"] < 0.02, kind
         # the events row, and for a transform the two forced-occupancy rows of its own kernel: reported,
         # not fitted (the GEMM fits those)
         checks = report["kinds"][kind]["checks"]
@@ -92,6 +98,15 @@ def test_fit_predicts_a_held_out_occupancy():
         want = simulated_us(simulate(g, s, spec), "queued")
         got = simulated_us(simulate(g, s, dataclasses.replace(spec, task_costs=fitted.task_costs)), "queued")
         assert got == pytest.approx(want, rel=0.03), kind
+
+
+def test_beside_rows_name_the_transforms_of_each_mixed_run():
+    from megasim.calibration.winograd import beside_rows
+    rows = [{"layer": LAYER, "kind": "itrans+gemm", "median_ms": 0.1}, {"layer": LAYER, "kind": "gemm+otrans", "median_ms": 0.1},
+            {"layer": LAYER, "kind": "ftrans+gemm", "median_ms": 0.1}]
+    m = Measurements(device="test", date="2026-01-01", preset="H200", extra={"mixed_kind_rows": rows})
+    assert beside_rows(m) == {"itrans": [rows[0]], "otrans": [rows[1]]}
+    assert beside_rows(Measurements(device="test", date="2026-01-01", preset="H200")) == {}
 
 
 def _two_minima(costs):

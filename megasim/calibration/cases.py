@@ -101,6 +101,13 @@ def mixed_case(layer: str, kinds: tuple[str, str], plan_params: str = "") -> tup
     return sub, Schedule(f"{'+'.join(kinds)}_mixed", (launch,), {})
 
 
+def mixed_fit_case(row: Mapping[str, Any], plan_params: str = "") -> tuple[str, TaskGraph, Schedule, str]:
+    """A mixed-kind row as a fit's case (label, graph, schedule, timing), at its own ``plan_params`` if it
+    has them."""
+    graph, schedule = mixed_case(row["layer"], tuple(row["kind"].split("+")), row.get("plan_params", plan_params))
+    return f"{row['layer']} {row['kind']} mixed", graph, schedule, "queued"
+
+
 def mixed_us(spec: GPUSpec, case: tuple[TaskGraph, Schedule]) -> float:
     """A mixed-kind case's simulated time as measured (queued timing)."""
     return simulated_us(simulate(case[0], case[1], spec), "queued")

@@ -53,9 +53,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from megasim.calibration.age import end_order_checks, fit_age_weight
-from megasim.calibration.cases import mixed_case, mixed_checks, natural_cases, natural_rows, row_label, variant_case
+from megasim.calibration.cases import (mixed_case, mixed_checks, mixed_fit_case, natural_cases, natural_rows, row_label,
+                                      variant_case)
 from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
-                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, UPDATE_PRIOR_WEIGHT,
+                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, START, UPDATE_PRIOR_WEIGHT,
                                      fit_kind, rms_log_error, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
@@ -85,7 +86,7 @@ class CalibrationProgress:
     done: bool = False
 
 
-STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "own kernels", "mixed_kinds_sm_factor", "checks")
+STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "beside the GEMM", "own kernels", "mixed_kinds_sm_factor", "checks")
 
 
 # The kinds whose own kernel at forced lower occupancy is fitted all the same: the GEMMs. Their own kernel
@@ -223,7 +224,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
               only: set[str] | None = None, refit: tuple[str, ...] | None = None,
               progress: Callable[[CalibrationProgress], None] | None = None, stage: str = "kinds",
               start_costs: Mapping[str, TaskCost] | None = None,
-              own_kernel: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              own_kernel: bool = False, mixed: Mapping[str, list[dict[str, Any]]] | None = None,
+              alt_starts: tuple[Mapping[str, float], ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration.update``): only these second-round fields are
@@ -232,7 +234,9 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
     name's second-round fit starts from the values of its entry there, or of its kind's (a variant
     such as gemm@t32 from gemm's), instead of ``START``. ``own_kernel``: fit each cost name's cost in its
     own kernel (``GPUSpec.kernel_task_costs``) on the rows it fits that ran its own kernel (the megakernel's
-    rows left out; ``kernel_fits``). ``progress`` receives a
+    rows left out; ``kernel_fits``). ``mixed``: per cost name, mixed-kind rows fitted beside its own (the other
+    kind of each at ``base``'s cost; ``beside_fits``). ``alt_starts``: a second-round fit's further starts
+    (default ``ALT_STARTS`` from scratch, none in an update). ``progress`` receives a
     ``CalibrationProgress`` of ``stage`` after each batch of simulations of each fit (from the fits' threads)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -288,13 +292,16 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
         elif round2 and start_costs and (own := start_costs.get(name, start_costs.get(base_kind(name)))):
             start_values = {f: v for f in free if (v := getattr(own, f)) is not None and (v > 0 or f in LINEAR)}
         checks = [r for r in rows if r not in fitted_rows]
+        beside = list((mixed or {}).get(name, ()))
         kind_spec, claim = with_measured_claim(base, name, rows)
-        jobs.append({"spec": kind_spec, "kind": name, "claim": claim, "cases": [case_of(r) for r in fitted_rows],
+        jobs.append({"spec": kind_spec, "kind": name, "claim": claim,
+                     "cases": [case_of(r) for r in fitted_rows] + [mixed_fit_case(r, m.plan_params) for r in beside],
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
-                     "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows],
+                     "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows + beside],
+                     "n_mixed": len(beside),
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
-                     "alt_starts": ALT_STARTS if round2 and refit is None else (),
+                     "alt_starts": (alt_starts if alt_starts is not None else ALT_STARTS) if round2 and refit is None else (),
                      "prior_weight": PRIOR_WEIGHT if refit is None else UPDATE_PRIOR_WEIGHT,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "own_kernel": own_kernel,
                      "checks": [case_of(r) for r in checks],
@@ -364,44 +371,17 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     else:
         start_costs = None
     tell("kinds")
+    # (the kinds fitted beside the GEMM, and their variants, after it: beside_fits)
     jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
-                           start_costs=start_costs)
+                           start_costs=start_costs, only=set(natural_of) - beside_names(m, natural_of))
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
-    for job, fit in zip(jobs, fits):
-        kind, free = job["kind"], job["free"]
-        costs[kind] = fit["cost"]
-        if job["round2"]:
-            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {job['params']}: "
-                   f"{job['n_rows']} runs (its non-fused kernel at its own "
-                   f"{'and at forced lower occupancy' if job['forced_fitted'] else 'occupancy'}, the "
-                   f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
-                   f"SM{'' if job['forced_fitted'] else '; its kernel at forced lower occupancy is a check'}), timed with the host's launch cost hidden (gpu.calibrate.occupancy); "
-                   f"{', '.join(free)} fitted jointly so that megasim's simulation of each run matches its "
-                   f"median, rms log error {fit['rms_log_error']:.3f}")
-        else:
-            how = (f"{kind}'s non-fused kernel alone on {', '.join(layers)} at --param "
-                   f"{m.plan_params or 'defaults'}; fitted so that megasim's simulation of that launch matches "
-                   f"the measured median, rms log error {fit['rms_log_error']:.3f}")
-        for name in free:
-            sources[f"task_costs.{kind}.{name}"] = source(m, how)
-        if job["claim"] is not None:
-            sources[f"task_costs.{kind}.megakernel_claim_ns"] = source(m, job["claim"]["method"])
-        report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
-                                 "megakernel_claim_ns": fit["cost"].megakernel_claim_ns,
-                                 "block_sm_share": fit["cost"].block_sm_share,
-                                 "block_sm_ready": fit["cost"].block_sm_ready,
-                                 "further_block_sm_ready": fit["cost"].further_block_sm_ready,
-                                 "cases": [c[0] for c in job["cases"]],
-                                 "measured_us": fit["measured_us"],
-                                 "simulated_us": fit["simulated_us"], "rms_log_error": fit["rms_log_error"],
-                                 "evaluations": fit["evaluations"],
-                                 "checks": [{"case": c[0], "measured_us": mu, "simulated_us": su} for c, mu, su in
-                                            zip(job["checks"], job["check_measured_us"], fit["check_simulated_us"])]}
+    _record_fits(jobs, fits, m, layers, costs, sources, report)
     if "default" in base.task_costs:
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
+    spec = beside_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
     spec = kernel_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
     mixed = m.extra.get("mixed_kind_rows") or []
     with _scalar_pool(workers) as map_fn:
@@ -424,6 +404,100 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
             report["end_order_checks"] = end_order_checks(spec, end_rows, m.plan_params, map_fn=map_fn)
     return spec, report
 
+
+def _record_fits(jobs, fits, m: Measurements, layers, costs: dict[str, TaskCost], sources: dict[str, str],
+                 report: dict[str, Any], note: str = "") -> None:
+    """Each fit's cost into ``costs``, the sources of its fields into ``sources`` (``note`` added to each), and
+    its report entry (fields, runs, simulated and measured times, checks) into ``report["kinds"]``."""
+    for job, fit in zip(jobs, fits):
+        kind, free = job["kind"], job["free"]
+        costs[kind] = fit["cost"]
+        n_own = job["n_rows"]
+        if job["round2"]:
+            beside = (f"; and the {job['n_mixed']} mixed-kind runs it takes part in (its tasks interleaved with "
+                      f"the GEMM's in one megakernel launch, the GEMM at its fitted cost)" if job["n_mixed"] else "")
+            how = (f"{kind}'s tasks alone on {', '.join(layers)} at --param {job['params']}: "
+                   f"{n_own} runs (its non-fused kernel at its own "
+                   f"{'and at forced lower occupancy' if job['forced_fitted'] else 'occupancy'}, the "
+                   f"megakernel running only these tasks per task and as persistent grids of 1 and 2 blocks per "
+                   f"SM{'' if job['forced_fitted'] else '; its kernel at forced lower occupancy is a check'}), timed "
+                   f"with the host's launch cost hidden (gpu.calibrate.occupancy){beside}; "
+                   f"{', '.join(free)} fitted jointly so that megasim's simulation of each run matches its "
+                   f"median, rms log error {fit['rms_log_error']:.3f}{note}")
+        else:
+            how = (f"{kind}'s non-fused kernel alone on {', '.join(layers)} at --param "
+                   f"{m.plan_params or 'defaults'}; fitted so that megasim's simulation of that launch matches "
+                   f"the measured median, rms log error {fit['rms_log_error']:.3f}")
+        for name in free:
+            sources[f"task_costs.{kind}.{name}"] = source(m, how)
+        if job["claim"] is not None:
+            sources[f"task_costs.{kind}.megakernel_claim_ns"] = source(m, job["claim"]["method"])
+        sim, meas = fit["simulated_us"], fit["measured_us"]
+        report["kinds"][kind] = {**{name: getattr(fit["cost"], name) for name in free},
+                                 "megakernel_claim_ns": fit["cost"].megakernel_claim_ns,
+                                 "block_sm_share": fit["cost"].block_sm_share,
+                                 "block_sm_ready": fit["cost"].block_sm_ready,
+                                 "further_block_sm_ready": fit["cost"].further_block_sm_ready,
+                                 "cases": [c[0] for c in job["cases"]],
+                                 "measured_us": meas, "simulated_us": sim, "rms_log_error": fit["rms_log_error"],
+                                 "single_kind_rms_log_error": rms_log_error(sim[:n_own], meas[:n_own]),
+                                 "mixed_runs": job["n_mixed"],
+                                 "evaluations": fit["evaluations"],
+                                 "checks": [{"case": c[0], "measured_us": mu, "simulated_us": su} for c, mu, su in
+                                            zip(job["checks"], job["check_measured_us"], fit["check_simulated_us"])]}
+
+
+# The kinds fitted beside the GEMM, on their single-kind runs and the mixed-kind runs they take part in
+# (``beside_fits``): the transforms. Their single-kind runs leave one direction loose (a block's DRAM rate against
+# how much of its SM it takes, docs/calibration.md): on the H200 two basins fit an input transform's runs alike
+# (rms 0.054 at 14 and 22 GB/s per block) and predict a fused schedule 15% apart; the mixed runs, where its
+# blocks share SMs with the GEMM's as in the fused megakernel, tell them apart (-2% against -13%). The GEMM's own
+# runs pin it (rms 0.03): it is held.
+BESIDE_KINDS = ("itrans", "otrans")
+
+
+def beside_rows(m: Measurements) -> dict[str, list[dict[str, Any]]]:
+    """Per cost name of a ``BESIDE_KINDS`` kind, the mixed-kind rows of ``m`` whose tasks include its own."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in m.extra.get("mixed_kind_rows") or []:
+        graph = mixed_case(r["layer"], tuple(r["kind"].split("+")), r.get("plan_params", m.plan_params))[0]
+        for k in np.unique(graph.kind):
+            name = graph.cost_names[int(k)]
+            if base_kind(name) in BESIDE_KINDS:
+                out.setdefault(name, []).append(r)
+    return out
+
+
+def beside_names(m: Measurements, natural_of) -> set[str]:
+    """The cost names ``beside_fits`` fits (not the kinds stage): each with mixed-kind rows, and its variants."""
+    mixed = {name for name in beside_rows(m) if name in natural_of}
+    return {name for name in natural_of if name in mixed or base_kind(name) in {base_kind(k) for k in mixed}}
+
+
+def beside_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
+                report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
+    """``spec`` with each ``BESIDE_KINDS`` cost name that mixed-kind runs time fitted on its single-kind runs and
+    those mixed runs together (the other kind of each at ``spec``'s cost), from scratch (``START`` and
+    ``ALT_STARTS``, the least error kept); then its variants (another tile of the same code: ``itrans@m6``),
+    which no mixed run times, on their own runs from its cost. ``report["kinds"]`` gets the fits (``mixed_runs``:
+    how many mixed runs a fit took; ``single_kind_rms_log_error``)."""
+    mixed = {name: rows for name, rows in beside_rows(m).items() if name in natural_of}
+    if not mixed:
+        return spec
+    if progress is not None:
+        progress(CalibrationProgress("beside the GEMM"))
+    costs, sources = dict(spec.task_costs), dict(spec.sources)
+    jobs, fits = kind_fits(spec, m, layers, natural_of, params_of, max_evals, workers, only=set(mixed),
+                           progress=progress, stage="beside the GEMM", mixed=mixed)
+    _record_fits(jobs, fits, m, layers, costs, sources, report)
+    variants = beside_names(m, natural_of) - set(mixed)
+    if variants:
+        jobs, fits = kind_fits(dataclasses.replace(spec, task_costs=costs), m, layers, natural_of, params_of,
+                               max_evals, workers, only=variants, progress=progress, stage="beside the GEMM",
+                               start_costs={name: costs[base_kind(name)] for name in variants}, alt_starts=())
+        _record_fits(jobs, fits, m, layers, costs, sources, report,
+                     note="; started from its kind's fit beside the GEMM (no mixed-kind run times this variant)")
+    return dataclasses.replace(spec, task_costs=costs, sources=sources)
 
 def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
                 report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
