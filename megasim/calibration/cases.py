@@ -13,9 +13,11 @@ running only that kind, per task and persistent) are each simulated as they were
 
 Mixed-kind runs (``MIXED_PAIRS``, ``gpu.calibrate.occupancy --mixed``): two kinds' non-fused launches
 interleaved in one per-task megakernel launch (``interleave``, ``mixed_order``, ``mixed_case``),
-counters zeroed, to see how co-resident kinds slow each other, which no single-kind run shows. They are
-checks of the fitted spec (``mixed_checks``) and fit only the spec's ``mixed_kinds_sm_factor``
-(``megasim.calibration.winograd.fit_mixed_factor``), never a kind's costs.
+counters zeroed, to see how co-resident kinds slow each other, which no single-kind run shows. The
+transforms are fitted on them beside their own runs (``mixed_fit_case``;
+``megasim.calibration.winograd.beside_fits``), and every one is a check of the fitted spec
+(``mixed_checks``); with ``--fit-mixed-factor`` they also fit the spec's ``mixed_kinds_sm_factor``
+(``megasim.calibration.winograd.fit_mixed_factor``).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def kind_subgraph(graph: TaskGraph, kind: str, order: np.ndarray) -> tuple[TaskG
 
 # Mixed-kind runs (gpu.calibrate.occupancy --mixed): two kinds' non-fused launches interleaved in one
 # per-task megakernel launch, counters zeroed (no waits), to see how co-resident kinds slow each other,
-# which no single-kind run shows. Reported as checks of the fitted spec, never fitted.
+# which no single-kind run shows. The transforms are fitted on them too (winograd.beside_fits).
 MIXED_PAIRS = (("itrans", "gemm"), ("gemm", "otrans"))
 
 

@@ -29,15 +29,16 @@ the megakernel adds once the task is ready (the whole overhead after ready would
 claim overlaps a wait on their parents). The spec's ``younger_block_weight`` (``megasim.calibration.age``)
 is fitted around the kinds' fits.
 
-How kinds share an SM follows from each kind's own costs: the mixed-kind runs (two kinds' non-fused tasks
-interleaved in one megakernel launch) are simulated and reported as checks, and fit the spec-wide
-``mixed_kinds_sm_factor`` only when asked (``fit_mixed=True``, ``megasim calibrate --fit-mixed-factor``):
-they stream their operands from DRAM where the fused megakernel reads from the L2, no one factor fits
-them across layers, and the factor they give slowed fused mappings of held-out layers by about 7%
-(docs/findings.md, "Calibration and validation").
+How kinds share an SM follows from each kind's own costs, and for the transforms also from the mixed-kind runs
+(two kinds' non-fused tasks interleaved in one megakernel launch) they take part in: their single-kind runs leave a
+block's DRAM rate against its share of the SM loose, so each transform is fitted after the other kinds, beside the GEMM, on its own
+runs and those mixed runs (``beside_fits``, the GEMM held). Every mixed-kind run is reported as a check, and they fit
+the spec-wide ``mixed_kinds_sm_factor`` only when asked (``fit_mixed=True``, ``megasim calibrate
+--fit-mixed-factor``): no one factor fits them across layers, and the factor they gave slowed fused mappings of
+held-out layers by about 7% (docs/findings.md, "Calibration and validation").
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
-megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds', and they are checks).
+megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds' non-fused tasks, no dependencies).
 Everything here is CPU-only; ``megasim calibrate --from-measurements`` re-runs the fit from a saved
 measurements file.
 """
@@ -211,7 +212,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
                    simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
                    start_values=job.get("start_values"), on_evaluation=on_evaluation,
-                   alt_starts=job["alt_starts"], prior_weight=job["prior_weight"])
+                   alt_starts=job["alt_starts"], prior_weight=job["prior_weight"], row_weights=job.get("row_weights"))
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     if job.get("own_kernel"):       # what the spec's (joint) cost gives the same runs, to compare (kernel_fits)
         fit["joint_simulated_us"] = pool.simulate(kind, spec, kind, spec.task_cost(kind))
@@ -299,6 +300,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows + beside],
                      "n_mixed": len(beside),
+                     "row_weights": ([1.0] * len(fitted_rows) + [mixed_row_weight(len(fitted_rows), len(beside))] * len(beside)
+                                     if beside else None),
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
                      "alt_starts": (alt_starts if alt_starts is not None else ALT_STARTS) if round2 and refit is None else (),
@@ -332,9 +335,11 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
 
     With traced end-order rows (``extra.block_end_order``), the spec's ``younger_block_weight`` is
     fitted first (``megasim.calibration.age``) on a first fit of those rows' kinds at equal sharing,
-    and every kind is then fitted with it in place. The mixed-kind runs (``extra.mixed_kind_rows``) are
-    simulated with the fitted spec and reported (``mixed_checks``); with ``fit_mixed`` they also fit
-    ``mixed_kinds_sm_factor`` (``fit_mixed_factor``), last.
+    and every kind is then fitted with it in place; the transforms that mixed-kind runs
+    (``extra.mixed_kind_rows``) time, and their variants, after the others, beside the GEMM (``beside_fits``);
+    then each cost name's own kernel (``kernel_fits``). The mixed-kind runs are simulated with the fitted spec
+    and reported (``mixed_checks``); with ``fit_mixed`` they also fit ``mixed_kinds_sm_factor``
+    (``fit_mixed_factor``), last.
     ``progress`` receives a ``CalibrationProgress`` as each stage starts and after each batch of simulations
     (from the fits' threads: it must be thread-safe)."""
     def tell(stage: str, **kw) -> None:
@@ -459,6 +464,16 @@ BESIDE_KINDS = ("itrans", "otrans")
 # 14 and 21 GB/s, 3-4x the read loop's 4.9), and from the two rate-agnostic starts the search stopped in the worse
 # one on one of four measurement sets (rms log error 0.057 where 14 GB/s gives 0.045). The least error is kept.
 BESIDE_RATE_STARTS = (2.0, 4.0)
+# How much the mixed-kind runs weigh in a fit beside the GEMM, all together, against the kind's single-kind runs all
+# together (1: as much; None: each run as much as any other, 3 of 27).
+BESIDE_MIXED_SHARE: float | None = None
+
+
+def mixed_row_weight(n_own: int, n_mixed: int) -> float:
+    """The weight of each mixed-kind run's residual in a fit beside the GEMM (``BESIDE_MIXED_SHARE``)."""
+    if BESIDE_MIXED_SHARE is None or n_mixed == 0:
+        return 1.0
+    return math.sqrt(BESIDE_MIXED_SHARE * n_own / n_mixed)
 
 
 def beside_rows(m: Measurements) -> dict[str, list[dict[str, Any]]]:
