@@ -185,7 +185,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
              simulate_costs: Callable[[list[TaskCost]], list[list[float]]] | None = None,
              on_evaluation: Callable[[int, float], None] | None = None,
              tol: float | None = None, alt_starts: tuple[Mapping[str, float], ...] = (),
-             prior_weight: float = PRIOR_WEIGHT, row_weights=None) -> dict[str, Any]:
+             prior_weight: float = PRIOR_WEIGHT) -> dict[str, Any]:
     """Fit the ``free`` TaskCost fields of one kind so that the simulated times of ``cases`` match
     ``measured_us`` (least squares in log time); returns the cost, the fit's error and its evaluations.
 
@@ -197,8 +197,7 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
     (``FIT_TOL``; ``megasim.calibration.lsq``). Each of ``alt_starts`` (fields and values replacing those
     starts; one naming a field not free is skipped) runs the first stage again from there, and the fit
     with the least squared error goes on (``ALT_STARTS``). ``prior_weight``: how firmly each field is held to
-    its start (``PRIOR_WEIGHT``; an update's ``UPDATE_PRIOR_WEIGHT``). ``row_weights`` (second round): each run's
-    residual is multiplied by its weight in the search (default 1); the stated rms log error is unweighted.
+    its start (``PRIOR_WEIGHT``; an update's ``UPDATE_PRIOR_WEIGHT``).
 
     ``simulate_costs(costs)`` gives the cases' simulated times for several costs at once (``kind_fits``
     passes a ``CasePool``'s: the points of a Jacobian simulated side by side); ``simulate_cost(cost)``
@@ -250,10 +249,8 @@ def fit_kind(spec: GPUSpec, kind: str, cases, measured_us: list[float], max_eval
         # (a dict merge, not dict(**): start_values may name block_dram_bw_gbps too)
         starts = {**START, "block_dram_bw_gbps": spec.tb_max_dram_bw_gbps, **(start_values or {})}
 
-        weights = np.ones(meas.size) if row_weights is None else np.asarray(row_weights, float)
-
         def residuals_many(costs: list[TaskCost]) -> list[np.ndarray]:
-            return [weights * np.log(s / meas) for s in sims_of(costs)]
+            return [np.log(s / meas) for s in sims_of(costs)]
 
         # Finite differences of a discrete-event simulation: a step of 2% (of the log or linear
         # parameter) sees through the small jumps that event reorderings cause.

@@ -212,7 +212,7 @@ def _fit_job(job: dict[str, Any], pool: CasePool, stage: str,
     fit = fit_kind(spec, kind, job["cases"], job["measured_us"], max_evals=job["evals"], free=job["free"],
                    simulate_costs=lambda costs: pool.simulate_batch([(kind, spec, kind, c) for c in costs]),
                    start_values=job.get("start_values"), on_evaluation=on_evaluation,
-                   alt_starts=job["alt_starts"], prior_weight=job["prior_weight"], row_weights=job.get("row_weights"))
+                   alt_starts=job["alt_starts"], prior_weight=job["prior_weight"])
     fit["check_simulated_us"] = pool.simulate(f"{kind} checks", spec, kind, fit["cost"]) if job["checks"] else []
     if job.get("own_kernel"):       # what the spec's (joint) cost gives the same runs, to compare (kernel_fits)
         fit["joint_simulated_us"] = pool.simulate(kind, spec, kind, spec.task_cost(kind))
@@ -300,8 +300,6 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "params": " and ".join(dict.fromkeys(params_of(r) or "defaults" for r in fitted_rows)),
                      "measured_us": [float(r["median_ms"]) * 1000.0 for r in fitted_rows + beside],
                      "n_mixed": len(beside),
-                     "row_weights": ([1.0] * len(fitted_rows) + [mixed_row_weight(len(fitted_rows), len(beside))] * len(beside)
-                                     if beside else None),
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
                      "alt_starts": (alt_starts if alt_starts is not None else ALT_STARTS) if round2 and refit is None else (),
@@ -454,26 +452,16 @@ def _record_fits(jobs, fits, m: Measurements, layers, costs: dict[str, TaskCost]
 
 # The kinds fitted beside the GEMM, on their single-kind runs and the mixed-kind runs they take part in
 # (``beside_fits``): the transforms. Their single-kind runs leave one direction loose (a block's DRAM rate against
-# how much of its SM it takes, docs/calibration.md): on the H200 two basins fit an input transform's runs alike
-# (rms 0.054 at 14 and 22 GB/s per block) and predict a fused schedule 15% apart; the mixed runs, where its
-# blocks share SMs with the GEMM's as in the fused megakernel, tell them apart (-2% against -13%). The GEMM's own
-# runs pin it (rms 0.03): it is held.
+# how much of its SM it takes, docs/calibration.md, "Beside the GEMM"): on the H200 two basins fit an input
+# transform's runs alike (rms 0.055 and 0.054 at 14 and 22 GB/s per block) and predict a fused schedule 14% apart;
+# the mixed runs, where its blocks share SMs with the GEMM's as in the fused megakernel, tell them apart (-3% against
+# -13%). The GEMM's own runs pin it (rms 0.03): it is held.
 BESIDE_KINDS = ("itrans", "otrans")
 # Their fits start from ``START`` and ``ALT_STARTS`` and from START at higher per-block DRAM rates (multiples of the
 # plain read loop's one-block rate, ``tb_max_dram_bw_gbps``): the basins lie along that rate (on the H200 at
 # 14 and 21 GB/s, 3-4x the read loop's 4.9), and from the two rate-agnostic starts the search stopped in the worse
 # one on one of four measurement sets (rms log error 0.057 where 14 GB/s gives 0.045). The least error is kept.
 BESIDE_RATE_STARTS = (2.0, 4.0)
-# How much the mixed-kind runs weigh in a fit beside the GEMM, all together, against the kind's single-kind runs all
-# together (1: as much; None: each run as much as any other, 3 of 27).
-BESIDE_MIXED_SHARE: float | None = None
-
-
-def mixed_row_weight(n_own: int, n_mixed: int) -> float:
-    """The weight of each mixed-kind run's residual in a fit beside the GEMM (``BESIDE_MIXED_SHARE``)."""
-    if BESIDE_MIXED_SHARE is None or n_mixed == 0:
-        return 1.0
-    return math.sqrt(BESIDE_MIXED_SHARE * n_own / n_mixed)
 
 
 def beside_rows(m: Measurements) -> dict[str, list[dict[str, Any]]]:

@@ -1,0 +1,96 @@
+"""A profile along one kind's per-block DRAM rate: how well its single-kind runs fit at each rate, and what the spec
+then predicts for the fused schedule and for the mixed-kind runs.
+
+For each ``--rates`` value the kind's ``block_dram_bw_gbps`` is held there and its other second-round fields are
+refitted on its single-kind runs alone (``megasim update-spec``'s refit: from the spec's values, the update's light
+prior), as the kinds stage fits them. Where the single-kind runs fit about equally well at two rates (two basins),
+they leave the rate loose; the fused predictions and the mixed-kind runs (the kind's blocks sharing SMs with the
+GEMM's) say whether it matters and which basin the mixed runs pick (docs/calibration.md, "Beside the GEMM").
+
+    python -m experiments.studies.calibration.rate_profile --spec SPEC --measurements FILE --kind itrans \\
+        --rates 14 18 22 --out FILE.json
+
+Runs on: any CPU, about 5-10 s per rate on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from megasim.calibration.cases import mixed_checks
+from megasim.calibration.fit import FREE_ROUND2
+from megasim.calibration.measurements import Measurements
+from megasim.calibration.update import updated_spec
+from megasim.calibration.validation import run_meta
+from megasim.cli.common import read_json
+from megasim.errors import MegasimError
+from megasim.hardware.files import spec_from_dict
+from megasim.plan import Plan, build
+from megasim.sim import simulate
+from megasim.workloads import parse_layer
+
+FUSED_LAYERS = ("resnet-1", "N=32,C=16,K=64,H=96,W=96")
+
+
+def _sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--measurements", required=True)
+    ap.add_argument("--kind", default="itrans")
+    ap.add_argument("--rates", nargs="+", type=float, required=True, metavar="GBPS")
+    ap.add_argument("--layers", nargs="+", default=list(FUSED_LAYERS), help="layers whose default fused schedule to predict")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    bad = [r for r in args.rates if not r > 0.0]
+    if bad:
+        raise SystemExit(f"rate_profile: --rates {bad[0]!r} is not allowed: a rate is a number of GB/s > 0")
+    try:
+        return _run(args)
+    except MegasimError as err:            # a bad file, kind or layer: one line naming it
+        raise SystemExit(f"rate_profile: {err}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    spec = spec_from_dict(read_json(args.spec, "--spec"), f"--spec {args.spec!r}")
+    m = Measurements.from_dict(read_json(args.measurements, "--measurements"), f"--measurements {args.measurements!r}")
+    if args.kind not in spec.task_costs:
+        raise SystemExit(f"rate_profile: --kind {args.kind!r} is not allowed: the spec prices "
+                         f"{', '.join(sorted(spec.task_costs))}")
+    cases = {layer: build(parse_layer(layer), Plan.parse("fused", ""))[:2] for layer in args.layers}
+    mixed = [r for r in m.extra.get("mixed_kind_rows") or [] if args.kind in r["kind"].split("+")]
+    refit = tuple(f"{f}@{args.kind}" for f in FREE_ROUND2 if f != "block_dram_bw_gbps")
+    rows = []
+    for rate in args.rates:
+        held = dataclasses.replace(spec.task_costs[args.kind], block_dram_bw_gbps=rate)
+        fitted, report = updated_spec(dataclasses.replace(spec, task_costs={**spec.task_costs, args.kind: held}), m,
+                                      refit=refit, workers=args.workers)
+        cost = fitted.task_costs[args.kind]
+        rows.append({"block_dram_bw_gbps": rate,
+                     "rms_log_error": report["kinds"][args.kind]["rms_log_error"],
+                     "fields": {f: getattr(cost, f) for f in FREE_ROUND2},
+                     "fused_us": {layer: simulate(g, sch, fitted).predicted_us for layer, (g, sch) in cases.items()},
+                     "mixed_errors": {f"{c['layer']} {c['kinds']}": c["error"] for c in mixed_checks(fitted, mixed)}})
+        r = rows[-1]
+        print(f"{args.kind} at {rate:6.2f} GB/s: rms log error {r['rms_log_error']:.4f} on its single-kind runs; fused "
+              + ", ".join(f"{k} {v:.1f} us" for k, v in r["fused_us"].items()) + "; mixed "
+              + ", ".join(f"{k} {100 * v:+.1f}%" for k, v in r["mixed_errors"].items()))
+    out = {"meta": run_meta({"what": __doc__.splitlines()[0], "spec": args.spec, "spec_sha256": _sha256(args.spec),
+                             "measurements": args.measurements, "measurements_sha256": _sha256(args.measurements),
+                             "kind": args.kind}), "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":       # (the refit's Dask workers are spawned: they import this module)
+    raise SystemExit(main())
