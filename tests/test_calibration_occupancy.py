@@ -49,13 +49,17 @@ def test_variant_case_occupancy():
     assert per[str(VARIANTS[4])] == 4 and per[str(VARIANTS[5])] == 1     # megakernel: 128 registers; the grid
 
 
-@pytest.mark.slow
-def test_fit_predicts_a_held_out_occupancy():
-    truth = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
-             "itrans": TaskCost(0.2, 1500.0, block_sm_ready=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
-             "gemm": TaskCost(0.45, 300.0, block_sm_ready=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
-             "otrans": TaskCost(0.25, 900.0, block_sm_ready=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
-    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **truth})
+TRUTH = {"ftrans": TaskCost(0.3, 800.0, block_sm_ready=0.5, block_dram_bw_gbps=8.0, megakernel_fixed_ns=2000.0),
+         "itrans": TaskCost(0.2, 1500.0, block_sm_ready=0.4, block_dram_bw_gbps=6.0, megakernel_fixed_ns=2500.0),
+         "gemm": TaskCost(0.45, 300.0, block_sm_ready=0.35, block_dram_bw_gbps=12.0, megakernel_fixed_ns=3000.0),
+         "otrans": TaskCost(0.25, 900.0, block_sm_ready=0.6, block_dram_bw_gbps=7.0, megakernel_fixed_ns=1500.0)}
+
+
+def _synthetic_measurements():
+    """(spec, measurements): TRUTH's runs of every kind at each of VARIANTS and the two mixed-kind runs, simulated on
+    a 4-SM H200."""
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_case
+    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
     rows = []
     for kind, cases in kind_cases((LAYER,)).items():
         (_, sub, sched), = cases
@@ -65,11 +69,17 @@ def test_fit_predicts_a_held_out_occupancy():
             rows.append({"layer": LAYER, "kind": kind, "tasks": sub.num_tasks, "median_ms": us / 1000.0, **v})
     values = {name: {"value": getattr(spec, name), "method": "test"} for name in
               ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
-    from megasim.calibration.cases import MIXED_PAIRS, mixed_case
     mixed = [{"layer": LAYER, "kind": "+".join(pair), "median_ms": simulated_us(simulate(
               *mixed_case(LAYER, pair), spec), "queued") / 1000.0} for pair in MIXED_PAIRS]
-    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows,
-                     extra={"mixed_kind_rows": mixed})
+    return spec, Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows,
+                              extra={"mixed_kind_rows": mixed})
+
+
+@pytest.mark.slow
+def test_fit_predicts_a_held_out_occupancy():
+    from megasim.calibration.cases import MIXED_PAIRS
+    truth = TRUTH
+    spec, m = _synthetic_measurements()
     fitted, report = calibrated_spec(get_gpu("H200"), m, (LAYER,), max_evals=150, workers=1)
     # the mixed-kind runs fit no spec-wide factor unless fit_mixed asks for it
     assert fitted.mixed_kinds_sm_factor is None and "mixed_kinds_sm_factor" not in report
@@ -98,6 +108,21 @@ def test_fit_predicts_a_held_out_occupancy():
         want = simulated_us(simulate(g, s, spec), "queued")
         got = simulated_us(simulate(g, s, dataclasses.replace(spec, task_costs=fitted.task_costs)), "queued")
         assert got == pytest.approx(want, rel=0.03), kind
+
+
+@pytest.mark.slow
+def test_calibrate_cli_says_which_fits_took_mixed_kind_runs(tmp_path, capsys):
+    import json as json_module
+    from megasim.cli.main import main
+    _, m = _synthetic_measurements()
+    path = tmp_path / "m.json"
+    path.write_text(json_module.dumps(m.as_dict()))
+    assert main(["calibrate", "--algo", "winograd", "--from-measurements", str(path), "--out", str(tmp_path / "s.json"),
+                 "--workers", "1"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert "(1 of them mixed-kind runs: fitted beside the GEMM)" in lines["itrans"], lines["itrans"]
+    assert "block_sm_ready 0." in lines["itrans"] and "block_sm_share" not in lines["itrans"]
+    assert "mixed-kind runs" not in lines["gemm"]
 
 
 def test_beside_rows_name_the_transforms_of_each_mixed_run():

@@ -158,10 +158,13 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
         return 0
     print(f"wrote {args.out} (calibration layers {', '.join(report['layers'])})")
     for kind, fit in report["kinds"].items():
-        extra = "".join(f"  {name} {fit[name]:.3f}" for name in ("block_sm_share", "block_dram_bw_gbps",
-                                                                   "megakernel_fixed_ns") if name in fit)
+        sharing = "block_sm_ready" if fit.get("block_sm_ready") is not None else "block_sm_share"
+        extra = "".join(f"  {name} {fit[name]:.3f}" for name in (sharing, "coresident_stretch", "block_dram_bw_gbps",
+                                                                   "megakernel_fixed_ns") if fit.get(name) is not None)
+        mixed = (f" ({fit['mixed_runs']} of them mixed-kind runs: fitted beside the GEMM)"
+                 if fit.get("mixed_runs") else "")
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
-              f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs")
+              f"rms log error {fit['rms_log_error']:.3f} over {len(fit['measured_us'])} runs{mixed}")
     if report.get("own_kernels"):
         fits = ", ".join(f"{kind} {fit['rms_log_error']:.3f} against {fit['joint_rms_log_error']:.3f}"
                          f"{'' if fit['kept'] else ' (not kept)'}" for kind, fit in report["own_kernels"].items())
