@@ -214,3 +214,25 @@ def test_measurements_without_megakernel_runs_are_a_one_line_error():
                                            and r.get("timing") != "queued"])
     with pytest.raises(SpecError, match="no traced or single-kind megakernel runs to update from"):
         updated_spec(small_h200(), m, ("megakernel_fixed_ns",))
+
+
+def test_a_transform_with_mixed_kind_runs_is_refitted_on_them_beside_the_refitted_gemm():
+    from megasim.calibration.cases import MIXED_PAIRS, mixed_case
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    m = measured(new)
+    mixed = [{"layer": LAYER, "kind": "+".join(pair),
+              "median_ms": simulated_us(simulate(*mixed_case(LAYER, pair), new), "queued") / 1000.0} for pair in MIXED_PAIRS]
+    m = dataclasses.replace(m, extra={"mixed_kind_rows": mixed})
+    updated, report = updated_spec(old, m, ("megakernel_fixed_ns",), workers=1)
+    assert report["kinds"]["itrans"]["cases"][-1] == f"{LAYER} itrans+gemm mixed"
+    assert report["kinds"]["otrans"]["cases"][-1] == f"{LAYER} gemm+otrans mixed"
+    assert not any("mixed" in c for c in report["kinds"]["gemm"]["cases"])
+    assert "mixed-kind runs it takes part in" in updated.sources["task_costs.itrans.megakernel_fixed_ns"]
+    for kind in TRUTH:      # the mixed runs were simulated with the GEMM as refitted: all recovered
+        assert updated.task_cost(kind).megakernel_fixed_ns == pytest.approx(
+            new.task_cost(kind).megakernel_fixed_ns, rel=0.05, abs=50.0), kind
+        assert report["kinds"][kind]["rms_log_error"] < 0.01, kind
+    # beside_gemm=False: the single-kind runs alone
+    _, alone = updated_spec(old, m, ("megakernel_fixed_ns",), workers=1, beside_gemm=False)
+    assert not any("mixed" in c for c in alone["kinds"]["itrans"]["cases"])

@@ -17,7 +17,10 @@ tail), the task bodies, and with them every cost that describes how a body uses 
 - the fields named in ``refit`` (e.g. ``megakernel_fixed_ns``, what the megakernel adds once a task is
   ready) are fitted on the new single-kind runs (``gpu.calibrate.occupancy``'s queued rows), each
   started from the spec's own value, every other field held; ``field@name`` refits a field of one cost
-  name only (``compute_efficiency@gemm``: a change to one kind's body leaves the others' bodies alone);
+  name only (``compute_efficiency@gemm``: a change to one kind's body leaves the others' bodies alone); a
+  transform that mixed-kind runs time is refitted after the others, on those runs too, with the GEMM as refitted
+  (``megasim.calibration.winograd.beside_fits``: its single-kind runs leave its DRAM rate against its SM share
+  loose);
 - the kinds measured only by their non-fused kernel (first-round rows) and the spec-wide fitted rules
   (``mixed_kinds_sm_factor``, ``younger_block_weight``) and measured GPU values are kept, but for one: a
   spec without ``megakernel_reset_ns`` (fitted before the model priced the reset kernel before each
@@ -38,7 +41,7 @@ from typing import Any
 from megasim.calibration.cases import natural_cases, natural_rows
 from megasim.calibration.fit import FREE_ROUND2
 from megasim.calibration.measurements import Measurements, source
-from megasim.calibration.winograd import kind_fits, reset_entry, with_measured_claim
+from megasim.calibration.winograd import beside_rows, kind_fits, reset_entry, with_measured_claim
 from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, base_kind
 
@@ -65,10 +68,11 @@ def check_refit(spec: GPUSpec, refit: tuple[str, ...]) -> None:
 
 def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("megakernel_fixed_ns",),
                  layers: tuple[str, ...] | None = None, max_evals: int | None = None,
-                 workers: int | None = None) -> tuple[GPUSpec, dict[str, Any]]:
+                 workers: int | None = None, beside_gemm: bool = True) -> tuple[GPUSpec, dict[str, Any]]:
     """``spec`` with each measured kind's ``megakernel_claim_ns`` from ``m``'s traced runs and the
-    ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), and a
-    report: per kind, each changed field before and after, and the fit's rms log error."""
+    ``refit`` fields of its TaskCost refitted on ``m``'s single-kind runs (module docstring), the transforms
+    that mixed-kind runs time on those too, after the others (``beside_gemm``; False: on their single-kind runs
+    alone), and a report: per kind, each changed field before and after, and the fit's rms log error."""
     check_refit(spec, refit)
     layers = tuple(layers or m.layers)
     natural_of, params_of = natural_cases(m, layers)
@@ -92,17 +96,23 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
             sources[f"task_costs.{name}.megakernel_claim_ns"] = source(m, claim["method"], BY)
             report["kinds"].setdefault(name, {})["megakernel_claim_ns"] = {"before": before, "after": claim["value"]}
     costs = dict(base.task_costs)
-    if refit:
-        # (the joint costs, on all their rows, as the calibration fitted them: its own kernels' costs aside)
-        jobs, fits = kind_fits(dataclasses.replace(base, kernel_task_costs={}), m, layers, natural_of, params_of,
-                               max_evals, workers, refit=tuple(refit))
+    # (the joint costs, on all their rows, as the calibration fitted them: its own kernels' costs aside; the
+    # transforms that mixed-kind runs time last, on those runs too, beside the GEMM as refitted: beside_fits)
+    mixed = {name: rows for name, rows in beside_rows(m).items() if name in natural_of} if beside_gemm else {}
+    for only, beside in ((set(natural_of) - set(mixed), None), (set(mixed), mixed)):
+        if not refit or not only:
+            continue
+        jobs, fits = kind_fits(dataclasses.replace(base, task_costs=costs, kernel_task_costs={}), m, layers, natural_of,
+                               params_of, max_evals, workers, refit=tuple(refit), only=only, mixed=beside)
         for job, fit in zip(jobs, fits):
             name = job["kind"]
             old = base.task_cost(name)
             costs[name] = fit["cost"]
             entry = report["kinds"].setdefault(name, {})
+            with_mixed = (f", and the {job['n_mixed']} mixed-kind runs it takes part in, beside the GEMM"
+                          if job["n_mixed"] else "")
             how = (f"{', '.join(job['free'])} refitted on {name}'s tasks alone on {', '.join(layers)} "
-                   f"({job['n_rows']} runs, gpu.calibrate.occupancy, the host's launch cost hidden), started "
+                   f"({job['n_rows']} runs, gpu.calibrate.occupancy, the host's launch cost hidden{with_mixed}), started "
                    f"from {spec.name}'s value{'s' if len(job['free']) > 1 else ''}, its other costs held; "
                    f"rms log error {fit['rms_log_error']:.3f}")
             if name not in spec.task_costs:   # a new variant: its held fields are its kind's, with their sources

@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     for rate in args.rates:
         held = dataclasses.replace(spec.task_costs[args.kind], block_dram_bw_gbps=rate)
         fitted, report = updated_spec(dataclasses.replace(spec, task_costs={**spec.task_costs, args.kind: held}), m,
-                                      refit=refit, workers=args.workers)
+                                      refit=refit, workers=args.workers, beside_gemm=False)
         cost = fitted.task_costs[args.kind]
         rows.append({"block_dram_bw_gbps": rate,
                      "rms_log_error": report["kinds"][args.kind]["rms_log_error"],
