@@ -127,8 +127,7 @@ def test_calibrate_cli_says_which_fits_took_mixed_kind_runs(tmp_path, capsys):
 
 def test_beside_rows_name_the_transforms_of_each_mixed_run():
     from megasim.calibration.winograd import beside_rows
-    rows = [{"layer": LAYER, "kind": "itrans+gemm", "median_ms": 0.1}, {"layer": LAYER, "kind": "gemm+otrans", "median_ms": 0.1},
-            {"layer": LAYER, "kind": "ftrans+gemm", "median_ms": 0.1}]
+    rows = [{"layer": LAYER, "kind": kinds, "median_ms": 0.1} for kinds in ("itrans+gemm", "gemm+otrans", "ftrans+gemm")]
     m = Measurements(device="test", date="2026-01-01", preset="H200", extra={"mixed_kind_rows": rows})
     assert beside_rows(m) == {"itrans": [rows[0]], "otrans": [rows[1]]}
     assert beside_rows(Measurements(device="test", date="2026-01-01", preset="H200")) == {}

@@ -222,7 +222,8 @@ def test_a_transform_with_mixed_kind_runs_is_refitted_on_them_beside_the_refitte
     new = changed_kernels_spec()
     m = measured(new)
     mixed = [{"layer": LAYER, "kind": "+".join(pair),
-              "median_ms": simulated_us(simulate(*mixed_case(LAYER, pair), new), "queued") / 1000.0} for pair in MIXED_PAIRS]
+              "median_ms": simulated_us(simulate(*mixed_case(LAYER, pair), new), "queued") / 1000.0}
+             for pair in MIXED_PAIRS]
     m = dataclasses.replace(m, extra={"mixed_kind_rows": mixed})
     updated, report = updated_spec(old, m, ("megakernel_fixed_ns",), workers=1)
     assert report["kinds"]["itrans"]["cases"][-1] == f"{LAYER} itrans+gemm mixed"

@@ -31,11 +31,11 @@ is fitted around the kinds' fits.
 
 How kinds share an SM follows from each kind's own costs, and for the transforms also from the mixed-kind runs
 (two kinds' non-fused tasks interleaved in one megakernel launch) they take part in: their single-kind runs leave a
-block's DRAM rate against its share of the SM loose, so each transform is fitted after the other kinds, beside the GEMM, on its own
-runs and those mixed runs (``beside_fits``, the GEMM held). Every mixed-kind run is reported as a check, and they fit
-the spec-wide ``mixed_kinds_sm_factor`` only when asked (``fit_mixed=True``, ``megasim calibrate
---fit-mixed-factor``): no one factor fits them across layers, and the factor they gave slowed fused mappings of
-held-out layers by about 7% (docs/findings.md, "Calibration and validation").
+block's DRAM rate against its share of the SM loose, so each transform is fitted after the other kinds, beside the
+GEMM, on its own runs and those mixed runs (``beside_fits``, the GEMM held). Every mixed-kind run is reported as a
+check, and they fit the spec-wide ``mixed_kinds_sm_factor`` only when asked (``fit_mixed=True``, ``megasim
+calibrate --fit-mixed-factor``): no one factor fits them across layers, and the factor they gave slowed fused
+mappings of held-out layers by about 7% (docs/findings.md, "Calibration and validation").
 
 Never fitted to fused runs (DESIGN.md: "The model predicts, it does not fit the test"): the only
 megakernel runs used hold one kind's tasks (the mixed-kind runs two kinds' non-fused tasks, no dependencies).
@@ -57,7 +57,7 @@ from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import (mixed_case, mixed_checks, mixed_fit_case, natural_cases, natural_rows, row_label,
                                       variant_case)
 from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
-                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, START, UPDATE_PRIOR_WEIGHT,
+                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, UPDATE_PRIOR_WEIGHT,
                                      fit_kind, rms_log_error, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
@@ -87,7 +87,8 @@ class CalibrationProgress:
     done: bool = False
 
 
-STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "beside the GEMM", "own kernels", "mixed_kinds_sm_factor", "checks")
+STAGES = ("measuring", "first pass", "younger_block_weight", "kinds", "beside the GEMM", "own kernels",
+          "mixed_kinds_sm_factor", "checks")
 
 
 # The kinds whose own kernel at forced lower occupancy is fitted all the same: the GEMMs. Their own kernel
@@ -226,7 +227,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
               progress: Callable[[CalibrationProgress], None] | None = None, stage: str = "kinds",
               start_costs: Mapping[str, TaskCost] | None = None,
               own_kernel: bool = False, mixed: Mapping[str, list[dict[str, Any]]] | None = None,
-              alt_starts: tuple[Mapping[str, float], ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              alt_starts: tuple[Mapping[str, float], ...] | None = None
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
     on ``workers``). ``refit`` (``megasim.calibration.update``): only these second-round fields are
@@ -302,7 +304,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                      "n_mixed": len(beside),
                      "evals": max_evals or (ROUND2_MAX_EVALS if round2 else ROUND1_MAX_EVALS), "free": free,
                      "round2": round2, "start_values": start_values,
-                     "alt_starts": (alt_starts if alt_starts is not None else ALT_STARTS) if round2 and refit is None else (),
+                     "alt_starts": (() if not round2 or refit is not None
+                                    else ALT_STARTS if alt_starts is None else alt_starts),
                      "prior_weight": PRIOR_WEIGHT if refit is None else UPDATE_PRIOR_WEIGHT,
                      "n_rows": len(fitted_rows), "forced_fitted": forced_fitted, "own_kernel": own_kernel,
                      "checks": [case_of(r) for r in checks],
@@ -375,8 +378,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         start_costs = None
     tell("kinds")
     # (the kinds fitted beside the GEMM, and their variants, after it: beside_fits)
+    mixed_of = beside_rows(m)
     jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
-                           start_costs=start_costs, only=set(natural_of) - beside_names(m, natural_of))
+                           start_costs=start_costs, only=set(natural_of) - beside_names(mixed_of, natural_of))
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     _record_fits(jobs, fits, m, layers, costs, sources, report)
@@ -384,7 +388,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         costs["default"] = base.task_costs["default"]
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
-    spec = beside_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
+    spec = beside_fits(spec, m, mixed_of, layers, natural_of, params_of, max_evals, workers, report, progress)
     spec = kernel_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
     mixed = m.extra.get("mixed_kind_rows") or []
     with _scalar_pool(workers) as map_fn:
@@ -460,7 +464,8 @@ BESIDE_KINDS = ("itrans", "otrans")
 # Their fits start from ``START`` and ``ALT_STARTS`` and from START at higher per-block DRAM rates (multiples of the
 # plain read loop's one-block rate, ``tb_max_dram_bw_gbps``): the basins lie along that rate (on the H200 at
 # 14 and 21 GB/s, 3-4x the read loop's 4.9), and from the two rate-agnostic starts the search stopped in the worse
-# one on one of four measurement sets (rms log error 0.057 where 14 GB/s gives 0.045). The least error is kept.
+# one on one of four measurement sets (rms log error 0.065 at 20.8 GB/s; from the rate starts 0.060 at 14.7). The
+# least error is kept.
 BESIDE_RATE_STARTS = (2.0, 4.0)
 
 
@@ -476,20 +481,22 @@ def beside_rows(m: Measurements) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def beside_names(m: Measurements, natural_of) -> set[str]:
-    """The cost names ``beside_fits`` fits (not the kinds stage): each with mixed-kind rows, and its variants."""
-    mixed = {name for name in beside_rows(m) if name in natural_of}
-    return {name for name in natural_of if name in mixed or base_kind(name) in {base_kind(k) for k in mixed}}
+def beside_names(mixed: Mapping[str, Any], natural_of) -> set[str]:
+    """The cost names ``beside_fits`` fits (not the kinds stage): each of ``mixed`` (``beside_rows``) that has
+    single-kind rows, and its variants."""
+    kinds = {base_kind(name) for name in mixed if name in natural_of}
+    return {name for name in natural_of if base_kind(name) in kinds}
 
 
-def beside_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
-                report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
-    """``spec`` with each ``BESIDE_KINDS`` cost name that mixed-kind runs time fitted on its single-kind runs and
-    those mixed runs together (the other kind of each at ``spec``'s cost), from scratch (``START``,
-    ``ALT_STARTS`` and ``BESIDE_RATE_STARTS``, the least error kept); then its variants (another tile of the same code: ``itrans@m6``),
-    which no mixed run times, on their own runs from its cost. ``report["kinds"]`` gets the fits (``mixed_runs``:
-    how many mixed runs a fit took; ``single_kind_rms_log_error``)."""
-    mixed = {name: rows for name, rows in beside_rows(m).items() if name in natural_of}
+def beside_fits(spec: GPUSpec, m: Measurements, mixed: Mapping[str, list[dict[str, Any]]], layers, natural_of,
+                params_of, max_evals, workers, report: dict[str, Any],
+                progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
+    """``spec`` with each ``BESIDE_KINDS`` cost name that mixed-kind runs time (``mixed``: ``beside_rows``) fitted
+    on its single-kind runs and those mixed runs together (the other kind of each at ``spec``'s cost), from scratch
+    (``START``, ``ALT_STARTS`` and ``BESIDE_RATE_STARTS``, the least error kept); then its variants (another tile of
+    the same code: ``itrans@m6``), which no mixed run times, on their own runs from its cost. ``report["kinds"]``
+    gets the fits (``mixed_runs``: how many mixed runs a fit took; ``single_kind_rms_log_error``)."""
+    mixed = {name: rows for name, rows in mixed.items() if name in natural_of}
     if not mixed:
         return spec
     if progress is not None:
@@ -499,7 +506,7 @@ def beside_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, m
     jobs, fits = kind_fits(spec, m, layers, natural_of, params_of, max_evals, workers, only=set(mixed),
                            progress=progress, stage="beside the GEMM", mixed=mixed, alt_starts=ALT_STARTS + rates)
     _record_fits(jobs, fits, m, layers, costs, sources, report)
-    variants = beside_names(m, natural_of) - set(mixed)
+    variants = beside_names(mixed, natural_of) - set(mixed)
     if variants:
         jobs, fits = kind_fits(dataclasses.replace(spec, task_costs=costs), m, layers, natural_of, params_of,
                                max_evals, workers, only=variants, progress=progress, stage="beside the GEMM",

@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measurements", required=True)
     ap.add_argument("--kind", default="itrans")
     ap.add_argument("--rates", nargs="+", type=float, required=True, metavar="GBPS")
-    ap.add_argument("--layers", nargs="+", default=list(FUSED_LAYERS), help="layers whose default fused schedule to predict")
+    ap.add_argument("--layers", nargs="+", default=list(FUSED_LAYERS),
+                    help="layers whose default fused schedule to predict")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
