@@ -1,9 +1,10 @@
-"""Each task kind timed alone at several occupancies, with the host's launch cost hidden: the second
-round of issue 4's calibration (``megasim.calibration.winograd`` fits ``block_sm_share`` from these rows).
+"""Each task kind timed alone at several occupancies, with the host's launch cost hidden: the calibration's second
+round (``megasim.calibration.winograd`` fits each kind's ``block_sm_ready``, DRAM rate and the rest from these rows).
 
     bash gpu/on_device.sh python -m gpu.calibrate.occupancy \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
-    # only the mixed-kind runs (two kinds interleaved in one megakernel launch; checks, not fitted):
+    # only the mixed-kind runs (two kinds interleaved in one megakernel launch; the transforms are fitted on them
+    # beside the GEMM, and every one is a check):
     bash gpu/on_device.sh python -m gpu.calibrate.occupancy --mixed-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
     # only the traced end order of an SM's first-wave GEMM blocks (fits younger_block_weight):
@@ -514,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="merged measurements JSON to write")
     ap.add_argument("--layers", nargs="+", default=list(CALIBRATION_LAYERS))
     ap.add_argument("--mixed", action="store_true",
-                    help="also time two kinds interleaved in one megakernel launch (checks, not fitted)")
+                    help="also time two kinds interleaved in one megakernel launch (the transforms are "
+                         "fitted on them beside the GEMM; each is a check)")
     ap.add_argument("--mixed-only", action="store_true",
                     help="only the mixed-kind runs, added to --base's measurements")
     ap.add_argument("--end-order-only", action="store_true",
