@@ -113,8 +113,7 @@ def updated_spec(spec: GPUSpec, m: Measurements, refit: tuple[str, ...] = ("mega
                           if job["n_mixed"] else "")
             how = (f"{', '.join(job['free'])} refitted on {name}'s tasks alone on {', '.join(layers)} "
                    f"({job['n_rows']} runs, gpu.calibrate.occupancy, the host's launch cost hidden{with_mixed}), "
-                   f"started "
-                   f"from {spec.name}'s value{'s' if len(job['free']) > 1 else ''}, its other costs held; "
+                   f"started from {spec.name}'s value{'s' if len(job['free']) > 1 else ''}, its other costs held; "
                    f"rms log error {fit['rms_log_error']:.3f}")
             if name not in spec.task_costs:   # a new variant: its held fields are its kind's, with their sources
                 kind = base_kind(name)
