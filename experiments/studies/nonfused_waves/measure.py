@@ -26,7 +26,7 @@ The model's side is ``experiments.studies.nonfused_waves.compare`` (any CPU); th
 sets say of them, ``experiments.studies.nonfused_waves.refit``. Results (H200, 2026-11-28, a012111; both commands
 in one device run of 88 s, the machine's start included): ``experiments/results/nvidia-h200/nonfused_waves/``
 (``nonfused_waves_measured.json``, ``ncu.csv.gz``, the log gzipped: yolov3-5, resnet-4 and three study shapes, each pipeline's four
-kernels in launch order); docs/calibration.md, "Few-wave GEMM grids".
+kernels in launch order); docs/findings.md, "Few-wave GEMM grids".
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The GEMM refitted with the study's non-validation shapes among its single-kind runs, and what the validation sets
-say of it (issue 42; not adopted: docs/calibration.md, "Few-wave GEMM grids").
+say of it (issue 42; not adopted: docs/findings.md, "Few-wave GEMM grids").
 
 ``merge``: the calibration's measurements (``megasim/hardware/calibrated/h200.measurements.json``) with the rows of
 ``experiments/results/nvidia-h200/nonfused_waves/nonfused_waves_measured.json`` on the five ``STUDY_SHAPES`` (none of
