@@ -1,7 +1,8 @@
 """Reading the files a user gives megasim, with a cap on their size.
 
 Every input file (a spec, a sweep's TOML, a measurements JSON, an optimizer cache, a measured CSV) is
-read through ``read_text`` (a CSV file through ``read_csv``), which reads at most the cap of the file's kind plus one byte: a file above
+read through ``read_text`` (a CSV file through ``read_csv``; any of them gzip-compressed when its name ends in
+``.gz``), which reads at most the cap of the file's kind plus one byte: a file above
 it is refused in one line naming the file and the limit, before it is parsed, so `--spec /dev/zero`
 costs 64 MiB at most, not all the memory there is. The caps are far above any file megasim writes or
 reads in its experiments (the largest, a sparse benchmark CSV, is 0.35 MB; a spec with its
@@ -11,6 +12,7 @@ measurements 0.27 MB; docs/errors.md lists them).
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import sys
@@ -38,11 +40,14 @@ def size_text(n: int) -> str:
 
 def read_text(path: str | Path, origin: str, kind: str, error: type[MegasimError] = InputError,
               limit: int | None = None) -> str:
-    """The text (UTF-8) of the file `path`, read only up to the cap of `kind` (MAX_INPUT_BYTES, or
-    `limit`); `error` (one line naming `origin` and the limit) when the file holds more. OSError and
+    """The text (UTF-8) of the file `path` (gzip-compressed if its name ends in ``.gz``), read only up to the
+    cap of `kind` (MAX_INPUT_BYTES, or `limit`; decompressed bytes); `error` (one line naming `origin` and the
+    limit) when the file holds more. OSError and
     UnicodeDecodeError pass through, for the caller to name as it names its other failures."""
     cap = MAX_INPUT_BYTES[kind] if limit is None else limit
-    with open(path, "rb") as fh:
+    # a path ending in .gz is read through gzip, the cap counting its decompressed bytes (a corrupt stream:
+    # gzip.BadGzipFile, an OSError)
+    with (gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")) as fh:
         data = fh.read(cap + 1)
     if len(data) > cap:
         raise error(f"{origin} is not allowed: it is larger than {size_text(cap)}, the limit for a {kind} "

@@ -26,6 +26,20 @@ def test_read_text_refuses_a_file_above_the_limit(tmp_path):
         read_text(path, "f", "spec file", error=SpecError, limit=100)
 
 
+def test_a_gz_file_is_read_decompressed_and_its_cap_counts_the_decompressed_bytes(tmp_path, capsys):
+    import gzip
+    path = tmp_path / "m.json.gz"
+    path.write_bytes(gzip.compress(b"y" * 1000))
+    assert read_text(path, "f", "JSON file", limit=1000) == "y" * 1000
+    with pytest.raises(InputError, match=r"^f is not allowed: it is larger than 999 bytes"):
+        read_text(path, "f", "JSON file", limit=999)          # a small file that decompresses past the cap
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"not gzip at all")
+    assert main(["calibrate", "--algo", "winograd", "--from-measurements", str(bad), "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json.gz" in err[0] and "cannot be read" in err[0], err
+
+
 def test_every_cap_is_far_above_the_files_of_the_repo():
     largest = max(p.stat().st_size for d in ("experiments/results", "megasim/hardware")
                   for p in (REPO / d).rglob("*") if p.is_file() and p.suffix in (".csv", ".json", ".toml"))
