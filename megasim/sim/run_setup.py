@@ -58,13 +58,12 @@ def priced_kinds(graph: TaskGraph, schedule: Schedule, spec) -> tuple[list[TaskC
     return costs, price
 
 
-def task_costs(graph: TaskGraph, spec, costs: list[TaskCost], price: np.ndarray | None = None,
+def task_costs(graph: TaskGraph, spec, costs: list[TaskCost], price: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per task (float64): compute work (ns of its SM), fixed latency, and fixed latency when the
     megakernel runs it (the same array when no kind gives ``megakernel_fixed_ns``). ``price``: each task's
-    index in ``costs`` (``priced_kinds``; default its kind)."""
+    index in ``costs`` (``priced_kinds``)."""
     t = graph.num_tasks
-    price = graph.kind if price is None else price
     eff = np.array([c.compute_efficiency for c in costs])
     fixed = np.array([c.fixed_ns for c in costs])
     compute_ns = graph.flops / (spec.sm_gflops * eff[price]) + _priced(graph, costs, price, PER_TASK_SM_COSTS)

@@ -23,12 +23,11 @@ from pathlib import Path
 
 from megasim.calibration.cases import mixed_checks
 from megasim.calibration.fit import FREE_ROUND2
-from megasim.calibration.measurements import Measurements
 from megasim.calibration.update import updated_spec
 from megasim.calibration.validation import run_meta
-from megasim.cli.common import read_json
+from megasim.cli.common import read_measurements
 from megasim.errors import MegasimError
-from megasim.hardware.files import spec_from_dict
+from megasim.hardware.files import load_spec
 from megasim.plan import Plan, build
 from megasim.sim import simulate
 from megasim.workloads import parse_layer
@@ -61,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = spec_from_dict(read_json(args.spec, "--spec"), f"--spec {args.spec!r}")
-    m = Measurements.from_dict(read_json(args.measurements, "--measurements"), f"--measurements {args.measurements!r}")
+    spec, m = load_spec(args.spec), read_measurements(args.measurements, "--measurements")
     if args.kind not in spec.task_costs:
         raise SystemExit(f"rate_profile: --kind {args.kind!r} is not allowed: the spec prices "
                          f"{', '.join(sorted(spec.task_costs))}")
