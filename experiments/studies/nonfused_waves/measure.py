@@ -49,8 +49,8 @@ def _stats(st) -> dict[str, float]:
     return {"median_ms": st.median_ms, "min_ms": st.min_ms, "max_ms": st.max_ms}
 
 
-def measure_shape(name: str, spin, repeats: int = 20) -> list[dict[str, Any]]:
-    """Every row of one shape (see the module docstring)."""
+def measure_shape(name: str, spin, repeats: int = 20, params: str = PARAMS) -> list[dict[str, Any]]:
+    """Every row of one shape at plan ``params`` (see the module docstring)."""
     import numpy as np
     from numba import cuda
     from gpu.calibrate.occupancy import time_per_kind, time_queued
@@ -61,8 +61,8 @@ def measure_shape(name: str, spin, repeats: int = 20) -> list[dict[str, Any]]:
     from megasim.schedule import Schedule
     rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(11)
-    graph, schedule, wplan, wss = nonfused_workspaces(name, PARAMS, rng)
-    base = {"layer": name, "plan_params": PARAMS}
+    graph, schedule, wplan, wss = nonfused_workspaces(name, params, rng)
+    base = {"layer": name, "plan_params": params}
     full = PreparedSchedule(wplan, schedule, kernels="per_kind")
     st = time_cuda(lambda i: full.run(wss[i]), warmup=3, repeats=repeats, rotate=3)
     rows.append({**base, "what": "pipeline", "timing": "events", **_stats(st)})
@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="folder for nonfused_waves_measured.json")
     ap.add_argument("--shapes", nargs="+", default=[*VALIDATION_SHAPES, *STUDY_SHAPES])
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--params", default=PARAMS,
+                    help=f"the non-fused plan parameters (default: the validation's, {PARAMS}; '' for the defaults, "
+                         f"as the calibration measures)")
     ap.add_argument("--ncu", nargs="+", metavar="SHAPE", help="profile one pipeline run of each shape instead")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -135,12 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     spin = Spinner()
     rows: list[dict[str, Any]] = []
     for name in args.shapes:
-        rows += measure_shape(name, spin, args.repeats)
+        rows += measure_shape(name, spin, args.repeats, args.params)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"what": "issue 42: the non-fused pipeline's kernels on shapes of few GEMM waves "
                    "(experiments.studies.nonfused_waves.measure)",
-           "params": PARAMS, "git_sha": git_sha(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "params": args.params, "git_sha": git_sha(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "device": device_info(), "spin_iters": spin.iters, "wall_s": time.time() - t0, "rows": rows}
     (out / "nonfused_waves_measured.json").write_text(json.dumps(doc, indent=1))
     log.info("wrote %s (%d rows, %.0f s)", out / "nonfused_waves_measured.json", len(rows), time.time() - t0)
