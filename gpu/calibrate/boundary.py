@@ -41,34 +41,37 @@ KERNELS = 4
 
 
 @cuda.jit
-def busy_kernel(out, iters):
-    """Grid: any, 128 threads per block. Each thread runs ``iters`` dependent FMAs; thread 0 stores its block's."""
+def busy_kernel(out, iters, writes):
+    """Grid: any, 128 threads per block. Each thread runs ``iters`` dependent FMAs, then stores ``writes`` floats
+    (coalesced: the block's 128 threads write consecutive floats; ``out`` holds grid x 128 x writes)."""
     x = float32(cuda.threadIdx.x)
     for _ in range(iters):
         x = x * float32(0.9999999) + float32(1e-7)
-    if cuda.threadIdx.x == 0:
-        out[cuda.blockIdx.x] = x
+    base = cuda.blockIdx.x * 128 * writes + cuda.threadIdx.x
+    for j in range(writes):
+        out[base + j * 128] = x
 
 
 def boundary_row(sm: int, spin, queued_launch_ns: float, blocks_per_sm: int, waves: int, iters: int,
-                 kernels: int = KERNELS, repeats: int = 20) -> dict[str, Any]:
+                 writes: int = 1, kernels: int = KERNELS, repeats: int = 20) -> dict[str, Any]:
     """One shape's queued times (one kernel, ``kernels`` back to back) and the gap it implies, in ns."""
     from gpu.calibrate.occupancy import time_queued
     if kernels < 2:
         raise ValueError(f"kernels={kernels!r} is not allowed: the gap needs at least 2 kernels")
     grid = sm * blocks_per_sm * waves
-    out = cuda.device_array(grid, np.float32)
-    busy_kernel[grid, 128](out, iters)
+    out = cuda.device_array(grid * 128 * writes, np.float32)
+    busy_kernel[grid, 128](out, iters, writes)
     cuda.synchronize()
 
     def run(n):
         for _ in range(n):
-            busy_kernel[grid, 128](out, iters)
+            busy_kernel[grid, 128](out, iters, writes)
 
     one, _ = time_queued(lambda i: run(1), spin, warmup=3, repeats=repeats)
     many, host = time_queued(lambda i: run(kernels), spin, warmup=3, repeats=repeats)
     t1, tn = one.median_ms * 1e6, many.median_ms * 1e6
-    return {"blocks_per_sm": blocks_per_sm, "waves": waves, "iters": iters, "grid": grid, "kernels": kernels,
+    return {"blocks_per_sm": blocks_per_sm, "waves": waves, "iters": iters, "writes": writes,
+            "bytes_written": grid * 128 * writes * 4, "grid": grid, "kernels": kernels,
             "one_ns": t1, "many_ns": tn, "host_issue_ms": host,
             "boundary_ns": (tn - t1) / (kernels - 1) - (t1 - queued_launch_ns)}
 
@@ -99,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
     spin = Spinner()
     queued = probe_queued_launch(sm, spin)["queued_launch_ns"]
-    shapes = CALIBRATION_SHAPES + ((1, 1, 2000), (1, 4, 2000), (8, 2, 1000), (4, 16, 200), (4, 1, 20000))
+    shapes = CALIBRATION_SHAPES + ((1, 1, 2000), (1, 4, 2000), (8, 2, 1000), (4, 16, 200), (4, 1, 20000),
+                                   (4, 4, 500, 16), (4, 4, 500, 64), (4, 4, 500, 256), (4, 16, 100, 64),
+                                   (4, 16, 100, 256))
     rows = boundary_rows(sm, spin, queued, shapes)
     for r in rows:
-        print(f"{r['blocks_per_sm']}/SM x {r['waves']:2d} waves x {r['iters']:5d} FMAs: one {r['one_ns'] / 1e3:7.2f} us, "
+        print(f"{r['blocks_per_sm']}/SM x {r['waves']:2d} waves x {r['iters']:5d} FMAs, {r['bytes_written'] / 2**20:6.1f} MiB written: one {r['one_ns'] / 1e3:7.2f} us, "
               f"{r['kernels']} back to back {r['many_ns'] / 1e3:7.2f} us -> gap {r['boundary_ns'] / 1e3:5.2f} us")
     doc = {"what": __doc__.splitlines()[0], "queued_launch_ns": queued, "device": device_info(), "git_sha": git_sha(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
