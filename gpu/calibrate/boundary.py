@@ -52,6 +52,51 @@ def busy_kernel(out, iters, writes):
         out[base + j * 128] = x
 
 
+@cuda.jit
+def busy_kernel_b(out, iters, writes):
+    """``busy_kernel``'s code as another kernel (a pipeline's next kernel is another function)."""
+    x = float32(cuda.threadIdx.x)
+    for _ in range(iters):
+        x = x * float32(0.9999999) + float32(1e-7)
+    base = cuda.blockIdx.x * 128 * writes + cuda.threadIdx.x
+    for j in range(writes):
+        out[base + j * 128] = x
+
+
+def alternating_row(sm: int, spin, queued_launch_ns: float, smem_b: int, other_kernel: bool,
+                    blocks_per_sm: int = 1, waves: int = 4, iters: int = 500, repeats: int = 20) -> dict[str, Any]:
+    """The gap between two different kernels: A (``busy_kernel``, no dynamic shared memory) and B (the same
+    code, or ``busy_kernel_b`` when ``other_kernel``, with ``smem_b`` bytes of dynamic shared memory), queued
+    A, B, A, B: gap = (T_ABAB - q - 2 (T_A - q) - 2 (T_B - q)) / 3."""
+    from gpu.calibrate.occupancy import _opt_in, time_queued
+    grid = sm * blocks_per_sm * waves
+    out = cuda.device_array(grid * 128, np.float32)
+    kb = busy_kernel_b if other_kernel else busy_kernel
+    busy_kernel[grid, 128](out, iters, 1)
+    kb[grid, 128](out, iters, 1)
+    cuda.synchronize()
+    if smem_b > 48 * 1024:
+        _opt_in(kb, smem_b)
+
+    def a():
+        busy_kernel[grid, 128, 0, 0](out, iters, 1)
+
+    def b():
+        kb[grid, 128, 0, smem_b](out, iters, 1)
+
+    def abab():
+        a(); b(); a(); b()
+
+    ta, _ = time_queued(lambda i: a(), spin, warmup=3, repeats=repeats)
+    tb, _ = time_queued(lambda i: b(), spin, warmup=3, repeats=repeats)
+    tab, _ = time_queued(lambda i: abab(), spin, warmup=3, repeats=repeats)
+    q = queued_launch_ns
+    t_a, t_b, t_abab = ta.median_ms * 1e6, tb.median_ms * 1e6, tab.median_ms * 1e6
+    return {"smem_b": smem_b, "other_kernel": other_kernel, "grid": grid, "iters": iters,
+            "a_ns": t_a, "b_ns": t_b, "abab_ns": t_abab,
+            "boundary_ns": (t_abab - q - 2 * (t_a - q) - 2 * (t_b - q)) / 3}
+
+
 def boundary_row(sm: int, spin, queued_launch_ns: float, blocks_per_sm: int, waves: int, iters: int,
                  writes: int = 1, kernels: int = KERNELS, repeats: int = 20) -> dict[str, Any]:
     """One shape's queued times (one kernel, ``kernels`` back to back) and the gap it implies, in ns."""
@@ -109,7 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['blocks_per_sm']}/SM x {r['waves']:2d} waves x {r['iters']:5d} FMAs, {r['bytes_written'] / 2**20:6.1f} MiB written: one {r['one_ns'] / 1e3:7.2f} us, "
               f"{r['kernels']} back to back {r['many_ns'] / 1e3:7.2f} us -> gap {r['boundary_ns'] / 1e3:5.2f} us")
-    doc = {"what": __doc__.splitlines()[0], "queued_launch_ns": queued, "device": device_info(), "git_sha": git_sha(),
+    alternating = [alternating_row(sm, spin, queued, smem, other) for other in (False, True)
+                   for smem in (0, 16 * 1024, 46 * 1024, 100 * 1024, 160 * 1024)]
+    for r in alternating:
+        print(f"A (no shared memory) then {'another kernel' if r['other_kernel'] else 'the same kernel'} with "
+              f"{r['smem_b'] // 1024:3d} KiB: A {r['a_ns'] / 1e3:6.2f} us, B {r['b_ns'] / 1e3:6.2f} us, ABAB "
+              f"{r['abab_ns'] / 1e3:7.2f} us -> gap {r['boundary_ns'] / 1e3:5.2f} us")
+    doc = {"what": __doc__.splitlines()[0], "queued_launch_ns": queued, "alternating": alternating, "device": device_info(), "git_sha": git_sha(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "calibration_value_ns": statistics.median(r["boundary_ns"] for r in rows[:len(CALIBRATION_SHAPES)]),
            "rows": rows}
