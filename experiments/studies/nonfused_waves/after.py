@@ -70,10 +70,10 @@ def measure_shape(name: str, spin, params: str, repeats: int) -> list[dict[str, 
                           [graph.access_write[graph.access_ptr[t]:graph.access_ptr[t + 1]]].sum()
                           for t in np.asarray(schedule.launches[k - 1].order)))
         src = torch.empty(max(written // 4, 1), dtype=torch.float32, device="cuda")
-        sink = torch.empty(1, dtype=torch.float32, device="cuda")
+        sink = torch.empty((), dtype=torch.float32, device="cuda")
 
         def read(i):
-            torch.sum(src, out=sink)
+            torch.sum(src, dim=0, out=sink)
 
         def nothing(i):
             pass
