@@ -9,7 +9,10 @@ inputs rotated over 3 workspaces):
 - ``alone``: spin, start event, launch k, end event (the calibration's queued timing);
 - ``after``: spin, launch k - 1 (untimed), start event, launch k, end event: launch k's own time on the L2 the
   previous launch leaves, the gap between them excluded (the start event follows launch k - 1's end);
-- ``after_read``: the same with launch k - 1 replaced by a kernel that reads as many bytes as launch k - 1 wrote
+- ``after_all``: the same with every launch before k issued untimed;
+- ``prefix``: launches 1..k timed together; ``prefix_with_event``: the same with an event recorded before launch k,
+  and ``in_prefix_after_event`` that event to the end;
+- ``after_read``: the same as ``after`` with launch k - 1 replaced by a kernel that reads as many bytes as launch k - 1 wrote
   and writes nothing (a control: an L2 as busy but clean).
 
     bash gpu/on_device.sh python3 -m experiments.studies.nonfused_waves.after --out $OUT/after.json \\
@@ -29,8 +32,10 @@ from typing import Any
 log = logging.getLogger("nonfused_waves.after")
 
 
-def time_after(before, fn, spin, repeats: int = 15, warmup: int = 2):
-    """Medians (ms) of ``fn(i)`` bracketed by events, ``before(i)`` issued untimed after the spin kernel."""
+def time_after(before, fn, spin, repeats: int = 15, warmup: int = 2, timed_before: bool = False):
+    """Median (ms) of ``fn(i)`` bracketed by events, ``before(i)`` issued untimed after the spin kernel; with
+    ``timed_before`` (median of ``before`` and ``fn`` together, median of ``fn``'s part): ``before`` inside the
+    timed range, an event between the two."""
     import numpy as np
     import torch
     stream = torch.cuda.current_stream()
@@ -40,14 +45,20 @@ def time_after(before, fn, spin, repeats: int = 15, warmup: int = 2):
         fn(i % 3)
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    mids = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for i in range(repeats):
         spin()
+        if timed_before:
+            starts[i].record(stream)
         before(i % 3)
-        starts[i].record(stream)
+        (mids if timed_before else starts)[i].record(stream)
         fn(i % 3)
         ends[i].record(stream)
     torch.cuda.synchronize()
+    if timed_before:
+        return (float(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)])),
+                float(np.median([m.elapsed_time(e) for m, e in zip(mids, ends)])))
     return float(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
 
 
@@ -82,13 +93,26 @@ def measure_shape(name: str, spin, params: str, repeats: int) -> list[dict[str, 
         alone = time_after(nothing, run, spin, repeats)
         after = time_after(lambda i, p=prev: p.run(wss[i]), run, spin, repeats)
         after_read = time_after(read, run, spin, repeats)
+
+        def all_before(i, k=k):
+            for p in preps[:k]:
+                p.run(wss[i])
+
+        after_all = time_after(all_before, run, spin, repeats)
+        whole, part = time_after(all_before, run, spin, repeats, timed_before=True)
+        whole_no_event = time_after(lambda i: None, lambda i, k=k: [p.run(wss[i]) for p in preps[:k + 1]], spin, repeats)
         rows.append({"layer": name, "plan_params": params, "launch": k + 1, "kind": kind, "after_kind": prev_kind,
                      "bytes_written_before": written, "alone_us": alone * 1e3, "after_us": after * 1e3,
-                     "after_read_us": after_read * 1e3})
+                     "after_read_us": after_read * 1e3, "after_all_us": after_all * 1e3,
+                     "prefix_us": whole_no_event * 1e3, "prefix_with_event_us": whole * 1e3,
+                     "in_prefix_after_event_us": part * 1e3})
         r = rows[-1]
         log.info("%s launch %d (%s after %s, %.1f MiB written): alone %.2f us, after %.2f us (%+.2f), after a read "
-                 "%.2f us (%+.2f)", name, k + 1, kind, prev_kind, written / 2**20, r["alone_us"], r["after_us"],
-                 r["after_us"] - r["alone_us"], r["after_read_us"], r["after_read_us"] - r["alone_us"])
+                 "%.2f us (%+.2f), after all before it %.2f us (%+.2f); prefix %.2f us, with an event before it "
+                 "%.2f us, its part %.2f us (%+.2f)", name, k + 1, kind, prev_kind, written / 2**20, r["alone_us"],
+                 r["after_us"], r["after_us"] - r["alone_us"], r["after_read_us"], r["after_read_us"] - r["alone_us"],
+                 r["after_all_us"], r["after_all_us"] - r["alone_us"], r["prefix_us"], r["prefix_with_event_us"],
+                 r["in_prefix_after_event_us"], r["in_prefix_after_event_us"] - r["alone_us"])
         del src
     del wss
     return rows
