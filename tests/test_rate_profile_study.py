@@ -30,7 +30,9 @@ def test_each_rate_is_held_and_the_rest_refitted(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, says", [(["--rates", "0"], "--rates 0.0 is not allowed"),
+@pytest.mark.parametrize("args, says", [(["--rates", "0"], "--values 0.0 is not allowed"),
+                                        (["--rates", "0.99", "--field", "coresident_stretch"],
+                                         "--values 0.99 is not allowed: coresident_stretch is in"),
                                         (["--rates", "14", "--kind", "nope"], "--kind 'nope' is not allowed"),
                                         (["--rates", "14", "--measurements", "/nonexistent.json"], "cannot be read")])
 def test_bad_input_is_one_line(tmp_path, args, says):

@@ -1,23 +1,22 @@
-"""The gap between two real kernels queued back to back: the spec's ``kernel_boundary_ns``.
+"""The gap between two real kernels queued back to back: a check of the spec's ``kernel_boundary_ns``.
 
-The model starts each kernel of a pipeline ``kernel_boundary_ns`` after the previous one's last block ends,
-and a kernel timed alone queued behind a spin kernel (``gpu.calibrate.occupancy.time_queued``, how the
-calibration times every single-kind run) ``queued_launch_ns`` after the timing starts. Both come from empty
-kernels: ``queued_launch_ns`` is an empty kernel's queued time; the empty-kernel probe
-(``gpu.calibrate.measure.probe_boundary``) times a stream of 200 empty one-block kernels. Between kernels that
-fill the GPU the gap is longer: the non-fused pipeline's launches take about as long inside the pipeline as
-alone on the H200 (docs/findings.md, "The gap between real kernels"), where the empty kernels' 1.4 us would
-make each one 2.2 us shorter.
+The model starts each kernel of a pipeline ``kernel_boundary_ns`` after the previous one's last block ends, and a
+kernel timed alone queued behind a spin kernel (``gpu.calibrate.occupancy.time_queued``, how the calibration times
+every single-kind run) ``queued_launch_ns`` after the timing starts. Both are measured on empty kernels
+(``gpu.calibrate.measure.probe_boundary`` times a stream of 200 empty one-block kernels: 1.4 us on the H200). This
+probe times kernels like the pipelines' instead: ``waves`` waves of ``blocks_per_sm`` 128-thread blocks per SM, each
+thread running ``iters`` dependent FMAs and then storing ``writes`` floats; queued alone (T1) and ``kernels`` of them
+back to back (Tn). Each queued run pays one ``queued_launch_ns`` start and each kernel its body T1 -
+``queued_launch_ns``, so the gap between two of them, as the model reads it, is
 
-This probe times kernels of the kind the pipelines run: ``waves`` waves of ``blocks_per_sm`` blocks per SM, each
-block's 128 threads running ``iters`` dependent FMAs (no memory traffic but one store per block), queued alone
-(T1) and ``kernels`` of them back to back (Tn). Each queued run pays one ``queued_launch_ns`` start and each
-kernel its body T1 - ``queued_launch_ns``, so the gap between two of them, as the model reads it, is
+    gap = (Tn - T1) / (n - 1) - (T1 - queued_launch_ns)                      (``gap_ns``)
 
-    boundary = (Tn - T1) / (n - 1) - (T1 - queued_launch_ns).
+and between two different kernels A and B queued A, B, A, B (B another kernel or the same one with dynamic shared
+memory, which may reconfigure the SM's carveout) ``alternating_gap_ns``. On the H200 every shape gives 1.2-1.6 us,
+the empty kernels' value, whatever the bytes written, the kernel or the shared memory (docs/findings.md, "The
+non-fused pipeline across channel counts"); the calibration keeps the empty-kernel probe.
 
-``boundary_rows`` times several shapes (the calibration keeps the median of ``CALIBRATION_SHAPES``);
-``python -m gpu.calibrate.boundary --out FILE.json`` prints and saves every shape's rows (GPU machine).
+    bash gpu/on_device.sh python3 -m gpu.calibrate.boundary --out $OUT/boundary.json
 """
 
 from __future__ import annotations
@@ -35,9 +34,23 @@ from numba import cuda, float32
 
 log = logging.getLogger(__name__)
 
-# (blocks_per_sm, waves, iters): full-GPU kernels of about 2-20 us, one and several waves.
-CALIBRATION_SHAPES = ((4, 1, 2000), (4, 4, 500), (4, 4, 2000), (2, 8, 500))
+# (blocks_per_sm, waves, iters[, writes]): full-GPU kernels of about 15-430 us, one and several waves, and writing up
+# to 1 GiB.
+SHAPES = ((4, 1, 2000), (4, 4, 500), (4, 4, 2000), (2, 8, 500), (1, 1, 2000), (1, 4, 2000), (8, 2, 1000),
+          (4, 16, 200), (4, 1, 20000), (4, 4, 500, 16), (4, 4, 500, 64), (4, 4, 500, 256), (4, 16, 100, 64),
+          (4, 16, 100, 256))
 KERNELS = 4
+
+
+def gap_ns(one_ns: float, many_ns: float, kernels: int, queued_launch_ns: float) -> float:
+    """The gap between two of ``kernels`` alike kernels queued back to back (``many_ns``), one alone ``one_ns``."""
+    return (many_ns - one_ns) / (kernels - 1) - (one_ns - queued_launch_ns)
+
+
+def alternating_gap_ns(a_ns: float, b_ns: float, abab_ns: float, queued_launch_ns: float) -> float:
+    """The gap between kernels A and B queued A, B, A, B (``abab_ns``), each alone ``a_ns``, ``b_ns``."""
+    q = queued_launch_ns
+    return (abab_ns - q - 2 * (a_ns - q) - 2 * (b_ns - q)) / 3
 
 
 @cuda.jit
@@ -94,7 +107,7 @@ def alternating_row(sm: int, spin, queued_launch_ns: float, smem_b: int, other_k
     t_a, t_b, t_abab = ta.median_ms * 1e6, tb.median_ms * 1e6, tab.median_ms * 1e6
     return {"smem_b": smem_b, "other_kernel": other_kernel, "grid": grid, "iters": iters,
             "a_ns": t_a, "b_ns": t_b, "abab_ns": t_abab,
-            "boundary_ns": (t_abab - q - 2 * (t_a - q) - 2 * (t_b - q)) / 3}
+            "boundary_ns": alternating_gap_ns(t_a, t_b, t_abab, q)}
 
 
 def boundary_row(sm: int, spin, queued_launch_ns: float, blocks_per_sm: int, waves: int, iters: int,
@@ -118,22 +131,12 @@ def boundary_row(sm: int, spin, queued_launch_ns: float, blocks_per_sm: int, wav
     return {"blocks_per_sm": blocks_per_sm, "waves": waves, "iters": iters, "writes": writes,
             "bytes_written": grid * 128 * writes * 4, "grid": grid, "kernels": kernels,
             "one_ns": t1, "many_ns": tn, "host_issue_ms": host,
-            "boundary_ns": (tn - t1) / (kernels - 1) - (t1 - queued_launch_ns)}
+            "boundary_ns": gap_ns(t1, tn, kernels, queued_launch_ns)}
 
 
-def boundary_rows(sm: int, spin, queued_launch_ns: float, shapes=CALIBRATION_SHAPES) -> list[dict[str, Any]]:
+def boundary_rows(sm: int, spin, queued_launch_ns: float, shapes=SHAPES) -> list[dict[str, Any]]:
     """``boundary_row`` of each (blocks_per_sm, waves, iters) of ``shapes``."""
     return [boundary_row(sm, spin, queued_launch_ns, *shape) for shape in shapes]
-
-
-def probe_kernel_boundary(sm: int, spin, queued_launch_ns: float) -> tuple[float, str, list[dict[str, Any]]]:
-    """(kernel_boundary_ns, how it was measured, the rows): the median gap over ``CALIBRATION_SHAPES``."""
-    rows = boundary_rows(sm, spin, queued_launch_ns)
-    value = statistics.median(r["boundary_ns"] for r in rows)
-    how = (f"kernels of 128-thread blocks running dependent FMAs ({', '.join(f'{b}/SM x {w} waves x {i} FMAs' for b, w, i in CALIBRATION_SHAPES)}), "
-           f"queued alone (T1) and {KERNELS} back to back (Tn) behind a spin kernel; gap = (Tn - T1) / "
-           f"{KERNELS - 1} - (T1 - queued_launch_ns), median over the shapes (gpu.calibrate.boundary)")
-    return value, how, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,10 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
     spin = Spinner()
     queued = probe_queued_launch(sm, spin)["queued_launch_ns"]
-    shapes = CALIBRATION_SHAPES + ((1, 1, 2000), (1, 4, 2000), (8, 2, 1000), (4, 16, 200), (4, 1, 20000),
-                                   (4, 4, 500, 16), (4, 4, 500, 64), (4, 4, 500, 256), (4, 16, 100, 64),
-                                   (4, 16, 100, 256))
-    rows = boundary_rows(sm, spin, queued, shapes)
+    rows = boundary_rows(sm, spin, queued)
     for r in rows:
         print(f"{r['blocks_per_sm']}/SM x {r['waves']:2d} waves x {r['iters']:5d} FMAs, {r['bytes_written'] / 2**20:6.1f} MiB written: one {r['one_ns'] / 1e3:7.2f} us, "
               f"{r['kernels']} back to back {r['many_ns'] / 1e3:7.2f} us -> gap {r['boundary_ns'] / 1e3:5.2f} us")
@@ -162,11 +162,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['abab_ns'] / 1e3:7.2f} us -> gap {r['boundary_ns'] / 1e3:5.2f} us")
     doc = {"what": __doc__.splitlines()[0], "queued_launch_ns": queued, "alternating": alternating, "device": device_info(), "git_sha": git_sha(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "calibration_value_ns": statistics.median(r["boundary_ns"] for r in rows[:len(CALIBRATION_SHAPES)]),
+           "median_gap_ns": statistics.median(r["boundary_ns"] for r in rows),
            "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"queued_launch_ns {queued:.0f}; calibration value {doc['calibration_value_ns']:.0f} ns; wrote {args.out}")
+    print(f"queued_launch_ns {queued:.0f}; median gap {doc['median_gap_ns']:.0f} ns; wrote {args.out}")
     return 0
 
 
