@@ -56,9 +56,9 @@ import numpy as np
 from megasim.calibration.age import end_order_checks, fit_age_weight
 from megasim.calibration.cases import (mixed_case, mixed_checks, mixed_fit_case, natural_cases, natural_rows, row_label,
                                       variant_case)
-from megasim.calibration.fit import (ALT_STARTS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR, PIPELINED_KINDS,
-                                     PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2, UPDATE_PRIOR_WEIGHT,
-                                     fit_kind, rms_log_error, starts_for)
+from megasim.calibration.fit import (ALT_STARTS, EPILOGUE_KINDS, FREE_ROUND2, FURTHER_READY_KINDS, LINEAR,
+                                     PIPELINED_KINDS, PRIOR_WEIGHT, ROUND1_MAX_EVALS, ROUND2_MAX_EVALS, STAGE2,
+                                     UPDATE_PRIOR_WEIGHT, fit_kind, rms_log_error, starts_for)
 from megasim.calibration.measurements import Measurements, source
 from megasim.calibration.pool import CasePool
 from megasim.calibration.reproducible import sum_of_squares
@@ -283,6 +283,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
                 + (("memory_overlap",) if base_kind(name) in PIPELINED_KINDS else ())
                 + (("further_block_sm_ready",) if base_kind(name) in FURTHER_READY_KINDS else ())
+                + (("ns_per_other_op",) if base_kind(name) in EPILOGUE_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         start_values = None
         if refit is not None:
