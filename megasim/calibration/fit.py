@@ -61,22 +61,21 @@ PIPELINED_KINDS = ("gemm",)
 # every kind, the least squares stopped in worse minima (gemm@t32 rms 0.027 -> 0.063, itrans 0.069 ->
 # 0.074) and the transforms gained nothing (ftrans 0.097, otrans 0.153 either way).
 FURTHER_READY_KINDS = ("gemm",)
-# ``ns_per_other_op``: the kinds whose tasks give ``other_ops`` (the GEMM's epilogue, the values of the tile it
-# stores: megasim.algorithms.winograd.lowering) also fit its price, SM time that co-resident blocks do not hide and
-# that does not scale with the channels. Without it the GEMM's own kernel alone drifts from -8% at C = 8 to +6% at
-# C = 512 against its fitted cost (the calibration layers' C = 16, 64 and 512 rows fit at rms 0.040); with it the
-# same rows fit at 0.018 and shapes of C = 8-512 that no calibration layer has are within -2..+2%
-# (docs/findings.md, "The GEMM's epilogue").
+# ``sm_fixed_ns``: the GEMMs also fit the SM time each task spends beside its flops (prologue and epilogue: the
+# accumulator tile zeroed and stored), which co-resident blocks do not hide and which does not scale with the
+# channels. Without it the GEMM's own kernel alone drifts from -8% at C = 8 to +6% at C = 512 against its fitted
+# cost (the calibration layers' C = 16, 64 and 512 rows fit at rms 0.040); with it the same rows fit at 0.018 and
+# shapes of C = 8-512 that no calibration layer has are within -2..+2% (docs/findings.md, "The GEMM's epilogue").
 EPILOGUE_KINDS = ("gemm",)
 # Fields fitted in a second stage, each started at the first stage's value of the field named beside it.
 STAGE2 = {"further_block_sm_ready": "block_sm_ready"}
 BOUNDS = {"compute_efficiency": EFF_BOUNDS, "fixed_ns": FIXED_BOUNDS_NS, "block_sm_share": SHARE_BOUNDS,
           "block_sm_ready": SHARE_BOUNDS, "block_dram_bw_gbps": (0.5, 1000.0), "megakernel_fixed_ns": (0.0, 100_000.0),
           "coresident_stretch": (0.0, 0.95), "memory_overlap": (0.0, 1.0), "further_block_sm_ready": SHARE_BOUNDS,
-          "ns_per_other_op": (1e-4, 10.0)}
+          "sm_fixed_ns": (1.0, 100_000.0)}
 START = {"compute_efficiency": 0.5, "fixed_ns": 500.0, "block_sm_share": 0.5, "block_sm_ready": 0.5,
          "block_dram_bw_gbps": None, "megakernel_fixed_ns": 1000.0, "coresident_stretch": 0.3,
-         "memory_overlap": 0.5, "further_block_sm_ready": 0.5, "ns_per_other_op": 0.1}
+         "memory_overlap": 0.5, "further_block_sm_ready": 0.5, "sm_fixed_ns": 300.0}
 LINEAR = ("fixed_ns", "megakernel_fixed_ns")
 # A second start of a fit from scratch, at the other end of the direction its single-kind runs leave loose
 # (docs/calibration.md, Known limits): a block that keeps its SM busy and whose loads hardly slow beside

@@ -46,7 +46,7 @@ from megasim.errors import SpecError
 from megasim.hardware.spec import GPUSpec, base_kind
 
 BY = "megasim update-spec"
-REFITTABLE = FREE_ROUND2 + ("memory_overlap", "further_block_sm_ready", "ns_per_other_op")
+REFITTABLE = FREE_ROUND2 + ("memory_overlap", "further_block_sm_ready", "sm_fixed_ns")
 
 
 def check_refit(spec: GPUSpec, refit: tuple[str, ...]) -> None:

@@ -283,7 +283,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
                 + (("memory_overlap",) if base_kind(name) in PIPELINED_KINDS else ())
                 + (("further_block_sm_ready",) if base_kind(name) in FURTHER_READY_KINDS else ())
-                + (("ns_per_other_op",) if base_kind(name) in EPILOGUE_KINDS else ())
+                + (("sm_fixed_ns",) if base_kind(name) in EPILOGUE_KINDS else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         start_values = None
         if refit is not None:

@@ -27,7 +27,7 @@ from megasim.hardware.spec import OPTIONAL_FIELDS, SCHEMA_VERSION, GPUSpec, Task
 _COST_FIELDS = ("compute_efficiency", "fixed_ns", "ns_per_other_op", "block_sm_share", "ns_per_step",
                 "block_dram_bw_gbps", "megakernel_fixed_ns", "block_sm_ready", "ns_per_iteration",
                 "ns_per_replay", "megakernel_claim_ns", "coresident_stretch", "memory_overlap",
-                "further_block_sm_ready", "launch_fixed_ns")
+                "further_block_sm_ready", "launch_fixed_ns", "sm_fixed_ns")
 _COST_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TaskCost)}
 _COST_ALWAYS = ("compute_efficiency", "fixed_ns")   # the others are written only when not default
 

@@ -74,7 +74,11 @@ class TaskCost:
     kind, between the launch's start and its first blocks (the largest over the launch's kinds), where
     ``fixed_ns`` is paid by every task. The sparse kernels' fitted constant is this one: their
     calibration cases are at most a wave or two, where the two cannot be told apart, and on grids of
-    many waves a per-block constant is paid once a wave (calibration round 4, docs/sparse.md)."""
+    many waves a per-block constant is paid once a wave (calibration round 4, docs/sparse.md).
+    ``sm_fixed_ns`` (default 0): SM time every task of the kind spends beside its flops, whatever its
+    size (a GEMM's prologue and epilogue: the accumulator tile zeroed, its values stored), added to
+    its compute phase: unlike ``fixed_ns`` co-resident blocks do not hide it. A GEMM over few channels
+    spends a larger share of its time there (docs/calibration.md, "The GEMM's epilogue")."""
 
     compute_efficiency: float = 0.5
     fixed_ns: float = 0.0
@@ -91,6 +95,7 @@ class TaskCost:
     memory_overlap: float = 0.0
     further_block_sm_ready: float | None = None
     launch_fixed_ns: float = 0.0
+    sm_fixed_ns: float = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -138,6 +143,8 @@ class TaskCost:
             raise SpecError(f"ns_per_step={self.ns_per_step!r} is not allowed: it must be >= 0")
         if not (self.ns_per_other_op >= 0.0):
             raise SpecError(f"ns_per_other_op={self.ns_per_other_op!r} is not allowed: it must be >= 0")
+        if not (self.sm_fixed_ns >= 0.0):
+            raise SpecError(f"sm_fixed_ns={self.sm_fixed_ns!r} is not allowed: it must be >= 0")
         if not (0.0 < self.block_sm_share <= 1.0):
             raise SpecError(f"block_sm_share={self.block_sm_share!r} is not allowed: it must be in (0, 1]")
         if not (0.0 < self.compute_efficiency <= 1.0):
@@ -372,7 +379,7 @@ TASK_COST_RANGES = {"compute_efficiency": (1e-4, 1.0), "block_sm_share": (1e-4, 
                     "further_block_sm_ready": (1e-4, 1.0), "block_dram_bw_gbps": (0.01, 1e7),
                     **{name: _NS for name in ("fixed_ns", "ns_per_other_op", "ns_per_step", "megakernel_fixed_ns",
                                               "ns_per_iteration", "ns_per_replay", "megakernel_claim_ns",
-                                              "launch_fixed_ns")}}
+                                              "launch_fixed_ns", "sm_fixed_ns")}}
 
 SPEC_CEILINGS = {"sm_count": 4096, "max_threads_per_sm": 65536, "max_blocks_per_sm": 1024,
                  "registers_per_sm": 2 ** 22, "max_registers_per_thread": 4096,

@@ -44,7 +44,7 @@ kernel, the name's own-kernel entry where the spec gives one, ``megasim.sim.run_
   block_l2_bw_ratio`` on all its bytes, which caps its share of the server (water-filling, as below,
   when the caps of a launch's blocks differ; ``megasim.sim.resources``). The compute phase is a job on its SM's server, work
   ``flops / (sm_gflops * compute_efficiency) + other_ops * ns_per_other_op + shared_replays *
-  ns_per_replay`` ns, shared equally by
+  ns_per_replay + sm_fixed_ns`` ns, shared equally by
   the blocks computing there, each block receiving at most its kind's ``block_sm_share`` of the SM
   (water-filling when a launch mixes kinds of different shares: a block capped below the fair share
   gets its cap, the others share the rest equally; ``CappedSharedServer``). A kind may give

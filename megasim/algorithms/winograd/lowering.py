@@ -14,8 +14,7 @@ megakernel whose per-task claim, counter reads and fences are a fixed cost; docs
 - ``gemm`` (group = g, index = j = e * k_tiles + kt): M_g[e, :, kt] = V_g[e] @ U[e, :, kt], a
   (rows x C) by (C x gemm_k_tile) product, where rows = the tiles of group g (t, fewer in the last);
   its flops are the kernel's issued work (the specialised paths compute the full t x gemm_k_tile tile
-  over C rounded up to whole stages of gemm_k_step channels), its ``other_ops`` the values of the tile it stores
-  (its epilogue, SM time that does not scale with C).
+  over C rounded up to whole stages of gemm_k_step channels).
   Column j is the paper's "j-th filter matrix"; the M GEMM tasks of one column share it (reuse b).
 - ``otrans`` (group = g, index = s): inverse-transforms P (tile, k) pairs (k fastest),
   reading alpha^2 products each and writing the m x m outputs.
@@ -399,19 +398,13 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     # tiles; K not a multiple of gemm_k_tile: densenet-1's K = 48 runs 64 columns; C not a multiple of
     # gemm_k_step: a C = 3 layer's one stage multiplies 16 channels, 13 of them zeros); the generic path
     # is counted by its useful work.
-    # Its epilogue (``other_ops``: the accumulator tile it stores, t x gemm_k_tile values on a specialised path,
-    # its useful rows x columns on the generic one) is SM time that does not scale with C: a GEMM of few channels
-    # spends a larger share of its time there (the kind's ``ns_per_other_op``, fitted; docs/calibration.md).
     if cfg.gemm_key in GEMM_FAST_PATHS:
         c_issued = -(-c // cfg.gemm_k_step) * cfg.gemm_k_step
         gemm_flops = 2.0 * t * c_issued * np.full(n_gemm, gk, np.float64)
-        gemm_stored = np.full(n_gemm, float(t * gk))
     else:
         gemm_flops = 2.0 * grows * c * gw
-        gemm_stored = (grows * gw).astype(np.float64)
     flops = np.concatenate([f_pairs * tflops["ftrans"], i_pairs * tflops["itrans"],
                             gemm_flops, o_pairs * tflops["otrans"]])
-    other_ops = np.concatenate([np.zeros(n_f + itask.shape[0]), gemm_stored, np.zeros(otask.shape[0])])
     waits = np.full((num, 2), -1, np.int32)
     sigs = np.full((num, 1), -1, np.int32)
     sigs[:n_f, 0] = 0
@@ -442,7 +435,7 @@ def lower_winograd(problem: ConvProblem, cfg: WinogradConfig | None = None) -> T
     graph = TaskGraph(
         kind_names=KINDS, kind=kind.astype(np.int16), group=group.astype(np.int32),
         index_in_group=index.astype(np.int32), wait_counters=waits, signal_counters=sigs,
-        counter_init=counter_init, flops=flops.astype(np.float64), other_ops=other_ops, access_ptr=ptr,
+        counter_init=counter_init, flops=flops.astype(np.float64), access_ptr=ptr,
         access_region=np.concatenate(acc_region)[order].astype(np.int32),
         access_part_lo=np.concatenate(acc_lo)[order].astype(np.int32),
         access_part_hi=np.concatenate(acc_hi)[order].astype(np.int32),
