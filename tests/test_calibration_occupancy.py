@@ -293,3 +293,33 @@ def test_own_kernel_costs_fit_the_own_kernels_runs_that_the_joint_cost_cannot():
             assert own_error < 0.04 and joint_error > 1.8 * own_error, (kind, own_error, joint_error)
         g, s = variant_case(sub, sched, VARIANTS[4])          # the megakernel's runs: priced by the joint cost
         assert simulated_us(simulate(g, s, fitted), "queued") == simulated_us(simulate(g, s, joint_only), "queued")
+
+
+@pytest.mark.slow
+def test_the_gemm_epilogue_is_fitted_only_when_asked_and_recovered():
+    """A GEMM whose tasks spend SM time beside their flops (``sm_fixed_ns``) at C = 16 and C = 256: with
+    ``epilogue`` the fit frees the field and recovers it; without, the field stays 0 and is not free."""
+    from megasim.calibration.cases import natural_cases
+    from megasim.calibration.winograd import kind_fits
+    layers = ("N=8,C=16,K=64,H=16,W=16", "N=8,C=256,K=64,H=16,W=16")
+    truth = dataclasses.replace(TRUTH["gemm"], sm_fixed_ns=2500.0)
+    spec = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH, "gemm": truth})
+    rows = []
+    for layer in layers:
+        (_, sub, sched), = kind_cases((layer,))["gemm"]
+        for v in VARIANTS:
+            g, s = variant_case(sub, sched, v)
+            rows.append({"layer": layer, "kind": "gemm", "tasks": sub.num_tasks,
+                         "median_ms": simulated_us(simulate(g, s, spec), v["timing"]) / 1000.0, **v})
+    values = {name: {"value": getattr(spec, name), "method": "test"} for name in
+              ("sm_count", "fp32_peak_gflops", "dram_bw_gbps", "l2_bw_gbps", "queued_launch_ns", "kernel_launch_ns")}
+    m = Measurements(device="test", date="2026-01-01", preset="H200", values=values, kind_times=rows)
+    natural_of, params_of = natural_cases(m, layers)
+    natural_of = {"gemm": natural_of["gemm"]}
+    base = dataclasses.replace(spec, task_costs={**spec.task_costs, "gemm": TRUTH["gemm"]})
+    (job,), (fit,) = kind_fits(base, m, layers, natural_of, params_of, 120, 1, epilogue=True)
+    assert "sm_fixed_ns" in job["free"]
+    assert fit["rms_log_error"] < 0.02
+    assert fit["cost"].sm_fixed_ns == pytest.approx(2500.0, rel=0.3)
+    (job,), (fit,) = kind_fits(base, m, layers, natural_of, params_of, 2, 1)
+    assert "sm_fixed_ns" not in job["free"] and fit["cost"].sm_fixed_ns == 0.0

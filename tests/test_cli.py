@@ -185,10 +185,11 @@ def test_calibrate_without_a_gpu_names_itself_not_a_missing_subcommand(capsys, t
     assert code == 2 and "megasim calibrate needs a CUDA GPU" in err and "megasim measure" not in err, err
 
 
-def test_calibrate_refuses_the_mixed_factor_for_an_algorithm_without_mixed_kind_runs(capsys, tmp_path):
-    code, _, err = run(capsys, "calibrate", "--algo", "im2win", "--fit-mixed-factor", "--out", str(tmp_path / "x.json"))
+@pytest.mark.parametrize("flag", ["--fit-mixed-factor", "--fit-gemm-epilogue"])
+def test_calibrate_refuses_the_megakernel_options_for_another_algorithm(capsys, tmp_path, flag):
+    code, _, err = run(capsys, "calibrate", "--algo", "im2win", flag, "--out", str(tmp_path / "x.json"))
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "--fit-mixed-factor is not allowed with --algo 'im2win'" in err, err
+    assert f"{flag} is not allowed with --algo 'im2win'" in err, err
 
 
 def test_simulate_says_when_a_kind_has_no_calibrated_cost(capsys):

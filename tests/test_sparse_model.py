@@ -597,6 +597,18 @@ def test_shared_replays_are_priced_as_sm_time():
         TaskCost(1.0, 0.0, ns_per_replay=-1.0)
 
 
+def test_sm_fixed_time_is_sm_time_that_co_resident_blocks_do_not_hide():
+    """Two blocks on one SM: fixed_ns delays each (they wait side by side), sm_fixed_ns is SM work (they queue)."""
+    graph = compute_graph([100.0, 100.0], kind_kw=dict(threads=128))
+    spec = toy_spec(sm_count=1, fp32_peak_gflops=1.0, max_blocks_per_sm=2)
+    latency = dataclasses.replace(spec, task_costs={"default": TaskCost(1.0, 50.0)})
+    sm_time = dataclasses.replace(spec, task_costs={"default": TaskCost(1.0, 0.0, sm_fixed_ns=50.0)})
+    assert simulate(graph, one_launch([0, 1]), latency).predicted_ns == pytest.approx(250.0)
+    assert simulate(graph, one_launch([0, 1]), sm_time).predicted_ns == pytest.approx(300.0)
+    with pytest.raises(Exception, match="sm_fixed_ns=-1.0 is not allowed"):
+        TaskCost(1.0, 0.0, sm_fixed_ns=-1.0)
+
+
 def test_sparse_repeat_compares_runs_by_hand():
     """Two runs of one sweep: ECR 0.5 - 0.3 s ms against direct 0.4 (crossing at 1/3) and ECR scaled by 1.1
     (0.55 - 0.33 s against 0.4: 0.15 / 0.33 = 0.4545...); the spread is the 10% scale."""

@@ -549,17 +549,18 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "",
 def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
               plan_params: str = "", workers: int | None = None,
               progress: Callable[[CalibrationProgress], None] | None = None,
-              fit_mixed: bool = False) -> dict[str, Any]:
+              fit_mixed: bool = False, fit_epilogue: bool = False) -> dict[str, Any]:
     """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report.
     ``workers``: the fit's processes (default: all cores); ``progress``: ``CalibrationProgress`` records of
-    the measuring and of the fit; ``fit_mixed``: fit mixed_kinds_sm_factor too
+    the measuring and of the fit; ``fit_mixed``: fit mixed_kinds_sm_factor too; ``fit_epilogue``: the GEMMs'
+    sm_fixed_ns too
     (``megasim.calibration.winograd.calibrated_spec``)."""
     m = measure(tuple(layers), plan_params, progress)
     raw = Path(measurements_out) if measurements_out else Path(out).with_suffix(".measurements.json")
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(m.as_dict(), indent=1) + "\n")
     spec, report = calibrated_spec(get_gpu(m.preset), m, tuple(layers), workers=workers, progress=progress,
-                                   fit_mixed=fit_mixed)
+                                   fit_mixed=fit_mixed, fit_epilogue=fit_epilogue)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     dump_spec(spec, out)
     report["measurements"] = str(raw)

@@ -227,7 +227,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
               progress: Callable[[CalibrationProgress], None] | None = None, stage: str = "kinds",
               start_costs: Mapping[str, TaskCost] | None = None,
               own_kernel: bool = False, mixed: Mapping[str, list[dict[str, Any]]] | None = None,
-              alt_starts: tuple[Mapping[str, float], ...] | None = None
+              alt_starts: tuple[Mapping[str, float], ...] | None = None, epilogue: bool = False
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(jobs, fits): each cost name's fit on its rows (``only``: these cost names alone). The fits run
     in threads, their simulations over ``workers`` processes (``CasePool``: the result does not depend
@@ -239,7 +239,8 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
     own kernel (``GPUSpec.kernel_task_costs``) on the rows it fits that ran its own kernel (the megakernel's
     rows left out; ``kernel_fits``). ``mixed``: per cost name, mixed-kind rows fitted beside its own (the other
     kind of each at ``base``'s cost; ``beside_fits``). ``alt_starts``: a second-round fit's further starts
-    (default ``ALT_STARTS`` from scratch, none in an update). ``progress`` receives a
+    (default ``ALT_STARTS`` from scratch, none in an update). ``epilogue``: the ``EPILOGUE_KINDS`` also fit
+    ``sm_fixed_ns`` (an update may refit it whatever ``epilogue`` says). ``progress`` receives a
     ``CalibrationProgress`` of ``stage`` after each batch of simulations of each fit (from the fits' threads)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -283,7 +284,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
                       or any(r.get("kernel") == "megakernel" for r in fitted_rows))
                 + (("memory_overlap",) if base_kind(name) in PIPELINED_KINDS else ())
                 + (("further_block_sm_ready",) if base_kind(name) in FURTHER_READY_KINDS else ())
-                + (("sm_fixed_ns",) if base_kind(name) in EPILOGUE_KINDS else ())
+                + (("sm_fixed_ns",) if base_kind(name) in EPILOGUE_KINDS and (epilogue or refit is not None) else ())
                 if round2 else ("compute_efficiency", "fixed_ns"))
         start_values = None
         if refit is not None:
@@ -324,7 +325,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
                     max_evals: int | None = None, workers: int | None = None,
                     progress: Callable[[CalibrationProgress], None] | None = None,
-                    fit_mixed: bool = False) -> tuple[GPUSpec, dict[str, Any]]:
+                    fit_mixed: bool = False, fit_epilogue: bool = False) -> tuple[GPUSpec, dict[str, Any]]:
     """The calibrated spec and a report of the per-kind fits.
 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
@@ -341,7 +342,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     (``extra.mixed_kind_rows``) time, and their variants, after the others, beside the GEMM (``beside_fits``);
     then each cost name's own kernel (``kernel_fits``). The mixed-kind runs are simulated with the fitted spec
     and reported (``mixed_checks``); with ``fit_mixed`` they also fit ``mixed_kinds_sm_factor``
-    (``fit_mixed_factor``), last.
+    (``fit_mixed_factor``), last. With ``fit_epilogue`` the GEMMs (``EPILOGUE_KINDS``) also fit ``sm_fixed_ns``, the
+    SM time of each task's prologue and epilogue (docs/calibration.md, "The GEMM's epilogue": it validates better on
+    four of five measurement sets and loses a ranking bar on the fifth, so it is not the default).
     ``progress`` receives a ``CalibrationProgress`` as each stage starts and after each batch of simulations
     (from the fits' threads: it must be thread-safe)."""
     def tell(stage: str, **kw) -> None:
@@ -362,7 +365,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
         only = {r["kind"] for r in end_rows}
         tell("first pass")
         jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, only,
-                               progress=progress, stage="first pass")
+                               progress=progress, stage="first pass", epilogue=fit_epilogue)
         first = dataclasses.replace(base, task_costs={**base.task_costs,
                                                       **{j["kind"]: f["cost"] for j, f in zip(jobs, fits)}})
         tell("younger_block_weight")
@@ -381,7 +384,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     # (the kinds fitted beside the GEMM, and their variants, after it: beside_fits)
     mixed_of = beside_rows(m)
     jobs, fits = kind_fits(base, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
-                           start_costs=start_costs, only=set(natural_of) - beside_names(mixed_of, natural_of))
+                           start_costs=start_costs, only=set(natural_of) - beside_names(mixed_of, natural_of),
+                           epilogue=fit_epilogue)
     costs: dict[str, TaskCost] = {}
     sources = dict(base.sources)
     _record_fits(jobs, fits, m, layers, costs, sources, report)
@@ -390,7 +394,8 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     spec = dataclasses.replace(base, task_costs=costs, sources=sources,
                                description=f"{preset.description}; calibrated {m.date} on {m.device}")
     spec = beside_fits(spec, m, mixed_of, layers, natural_of, params_of, max_evals, workers, report, progress)
-    spec = kernel_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress)
+    spec = kernel_fits(spec, m, layers, natural_of, params_of, max_evals, workers, report, progress,
+                       epilogue=fit_epilogue)
     mixed = m.extra.get("mixed_kind_rows") or []
     with _scalar_pool(workers) as map_fn:
         if mixed:
@@ -517,7 +522,8 @@ def beside_fits(spec: GPUSpec, m: Measurements, mixed: Mapping[str, list[dict[st
     return dataclasses.replace(spec, task_costs=costs, sources=sources)
 
 def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, max_evals, workers,
-                report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None) -> GPUSpec:
+                report: dict[str, Any], progress: Callable[[CalibrationProgress], None] | None = None,
+                epilogue: bool = False) -> GPUSpec:
     """``spec`` with each second-round cost name's cost in its own kernel (``GPUSpec.kernel_task_costs``),
     fitted as a kind of its own: on the runs of its own kernel that its megakernel cost was fitted on too
     (natural occupancy; the GEMMs' forced ones), every field its own kernel reads free, from scratch (the
@@ -527,11 +533,11 @@ def kernel_fits(spec: GPUSpec, m: Measurements, layers, natural_of, params_of, m
     occupancy, which is what pins how its blocks share an SM (docs/calibration.md, "A kind's own kernel").
     A cost name gets its own-kernel cost only where that fits its own kernel's runs better (rms log error)
     than its joint cost does: with few runs the prior holds the fit near the kinds' generic starts. The
-    report's ``own_kernels`` (``kept``: whether it did)."""
+    report's ``own_kernels`` (``kept``: whether it did). ``epilogue``: as ``kind_fits``'s."""
     if progress is not None:
         progress(CalibrationProgress("own kernels"))
     jobs, fits = kind_fits(spec, m, layers, natural_of, params_of, max_evals, workers, progress=progress,
-                           stage="own kernels", own_kernel=True)
+                           stage="own kernels", own_kernel=True, epilogue=epilogue)
     kernel_costs: dict[str, TaskCost] = {}
     sources = dict(spec.sources)
     report["own_kernels"] = {}
