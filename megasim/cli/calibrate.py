@@ -167,7 +167,8 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
     for kind, fit in report["kinds"].items():
         sharing = "block_sm_ready" if fit.get("block_sm_ready") is not None else "block_sm_share"
         extra = "".join(f"  {name} {fit[name]:.3f}" for name in (sharing, "coresident_stretch", "block_dram_bw_gbps",
-                                                                   "megakernel_fixed_ns") if fit.get(name) is not None)
+                                                                   "megakernel_fixed_ns", "sm_fixed_ns")
+                        if fit.get(name) is not None)
         mixed = (f" ({fit['mixed_runs']} of them mixed-kind runs: fitted beside the GEMM)"
                  if fit.get("mixed_runs") else "")
         print(f"  {kind:7s} compute_efficiency {fit['compute_efficiency']:.3f}  fixed_ns {fit['fixed_ns']:9.1f}{extra}  "
