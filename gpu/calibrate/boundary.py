@@ -53,27 +53,27 @@ def alternating_gap_ns(a_ns: float, b_ns: float, abab_ns: float, queued_launch_n
     return (abab_ns - q - 2 * (a_ns - q) - 2 * (b_ns - q)) / 3
 
 
+@cuda.jit(device=True)
+def _busy(out, iters, writes):
+    x = float32(cuda.threadIdx.x)
+    for _ in range(iters):
+        x = x * float32(0.9999999) + float32(1e-7)
+    base = cuda.blockIdx.x * 128 * writes + cuda.threadIdx.x
+    for j in range(writes):
+        out[base + j * 128] = x
+
+
 @cuda.jit
 def busy_kernel(out, iters, writes):
     """Grid: any, 128 threads per block. Each thread runs ``iters`` dependent FMAs, then stores ``writes`` floats
     (coalesced: the block's 128 threads write consecutive floats; ``out`` holds grid x 128 x writes)."""
-    x = float32(cuda.threadIdx.x)
-    for _ in range(iters):
-        x = x * float32(0.9999999) + float32(1e-7)
-    base = cuda.blockIdx.x * 128 * writes + cuda.threadIdx.x
-    for j in range(writes):
-        out[base + j * 128] = x
+    _busy(out, iters, writes)
 
 
 @cuda.jit
 def busy_kernel_b(out, iters, writes):
-    """``busy_kernel``'s code as another kernel (a pipeline's next kernel is another function)."""
-    x = float32(cuda.threadIdx.x)
-    for _ in range(iters):
-        x = x * float32(0.9999999) + float32(1e-7)
-    base = cuda.blockIdx.x * 128 * writes + cuda.threadIdx.x
-    for j in range(writes):
-        out[base + j * 128] = x
+    """``busy_kernel`` as another kernel (a pipeline's next kernel is another function)."""
+    _busy(out, iters, writes)
 
 
 def alternating_row(sm: int, spin, queued_launch_ns: float, smem_b: int, other_kernel: bool,

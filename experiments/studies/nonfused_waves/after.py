@@ -18,7 +18,7 @@ inputs rotated over 3 workspaces):
     bash gpu/on_device.sh python3 -m experiments.studies.nonfused_waves.after --out $OUT/after.json \\
         --shapes N=32,C=32,K=64,H=96,W=96 ...
 
-Results and what they say: docs/findings.md, "A launch right after another".
+Results and what they say: docs/findings.md, "The non-fused pipeline across channel counts".
 """
 from __future__ import annotations
 
