@@ -122,6 +122,17 @@ def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
         assert set(report["kinds"][kind]) == {"megakernel_claim_ns"}, kind
 
 
+def test_the_gemm_epilogue_can_be_refitted_by_name():
+    """``sm_fixed_ns@gemm``: an update frees the GEMM's epilogue time (fitted from scratch only with
+    --fit-gemm-epilogue) and nothing else's."""
+    old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
+    new = changed_kernels_spec()
+    updated, report = updated_spec(old, measured(new), ("sm_fixed_ns@gemm",), workers=1, max_evals=20)
+    assert set(report["kinds"]["gemm"]) >= {"sm_fixed_ns"} and "sm_fixed_ns" not in report["kinds"]["itrans"]
+    assert updated.task_cost("gemm").sm_fixed_ns == report["kinds"]["gemm"]["sm_fixed_ns"]["after"] > 0.0
+    assert updated.task_cost("itrans").sm_fixed_ns == 0.0
+
+
 def test_an_update_needs_rows_only_of_what_it_refits():
     """A measurements file with a layer that has only the GEMM's own runs (the few-wave shapes of
     experiments.studies.nonfused_waves.refit): an update of GEMM fields took every other cost name on it too
