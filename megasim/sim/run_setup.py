@@ -67,9 +67,8 @@ def task_costs(graph: TaskGraph, spec, costs: list[TaskCost], price: np.ndarray
     eff = np.array([c.compute_efficiency for c in costs])
     fixed = np.array([c.fixed_ns for c in costs])
     sm_fixed = np.array([c.sm_fixed_ns for c in costs])
-    compute_ns = graph.flops / (spec.sm_gflops * eff[price]) + _priced(graph, costs, price, PER_TASK_SM_COSTS)
-    if sm_fixed.any():
-        compute_ns = compute_ns + sm_fixed[price]
+    compute_ns = (graph.flops / (spec.sm_gflops * eff[price]) + _priced(graph, costs, price, PER_TASK_SM_COSTS)
+                  + sm_fixed[price])
     compute_ns = np.ascontiguousarray(np.broadcast_to(compute_ns, (t,)).astype(np.float64))
     fixed_ns = fixed[price] + _priced(graph, costs, price, PER_TASK_LATENCIES)
     fixed_plain = np.ascontiguousarray(np.broadcast_to(fixed_ns, (t,)).astype(np.float64))

@@ -72,18 +72,18 @@ def measure_shape(name: str, spin, params: str, repeats: int) -> list[dict[str, 
     graph, schedule, wplan, wss = nonfused_workspaces(name, params, np.random.default_rng(12))
     preps = [PreparedSchedule(wplan, Schedule(f"launch{k}", (la,)), kernels="per_kind", check=False)
              for k, la in enumerate(schedule.launches)]
+    task_of = np.repeat(np.arange(graph.num_tasks), np.diff(graph.access_ptr))
+    written_by = np.bincount(task_of, weights=graph.access_bytes * graph.access_write, minlength=graph.num_tasks)
     rows = []
     for k in range(1, len(preps)):
         prev, this = preps[k - 1], preps[k]
         kind = graph.kind_names[int(graph.kind[int(schedule.launches[k].order[0])])]
         prev_kind = graph.kind_names[int(graph.kind[int(schedule.launches[k - 1].order[0])])]
-        written = int(sum(graph.access_bytes[graph.access_ptr[t]:graph.access_ptr[t + 1]]
-                          [graph.access_write[graph.access_ptr[t]:graph.access_ptr[t + 1]]].sum()
-                          for t in np.asarray(schedule.launches[k - 1].order)))
+        written = int(written_by[np.asarray(schedule.launches[k - 1].order)].sum())
         src = torch.empty(max(written // 4, 1), dtype=torch.float32, device="cuda")
         sink = torch.empty((), dtype=torch.float32, device="cuda")
 
-        def read(i):
+        def read(i, src=src):
             torch.sum(src, dim=0, out=sink)
 
         def nothing(i):
@@ -100,7 +100,7 @@ def measure_shape(name: str, spin, params: str, repeats: int) -> list[dict[str, 
 
         after_all = time_after(all_before, run, spin, repeats)
         whole, part = time_after(all_before, run, spin, repeats, timed_before=True)
-        whole_no_event = time_after(lambda i: None, lambda i, k=k: [p.run(wss[i]) for p in preps[:k + 1]], spin, repeats)
+        whole_no_event = time_after(nothing, lambda i, k=k: [p.run(wss[i]) for p in preps[:k + 1]], spin, repeats)
         rows.append({"layer": name, "plan_params": params, "launch": k + 1, "kind": kind, "after_kind": prev_kind,
                      "bytes_written_before": written, "alone_us": alone * 1e3, "after_us": after * 1e3,
                      "after_read_us": after_read * 1e3, "after_all_us": after_all * 1e3,
@@ -113,8 +113,6 @@ def measure_shape(name: str, spin, params: str, repeats: int) -> list[dict[str, 
                  r["after_us"], r["after_us"] - r["alone_us"], r["after_read_us"], r["after_read_us"] - r["alone_us"],
                  r["after_all_us"], r["after_all_us"] - r["alone_us"], r["prefix_us"], r["prefix_with_event_us"],
                  r["in_prefix_after_event_us"], r["in_prefix_after_event_us"] - r["alone_us"])
-        del src
-    del wss
     return rows
 
 
@@ -125,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="", help="non-fused plan parameters (default: the calibration's defaults)")
     ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args(argv)
+    from experiments.studies.nonfused_waves.measure import check_inputs
+    check_inputs("nonfused_waves.after", args.shapes, args.params)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("numba").setLevel(logging.WARNING)
     from gpu.calibrate.occupancy import Spinner

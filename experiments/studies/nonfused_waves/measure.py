@@ -114,6 +114,20 @@ def profile(shapes) -> None:
         del wss
 
 
+def check_inputs(prog: str, shapes, params: str) -> None:
+    """One line naming the bad value (SystemExit) unless every shape parses and ``params`` are non-fused plan
+    parameters: before any GPU work."""
+    from megasim.errors import MegasimError
+    from megasim.plan import Plan
+    from megasim.workloads import parse_layer
+    try:
+        Plan.parse("nonfused", params)
+        for name in shapes:
+            parse_layer(name)
+    except MegasimError as err:
+        raise SystemExit(f"{prog}: {err}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="folder for nonfused_waves_measured.json")
@@ -124,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"as the calibration measures)")
     ap.add_argument("--ncu", nargs="+", metavar="SHAPE", help="profile one pipeline run of each shape instead")
     args = ap.parse_args(argv)
+    check_inputs("nonfused_waves.measure", args.ncu or args.shapes, args.params)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("numba").setLevel(logging.WARNING)
     if args.ncu:
