@@ -61,6 +61,7 @@ from numba import cuda, float32
 
 from gpu.calibrate.runs import empty4, empty_megakernel_run, nonfused_workspaces, spin_kernel
 from gpu.runtime.fast_launch import FrozenLaunch
+from gpu.runtime.small_grids import intended_small_grids
 from gpu.runtime.timing import time_cuda
 from gpu.kernels.common.vector_access import load4
 from megasim.calibration.measurements import CALIBRATION_LAYERS, Measurements
@@ -467,6 +468,7 @@ def _l2_capacity(m: Measurements, sm: int) -> tuple[float, str]:
     return value, method
 
 
+@intended_small_grids()     # one-thread probes and one-block-per-SM runs are small on purpose
 def measure(layers=CALIBRATION_LAYERS, plan_params: str = "",
             progress: Callable[[CalibrationProgress], None] | None = None) -> Measurements:
     """Every probe and every single-kind run of a calibration (``progress``: a ``CalibrationProgress`` of stage

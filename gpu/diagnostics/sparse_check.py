@@ -32,14 +32,9 @@ import warnings
 import numba
 import numpy as np
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
-
-try:  # numba-cuda >= 0.2x warns with its own class
-    from numba.cuda.core.errors import NumbaPerformanceWarning as CudaPerformanceWarning
-except ImportError:  # pragma: no cover
-    CudaPerformanceWarning = NumbaPerformanceWarning
 
 from gpu.diagnostics.output import out_dir_arg
+from gpu.runtime.small_grids import PERFORMANCE_WARNINGS
 from megasim.provenance import git_sha
 from gpu import sparse as sp
 from gpu.kernels.sparse import kernels as sk
@@ -122,7 +117,7 @@ def _elementwise_rows(torch, y_conv) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     """Check every op; with --out DIR also write sparse_check.csv/.json there."""
     out_dir = out_dir_arg(argv, __doc__.splitlines()[0], default=None)
-    for category in (NumbaPerformanceWarning, CudaPerformanceWarning):   # small grids at batch 1 are intended
+    for category in PERFORMANCE_WARNINGS:   # small grids at batch 1 are intended
         warnings.simplefilter("ignore", category)
     try:
         import torch

@@ -64,17 +64,24 @@ CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.admi
                   "distributed.admin.system-monitor.gil.enabled": False}
 
 
+# distributed's own logs of the clusters megasim starts: CRITICAL only. A task's error reaches the caller as
+# the task's exception; what else its workers log at ERROR is, in practice, the shutdown race in which a
+# worker's heartbeat meets a scheduler that has just closed (dask/distributed#7105): a traceback printed at
+# the end of about half the calibrations, after a run that went well.
+CLUSTER_LOG_LEVEL = logging.CRITICAL
+
+
 def local_cluster(workers: int, env: dict[str, str] | None = None, processes: bool = True):
     """A LocalCluster of `workers` processes, one thread each (or, with ``processes=False``, one worker of
     `workers` threads in this process), no dashboard, no memory limit (the simulations' memory is bounded
-    by --max-tasks, not by a share of the host), CLUSTER_CONFIG set."""
+    by --max-tasks, not by a share of the host), CLUSTER_CONFIG set, logs at CLUSTER_LOG_LEVEL."""
     import dask
     from distributed import LocalCluster
     shape = ({"n_workers": workers, "threads_per_worker": 1} if processes
              else {"n_workers": 1, "threads_per_worker": workers})
     with dask.config.set(CLUSTER_CONFIG):     # the nannies hand this configuration to their workers
         return LocalCluster(**shape, processes=processes, dashboard_address=":0", memory_limit=0,
-                            silence_logs=logging.ERROR, **({"env": env} if env else {}))
+                            silence_logs=CLUSTER_LOG_LEVEL, **({"env": env} if env else {}))
 
 
 def check_scheduler_address(address: Any) -> None:

@@ -34,7 +34,6 @@ way, e.g. ``NUMBA_ENABLE_CUDASIM=1`` to run the whole thing on Numba's CUDA simu
 from __future__ import annotations
 
 import contextlib
-import logging
 import statistics
 import time
 from collections import deque
@@ -120,11 +119,11 @@ def gpu_cluster(devices: Sequence[int | str], env: dict[str, str] | None = None)
     """A local SpecCluster with one worker per device (see the module's docstring)."""
     import dask
     from distributed import Scheduler, SpecCluster
-    from megasim.sweep.cluster import CLUSTER_CONFIG
+    from megasim.sweep.cluster import CLUSTER_CONFIG, CLUSTER_LOG_LEVEL
     with dask.config.set(CLUSTER_CONFIG):     # the nannies hand this configuration to their workers
         return SpecCluster(workers=gpu_worker_specs(devices, env),
                            scheduler={"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}},
-                           silence_logs=logging.ERROR)
+                           silence_logs=CLUSTER_LOG_LEVEL)
 
 
 @contextlib.contextmanager
