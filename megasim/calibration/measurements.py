@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from megasim.errors import SpecError
 from megasim.hardware.spec import finite_number
@@ -66,6 +66,18 @@ class Measurements:
     def layers(self) -> tuple[str, ...]:
         """The layers ``kind_times`` has runs of, in the order of their first run."""
         return tuple(dict.fromkeys(r["layer"] for r in self.kind_times))
+
+    def only_layers(self, layers: Sequence[str]) -> "Measurements":
+        """These measurements cut to the runs of `layers`: the single-kind rows and every list of per-layer rows in
+        ``extra`` (the mixed-kind runs, the block end order, the megakernel ticket's rows); the probes' values and
+        every other entry as they are."""
+        keep = set(layers)
+
+        def cut(value: Any) -> Any:
+            per_layer = isinstance(value, list) and all(isinstance(r, Mapping) and "layer" in r for r in value)
+            return [r for r in value if r["layer"] in keep] if per_layer else value
+        return dataclasses.replace(self, kind_times=[r for r in self.kind_times if r["layer"] in keep],
+                                   extra={key: cut(value) for key, value in self.extra.items()})
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "measurements") -> "Measurements":

@@ -353,6 +353,7 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
 
     base = measured_base(preset, m)
     layers = tuple(layers or m.layers)
+    m = m.only_layers(layers)       # every row the fit reads (mixed-kind runs, end order too) is of these layers
     if any(r.get("timing") == "queued" for r in m.kind_times) and base.queued_launch_ns is None:
         raise SpecError("measurements: queued-timed rows need the queued_launch_ns measurement (gpu.calibrate.occupancy)")
     natural_of, params_of = natural_cases(m, layers)
