@@ -123,8 +123,8 @@ def test_a_field_at_a_kind_is_refitted_for_that_kind_alone():
 
 
 def test_the_gemm_epilogue_can_be_refitted_by_name():
-    """``sm_fixed_ns@gemm``: an update frees the GEMM's epilogue time (fitted from scratch only with
-    --fit-gemm-epilogue) and nothing else's."""
+    """``sm_fixed_ns@gemm``: an update frees the GEMM's epilogue time (what megasim calibrate fits by default;
+    an update keeps every field it is not told to refit) and nothing else's."""
     old = small_h200(task_costs={**get_gpu("H200").task_costs, **TRUTH})
     new = changed_kernels_spec()
     updated, report = updated_spec(old, measured(new), ("sm_fixed_ns@gemm",), workers=1, max_evals=20)

@@ -185,7 +185,7 @@ def test_calibrate_without_a_gpu_names_itself_not_a_missing_subcommand(capsys, t
     assert code == 2 and "megasim calibrate needs a CUDA GPU" in err and "megasim measure" not in err, err
 
 
-@pytest.mark.parametrize("flag", ["--fit-mixed-factor", "--fit-gemm-epilogue"])
+@pytest.mark.parametrize("flag", ["--fit-mixed-factor", "--fit-gemm-epilogue", "--no-fit-gemm-epilogue"])
 def test_calibrate_refuses_the_megakernel_options_for_another_algorithm(capsys, tmp_path, flag):
     code, _, err = run(capsys, "calibrate", "--algo", "im2win", flag, "--out", str(tmp_path / "x.json"))
     assert code == 2 and len(err.strip().splitlines()) == 1

@@ -551,7 +551,7 @@ def measure(layers=CALIBRATION_LAYERS, plan_params: str = "",
 def calibrate(out: str | Path, *, measurements_out: str | Path | None = None, layers=CALIBRATION_LAYERS,
               plan_params: str = "", workers: int | None = None,
               progress: Callable[[CalibrationProgress], None] | None = None,
-              fit_mixed: bool = False, fit_epilogue: bool = False) -> dict[str, Any]:
+              fit_mixed: bool = False, fit_epilogue: bool = True) -> dict[str, Any]:
     """Measure, fit, write the spec file (and the raw measurements beside it); returns the fit report.
     ``workers``: the fit's processes (default: all cores); ``progress``: ``CalibrationProgress`` records of
     the measuring and of the fit; ``fit_mixed``: fit mixed_kinds_sm_factor too; ``fit_epilogue``: the GEMMs'

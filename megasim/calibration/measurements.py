@@ -24,10 +24,13 @@ from typing import Any, Mapping, Sequence
 from megasim.errors import SpecError
 from megasim.hardware.spec import finite_number
 
-# The layers whose single-kind runs a calibration measures: 16, 64 and 512 input channels. The few-channel
-# shape is none of the paper's 13 layers; without it the costs extrapolate to few channels from C = 64
-# and the fused/non-fused speedup of yolov3-1 (C = 32) came out 13% low (docs/calibration.md).
-CALIBRATION_LAYERS = ("resnet-1", "vgg-3", "N=32,C=16,K=64,H=96,W=96")
+# The layers whose single-kind runs a calibration measures: 16, 64 and 512 input channels over many waves, and
+# 512 over a few. The two shapes are none of the paper's 13 layers. Without the few-channel one the costs
+# extrapolate to few channels from C = 64 and the fused/non-fused speedup of yolov3-1 (C = 32) came out 13% low;
+# without the few-wave one (1440 GEMM tasks, about 5 waves) the GEMM's megakernel cost falls into either of two
+# basins that the other layers' runs cannot tell apart, and resnet-4's fused mappings came out 6-13% slow on some
+# sets (docs/calibration.md, "Calibration layers").
+CALIBRATION_LAYERS = ("resnet-1", "vgg-3", "N=32,C=16,K=64,H=96,W=96", "N=32,C=512,K=512,H=9,W=9")
 
 
 def measured_time(text: Any) -> float | None:

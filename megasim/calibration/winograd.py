@@ -325,7 +325,7 @@ def kind_fits(base: GPUSpec, m: Measurements, layers, natural_of, params_of, max
 def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | None = None,
                     max_evals: int | None = None, workers: int | None = None,
                     progress: Callable[[CalibrationProgress], None] | None = None,
-                    fit_mixed: bool = False, fit_epilogue: bool = False) -> tuple[GPUSpec, dict[str, Any]]:
+                    fit_mixed: bool = False, fit_epilogue: bool = True) -> tuple[GPUSpec, dict[str, Any]]:
     """The calibrated spec and a report of the per-kind fits.
 
     A kind measured at one occupancy (its non-fused kernel, ``timing`` events: the first round) gets
@@ -342,9 +342,9 @@ def calibrated_spec(preset: GPUSpec, m: Measurements, layers: tuple[str, ...] | 
     (``extra.mixed_kind_rows``) time, and their variants, after the others, beside the GEMM (``beside_fits``);
     then each cost name's own kernel (``kernel_fits``). The mixed-kind runs are simulated with the fitted spec
     and reported (``mixed_checks``); with ``fit_mixed`` they also fit ``mixed_kinds_sm_factor``
-    (``fit_mixed_factor``), last. With ``fit_epilogue`` the GEMMs (``EPILOGUE_KINDS``) also fit ``sm_fixed_ns``, the
-    SM time of each task's prologue and epilogue (docs/calibration.md, "The GEMM's epilogue": it validates better on
-    four of five measurement sets and loses a ranking bar on the fifth, so it is not the default).
+    (``fit_mixed_factor``), last. With ``fit_epilogue`` (the default) the GEMMs (``EPILOGUE_KINDS``) also fit
+    ``sm_fixed_ns``, the SM time of each task's prologue and epilogue (docs/calibration.md, "The GEMM's epilogue";
+    ``fit_epilogue=False`` leaves it unset, as calibrations did before it).
     ``progress`` receives a ``CalibrationProgress`` as each stage starts and after each batch of simulations
     (from the fits' threads: it must be thread-safe)."""
     def tell(stage: str, **kw) -> None:

@@ -44,9 +44,9 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit-mixed-factor", action="store_true",
                    help="winograd: also fit mixed_kinds_sm_factor on the mixed-kind runs (default: they are checks; "
                         "docs/calibration.md says why)")
-    p.add_argument("--fit-gemm-epilogue", action="store_true",
-                   help="winograd: the GEMMs also fit sm_fixed_ns, their tasks' prologue and epilogue SM time (not the "
-                        "default; docs/calibration.md, \"The GEMM's epilogue\")")
+    p.add_argument("--fit-gemm-epilogue", action=argparse.BooleanOptionalAction, default=None,
+                   help="winograd: the GEMMs also fit sm_fixed_ns, their tasks' prologue and epilogue SM time (the "
+                        "default; --no-fit-gemm-epilogue leaves it unset; docs/calibration.md, \"The GEMM's epilogue\")")
     p.add_argument("--workers", type=integer(1, 1024),
                    help="processes that simulate the fit's cases (default: all cores; the spec does not depend on it)")
     p.add_argument("--json", action="store_true")
@@ -124,8 +124,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.fit_mixed_factor and procedure != "megakernel_kinds":
         raise InputError(f"--fit-mixed-factor is not allowed with --algo {args.algo!r}: only the megakernel's kinds "
                          f"(--algo winograd) have mixed-kind runs to fit it on")
-    if args.fit_gemm_epilogue and procedure != "megakernel_kinds":
-        raise InputError(f"--fit-gemm-epilogue is not allowed with --algo {args.algo!r}: only the megakernel's "
+    if args.fit_gemm_epilogue is not None and procedure != "megakernel_kinds":
+        flag = "--fit-gemm-epilogue" if args.fit_gemm_epilogue else "--no-fit-gemm-epilogue"
+        raise InputError(f"{flag} is not allowed with --algo {args.algo!r}: only the megakernel's "
                          f"kinds (--algo winograd) have its GEMMs")
     check_out_path(args.out, "--out")
     return _CALIBRATIONS[procedure](args)
@@ -150,13 +151,13 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                                  f"(its layers: {', '.join(m.layers)})")
             spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
                                            progress=report_progress, fit_mixed=args.fit_mixed_factor,
-                                           fit_epilogue=args.fit_gemm_epilogue)
+                                           fit_epilogue=args.fit_gemm_epilogue is not False)
             dump_spec(_carry_kinds(spec, carry), args.out)
         else:
             calibrate = gpu_module("measure", "calibrate")
             report = calibrate.calibrate(args.out, layers=layers or CALIBRATION_LAYERS, plan_params=args.param or "",
                                          workers=args.workers, progress=report_progress,
-                                         fit_mixed=args.fit_mixed_factor, fit_epilogue=args.fit_gemm_epilogue)
+                                         fit_mixed=args.fit_mixed_factor, fit_epilogue=args.fit_gemm_epilogue is not False)
             if carry is not None:
                 dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
     report["out"] = args.out
