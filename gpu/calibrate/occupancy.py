@@ -18,8 +18,8 @@ round (``megasim.calibration.winograd`` fits each kind's ``block_sm_ready``, DRA
     bash gpu/on_device.sh python -m gpu.calibrate.occupancy --ticket-only \
         --base megasim/hardware/calibrated/h200.measurements.json --out $OUT/h200.measurements.json
 
-What it measures, on the calibration layers only (``CALIBRATION_LAYERS``: resnet-1, vgg-3 and a 16-channel shape; never
-a fused schedule):
+What it measures, on the calibration layers only (``CALIBRATION_LAYERS``: resnet-1, vgg-3, a 16-channel shape and a
+few-wave 512-channel one; never a fused schedule):
 
 - **Queued timing** (``time_queued``): a single-thread spin kernel (~1 ms, longer than the host takes
   to issue the measured launches) runs first; the start event is recorded after it, so the events
