@@ -65,14 +65,17 @@ def _arrays(pred: Sequence[float], meas: Sequence[float]) -> tuple[np.ndarray, n
 
 
 def mape(pred, meas) -> float:
-    """Mean absolute percentage error, as a fraction (0.1 = 10%)."""
+    """Mean absolute percentage error, as a fraction (0.1 = 10%); inf where an error overflows (a target then
+    counts as missed: ``summarize``)."""
     p, m = _arrays(pred, meas)
-    return float(np.mean(np.abs(p - m) / m))
+    with np.errstate(over="ignore"):
+        return float(np.mean(np.abs(p - m) / m))
 
 
 def max_error(pred, meas) -> float:
     p, m = _arrays(pred, meas)
-    return float(np.max(np.abs(p - m) / m))
+    with np.errstate(over="ignore"):
+        return float(np.max(np.abs(p - m) / m))
 
 
 def kendall_tau(pred, meas) -> float:
