@@ -202,3 +202,18 @@ def test_simulate_says_when_a_kind_has_no_calibrated_cost(capsys):
     spec = str(Path(__file__).resolve().parent.parent / "megasim/hardware/calibrated/h200.json")
     assert main(["simulate", "resnet-1", "--spec", spec, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["default_cost"] == []
+
+
+def test_calibrate_fits_the_gemm_epilogue_unless_told_not_to():
+    """--fit-gemm-epilogue is the default (None: the algorithm's default, fitted for winograd);
+    --no-fit-gemm-epilogue turns it off."""
+    import argparse
+    from megasim.cli.calibrate import add_calibrate
+    p = argparse.ArgumentParser()
+    add_calibrate(p)
+    assert p.parse_args(["--out", "x.json"]).fit_gemm_epilogue is None
+    assert p.parse_args(["--out", "x.json", "--fit-gemm-epilogue"]).fit_gemm_epilogue is True
+    assert p.parse_args(["--out", "x.json", "--no-fit-gemm-epilogue"]).fit_gemm_epilogue is False
+    import inspect
+    from megasim.calibration.winograd import calibrated_spec
+    assert inspect.signature(calibrated_spec).parameters["fit_epilogue"].default is True

@@ -141,6 +141,7 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
     layers = tuple(layers_of(args.layers, "--layers")) if args.layers else None
     Plan.parse("nonfused", args.param, algorithm=args.algo)   # bad --param: one-line error before any measuring
     carry = load_spec(args.carry_kinds_from) if args.carry_kinds_from else None
+    fit_epilogue = args.fit_gemm_epilogue is not False          # the default: fitted
     with Progress() as progress:
         report_progress = FitReport(progress)
         if args.from_measurements:
@@ -151,13 +152,13 @@ def _calibrate_megakernel(args: argparse.Namespace) -> int:
                                  f"(its layers: {', '.join(m.layers)})")
             spec, report = calibrated_spec(get_gpu(m.preset), m, layers, workers=args.workers,
                                            progress=report_progress, fit_mixed=args.fit_mixed_factor,
-                                           fit_epilogue=args.fit_gemm_epilogue is not False)
+                                           fit_epilogue=fit_epilogue)
             dump_spec(_carry_kinds(spec, carry), args.out)
         else:
             calibrate = gpu_module("measure", "calibrate")
             report = calibrate.calibrate(args.out, layers=layers or CALIBRATION_LAYERS, plan_params=args.param or "",
                                          workers=args.workers, progress=report_progress,
-                                         fit_mixed=args.fit_mixed_factor, fit_epilogue=args.fit_gemm_epilogue is not False)
+                                         fit_mixed=args.fit_mixed_factor, fit_epilogue=fit_epilogue)
             if carry is not None:
                 dump_spec(_carry_kinds(load_spec(args.out), carry), args.out)
     report["out"] = args.out
