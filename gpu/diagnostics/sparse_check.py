@@ -27,14 +27,13 @@ import json
 import os
 import sys
 import traceback
-import warnings
 
 import numba
 import numpy as np
 from numba import cuda
 
 from gpu.diagnostics.output import out_dir_arg
-from gpu.runtime.small_grids import PERFORMANCE_WARNINGS
+from gpu.runtime.small_grids import intended_small_grids
 from megasim.provenance import git_sha
 from gpu import sparse as sp
 from gpu.kernels.sparse import kernels as sk
@@ -114,11 +113,10 @@ def _elementwise_rows(torch, y_conv) -> list[dict]:
     return rows
 
 
+@intended_small_grids()     # small grids at batch 1 are intended
 def main(argv: list[str] | None = None) -> int:
     """Check every op; with --out DIR also write sparse_check.csv/.json there."""
     out_dir = out_dir_arg(argv, __doc__.splitlines()[0], default=None)
-    for category in PERFORMANCE_WARNINGS:   # small grids at batch 1 are intended
-        warnings.simplefilter("ignore", category)
     try:
         import torch
     except ImportError:
